@@ -1,0 +1,152 @@
+import { UriTemplate } from '@modelcontextprotocol/client'
+import { upstreamPrefix } from '../config/schema.ts'
+import { GatewayError } from '../errors.ts'
+import type { JsonObject } from '../protocol/jsonrpc.ts'
+import type { UpstreamPool } from '../upstream/upstream-pool.ts'
+import { compileFilter, exposedName, PREFIX_SEPARATOR } from './name-filter.ts'
+import { fetchSnapshot, type UpstreamSnapshot } from './snapshot.ts'
+
+export type ListKind = 'tools' | 'prompts' | 'resources' | 'resourceTemplates'
+
+/** Where a name or URI of the merged namespace leads. */
+export interface Route {
+  pool: UpstreamPool
+  /** The upstream's own name (tools, prompts) or the URI (resources). */
+  target: string
+  entry: JsonObject | undefined
+}
+
+export interface Collision {
+  kind: ListKind
+  name: string
+  first: string
+  second: string
+}
+
+const KEY_OF: Record<ListKind, string> = { tools: 'name', prompts: 'name', resources: 'uri', resourceTemplates: 'uriTemplate' }
+
+/**
+ * The merged namespace of every upstream: tools and prompts carry their upstream's prefix, resource
+ * URIs pass through unchanged. Only ready upstreams are listed; what a down upstream last offered is
+ * kept so that a call to it gets "unavailable" instead of "unknown".
+ */
+export class Catalog {
+  readonly #pools: readonly UpstreamPool[]
+  readonly #snapshots = new Map<string, UpstreamSnapshot>()
+  #lists: Record<ListKind, JsonObject[]> = { tools: [], prompts: [], resources: [], resourceTemplates: [] }
+  #routes: Record<ListKind, Map<string, Route>> = { tools: new Map(), prompts: new Map(), resources: new Map(), resourceTemplates: new Map() }
+  #templates: Array<{ template: UriTemplate, route: Route }> = []
+  #collisions: Collision[] = []
+  /** Grows on every rebuild; part of list cursors so a stale cursor is detected. */
+  version = 0
+
+  constructor (pools: readonly UpstreamPool[]) {
+    this.#pools = pools
+  }
+
+  /** Re-reads the lists of one upstream from its shared connection and rebuilds the namespace. */
+  async refresh (pool: UpstreamPool): Promise<Collision[]> {
+    const connection = pool.shared()
+    const filters = {
+      tools: compileFilter(pool.config.tools),
+      prompts: compileFilter(pool.config.prompts),
+      resources: compileFilter(pool.config.resources),
+    }
+    const snapshot = await fetchSnapshot(connection, upstreamPrefix(pool.config), filters, pool.config.timeouts.request)
+    this.#snapshots.set(pool.name, snapshot)
+    return this.rebuild()
+  }
+
+  /** Rebuilds the merged lists from the snapshots of ready upstreams, in configuration order. */
+  rebuild (): Collision[] {
+    const lists: Record<ListKind, JsonObject[]> = { tools: [], prompts: [], resources: [], resourceTemplates: [] }
+    const routes: Record<ListKind, Map<string, Route>> = { tools: new Map(), prompts: new Map(), resources: new Map(), resourceTemplates: new Map() }
+    const templates: Array<{ template: UriTemplate, route: Route }> = []
+    const collisions: Collision[] = []
+    for (const pool of this.#pools) {
+      const snapshot = this.#snapshots.get(pool.name)
+      if (!snapshot || pool.state !== 'ready') continue
+      for (const kind of Object.keys(lists) as ListKind[]) {
+        for (const item of snapshot[kind]) {
+          const key = String(item.entry[KEY_OF[kind]])
+          const existing = routes[kind].get(key)
+          if (existing) {
+            collisions.push({ kind, name: key, first: existing.pool.name, second: pool.name })
+            continue
+          }
+          const route: Route = { pool, target: item.target, entry: item.entry }
+          routes[kind].set(key, route)
+          lists[kind].push(item.entry)
+          if (kind === 'resourceTemplates') templates.push({ template: new UriTemplate(key), route })
+        }
+      }
+    }
+    this.#lists = lists
+    this.#routes = routes
+    this.#templates = templates
+    this.#collisions = collisions
+    this.version++
+    return collisions
+  }
+
+  get collisions (): readonly Collision[] {
+    return this.#collisions
+  }
+
+  list (kind: ListKind): readonly JsonObject[] {
+    return this.#lists[kind]
+  }
+
+  tool (name: string): Route {
+    return this.#routes.tools.get(name) ?? this.#missing('tools', name)
+  }
+
+  prompt (name: string): Route {
+    return this.#routes.prompts.get(name) ?? this.#missing('prompts', name)
+  }
+
+  /** The upstream that serves a URI: a listed resource, else the one whose template matches it. */
+  resource (uri: string): Route {
+    const listed = this.#routes.resources.get(uri)
+    if (listed) return listed
+    for (const { template, route } of this.#templates) {
+      if (template.match(uri)) return { pool: route.pool, target: uri, entry: undefined }
+    }
+    const withResources = this.#pools.filter((p) => p.state === 'ready' && this.#snapshots.get(p.name)?.hasResources)
+    if (withResources.length === 1) return { pool: withResources[0]!, target: uri, entry: undefined }
+    return this.#missing('resources', uri)
+  }
+
+  /** The upstream owning a resource template, by its exact uriTemplate. */
+  resourceTemplate (uriTemplate: string): Route {
+    return this.#routes.resourceTemplates.get(uriTemplate) ?? this.#missing('resourceTemplates', uriTemplate)
+  }
+
+  /** Every ready upstream whose snapshot offers this kind of entry. */
+  poolsWith (capability: 'hasResources' | 'hasPrompts' | 'hasTools'): UpstreamPool[] {
+    return this.#pools.filter((p) => p.state === 'ready' && this.#snapshots.get(p.name)?.[capability] === true)
+  }
+
+  /** Unknown name: if it belongs to an upstream that is down, say so; otherwise it does not exist. */
+  #missing (kind: ListKind, name: string): never {
+    for (const pool of this.#pools) {
+      if (pool.state === 'ready') continue
+      const prefix = upstreamPrefix(pool.config)
+      const snapshot = this.#snapshots.get(pool.name)
+      const known = snapshot?.[kind].some((item) => String(item.entry[KEY_OF[kind]]) === name) ?? false
+      if (known || (prefix !== '' && (kind === 'tools' || kind === 'prompts') && name.startsWith(prefix + PREFIX_SEPARATOR))) {
+        throw new GatewayError('GW_ERR_UPSTREAM_UNAVAILABLE', [pool.name, pool.lastError ?? pool.state])
+      }
+    }
+    if (kind === 'tools') throw new GatewayError('GW_ERR_TOOL_NOT_FOUND', [name])
+    if (kind === 'prompts') throw new GatewayError('GW_ERR_PROMPT_NOT_FOUND', [name])
+    throw new GatewayError('GW_ERR_RESOURCE_NOT_FOUND', [name])
+  }
+}
+
+export function describeCollisions (collisions: readonly Collision[]): string {
+  const lines = collisions.map((c) => `  - ${c.kind} '${c.name}' is offered by upstream '${c.first}' and by upstream '${c.second}'`)
+  return `name collisions in the merged catalog (give one of the upstreams a prefix, or deny the entry):\n${lines.join('\n')}`
+}
+
+export { exposedName }

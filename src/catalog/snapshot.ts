@@ -1,0 +1,80 @@
+import type { JsonObject } from '../protocol/jsonrpc.ts'
+import type { UpstreamConnection } from '../upstream/upstream-connection.ts'
+import { exposedName } from './name-filter.ts'
+
+/** One entry of an upstream's list as the gateway exposes it, and the upstream's own key for it. */
+export interface SnapshotItem {
+  entry: JsonObject
+  target: string
+}
+
+/** What one upstream offered at its last refresh, already filtered and renamed. */
+export interface UpstreamSnapshot {
+  tools: SnapshotItem[]
+  prompts: SnapshotItem[]
+  resources: SnapshotItem[]
+  resourceTemplates: SnapshotItem[]
+  hasTools: boolean
+  hasPrompts: boolean
+  hasResources: boolean
+}
+
+type Filter = (name: string) => boolean
+
+/** Upper bound of pages read from one upstream list, against a server that never stops paginating. */
+const MAX_PAGES = 1000
+
+async function readAll (connection: UpstreamConnection, method: string, key: string, timeout: number): Promise<JsonObject[]> {
+  const items: JsonObject[] = []
+  let cursor: string | undefined
+  for (let page = 0; page < MAX_PAGES; page++) {
+    const result = await connection.request(method, cursor === undefined ? undefined : { cursor }, { timeout })
+    const list = result[key]
+    if (Array.isArray(list)) items.push(...list.filter((i): i is JsonObject => i !== null && typeof i === 'object'))
+    cursor = typeof result.nextCursor === 'string' && result.nextCursor !== '' ? result.nextCursor : undefined
+    if (cursor === undefined) break
+  }
+  return items
+}
+
+function renamed (items: JsonObject[], prefix: string, filter: Filter): SnapshotItem[] {
+  return items
+    .filter((item) => typeof item.name === 'string' && filter(item.name))
+    .map((item) => {
+      const target = item.name as string
+      return { entry: { ...item, name: exposedName(prefix, target) }, target }
+    })
+}
+
+function byUri (items: JsonObject[], key: 'uri' | 'uriTemplate', filter: Filter): SnapshotItem[] {
+  return items
+    .filter((item) => typeof item[key] === 'string' && filter(typeof item.name === 'string' ? item.name : item[key] as string))
+    .map((item) => ({ entry: item, target: item[key] as string }))
+}
+
+export async function fetchSnapshot (
+  connection: UpstreamConnection,
+  prefix: string,
+  filters: { tools: Filter, prompts: Filter, resources: Filter },
+  timeout: number,
+): Promise<UpstreamSnapshot> {
+  const capabilities = connection.client.getServerCapabilities() ?? {}
+  const hasTools = capabilities.tools !== undefined
+  const hasPrompts = capabilities.prompts !== undefined
+  const hasResources = capabilities.resources !== undefined
+  const [tools, prompts, resources, templates] = await Promise.all([
+    hasTools ? readAll(connection, 'tools/list', 'tools', timeout) : [],
+    hasPrompts ? readAll(connection, 'prompts/list', 'prompts', timeout) : [],
+    hasResources ? readAll(connection, 'resources/list', 'resources', timeout) : [],
+    hasResources ? readAll(connection, 'resources/templates/list', 'resourceTemplates', timeout).catch(() => []) : [],
+  ])
+  return {
+    tools: renamed(tools, prefix, filters.tools),
+    prompts: renamed(prompts, prefix, filters.prompts),
+    resources: byUri(resources, 'uri', filters.resources),
+    resourceTemplates: byUri(templates, 'uriTemplate', filters.resources),
+    hasTools,
+    hasPrompts,
+    hasResources,
+  }
+}

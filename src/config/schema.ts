@@ -1,0 +1,147 @@
+import { z } from 'zod'
+import { duration, size } from './units.ts'
+
+/**
+ * The one source of truth for the gateway's configuration: validation, defaults, the `Config` type and
+ * the published JSON Schema (`config/gateway.schema.json`) all come from here.
+ */
+
+const NAME = /^[A-Za-z0-9][A-Za-z0-9_-]*$/
+
+const filterSchema = z.strictObject({
+  allow: z.array(z.string().min(1)).prefault(['*'])
+    .describe('names (or globs with *) to expose; names are the upstream\'s own, before the prefix'),
+  deny: z.array(z.string().min(1)).prefault([])
+    .describe('names (or globs with *) to hide; deny wins over allow'),
+}).describe('which entries of this kind the upstream exposes through the gateway')
+
+const defaultFilter = { allow: ['*'], deny: [] }
+
+const toolSettingsSchema = z.strictObject({
+  timeout: duration('call timeout for this tool; overrides timeouts.call').optional(),
+}).describe('settings for one tool, by its upstream name')
+
+const timeoutsSchema = z.strictObject({
+  connect: duration('time to connect and finish the MCP handshake').prefault('10s'),
+  request: duration('timeout for list, read, prompt and completion requests').prefault('60s'),
+  call: duration('timeout for one tools/call (no hidden shorter hop)').prefault('1h'),
+}).prefault({})
+
+const restartSchema = z.strictObject({
+  initialDelay: duration('first delay before reconnecting a failed upstream').prefault('500ms'),
+  maxDelay: duration('longest delay between reconnect attempts').prefault('30s'),
+}).prefault({})
+
+const upstreamCommon = {
+  name: z.string().regex(NAME, 'use letters, digits, - and _ (must start with a letter or digit)')
+    .describe('unique name of the upstream; also the default prefix'),
+  prefix: z.string().regex(/^[A-Za-z0-9_-]*$/, 'use letters, digits, - and _').optional()
+    .describe('prefix for this upstream\'s names, joined with "__"; default: the name; "" passes names through unchanged'),
+  tools: filterSchema.prefault(defaultFilter),
+  prompts: filterSchema.prefault(defaultFilter),
+  resources: filterSchema.prefault(defaultFilter),
+  toolSettings: z.record(z.string(), toolSettingsSchema).prefault({}),
+  maxConcurrentCalls: z.number().int().min(1).max(10_000).prefault(16)
+    .describe('upstream connections a tools/call may hold at once; further calls wait'),
+  maxQueuedCalls: z.number().int().min(0).prefault(1000)
+    .describe('calls that may wait for a connection; beyond this a call fails at once'),
+  idleTimeout: duration('close a call connection unused for this long').prefault('5m'),
+  timeouts: timeoutsSchema,
+  restart: restartSchema,
+}
+
+const stdioUpstream = z.strictObject({
+  ...upstreamCommon,
+  transport: z.literal('stdio'),
+  command: z.string().min(1).describe('program to spawn'),
+  args: z.array(z.string()).prefault([]),
+  env: z.record(z.string(), z.string()).prefault({})
+    .describe('environment of the child, added to a minimal safe environment (PATH, HOME, …)'),
+  cwd: z.string().optional(),
+  era: z.enum(['legacy', 'auto']).prefault('legacy')
+    .describe('protocol era to speak to this upstream; auto probes server/discover first'),
+})
+
+const httpCommon = {
+  ...upstreamCommon,
+  url: z.url().describe('endpoint URL of the upstream'),
+  headers: z.record(z.string(), z.string()).prefault({})
+    .describe('headers sent on every upstream request; use ${ENV} for secrets'),
+  connections: z.number().int().min(1).prefault(64).describe('keep-alive sockets in the upstream HTTP pool'),
+}
+
+const streamableHttpUpstream = z.strictObject({
+  ...httpCommon,
+  transport: z.literal('streamable-http'),
+  era: z.enum(['legacy', 'auto']).prefault('auto')
+    .describe('protocol era to speak to this upstream; auto probes server/discover first'),
+})
+
+const sseUpstream = z.strictObject({
+  ...httpCommon,
+  transport: z.literal('sse'),
+})
+
+export const upstreamSchema = z.discriminatedUnion('transport', [stdioUpstream, streamableHttpUpstream, sseUpstream])
+
+const serverSchema = z.strictObject({
+  host: z.string().min(1).prefault('127.0.0.1').describe('address to listen on'),
+  port: z.number().int().min(0).max(65_535).prefault(8080),
+  path: z.string().regex(/^\/[^\s?#]*$/, 'must start with / and hold no query').prefault('/mcp')
+    .describe('path of the MCP endpoint'),
+  dnsRebindingProtection: z.boolean().prefault(true)
+    .describe('check Host and Origin headers against the lists below'),
+  allowedHosts: z.array(z.string().min(1)).prefault([])
+    .describe('Host header values (hostname, or hostname:port) accepted; localhost names are always accepted'),
+  allowedOrigins: z.array(z.string().min(1)).prefault([])
+    .describe('Origin values accepted (scheme://host[:port]); origins on localhost names are always accepted'),
+  maxBodyBytes: size('largest accepted request body').prefault('4mb'),
+  pageSize: z.number().int().min(1).max(10_000).prefault(100)
+    .describe('entries per page of tools/list, prompts/list, resources/list and resources/templates/list'),
+  sessionIdleTimeout: duration('delete a session unused for this long').prefault('1h'),
+  sseKeepAlive: duration('interval of SSE keep-alive comments').prefault('15s'),
+  shutdownGrace: duration('time in-flight calls get to finish on SIGTERM before they are cancelled').prefault('10s'),
+})
+
+const loggingSchema = z.strictObject({
+  level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).prefault('info'),
+  redactHeaders: z.array(z.string().min(1)).prefault([])
+    .describe('extra header names whose values never appear in logs (authorization, cookies and mcp-session-id always are)'),
+})
+
+const storeSchema = z.discriminatedUnion('kind', [
+  z.strictObject({ kind: z.literal('memory') }),
+  z.strictObject({
+    kind: z.literal('sqlite'),
+    path: z.string().min(1).prefault('./data/gateway.db').describe('database file, created on first start'),
+  }),
+])
+
+export const configSchema = z.strictObject({
+  server: serverSchema.prefault({}),
+  logging: loggingSchema.prefault({}),
+  store: storeSchema.prefault({ kind: 'sqlite', path: './data/gateway.db' }),
+  upstreams: z.array(upstreamSchema).min(1, 'list at least one upstream'),
+}).superRefine((config, ctx) => {
+  const seen = new Map<string, number>()
+  config.upstreams.forEach((upstream, index) => {
+    const first = seen.get(upstream.name)
+    if (first !== undefined) {
+      ctx.addIssue({ code: 'custom', path: ['upstreams', index, 'name'], message: `duplicate upstream name '${upstream.name}' (also upstreams[${first}])` })
+    } else {
+      seen.set(upstream.name, index)
+    }
+  })
+})
+
+export type Config = z.output<typeof configSchema>
+export type ConfigInput = z.input<typeof configSchema>
+export type UpstreamConfig = Config['upstreams'][number]
+export type StdioUpstreamConfig = Extract<UpstreamConfig, { transport: 'stdio' }>
+export type HttpUpstreamConfig = Exclude<UpstreamConfig, StdioUpstreamConfig>
+export type ServerConfig = Config['server']
+export type StoreConfig = Config['store']
+
+export function upstreamPrefix (upstream: UpstreamConfig): string {
+  return upstream.prefix ?? upstream.name
+}

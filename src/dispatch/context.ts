@@ -1,0 +1,21 @@
+import type { Logger } from '../observability/logger.ts'
+import type { JsonObject, RequestId } from '../protocol/jsonrpc.ts'
+import type { SessionRecord } from '../store/types.ts'
+
+/** Everything a method handler may know about the request it serves, independent of the wire era. */
+export interface RequestContext {
+  readonly session: SessionRecord
+  readonly requestId: RequestId
+  /** Aborted when the client cancels the request or the gateway shuts down. */
+  readonly signal: AbortSignal
+  readonly progressToken: RequestId | undefined
+  readonly log: Logger
+  /** Sends a notification related to this request to the client. */
+  notify (method: string, params: JsonObject): void
+  /** Sends a server→client request related to this request and waits for the client's answer. */
+  request (method: string, params: JsonObject, signal: AbortSignal): Promise<JsonObject>
+}
+
+export type Handler = (params: JsonObject, ctx: RequestContext) => Promise<JsonObject>
+
+export type MethodTable = ReadonlyMap<string, Handler>

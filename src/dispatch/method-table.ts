@@ -1,0 +1,103 @@
+import type { Catalog, ListKind, Route } from '../catalog/catalog.ts'
+import type { ResourceSubscriptions } from '../catalog/resource-subscriptions.ts'
+import type { CallEngine } from '../calls/call-engine.ts'
+import { mapUpstreamError } from '../calls/upstream-errors.ts'
+import { GatewayError } from '../errors.ts'
+import type { JsonObject } from '../protocol/jsonrpc.ts'
+import type { Handler, MethodTable, RequestContext } from './context.ts'
+import { paginate } from './pagination.ts'
+import { requireObject, requireString, withoutProgressToken } from './params.ts'
+
+export interface MethodTableDeps {
+  catalog: Catalog
+  calls: CallEngine
+  subscriptions: ResourceSubscriptions
+  pageSize: number
+}
+
+const LOG_LEVELS = new Set(['debug', 'info', 'notice', 'warning', 'error', 'critical', 'alert', 'emergency'])
+
+/** Forwards a read-type request to the upstream a route names, with the route's own name or URI. */
+async function forward (route: Route, method: string, params: JsonObject, ctx: RequestContext, rename: JsonObject): Promise<JsonObject> {
+  const pool = route.pool
+  const timeout = pool.config.timeouts.request
+  try {
+    return await pool.shared().request(method, { ...withoutProgressToken(params), ...rename }, { timeout, signal: ctx.signal })
+  } catch (err) {
+    throw mapUpstreamError(err, pool.name, method, timeout, ctx.signal)
+  }
+}
+
+function lister (catalog: Catalog, kind: ListKind, key: string, pageSize: number): Handler {
+  return async (params) => {
+    const { page, nextCursor } = paginate(catalog.list(kind), params, pageSize)
+    return nextCursor === undefined ? { [key]: page } : { [key]: page, nextCursor }
+  }
+}
+
+/** The one table of methods the gateway answers (both eras share it); unknown methods are -32601. */
+export function buildMethodTable (deps: MethodTableDeps): MethodTable {
+  const { catalog, calls, subscriptions, pageSize } = deps
+  const table = new Map<string, Handler>([
+    ['ping', async () => ({})],
+    ['logging/setLevel', async (params) => {
+      const level = requireString(params, 'level')
+      if (!LOG_LEVELS.has(level)) throw new GatewayError('GW_ERR_RPC_INVALID_PARAMS', [`'level' must be one of ${[...LOG_LEVELS].join(', ')}`])
+      return {}
+    }],
+    ['tools/list', lister(catalog, 'tools', 'tools', pageSize)],
+    ['prompts/list', lister(catalog, 'prompts', 'prompts', pageSize)],
+    ['resources/list', lister(catalog, 'resources', 'resources', pageSize)],
+    ['resources/templates/list', lister(catalog, 'resourceTemplates', 'resourceTemplates', pageSize)],
+    ['tools/call', (params, ctx) => calls.callTool(params, ctx)],
+    ['prompts/get', async (params, ctx) => {
+      const route = catalog.prompt(requireString(params, 'name'))
+      return await forward(route, 'prompts/get', params, ctx, { name: route.target })
+    }],
+    ['resources/read', async (params, ctx) => {
+      const route = catalog.resource(requireString(params, 'uri'))
+      return await forward(route, 'resources/read', params, ctx, {})
+    }],
+    ['resources/subscribe', async (params, ctx) => {
+      const uri = requireString(params, 'uri')
+      const route = catalog.resource(uri)
+      try {
+        await subscriptions.subscribe(ctx.session.id, uri, route.pool, route.pool.config.timeouts.request)
+      } catch (err) {
+        throw mapUpstreamError(err, route.pool.name, 'resources/subscribe', route.pool.config.timeouts.request)
+      }
+      return {}
+    }],
+    ['resources/unsubscribe', async (params, ctx) => {
+      const uri = requireString(params, 'uri')
+      await subscriptions.unsubscribe(ctx.session.id, uri, 10_000)
+      return {}
+    }],
+    ['completion/complete', async (params, ctx) => {
+      const ref = requireObject(params, 'ref')
+      requireObject(params, 'argument')
+      if (ref.type === 'ref/prompt') {
+        const route = catalog.prompt(requireString(ref, 'name'))
+        return await forward(route, 'completion/complete', params, ctx, { ref: { ...ref, name: route.target } })
+      }
+      if (ref.type === 'ref/resource') {
+        const uri = requireString(ref, 'uri')
+        let route: Route
+        try {
+          route = catalog.resourceTemplate(uri)
+        } catch {
+          route = catalog.resource(uri)
+        }
+        return await forward(route, 'completion/complete', params, ctx, {})
+      }
+      throw new GatewayError('GW_ERR_RPC_INVALID_PARAMS', ["'ref.type' must be 'ref/prompt' or 'ref/resource'"])
+    }],
+  ])
+  return table
+}
+
+export function lookupHandler (table: MethodTable, method: string): Handler {
+  const handler = table.get(method)
+  if (!handler) throw new GatewayError('GW_ERR_RPC_METHOD_NOT_FOUND', [method])
+  return handler
+}

@@ -1,0 +1,121 @@
+/**
+ * Every error the gateway raises, in one table. A code is never reused for another meaning.
+ *
+ * `status` is the HTTP status used when the error ends the HTTP exchange itself (transport-level errors);
+ * `rpc` is the JSON-RPC error code used when the error answers one JSON-RPC request inside an exchange.
+ * Messages are templates: `%s` placeholders are filled from the arguments in order.
+ */
+export interface ErrorDef {
+  readonly status: number
+  readonly rpc: number
+  readonly message: string
+}
+
+export const ERRORS = {
+  GW_ERR_CONFIG_INVALID: { status: 500, rpc: -32603, message: 'configuration is invalid:\n%s' },
+  GW_ERR_CONFIG_READ: { status: 500, rpc: -32603, message: "cannot read configuration file '%s': %s" },
+  GW_ERR_CATALOG_COLLISION: { status: 500, rpc: -32603, message: '%s' },
+
+  GW_ERR_HTTP_PARSE: { status: 400, rpc: -32700, message: 'Parse error: the body is not valid JSON (%s)' },
+  GW_ERR_HTTP_INVALID_MESSAGE: { status: 400, rpc: -32600, message: 'Invalid Request: %s' },
+  GW_ERR_HTTP_BATCH_UNSUPPORTED: { status: 400, rpc: -32600, message: 'Invalid Request: JSON-RPC batches are not supported; send one message per POST' },
+  GW_ERR_HTTP_BODY_TOO_LARGE: { status: 413, rpc: -32600, message: 'Request body exceeds the limit of %s bytes (server.maxBodyBytes)' },
+  GW_ERR_HTTP_MEDIA_TYPE: { status: 415, rpc: -32600, message: 'Unsupported Media Type: POST bodies must be application/json' },
+  GW_ERR_HTTP_NOT_ACCEPTABLE: { status: 406, rpc: -32600, message: 'Not Acceptable: the Accept header must list %s' },
+  GW_ERR_HTTP_METHOD_NOT_ALLOWED: { status: 405, rpc: -32600, message: 'Method Not Allowed: %s' },
+  GW_ERR_HTTP_HOST_FORBIDDEN: { status: 403, rpc: -32600, message: "Forbidden: Host '%s' is not in server.allowedHosts" },
+  GW_ERR_HTTP_ORIGIN_FORBIDDEN: { status: 403, rpc: -32600, message: "Forbidden: Origin '%s' is not in server.allowedOrigins" },
+
+  GW_ERR_SESSION_REQUIRED: { status: 400, rpc: -32600, message: 'Bad Request: the Mcp-Session-Id header is required for %s (send initialize first)' },
+  GW_ERR_SESSION_NOT_FOUND: { status: 404, rpc: -32001, message: 'Session not found: it expired or was deleted; initialize a new session' },
+  GW_ERR_SESSION_ALREADY_INITIALIZED: { status: 400, rpc: -32600, message: 'Invalid Request: initialize must not carry an Mcp-Session-Id header' },
+  GW_ERR_PROTOCOL_VERSION_HEADER: { status: 400, rpc: -32600, message: "Bad Request: MCP-Protocol-Version '%s' %s" },
+
+  GW_ERR_RPC_METHOD_NOT_FOUND: { status: 200, rpc: -32601, message: 'Method not found: %s' },
+  GW_ERR_RPC_INVALID_PARAMS: { status: 200, rpc: -32602, message: 'Invalid params: %s' },
+  GW_ERR_TOOL_NOT_FOUND: { status: 200, rpc: -32602, message: "Unknown tool: '%s'" },
+  GW_ERR_PROMPT_NOT_FOUND: { status: 200, rpc: -32602, message: "Unknown prompt: '%s'" },
+  GW_ERR_RESOURCE_NOT_FOUND: { status: 200, rpc: -32002, message: "Resource not found: '%s'" },
+
+  GW_ERR_UPSTREAM_UNAVAILABLE: { status: 503, rpc: -32050, message: "upstream '%s' is unavailable: %s" },
+  GW_ERR_UPSTREAM_TIMEOUT: { status: 504, rpc: -32001, message: "upstream '%s' did not answer %s within %s" },
+  GW_ERR_UPSTREAM_CONNECTION_LOST: { status: 502, rpc: -32051, message: "upstream '%s' connection was lost during %s: %s" },
+  GW_ERR_UPSTREAM_FAILED: { status: 502, rpc: -32052, message: "upstream '%s' failed on %s: %s" },
+  GW_ERR_UPSTREAM_BUSY: { status: 503, rpc: -32053, message: "upstream '%s' has %s calls waiting for a connection (upstreams[].maxQueuedCalls); try again later" },
+
+  GW_ERR_CLIENT_CAPABILITY_MISSING: { status: 200, rpc: -32601, message: "the downstream client did not declare the '%s' capability, so '%s' cannot be relayed to it" },
+  GW_ERR_CLIENT_GONE: { status: 200, rpc: -32603, message: "the downstream client's request ended before it answered '%s'" },
+  GW_ERR_REQUEST_CANCELLED: { status: 200, rpc: -32800, message: 'request was cancelled by the client: %s' },
+
+  GW_ERR_SHUTTING_DOWN: { status: 503, rpc: -32603, message: 'the gateway is shutting down; retry on another instance' },
+  GW_ERR_INTERNAL: { status: 500, rpc: -32603, message: 'internal gateway error: %s' },
+} as const satisfies Record<string, ErrorDef>
+
+export type ErrorCode = keyof typeof ERRORS
+
+function format (template: string, args: readonly unknown[]): string {
+  let i = 0
+  return template.replace(/%s/g, () => {
+    const arg = args[i++]
+    return arg === undefined ? '' : String(arg)
+  })
+}
+
+export interface GatewayErrorOptions extends ErrorOptions {
+  /** Goes out as the JSON-RPC error's `data`. */
+  data?: unknown
+}
+
+export class GatewayError extends Error {
+  readonly code: ErrorCode
+  readonly statusCode: number
+  readonly rpcCode: number
+  readonly data: unknown
+
+  constructor (code: ErrorCode, args: readonly unknown[] = [], options: GatewayErrorOptions = {}) {
+    const def: ErrorDef = ERRORS[code]
+    super(format(def.message, args), options.cause === undefined ? undefined : { cause: options.cause })
+    this.name = 'GatewayError'
+    this.code = code
+    this.statusCode = def.status
+    this.rpcCode = def.rpc
+    this.data = options.data
+  }
+}
+
+export function gatewayError (code: ErrorCode, ...args: unknown[]): GatewayError {
+  return new GatewayError(code, args)
+}
+
+/** A JSON-RPC error received from an upstream or a downstream peer, kept verbatim. */
+export class RpcError extends Error {
+  readonly rpcCode: number
+  readonly data: unknown
+
+  constructor (code: number, message: string, data?: unknown) {
+    super(message)
+    this.name = 'RpcError'
+    this.rpcCode = code
+    this.data = data
+  }
+}
+
+export interface WireError {
+  code: number
+  message: string
+  data?: unknown
+}
+
+/** The JSON-RPC `error` object for any thrown value; unknown errors never leak their internals. */
+export function toWireError (err: unknown): WireError {
+  if (err instanceof GatewayError || err instanceof RpcError) {
+    const wire: WireError = { code: err.rpcCode, message: err.message }
+    if (err.data !== undefined) wire.data = err.data
+    return wire
+  }
+  return { code: ERRORS.GW_ERR_INTERNAL.rpc, message: format(ERRORS.GW_ERR_INTERNAL.message, ['unexpected failure']) }
+}
+
+export function errorMessage (err: unknown): string {
+  return err instanceof Error ? err.message : String(err)
+}

@@ -1,0 +1,126 @@
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify'
+import { CallEngine } from './calls/call-engine.ts'
+import { Catalog, describeCollisions } from './catalog/catalog.ts'
+import { catalogSync } from './catalog/catalog-sync.ts'
+import { ResourceSubscriptions } from './catalog/resource-subscriptions.ts'
+import type { Config } from './config/schema.ts'
+import { buildMethodTable } from './dispatch/method-table.ts'
+import { GatewayError } from './errors.ts'
+import { registerHealthRoutes } from './http/health-routes.ts'
+import { registerHostOriginGuard } from './http/host-origin-guard.ts'
+import { registerMcpRoute } from './http/mcp-route.ts'
+import { createLogger, type Logger } from './observability/logger.ts'
+import { ClientRequestBroker } from './protocol/legacy/client-requests.ts'
+import { InflightRequests } from './protocol/legacy/inflight-requests.ts'
+import { LegacyEndpoint } from './protocol/legacy/legacy-endpoint.ts'
+import { StreamHub } from './protocol/legacy/stream-hub.ts'
+import { createStore } from './store/create-store.ts'
+import type { GatewayStore } from './store/types.ts'
+import { UpstreamPool } from './upstream/upstream-pool.ts'
+
+export interface GatewayOptions {
+  /** Logger to use instead of one built from `config.logging`. */
+  logger?: Logger
+  /** Store to use instead of one built from `config.store`. */
+  store?: GatewayStore
+}
+
+export interface Gateway {
+  readonly app: FastifyInstance
+  readonly store: GatewayStore
+  readonly pools: readonly UpstreamPool[]
+  readonly catalog: Catalog
+  /** Stops taking requests, lets in-flight ones finish within `server.shutdownGrace`, then releases everything. */
+  close (): Promise<void>
+}
+
+/** Wires the whole gateway for a configuration. It never listens: the caller decides (main.ts, tests). */
+export async function buildGateway (config: Config, options: GatewayOptions = {}): Promise<Gateway> {
+  const log = options.logger ?? createLogger(config.logging)
+  const store = options.store ?? await createStore(config.store)
+  const hub = new StreamHub(store.bus)
+  const pools: UpstreamPool[] = []
+  const catalog = new Catalog(pools)
+  const subscriptions = new ResourceSubscriptions(log)
+  const sync = catalogSync({
+    catalog,
+    subscriptions,
+    log,
+    broadcast: (message) => hub.broadcastLocal(message),
+    sendTo: (sessionId, message) => { void hub.publish(sessionId, message) },
+  })
+  for (const upstream of config.upstreams) pools.push(new UpstreamPool(upstream, log, sync))
+
+  const releaseAll = async (): Promise<void> => {
+    await Promise.all(pools.map((pool) => pool.close()))
+    if (!options.store) await store.close()
+  }
+
+  await Promise.all(pools.map((pool) => pool.start()))
+  for (const pool of pools) {
+    if (pool.state !== 'ready') continue
+    await catalog.refresh(pool).catch((err: unknown) => log.warn({ upstream: pool.name, err }, 'could not read upstream lists'))
+  }
+  if (catalog.collisions.length > 0) {
+    await releaseAll()
+    throw new GatewayError('GW_ERR_CATALOG_COLLISION', [describeCollisions(catalog.collisions)])
+  }
+  sync.started()
+
+  const shutdown = new AbortController()
+  const inflight = new InflightRequests()
+  let closing = false
+  const legacy = new LegacyEndpoint({
+    store,
+    hub,
+    broker: new ClientRequestBroker(),
+    inflight,
+    methods: buildMethodTable({ catalog, calls: new CallEngine(catalog), subscriptions, pageSize: config.server.pageSize }),
+    log,
+    keepAliveMs: config.server.sseKeepAlive,
+    shutdown: shutdown.signal,
+    onSessionClosed: (sessionId) => { void subscriptions.dropSession(sessionId, config.upstreams[0]?.timeouts.request ?? 10_000) },
+  })
+
+  const app: FastifyInstance = Fastify({
+    loggerInstance: log as FastifyBaseLogger,
+    bodyLimit: config.server.maxBodyBytes,
+    disableRequestLogging: false,
+    requestIdHeader: 'x-request-id',
+    forceCloseConnections: true,
+  })
+  registerHostOriginGuard(app, config.server)
+  registerHealthRoutes(app, store, pools)
+  await registerMcpRoute(app, { config: config.server, legacy, isClosing: () => closing })
+
+  const sweepEvery = Math.min(60_000, Math.max(1000, Math.floor(config.server.sessionIdleTimeout / 4)))
+  const sweeper = setInterval(() => {
+    store.sessions.sweep(Date.now() - config.server.sessionIdleTimeout).then((ids) => {
+      for (const id of ids) {
+        hub.closeSession(id)
+        void subscriptions.dropSession(id, 10_000)
+      }
+      if (ids.length > 0) log.info({ count: ids.length }, 'expired idle sessions')
+    }, (err: unknown) => log.warn({ err }, 'session sweep failed'))
+  }, sweepEvery)
+  sweeper.unref()
+
+  let closed: Promise<void> | undefined
+  const close = (): Promise<void> => {
+    closed ??= (async () => {
+      closing = true
+      clearInterval(sweeper)
+      const deadline = Date.now() + config.server.shutdownGrace
+      while (inflight.size > 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 25))
+      if (inflight.size > 0) log.warn({ calls: inflight.size }, 'shutdown grace over: cancelling in-flight requests')
+      shutdown.abort(new GatewayError('GW_ERR_SHUTTING_DOWN'))
+      await new Promise((resolve) => setImmediate(resolve))
+      hub.closeAll()
+      await app.close()
+      await releaseAll()
+    })()
+    return closed
+  }
+
+  return { app, store, pools, catalog, close }
+}

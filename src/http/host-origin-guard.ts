@@ -1,0 +1,54 @@
+import type { FastifyInstance } from 'fastify'
+import type { ServerConfig } from '../config/schema.ts'
+import { GatewayError } from '../errors.ts'
+
+const LOCAL_HOSTNAMES = new Set(['localhost', '127.0.0.1', '[::1]', '::1'])
+
+/** `example.com:8080` → `example.com`; `[::1]:8080` → `[::1]`. */
+export function hostnameOf (host: string): string {
+  if (host.startsWith('[')) {
+    const end = host.indexOf(']')
+    return end > 0 ? host.slice(0, end + 1).toLowerCase() : host.toLowerCase()
+  }
+  const colon = host.lastIndexOf(':')
+  return (colon > 0 ? host.slice(0, colon) : host).toLowerCase()
+}
+
+/** Decides whether a Host and an Origin header may reach the gateway (DNS-rebinding protection). */
+export function createHostOriginCheck (config: Pick<ServerConfig, 'allowedHosts' | 'allowedOrigins'>) {
+  const hosts = new Set(config.allowedHosts.map((h) => h.toLowerCase()))
+  const origins = new Set(config.allowedOrigins.map((o) => o.toLowerCase().replace(/\/$/, '')))
+  return (host: string | undefined, origin: string | undefined): GatewayError | undefined => {
+    if (host === undefined || host === '') return new GatewayError('GW_ERR_HTTP_HOST_FORBIDDEN', ['(missing)'])
+    const hostname = hostnameOf(host)
+    if (!LOCAL_HOSTNAMES.has(hostname) && !hosts.has(host.toLowerCase()) && !hosts.has(hostname)) {
+      return new GatewayError('GW_ERR_HTTP_HOST_FORBIDDEN', [host])
+    }
+    if (origin === undefined) return undefined
+    const normalized = origin.toLowerCase().replace(/\/$/, '')
+    if (origins.has(normalized)) return undefined
+    let originHost: string
+    try {
+      originHost = new URL(normalized).hostname
+    } catch {
+      return new GatewayError('GW_ERR_HTTP_ORIGIN_FORBIDDEN', [origin])
+    }
+    const bracketed = originHost.includes(':') && !originHost.startsWith('[') ? `[${originHost}]` : originHost
+    return LOCAL_HOSTNAMES.has(bracketed) ? undefined : new GatewayError('GW_ERR_HTTP_ORIGIN_FORBIDDEN', [origin])
+  }
+}
+
+/** Registers the check as an onRequest hook on the MCP path. */
+export function registerHostOriginGuard (app: FastifyInstance, config: ServerConfig): void {
+  if (!config.dnsRebindingProtection) return
+  const check = createHostOriginCheck(config)
+  app.addHook('onRequest', async (request, reply) => {
+    if (request.routeOptions.url !== config.path) return
+    const origin = request.headers.origin
+    const failure = check(request.headers.host, Array.isArray(origin) ? origin[0] : origin)
+    if (failure) {
+      request.log.warn({ host: request.headers.host, origin }, failure.message)
+      await reply.code(failure.statusCode).type('application/json').send({ jsonrpc: '2.0', id: null, error: { code: failure.rpcCode, message: failure.message } })
+    }
+  })
+}

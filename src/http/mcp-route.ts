@@ -1,0 +1,92 @@
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { ServerConfig } from '../config/schema.ts'
+import { GatewayError, errorMessage } from '../errors.ts'
+import { sendHttpError, type LegacyEndpoint } from '../protocol/legacy/legacy-endpoint.ts'
+
+export interface McpRouteOptions {
+  config: ServerConfig
+  legacy: LegacyEndpoint
+  /** True once shutdown began: new requests are refused with 503. */
+  isClosing (): boolean
+}
+
+function accepts (request: FastifyRequest, type: string): boolean {
+  const accept = request.headers.accept
+  if (accept === undefined || accept === '') return true
+  return accept.includes(type) || accept.includes('*/*')
+}
+
+/** Maps Fastify's body-parsing failures to JSON-RPC errors with the right HTTP status. */
+function bodyError (err: FastifyError, maxBodyBytes: number): GatewayError | undefined {
+  switch (err.code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return new GatewayError('GW_ERR_HTTP_BODY_TOO_LARGE', [maxBodyBytes], { cause: err })
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return new GatewayError('GW_ERR_HTTP_MEDIA_TYPE', [], { cause: err })
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+      return new GatewayError('GW_ERR_HTTP_PARSE', [errorMessage(err)], { cause: err })
+  }
+  if (err instanceof SyntaxError || err.statusCode === 400) return new GatewayError('GW_ERR_HTTP_PARSE', [errorMessage(err)], { cause: err })
+  return undefined
+}
+
+/** POST, GET and DELETE on the MCP path (Streamable HTTP). Everything after parsing writes the raw response. */
+export async function registerMcpRoute (app: FastifyInstance, options: McpRouteOptions): Promise<void> {
+  const { config, legacy } = options
+  const maxBodyBytes = config.maxBodyBytes
+
+  app.setErrorHandler(async (err: FastifyError, request, reply) => {
+    const mapped = bodyError(err, maxBodyBytes)
+    if (mapped) {
+      return reply.code(mapped.statusCode).type('application/json').send({ jsonrpc: '2.0', id: null, error: { code: mapped.rpcCode, message: mapped.message } })
+    }
+    request.log.error({ err }, 'unhandled request error')
+    return reply.code(err.statusCode ?? 500).type('application/json').send({ jsonrpc: '2.0', id: null, error: { code: -32603, message: 'internal gateway error' } })
+  })
+
+  const run = async (request: FastifyRequest, reply: FastifyReply, work: () => Promise<void>): Promise<void> => {
+    reply.hijack()
+    try {
+      if (options.isClosing()) throw new GatewayError('GW_ERR_SHUTTING_DOWN')
+      await work()
+    } catch (err) {
+      if (!reply.raw.headersSent) {
+        if (!(err instanceof GatewayError)) request.log.error({ err }, 'MCP request failed')
+        sendHttpError(reply.raw, err)
+      } else if (!reply.raw.writableEnded) {
+        reply.raw.end()
+      }
+    }
+  }
+
+  app.post(config.path, { bodyLimit: maxBodyBytes }, async (request, reply) => {
+    await run(request, reply, async () => {
+      if (!accepts(request, 'application/json') || !accepts(request, 'text/event-stream')) {
+        throw new GatewayError('GW_ERR_HTTP_NOT_ACCEPTABLE', ['both application/json and text/event-stream'])
+      }
+      await legacy.post(request.headers, reply.raw, request.body)
+    })
+  })
+
+  app.get(config.path, async (request, reply) => {
+    await run(request, reply, async () => {
+      if (!accepts(request, 'text/event-stream')) throw new GatewayError('GW_ERR_HTTP_NOT_ACCEPTABLE', ['text/event-stream'])
+      await legacy.get(request.headers, reply.raw)
+    })
+  })
+
+  app.delete(config.path, async (request, reply) => {
+    await run(request, reply, () => legacy.delete(request.headers, reply.raw))
+  })
+
+  for (const method of ['PUT', 'PATCH'] as const) {
+    app.route({
+      method,
+      url: config.path,
+      handler: async (_request, reply) => reply.code(405).header('allow', 'GET, POST, DELETE').type('application/json').send({
+        jsonrpc: '2.0', id: null, error: { code: -32600, message: `Method Not Allowed: use POST, GET or DELETE on ${config.path}` },
+      }),
+    })
+  }
+}

@@ -1,0 +1,120 @@
+#!/usr/bin/env node
+import { parseArgs } from 'node:util'
+import { loadConfig } from './config/load.ts'
+import type { Config } from './config/schema.ts'
+import { GatewayError, errorMessage } from './errors.ts'
+import { buildGateway } from './gateway.ts'
+import { createLogger } from './observability/logger.ts'
+import { GATEWAY_INFO } from './protocol/versions.ts'
+
+const HELP = `mcp-task-gateway ${GATEWAY_INFO.version}: one MCP endpoint in front of many MCP servers; any tool can run as a task.
+
+Usage: mcp-task-gateway --config <file> [options]
+
+Options:
+  -c, --config <file>      YAML configuration (required; see config/gateway.example.yaml)
+      --host <address>     listen address, overrides server.host
+      --port <number>      listen port, overrides server.port (0 picks a free port)
+      --log-level <level>  fatal | error | warn | info | debug | trace | silent, overrides logging.level
+      --check              validate the configuration and exit
+  -h, --help               show this help
+  -v, --version            print the version
+
+Signals: SIGINT and SIGTERM stop taking requests, let in-flight calls finish within
+server.shutdownGrace, cancel the rest, close the upstreams and exit 0.
+`
+
+const LEVELS = new Set(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
+
+function fail (message: string, code = 2): never {
+  process.stderr.write(`mcp-task-gateway: ${message}\n`)
+  process.exit(code)
+}
+
+function withOverrides (config: Config, values: { host?: string, port?: string, 'log-level'?: string }): Config {
+  const server = { ...config.server }
+  const logging = { ...config.logging }
+  if (values.host !== undefined) server.host = values.host
+  if (values.port !== undefined) {
+    const port = Number(values.port)
+    if (!Number.isInteger(port) || port < 0 || port > 65_535) fail(`--port must be an integer from 0 to 65535, got '${values.port}'`)
+    server.port = port
+  }
+  const level = values['log-level']
+  if (level !== undefined) {
+    if (!LEVELS.has(level)) fail(`--log-level must be one of ${[...LEVELS].join(', ')}, got '${level}'`)
+    logging.level = level as Config['logging']['level']
+  }
+  return { ...config, server, logging }
+}
+
+async function main (): Promise<void> {
+  let parsed
+  try {
+    parsed = parseArgs({
+      options: {
+        config: { type: 'string', short: 'c' },
+        host: { type: 'string' },
+        port: { type: 'string' },
+        'log-level': { type: 'string' },
+        check: { type: 'boolean' },
+        help: { type: 'boolean', short: 'h' },
+        version: { type: 'boolean', short: 'v' },
+      },
+      strict: true,
+    })
+  } catch (err) {
+    fail(`${errorMessage(err)}\n\n${HELP}`)
+  }
+  const { values } = parsed
+  if (values.help) {
+    process.stdout.write(HELP)
+    return
+  }
+  if (values.version) {
+    process.stdout.write(`${GATEWAY_INFO.version}\n`)
+    return
+  }
+  if (values.config === undefined) fail(`--config is required\n\n${HELP}`)
+
+  let config: Config
+  try {
+    config = withOverrides(await loadConfig(values.config), values)
+  } catch (err) {
+    fail(err instanceof GatewayError ? err.message : errorMessage(err))
+  }
+  if (values.check) {
+    process.stdout.write(`${values.config}: configuration is valid (${config.upstreams.length} upstreams)\n`)
+    return
+  }
+
+  const log = createLogger(config.logging)
+  let gateway
+  try {
+    gateway = await buildGateway(config, { logger: log })
+    const address = await gateway.app.listen({ host: config.server.host, port: config.server.port })
+    log.info({ address: `${address}${config.server.path}` }, 'gateway listening')
+  } catch (err) {
+    log.fatal({ err }, 'gateway failed to start')
+    await gateway?.close().catch(() => {})
+    fail(errorMessage(err), 1)
+  }
+
+  let stopping = false
+  const stop = (signal: string): void => {
+    if (stopping) return
+    stopping = true
+    log.info({ signal }, 'shutting down')
+    gateway.close().then(
+      () => process.exit(0),
+      (err: unknown) => {
+        log.error({ err }, 'shutdown failed')
+        process.exit(1)
+      },
+    )
+  }
+  process.on('SIGINT', () => stop('SIGINT'))
+  process.on('SIGTERM', () => stop('SIGTERM'))
+}
+
+await main()

@@ -1,0 +1,49 @@
+import { GatewayError } from '../../errors.ts'
+import type { SessionRecord } from '../../store/types.ts'
+import type { JsonObject } from '../jsonrpc.ts'
+import { GATEWAY_INFO, negotiateVersion } from '../versions.ts'
+
+/** What the gateway offers to every legacy client, whatever its upstreams are. */
+export const SERVER_CAPABILITIES = {
+  tools: { listChanged: true },
+  prompts: { listChanged: true },
+  resources: { subscribe: true, listChanged: true },
+  completions: {},
+  logging: {},
+} as const
+
+function isObject (value: unknown): value is JsonObject {
+  return value !== null && typeof value === 'object' && !Array.isArray(value)
+}
+
+export function validateInitialize (params: JsonObject): void {
+  if (typeof params.protocolVersion !== 'string') {
+    throw new GatewayError('GW_ERR_RPC_INVALID_PARAMS', ["'protocolVersion' must be a string such as '2025-11-25'"])
+  }
+  if (params.capabilities !== undefined && !isObject(params.capabilities)) {
+    throw new GatewayError('GW_ERR_RPC_INVALID_PARAMS', ["'capabilities' must be an object"])
+  }
+  if (!isObject(params.clientInfo) || typeof params.clientInfo.name !== 'string') {
+    throw new GatewayError('GW_ERR_RPC_INVALID_PARAMS', ["'clientInfo' must be an object with a string 'name'"])
+  }
+}
+
+/** The new session and the InitializeResult for it. */
+export function initializeResult (params: JsonObject, sessionId: string, now: number): { result: JsonObject, session: SessionRecord } {
+  const protocolVersion = negotiateVersion(params.protocolVersion)
+  const session: SessionRecord = {
+    id: sessionId,
+    principal: `anonymous:${sessionId}`,
+    protocolVersion,
+    clientCapabilities: isObject(params.capabilities) ? params.capabilities : {},
+    clientInfo: params.clientInfo as JsonObject,
+    createdAt: now,
+    lastSeenAt: now,
+  }
+  const result: JsonObject = {
+    protocolVersion,
+    capabilities: SERVER_CAPABILITIES,
+    serverInfo: GATEWAY_INFO,
+  }
+  return { result, session }
+}

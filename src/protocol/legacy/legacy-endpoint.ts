@@ -1,0 +1,160 @@
+import { randomUUID } from 'node:crypto'
+import type { IncomingHttpHeaders, ServerResponse } from 'node:http'
+import type { RequestContext, MethodTable } from '../../dispatch/context.ts'
+import { lookupHandler } from '../../dispatch/method-table.ts'
+import { GatewayError, toWireError } from '../../errors.ts'
+import { SseConnection } from '../../http/sse-connection.ts'
+import type { Logger } from '../../observability/logger.ts'
+import type { GatewayStore, SessionRecord } from '../../store/types.ts'
+import { classifyMessage, errorMessageFor, progressTokenOf, resultMessage, type RpcNotification, type RpcRequest } from '../jsonrpc.ts'
+import { isLegacyVersion } from '../versions.ts'
+import type { ClientRequestBroker } from './client-requests.ts'
+import type { InflightRequests } from './inflight-requests.ts'
+import { PostExchange } from './post-exchange.ts'
+import { initializeResult, validateInitialize } from './initialize.ts'
+import type { StreamHub } from './stream-hub.ts'
+
+export interface LegacyEndpointDeps {
+  store: GatewayStore
+  hub: StreamHub
+  broker: ClientRequestBroker
+  inflight: InflightRequests
+  methods: MethodTable
+  log: Logger
+  keepAliveMs: number
+  /** Aborted when the gateway gives up on in-flight requests during shutdown. */
+  shutdown: AbortSignal
+  /** Called when a session ends (DELETE), to release what it held. */
+  onSessionClosed (sessionId: string): void
+}
+
+const TOUCH_INTERVAL_MS = 10_000
+
+function header (headers: IncomingHttpHeaders, name: string): string | undefined {
+  const value = headers[name]
+  return Array.isArray(value) ? value[0] : value
+}
+
+/** Writes an error that ends the HTTP exchange: its status, and a JSON-RPC error body. */
+export function sendHttpError (res: ServerResponse, err: unknown, id: string | number | null = null): void {
+  const status = err instanceof GatewayError ? err.statusCode : 500
+  const body = JSON.stringify({ jsonrpc: '2.0', id, error: toWireError(err) })
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) })
+  res.end(body)
+}
+
+/** The legacy era (2024-11-05 … 2025-11-25) of the Streamable HTTP endpoint: sessions, POST, GET, DELETE. */
+export class LegacyEndpoint {
+  readonly #deps: LegacyEndpointDeps
+
+  constructor (deps: LegacyEndpointDeps) {
+    this.#deps = deps
+  }
+
+  async post (headers: IncomingHttpHeaders, res: ServerResponse, body: unknown): Promise<void> {
+    const inbound = classifyMessage(body)
+    if (inbound.kind === 'request' && inbound.message.method === 'initialize') {
+      await this.#initialize(inbound.message, res)
+      return
+    }
+    const session = await this.#session(headers, inbound.kind === 'request' ? inbound.message.method : 'this message')
+    if (inbound.kind === 'notification') {
+      this.#notification(session, inbound.message)
+      res.writeHead(202).end()
+    } else if (inbound.kind === 'response') {
+      if (this.#deps.broker.accept(session.id, inbound.message)) {
+        res.writeHead(202).end()
+      } else {
+        sendHttpError(res, new GatewayError('GW_ERR_HTTP_INVALID_MESSAGE', [`no request with id ${JSON.stringify(inbound.message.id)} is waiting for an answer in this session`]))
+      }
+    } else {
+      await this.#request(session, inbound.message, res)
+    }
+  }
+
+  async get (headers: IncomingHttpHeaders, res: ServerResponse): Promise<void> {
+    const session = await this.#session(headers, 'GET')
+    const connection = new SseConnection(res, { keepAliveMs: this.#deps.keepAliveMs, headers: { 'mcp-session-id': session.id } })
+    this.#deps.hub.openGetStream(session.id, connection, header(headers, 'last-event-id'))
+  }
+
+  async delete (headers: IncomingHttpHeaders, res: ServerResponse): Promise<void> {
+    const session = await this.#session(headers, 'DELETE')
+    await this.#deps.store.sessions.delete(session.id)
+    this.#deps.hub.closeSession(session.id)
+    this.#deps.onSessionClosed(session.id)
+    res.writeHead(200, { 'content-type': 'application/json' }).end('{}')
+  }
+
+  async #initialize (request: RpcRequest, res: ServerResponse): Promise<void> {
+    const params = request.params ?? {}
+    try {
+      validateInitialize(params)
+    } catch (err) {
+      const body = JSON.stringify(errorMessageFor(request.id, err))
+      res.writeHead(200, { 'content-type': 'application/json' }).end(body)
+      return
+    }
+    const now = Date.now()
+    const id = randomUUID()
+    const { result, session } = initializeResult(params, id, now)
+    await this.#deps.store.sessions.create(session)
+    this.#deps.log.info({ sessionId: id, protocolVersion: session.protocolVersion, client: session.clientInfo }, 'session initialized')
+    const body = JSON.stringify(resultMessage(request.id, result))
+    res.writeHead(200, { 'content-type': 'application/json', 'mcp-session-id': id, 'content-length': Buffer.byteLength(body) }).end(body)
+  }
+
+  async #session (headers: IncomingHttpHeaders, what: string): Promise<SessionRecord> {
+    const id = header(headers, 'mcp-session-id')
+    if (!id) throw new GatewayError('GW_ERR_SESSION_REQUIRED', [what])
+    const version = header(headers, 'mcp-protocol-version')
+    if (version !== undefined && !isLegacyVersion(version)) {
+      throw new GatewayError('GW_ERR_PROTOCOL_VERSION_HEADER', [version, 'is not a supported protocol version'])
+    }
+    const session = await this.#deps.store.sessions.get(id)
+    if (!session) throw new GatewayError('GW_ERR_SESSION_NOT_FOUND')
+    const now = Date.now()
+    if (now - session.lastSeenAt > TOUCH_INTERVAL_MS) await this.#deps.store.sessions.touch(id, now)
+    return session
+  }
+
+  #notification (session: SessionRecord, message: RpcNotification): void {
+    if (message.method === 'notifications/cancelled') {
+      const requestId = message.params?.requestId
+      if (typeof requestId === 'string' || typeof requestId === 'number') {
+        const reason = typeof message.params?.reason === 'string' ? message.params.reason : 'cancelled by the client'
+        this.#deps.inflight.cancel(session.id, requestId, reason)
+      }
+    }
+  }
+
+  async #request (session: SessionRecord, request: RpcRequest, res: ServerResponse): Promise<void> {
+    const deps = this.#deps
+    const exchange = new PostExchange(res, { hub: deps.hub, sessionId: session.id, keepAliveMs: deps.keepAliveMs, headers: { 'mcp-session-id': session.id } })
+    const inflight = deps.inflight.start(session.id, request.id, deps.shutdown)
+    const params = request.params ?? {}
+    const ctx: RequestContext = {
+      session,
+      requestId: request.id,
+      signal: inflight.signal,
+      progressToken: progressTokenOf(params),
+      log: deps.log,
+      notify: (method, notificationParams) => exchange.emit({ jsonrpc: '2.0', method, params: notificationParams }),
+      request: (method, requestParams, signal) => deps.broker.send(session.id, (m) => exchange.emit(m), method, requestParams, signal),
+    }
+    try {
+      const result = await lookupHandler(deps.methods, request.method)(params, ctx)
+      if (inflight.signal.aborted && !deps.shutdown.aborted) exchange.abandon()
+      else exchange.respond(resultMessage(request.id, result))
+    } catch (err) {
+      if (inflight.signal.aborted && !deps.shutdown.aborted) {
+        exchange.abandon()
+      } else {
+        if (!(err instanceof GatewayError) || err.statusCode >= 500) deps.log.warn({ err, method: request.method, sessionId: session.id }, 'request failed')
+        exchange.respond(errorMessageFor(request.id, err))
+      }
+    } finally {
+      inflight.done()
+    }
+  }
+}

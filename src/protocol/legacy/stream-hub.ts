@@ -1,0 +1,135 @@
+import { randomBytes } from 'node:crypto'
+import type { SseConnection } from '../../http/sse-connection.ts'
+import type { SignalBus } from '../../store/types.ts'
+import type { RpcMessage, JsonObject } from '../jsonrpc.ts'
+import { EventStream, parseEventId } from './event-stream.ts'
+
+/** How long a finished request stream stays resumable. */
+const FINISHED_RETENTION_MS = 60_000
+
+export function sessionChannel (sessionId: string): string {
+  return `session:${sessionId}`
+}
+
+/**
+ * The SSE streams this process holds, per session. Messages addressed to a session (list changes,
+ * resource updates, later task status) are published on the store's bus, so whichever process holds
+ * the session's GET stream delivers them; each message goes out on exactly one stream.
+ */
+export class StreamHub {
+  readonly #bus: SignalBus
+  readonly #streams = new Map<string, EventStream>()
+  readonly #standalone = new Map<string, EventStream[]>()
+  readonly #subscriptions = new Map<string, () => void>()
+
+  constructor (bus: SignalBus) {
+    this.#bus = bus
+  }
+
+  /** A new stream for the response to one POSTed request. */
+  openRequestStream (sessionId: string, connection: SseConnection): EventStream {
+    const stream = new EventStream(randomBytes(9).toString('base64url'), sessionId, 'request')
+    this.#streams.set(stream.id, stream)
+    stream.attach(connection)
+    return stream
+  }
+
+  /** Marks a request stream done; it stays resumable for a while. */
+  finishRequestStream (stream: EventStream): void {
+    stream.finish()
+    setTimeout(() => this.#streams.delete(stream.id), FINISHED_RETENTION_MS).unref()
+  }
+
+  /**
+   * Serves a GET: resumes the stream named by Last-Event-ID when this process holds it, else opens a
+   * standalone stream that receives the session's server-initiated messages.
+   */
+  openGetStream (sessionId: string, connection: SseConnection, lastEventId: string | undefined): EventStream {
+    const resume = parseEventId(lastEventId)
+    const existing = resume && this.#streams.get(resume.streamId)
+    if (existing && existing.sessionId === sessionId && !existing.attached) {
+      existing.attach(connection, resume.seq)
+      if (existing.kind === 'standalone') this.#addStandalone(existing)
+      return existing
+    }
+    const stream = new EventStream(randomBytes(9).toString('base64url'), sessionId, 'standalone')
+    this.#streams.set(stream.id, stream)
+    stream.attach(connection)
+    this.#addStandalone(stream)
+    return stream
+  }
+
+  #addStandalone (stream: EventStream): void {
+    const list = this.#standalone.get(stream.sessionId) ?? []
+    list.push(stream)
+    this.#standalone.set(stream.sessionId, list)
+    this.#ensureSubscribed(stream.sessionId)
+    stream.onDetach(() => this.#dropStandalone(stream))
+  }
+
+  /** Publishes a message for a session; the process holding its GET stream sends it. */
+  async publish (sessionId: string, message: RpcMessage): Promise<void> {
+    await this.#bus.publish(sessionChannel(sessionId), { message } as unknown as JsonObject)
+  }
+
+  /** Delivers on the newest standalone stream of the session held here; false when there is none. */
+  deliverLocal (sessionId: string, message: RpcMessage): boolean {
+    const list = this.#standalone.get(sessionId)
+    const stream = list?.at(-1)
+    if (!stream) return false
+    stream.send(message)
+    return true
+  }
+
+  /** Sends to every session with a standalone stream in this process (catalog list changes). */
+  broadcastLocal (message: RpcMessage): void {
+    for (const sessionId of this.#standalone.keys()) this.deliverLocal(sessionId, message)
+  }
+
+  hasStandalone (sessionId: string): boolean {
+    return (this.#standalone.get(sessionId)?.length ?? 0) > 0
+  }
+
+  /** Ends every stream of a session (DELETE or expiry). */
+  closeSession (sessionId: string): void {
+    for (const stream of [...this.#streams.values()]) {
+      if (stream.sessionId !== sessionId) continue
+      stream.finish()
+      this.#streams.delete(stream.id)
+    }
+    this.#standalone.delete(sessionId)
+    this.#subscriptions.get(sessionId)?.()
+    this.#subscriptions.delete(sessionId)
+  }
+
+  closeAll (): void {
+    for (const sessionId of new Set([...this.#streams.values()].map((s) => s.sessionId))) this.closeSession(sessionId)
+  }
+
+  get size (): number {
+    return this.#streams.size
+  }
+
+  #ensureSubscribed (sessionId: string): void {
+    if (this.#subscriptions.has(sessionId)) return
+    const unsubscribe = this.#bus.subscribe(sessionChannel(sessionId), (payload) => {
+      this.deliverLocal(sessionId, payload.message as RpcMessage)
+    })
+    this.#subscriptions.set(sessionId, unsubscribe)
+  }
+
+  #dropStandalone (stream: EventStream): void {
+    const list = this.#standalone.get(stream.sessionId)
+    if (!list) return
+    const index = list.indexOf(stream)
+    if (index >= 0) list.splice(index, 1)
+    setTimeout(() => {
+      if (!stream.attached) this.#streams.delete(stream.id)
+    }, FINISHED_RETENTION_MS).unref()
+    if (list.length === 0) {
+      this.#standalone.delete(stream.sessionId)
+      this.#subscriptions.get(stream.sessionId)?.()
+      this.#subscriptions.delete(stream.sessionId)
+    }
+  }
+}

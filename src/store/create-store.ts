@@ -1,0 +1,14 @@
+import type { StoreConfig } from '../config/schema.ts'
+import type { GatewayStore } from './types.ts'
+import { MemoryStore } from './memory/memory-store.ts'
+
+export async function createStore (config: StoreConfig): Promise<GatewayStore> {
+  switch (config.kind) {
+    case 'memory':
+      return new MemoryStore()
+    case 'sqlite': {
+      const { SqliteStore } = await import('./sqlite/sqlite-store.ts')
+      return new SqliteStore(config.path)
+    }
+  }
+}

@@ -1,0 +1,32 @@
+import type { BusHandler, SignalBus } from '../types.ts'
+import type { JsonObject } from '../../protocol/jsonrpc.ts'
+
+/** In-process signal bus: enough for one gateway process (memory and sqlite stores). */
+export class MemoryBus implements SignalBus {
+  readonly #channels = new Map<string, Set<BusHandler>>()
+
+  async publish (channel: string, message: JsonObject): Promise<void> {
+    const handlers = this.#channels.get(channel)
+    if (!handlers) return
+    for (const handler of [...handlers]) handler(message)
+  }
+
+  subscribe (channel: string, handler: BusHandler): () => void {
+    let handlers = this.#channels.get(channel)
+    if (!handlers) {
+      handlers = new Set()
+      this.#channels.set(channel, handlers)
+    }
+    handlers.add(handler)
+    return () => {
+      const current = this.#channels.get(channel)
+      if (!current) return
+      current.delete(handler)
+      if (current.size === 0) this.#channels.delete(channel)
+    }
+  }
+
+  get channelCount (): number {
+    return this.#channels.size
+  }
+}

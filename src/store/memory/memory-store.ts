@@ -1,0 +1,48 @@
+import type { GatewayStore, SessionRecord, SessionStore, StoreHealth } from '../types.ts'
+import { MemoryBus } from './memory-bus.ts'
+
+class MemorySessionStore implements SessionStore {
+  readonly #sessions = new Map<string, SessionRecord>()
+
+  async create (session: SessionRecord): Promise<void> {
+    this.#sessions.set(session.id, structuredClone(session))
+  }
+
+  async get (id: string): Promise<SessionRecord | null> {
+    const session = this.#sessions.get(id)
+    return session ? structuredClone(session) : null
+  }
+
+  async touch (id: string, at: number): Promise<void> {
+    const session = this.#sessions.get(id)
+    if (session && at > session.lastSeenAt) session.lastSeenAt = at
+  }
+
+  async delete (id: string): Promise<boolean> {
+    return this.#sessions.delete(id)
+  }
+
+  async sweep (before: number): Promise<string[]> {
+    const gone: string[] = []
+    for (const [id, session] of this.#sessions) {
+      if (session.lastSeenAt < before) {
+        this.#sessions.delete(id)
+        gone.push(id)
+      }
+    }
+    return gone
+  }
+}
+
+/** Ephemeral store: everything is lost when the process exits. For tests and throwaway runs. */
+export class MemoryStore implements GatewayStore {
+  readonly kind = 'memory'
+  readonly sessions = new MemorySessionStore()
+  readonly bus = new MemoryBus()
+
+  async health (): Promise<StoreHealth> {
+    return { ok: true, kind: this.kind }
+  }
+
+  async close (): Promise<void> {}
+}

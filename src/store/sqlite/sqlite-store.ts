@@ -1,0 +1,105 @@
+import { mkdirSync } from 'node:fs'
+import { dirname } from 'node:path'
+import Database from 'better-sqlite3'
+import type { GatewayStore, SessionRecord, SessionStore, StoreHealth } from '../types.ts'
+import { MemoryBus } from '../memory/memory-bus.ts'
+import { migrate } from './sqlite-schema.ts'
+
+interface SessionRow {
+  id: string
+  principal: string
+  protocol_version: string
+  client_capabilities: string
+  client_info: string
+  created_at: number
+  last_seen_at: number
+}
+
+function toSession (row: SessionRow): SessionRecord {
+  return {
+    id: row.id,
+    principal: row.principal,
+    protocolVersion: row.protocol_version,
+    clientCapabilities: JSON.parse(row.client_capabilities) as SessionRecord['clientCapabilities'],
+    clientInfo: JSON.parse(row.client_info) as SessionRecord['clientInfo'],
+    createdAt: row.created_at,
+    lastSeenAt: row.last_seen_at,
+  }
+}
+
+class SqliteSessionStore implements SessionStore {
+  readonly #insert: Database.Statement
+  readonly #select: Database.Statement<[string], SessionRow>
+  readonly #touch: Database.Statement
+  readonly #delete: Database.Statement
+  readonly #expired: Database.Statement<[number], { id: string }>
+  readonly #sweep: Database.Statement
+
+  constructor (db: Database.Database) {
+    this.#insert = db.prepare(`INSERT INTO sessions (id, principal, protocol_version, client_capabilities, client_info, created_at, last_seen_at)
+      VALUES (@id, @principal, @protocolVersion, @clientCapabilities, @clientInfo, @createdAt, @lastSeenAt)`)
+    this.#select = db.prepare('SELECT * FROM sessions WHERE id = ?')
+    this.#touch = db.prepare('UPDATE sessions SET last_seen_at = ? WHERE id = ? AND last_seen_at < ?')
+    this.#delete = db.prepare('DELETE FROM sessions WHERE id = ?')
+    this.#expired = db.prepare('SELECT id FROM sessions WHERE last_seen_at < ?')
+    this.#sweep = db.prepare('DELETE FROM sessions WHERE last_seen_at < ?')
+  }
+
+  async create (session: SessionRecord): Promise<void> {
+    this.#insert.run({
+      ...session,
+      clientCapabilities: JSON.stringify(session.clientCapabilities),
+      clientInfo: JSON.stringify(session.clientInfo),
+    })
+  }
+
+  async get (id: string): Promise<SessionRecord | null> {
+    const row = this.#select.get(id)
+    return row ? toSession(row) : null
+  }
+
+  async touch (id: string, at: number): Promise<void> {
+    this.#touch.run(at, id, at)
+  }
+
+  async delete (id: string): Promise<boolean> {
+    return this.#delete.run(id).changes > 0
+  }
+
+  async sweep (before: number): Promise<string[]> {
+    const ids = this.#expired.all(before).map((row) => row.id)
+    if (ids.length > 0) this.#sweep.run(before)
+    return ids
+  }
+}
+
+/** The embedded default: one SQLite file (WAL mode) that survives restarts. One process per file. */
+export class SqliteStore implements GatewayStore {
+  readonly kind = 'sqlite'
+  readonly sessions: SqliteSessionStore
+  readonly bus = new MemoryBus()
+  readonly #db: Database.Database
+
+  constructor (path: string) {
+    if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true })
+    this.#db = new Database(path)
+    this.#db.pragma('journal_mode = WAL')
+    this.#db.pragma('synchronous = NORMAL')
+    this.#db.pragma('busy_timeout = 5000')
+    migrate(this.#db)
+    this.sessions = new SqliteSessionStore(this.#db)
+  }
+
+  async health (): Promise<StoreHealth> {
+    try {
+      this.#db.prepare('SELECT 1').get()
+      return { ok: true, kind: this.kind }
+    } catch (err) {
+      return { ok: false, kind: this.kind, detail: err instanceof Error ? err.message : String(err) }
+    }
+  }
+
+  async close (): Promise<void> {
+    if (this.#db.open) this.#db.close()
+  }
+}

@@ -1,0 +1,149 @@
+import { Client, ProtocolError, type ClientCapabilities, type PriorDiscovery, type RequestOptions } from '@modelcontextprotocol/client'
+import { z } from 'zod'
+import type { UpstreamConfig } from '../config/schema.ts'
+import type { JsonObject } from '../protocol/jsonrpc.ts'
+import { GatewayError, RpcError } from '../errors.ts'
+import type { Logger } from '../observability/logger.ts'
+import { createTransport } from './transport-factory.ts'
+import type { UpstreamHttp } from './http-dispatcher.ts'
+
+/** Server→client requests an upstream may send while a call runs. */
+export const INPUT_METHODS = ['elicitation/create', 'sampling/createMessage', 'roots/list'] as const
+export type InputMethod = typeof INPUT_METHODS[number]
+
+const CAPABILITY_OF: Record<InputMethod, 'elicitation' | 'sampling' | 'roots'> = {
+  'elicitation/create': 'elicitation',
+  'sampling/createMessage': 'sampling',
+  'roots/list': 'roots',
+}
+
+/** Where a leased connection sends what the upstream asks of the downstream client during one call. */
+export interface CallSink {
+  input (method: InputMethod, params: JsonObject, signal: AbortSignal): Promise<JsonObject>
+  notify (method: string, params: JsonObject): void
+}
+
+export interface ConnectionEvents {
+  onListChanged (kind: 'tools' | 'prompts' | 'resources'): void
+  onResourceUpdated (params: JsonObject): void
+  onClosed (connection: UpstreamConnection): void
+}
+
+const passthrough = z.looseObject({})
+
+/** The client capabilities an upstream connection declares: exactly those the downstream client has. */
+export function mirrorCapabilities (downstream: JsonObject | undefined): ClientCapabilities {
+  const mirrored: JsonObject = {}
+  for (const key of ['elicitation', 'sampling', 'roots'] as const) {
+    const value = downstream?.[key]
+    if (value !== undefined && value !== null && typeof value === 'object') mirrored[key] = value
+  }
+  return mirrored as ClientCapabilities
+}
+
+export function capabilitySignature (capabilities: ClientCapabilities): string {
+  return JSON.stringify(capabilities, Object.keys(capabilities).sort())
+}
+
+/** One SDK client connection to one upstream: a spawned process for stdio, an MCP session for HTTP. */
+export class UpstreamConnection {
+  readonly client: Client
+  readonly signature: string
+  #sink: CallSink | undefined
+  #closed = false
+  #closing: Promise<void> | undefined
+  lastUsedAt = Date.now()
+
+  private constructor (client: Client, signature: string) {
+    this.client = client
+    this.signature = signature
+  }
+
+  static async open (options: {
+    config: UpstreamConfig
+    http: UpstreamHttp | undefined
+    capabilities: ClientCapabilities
+    events: ConnectionEvents
+    log: Logger
+    prior: PriorDiscovery | undefined
+  }): Promise<UpstreamConnection> {
+    const { config, capabilities, events, log } = options
+    const client = new Client(
+      { name: 'mcp-task-gateway', version: '0.1.0' },
+      { capabilities, versionNegotiation: { mode: config.transport === 'sse' ? 'legacy' : config.era } },
+    )
+    const connection = new UpstreamConnection(client, capabilitySignature(capabilities))
+    connection.#install(capabilities, events)
+    const transport = createTransport(config, options.http, {
+      onStderr: (line) => log.info({ stderr: line }, 'upstream stderr'),
+    })
+    client.onclose = () => {
+      connection.#closed = true
+      events.onClosed(connection)
+    }
+    client.onerror = (err) => log.debug({ err: err.message }, 'upstream transport error')
+    try {
+      await client.connect(transport, { timeout: config.timeouts.connect, ...(options.prior && { prior: options.prior }) })
+    } catch (err) {
+      connection.#closed = true
+      await client.close().catch(() => {})
+      throw err
+    }
+    return connection
+  }
+
+  get closed (): boolean {
+    return this.#closed
+  }
+
+  /** Binds the connection to one call: its input requests and notifications go to the sink. */
+  bind (sink: CallSink | undefined): void {
+    this.#sink = sink
+    this.lastUsedAt = Date.now()
+  }
+
+  /** Sends any request and returns the upstream's result object untouched. */
+  async request (method: string, params: JsonObject | undefined, options: RequestOptions): Promise<JsonObject> {
+    const request = params === undefined ? { method } : { method, params }
+    return await this.client.request(request, passthrough, options) as JsonObject
+  }
+
+  async notify (method: string, params?: JsonObject): Promise<void> {
+    await this.client.notification(params === undefined ? { method } : { method, params })
+  }
+
+  close (): Promise<void> {
+    this.#closed = true
+    this.#closing ??= this.client.close().catch(() => {})
+    return this.#closing
+  }
+
+  #install (capabilities: ClientCapabilities, events: ConnectionEvents): void {
+    const client = this.client
+    for (const method of INPUT_METHODS) {
+      if (!(CAPABILITY_OF[method] in capabilities)) continue
+      client.setRequestHandler(method, async (request, ctx) => {
+        const sink = this.#sink
+        if (!sink) throw new ProtocolError(-32603, `no call is in progress on this connection to answer ${method}`)
+        try {
+          return await sink.input(method, (request.params ?? {}) as JsonObject, ctx.mcpReq.signal) as never
+        } catch (err) {
+          if (err instanceof RpcError || err instanceof GatewayError) throw new ProtocolError(err.rpcCode, err.message, err.data)
+          throw err
+        }
+      })
+    }
+    client.fallbackRequestHandler = async (request) => {
+      const capability = (CAPABILITY_OF as Record<string, string | undefined>)[request.method]
+      if (capability) {
+        throw new ProtocolError(-32601, `the downstream client did not declare the '${capability}' capability, so '${request.method}' cannot be relayed to it`)
+      }
+      throw new ProtocolError(-32601, `Method not found: ${request.method}`)
+    }
+    client.setNotificationHandler('notifications/tools/list_changed', () => events.onListChanged('tools'))
+    client.setNotificationHandler('notifications/prompts/list_changed', () => events.onListChanged('prompts'))
+    client.setNotificationHandler('notifications/resources/list_changed', () => events.onListChanged('resources'))
+    client.setNotificationHandler('notifications/resources/updated', (n) => events.onResourceUpdated(n.params as JsonObject))
+    client.setNotificationHandler('notifications/message', (n) => this.#sink?.notify(n.method, n.params as JsonObject))
+  }
+}
