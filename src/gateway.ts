@@ -85,7 +85,6 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
   const app: FastifyInstance = Fastify({
     loggerInstance: log as FastifyBaseLogger,
     bodyLimit: config.server.maxBodyBytes,
-    disableRequestLogging: false,
     requestIdHeader: 'x-request-id',
     forceCloseConnections: true,
   })

@@ -62,6 +62,7 @@ export async function registerMcpRoute (app: FastifyInstance, options: McpRouteO
 
   app.post(config.path, { bodyLimit: maxBodyBytes }, async (request, reply) => {
     await run(request, reply, async () => {
+      if (!(request.headers['content-type'] ?? '').toLowerCase().startsWith('application/json')) throw new GatewayError('GW_ERR_HTTP_MEDIA_TYPE')
       if (!accepts(request, 'application/json') || !accepts(request, 'text/event-stream')) {
         throw new GatewayError('GW_ERR_HTTP_NOT_ACCEPTABLE', ['both application/json and text/event-stream'])
       }

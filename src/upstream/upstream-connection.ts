@@ -51,6 +51,7 @@ export class UpstreamConnection {
   readonly signature: string
   #sink: CallSink | undefined
   #closed = false
+  #probing = false
   #closing: Promise<void> | undefined
   lastUsedAt = Date.now()
 
@@ -81,7 +82,10 @@ export class UpstreamConnection {
       connection.#closed = true
       events.onClosed(connection)
     }
-    client.onerror = (err) => log.debug({ err: err.message }, 'upstream transport error')
+    client.onerror = (err) => {
+      log.debug({ err: err.message }, 'upstream transport error')
+      connection.#checkAlive(Math.min(5000, config.timeouts.connect))
+    }
     try {
       await client.connect(transport, { timeout: config.timeouts.connect, ...(options.prior && { prior: options.prior }) })
     } catch (err) {
@@ -116,6 +120,23 @@ export class UpstreamConnection {
     this.#closed = true
     this.#closing ??= this.client.close().catch(() => {})
     return this.#closing
+  }
+
+  /**
+   * A transport error may mean the upstream is gone while a request waits for an answer that will never
+   * come (a dropped HTTP stream does not fail pending requests). A ping tells: if it fails, the
+   * connection is closed, which fails whatever was pending on it.
+   */
+  #checkAlive (timeout: number): void {
+    if (this.#closed || this.#probing) return
+    this.#probing = true
+    this.client.ping({ timeout }).then(
+      () => { this.#probing = false },
+      () => {
+        this.#probing = false
+        void this.close()
+      },
+    )
   }
 
   #install (capabilities: ClientCapabilities, events: ConnectionEvents): void {

@@ -1,0 +1,46 @@
+import { Writable } from 'node:stream'
+import { pino } from 'pino'
+import { parseConfig } from '../../src/config/load.ts'
+import type { Config } from '../../src/config/schema.ts'
+import { buildGateway, type Gateway } from '../../src/gateway.ts'
+import { loggerOptions } from '../../src/observability/logger.ts'
+
+export interface RunningGateway {
+  gateway: Gateway
+  config: Config
+  /** `http://127.0.0.1:<port>/mcp` */
+  url: string
+  base: string
+  /** Every log line written so far, parsed. */
+  logs: () => Array<Record<string, unknown>>
+  close (): Promise<void>
+}
+
+/** The demo upstream over stdio, run from the TypeScript sources. */
+export function demoStdio (extra: Record<string, unknown> = {}): Record<string, unknown> {
+  return { name: 'demo', transport: 'stdio', command: process.execPath, args: ['--import', 'tsx', 'src/demo/main.ts'], ...extra }
+}
+
+/** Builds and starts a gateway on a free loopback port with a memory store and a captured log. */
+export async function startGateway (raw: Record<string, unknown>, env: Record<string, string> = {}): Promise<RunningGateway> {
+  const input = { store: { kind: 'memory' }, ...raw, server: { port: 0, ...(raw.server as object | undefined) } }
+  const config = parseConfig(input, env)
+  const lines: string[] = []
+  const sink = new Writable({
+    write (chunk: Buffer, _encoding, done) {
+      lines.push(...chunk.toString('utf8').split('\n').filter((l) => l !== ''))
+      done()
+    },
+  })
+  const logger = pino({ ...loggerOptions({ ...config.logging, level: 'debug' }) }, sink)
+  const gateway = await buildGateway(config, { logger })
+  const address = await gateway.app.listen({ host: '127.0.0.1', port: 0 })
+  return {
+    gateway,
+    config,
+    base: address,
+    url: `${address}${config.server.path}`,
+    logs: () => lines.map((l) => JSON.parse(l) as Record<string, unknown>),
+    close: () => gateway.close(),
+  }
+}
