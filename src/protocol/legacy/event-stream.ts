@@ -33,9 +33,11 @@ export class EventStream {
     return this.#connection?.open === true
   }
 
-  /** Attaches a connection, first writing every kept event after `afterSeq`. */
+  /** Attaches a connection (replacing one still attached), first writing every kept event after `afterSeq`. */
   attach (connection: SseConnection, afterSeq = 0): void {
+    const previous = this.#connection
     this.#connection = connection
+    previous?.end()
     connection.prime(`${this.id}:${this.#seq}`)
     for (const event of this.#buffer) {
       if (event.seq > afterSeq) connection.send(event.data, `${this.id}:${event.seq}`)

@@ -47,9 +47,10 @@ export class StreamHub {
   openGetStream (sessionId: string, connection: SseConnection, lastEventId: string | undefined): EventStream {
     const resume = parseEventId(lastEventId)
     const existing = resume && this.#streams.get(resume.streamId)
-    if (existing && existing.sessionId === sessionId && !existing.attached) {
+    if (existing && existing.sessionId === sessionId) {
+      const wasAttached = existing.attached
       existing.attach(connection, resume.seq)
-      if (existing.kind === 'standalone') this.#addStandalone(existing)
+      if (existing.kind === 'standalone' && !wasAttached) this.#addStandalone(existing)
       return existing
     }
     const stream = new EventStream(randomBytes(9).toString('base64url'), sessionId, 'standalone')

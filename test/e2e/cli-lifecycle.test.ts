@@ -1,0 +1,57 @@
+import { describe, expect, it } from 'vitest'
+import { McpError } from '@modelcontextprotocol/sdk/types.js'
+import { connectV1, textOf } from '../helpers/clients.ts'
+import { startGatewayProcess, writeConfig } from '../helpers/process.ts'
+
+function config (grace: string): string {
+  return `
+server: { shutdownGrace: ${grace} }
+store: { kind: memory }
+logging: { level: info }
+upstreams:
+  - name: demo
+    transport: stdio
+    command: ${JSON.stringify(process.execPath)}
+    args: [--import, tsx, src/demo/main.ts]
+`
+}
+
+/** The real CLI process: start, SIGTERM with calls in flight, exit code. */
+describe('the gateway process', () => {
+  it('lets an in-flight call finish on SIGTERM, refuses new work, and exits 0', async () => {
+    const gw = await startGatewayProcess(writeConfig(config('20s')))
+    const client = await connectV1(gw.url)
+    let progressed!: () => void
+    const started = new Promise<void>((resolve) => { progressed = resolve })
+    const call = client.callTool({ name: 'demo__slow', arguments: { duration: 1500, steps: 15 } }, undefined, { onprogress: () => progressed() })
+    await started
+    gw.child.kill('SIGTERM')
+    await new Promise((resolve) => setTimeout(resolve, 100))
+    const refused = await fetch(gw.url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'late', version: '1' } } }),
+    })
+    expect(refused.status).toBe(503)
+    const result = await call
+    expect(textOf(result)).toContain('15 steps')
+    const [code] = await gw.exited
+    expect(code).toBe(0)
+    expect(gw.lines.some((l) => l.includes('"shutting down"'))).toBe(true)
+  })
+
+  it('cancels calls still running when the grace period ends, then exits 0', async () => {
+    const gw = await startGatewayProcess(writeConfig(config('300ms')))
+    const client = await connectV1(gw.url)
+    let progressed!: () => void
+    const started = new Promise<void>((resolve) => { progressed = resolve })
+    const call = client.callTool({ name: 'demo__slow', arguments: { duration: 60_000, steps: 600 } }, undefined, { onprogress: () => progressed() })
+    await started
+    gw.child.kill('SIGTERM')
+    const error = await call.catch((e: unknown) => e)
+    expect(error).toBeInstanceOf(McpError)
+    expect((error as McpError).message).toContain('shutting down')
+    const [code] = await gw.exited
+    expect(code).toBe(0)
+  })
+})

@@ -1,0 +1,309 @@
+// Smoke test of the upstream servers the gateway is tested against: the bundled demo upstream
+// (src/demo, over stdio and over Streamable HTTP), the v1-SDK Streamable HTTP fixture and the
+// legacy HTTP+SSE fixture. Each is driven by a real v1 SDK client that declares elicitation,
+// sampling and roots and answers those requests. No assertion depends on wall-clock timing.
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
+import { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js'
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
+import {
+  CallToolResultSchema,
+  CreateMessageRequestSchema,
+  ElicitRequestSchema,
+  ListRootsRequestSchema,
+  McpError,
+  ResourceUpdatedNotificationSchema,
+  ToolListChangedNotificationSchema,
+  type CallToolResult,
+  type CreateMessageRequest,
+  type ElicitRequest,
+  type ElicitResult,
+  type Progress,
+} from '@modelcontextprotocol/sdk/types.js'
+import { DEMO_TOOL_NAMES } from '../../src/demo/demo-server.ts'
+import { REPO_ROOT, startUpstream, type StartedUpstream } from '../fixtures/spawn-upstream.ts'
+import type { RecordedCancellation } from '../fixtures/v1-http-upstream.ts'
+
+const ROOTS = [{ uri: 'file:///tmp/demo-root', name: 'demo-root' }]
+
+/** What the test client saw and how it answers server→client requests. */
+interface ClientState {
+  elicitations: ElicitRequest['params'][]
+  samplings: CreateMessageRequest['params'][]
+  updatedUris: string[]
+  toolListChanges: number
+  /** The answer to the next form-mode elicitation (URL mode is always accepted). */
+  formAnswer: ElicitResult
+}
+
+function createTestClient (): { client: Client, state: ClientState } {
+  const state: ClientState = {
+    elicitations: [],
+    samplings: [],
+    updatedUris: [],
+    toolListChanges: 0,
+    formAnswer: { action: 'accept', content: { name: 'Ada' } },
+  }
+  const client = new Client({ name: 'demo-upstreams-test', version: '1.0.0' }, {
+    capabilities: { elicitation: { form: {}, url: {} }, sampling: {}, roots: { listChanged: true } },
+  })
+  client.setRequestHandler(ElicitRequestSchema, (request) => {
+    state.elicitations.push(request.params)
+    return request.params.mode === 'url' ? { action: 'accept' } : state.formAnswer
+  })
+  client.setRequestHandler(CreateMessageRequestSchema, (request) => {
+    state.samplings.push(request.params)
+    return { role: 'assistant', content: { type: 'text', text: 'A short summary.' }, model: 'test-model', stopReason: 'endTurn' }
+  })
+  client.setRequestHandler(ListRootsRequestSchema, () => ({ roots: ROOTS }))
+  client.setNotificationHandler(ResourceUpdatedNotificationSchema, (notification) => {
+    state.updatedUris.push(notification.params.uri)
+  })
+  client.setNotificationHandler(ToolListChangedNotificationSchema, () => { state.toolListChanges++ })
+  return { client, state }
+}
+
+async function call (client: Client, name: string, args: Record<string, unknown> = {}): Promise<CallToolResult> {
+  return CallToolResultSchema.parse(await client.callTool({ name, arguments: args }))
+}
+
+function textOf (result: CallToolResult): string {
+  return result.content.flatMap((block) => block.type === 'text' ? [block.text] : []).join('\n')
+}
+
+async function rpcErrorOf (promise: Promise<unknown>): Promise<McpError> {
+  const error: unknown = await promise.then(() => undefined, (reason: unknown) => reason)
+  if (!(error instanceof McpError)) throw new Error(`expected a JSON-RPC error, got ${String(error)}`)
+  return error
+}
+
+/** Calls `slow` with a progress callback and aborts it after the first progress notification. */
+async function startAndCancelSlow (client: Client): Promise<void> {
+  const controller = new AbortController()
+  const pending = client.callTool({ name: 'slow', arguments: { duration: 60_000, steps: 600 } }, undefined, {
+    signal: controller.signal,
+    onprogress: () => { controller.abort('test cancel') },
+  })
+  await expect(pending).rejects.toThrow(/test cancel/)
+}
+
+async function slowWithProgress (client: Client): Promise<void> {
+  const progress: Progress[] = []
+  const result = CallToolResultSchema.parse(await client.callTool({ name: 'slow', arguments: { duration: 30, steps: 3 } }, undefined, {
+    onprogress: (update) => { progress.push(update) },
+  }))
+  expect(textOf(result)).toBe('slow finished: 3 steps in 30 ms')
+  expect(progress.map((p) => [p.progress, p.total])).toEqual([[1, 3], [2, 3], [3, 3]])
+}
+
+interface OpenedDemo { client: Client, state: ClientState, stderr: () => string, close: () => Promise<void> }
+
+function demoSuite (label: string, open: () => Promise<OpenedDemo>): void {
+  describe(label, () => {
+    let demo: OpenedDemo
+    beforeAll(async () => { demo = await open() })
+    afterAll(async () => { await demo.close() })
+
+    it('lists the demo tools with descriptions and input schemas', async () => {
+      const { tools } = await demo.client.listTools()
+      expect(tools.map((tool) => tool.name)).toEqual([...DEMO_TOOL_NAMES])
+      for (const tool of tools) {
+        expect(tool.description).toBeTruthy()
+        expect(tool.inputSchema.type).toBe('object')
+      }
+      const slow = tools.find((tool) => tool.name === 'slow')
+      expect(slow?.inputSchema.properties).toMatchObject({ duration: { type: 'integer', default: 3000 }, steps: { default: 5 } })
+      expect(slow?.inputSchema.required ?? []).toEqual([])
+    })
+
+    it('echo returns its text', async () => {
+      expect(textOf(await call(demo.client, 'echo', { text: 'hello' }))).toBe('hello')
+    })
+
+    it('slow reports progress and finishes', async () => { await slowWithProgress(demo.client) })
+
+    it('slow stops early when cancelled', async () => {
+      await startAndCancelSlow(demo.client)
+      await vi.waitFor(() => { expect(demo.stderr()).toMatch(/slow: cancelled at step \d+\/600 .*test cancel/) })
+    })
+
+    it('invalid arguments give a tool error, an unknown tool a JSON-RPC error', async () => {
+      const bad = await call(demo.client, 'echo', { text: 42 })
+      expect(bad.isError).toBe(true)
+      expect(textOf(bad)).toMatch(/Invalid arguments for tool echo/)
+      expect((await rpcErrorOf(call(demo.client, 'no_such_tool'))).code).toBe(-32602)
+    })
+
+    it('ask_user elicits a name (accept, decline, cancel)', async () => {
+      demo.state.formAnswer = { action: 'accept', content: { name: 'Ada' } }
+      expect(textOf(await call(demo.client, 'ask_user'))).toBe('Hello, Ada!')
+      const request = demo.state.elicitations.at(-1)
+      expect(request).toMatchObject({ mode: 'form', message: 'What is your name?', requestedSchema: { required: ['name'] } })
+      demo.state.formAnswer = { action: 'decline' }
+      expect(textOf(await call(demo.client, 'ask_user'))).toBe('The user declined to answer.')
+      demo.state.formAnswer = { action: 'cancel' }
+      expect(textOf(await call(demo.client, 'ask_user', { message: 'Name?' }))).toBe('The user cancelled the request.')
+      expect(demo.state.elicitations.at(-1)?.message).toBe('Name?')
+    })
+
+    it('ask_url sends a URL-mode elicitation', async () => {
+      const result = await call(demo.client, 'ask_url', { url: 'https://example.com/consent' })
+      expect(textOf(result)).toMatch(/^The user accepted opening https:\/\/example.com\/consent/)
+      expect(demo.state.elicitations.at(-1)).toMatchObject({ mode: 'url', url: 'https://example.com/consent' })
+    })
+
+    it('summarize returns the text of the sampled model reply', async () => {
+      expect(textOf(await call(demo.client, 'summarize', { text: 'A long story about a cat.' }))).toBe('A short summary.')
+      const sampled = demo.state.samplings.at(-1)
+      expect(sampled?.maxTokens).toBe(200)
+      expect(JSON.stringify(sampled?.messages)).toContain('A long story about a cat.')
+    })
+
+    it('list_roots returns the client roots', async () => {
+      expect(JSON.parse(textOf(await call(demo.client, 'list_roots')))).toEqual(ROOTS)
+    })
+
+    it('fail_tool returns isError, throw_error a JSON-RPC error', async () => {
+      const failed = await call(demo.client, 'fail_tool', { reason: 'testing' })
+      expect(failed.isError).toBe(true)
+      expect(textOf(failed)).toBe('fail_tool failed on purpose: testing')
+      const thrown = await rpcErrorOf(call(demo.client, 'throw_error'))
+      expect(thrown.code).toBe(-32602)
+      expect(thrown.message).toMatch(/thrown on purpose/)
+      const custom = await rpcErrorOf(call(demo.client, 'throw_error', { code: -32050, message: 'custom failure' }))
+      expect(custom.code).toBe(-32050)
+      expect(custom.message).toMatch(/custom failure/)
+      expect(custom.data).toEqual({ tool: 'throw_error' })
+    })
+
+    it('serves the greeting prompt with completion', async () => {
+      const { prompts } = await demo.client.listPrompts()
+      expect(prompts).toContainEqual(expect.objectContaining({ name: 'greeting', arguments: [expect.objectContaining({ name: 'name', required: true })] }))
+      const prompt = await demo.client.getPrompt({ name: 'greeting', arguments: { name: 'Grace' } })
+      expect(JSON.stringify(prompt.messages)).toContain('greeting for Grace')
+      const completion = await demo.client.complete({ ref: { type: 'ref/prompt', name: 'greeting' }, argument: { name: 'name', value: 'al' } })
+      expect(completion.completion.values).toEqual(['Alan', 'Alice'])
+    })
+
+    it('serves the readme resource and the items template with completion', async () => {
+      const { resources } = await demo.client.listResources()
+      expect(resources.map((resource) => resource.uri)).toEqual(expect.arrayContaining(['demo://readme', 'demo://items/1', 'demo://items/5']))
+      const readme = await demo.client.readResource({ uri: 'demo://readme' })
+      expect(readme.contents[0]).toMatchObject({ uri: 'demo://readme', mimeType: 'text/markdown', text: expect.stringContaining('# Demo upstream') })
+      const { resourceTemplates } = await demo.client.listResourceTemplates()
+      expect(resourceTemplates).toContainEqual(expect.objectContaining({ uriTemplate: 'demo://items/{id}' }))
+      const item = await demo.client.readResource({ uri: 'demo://items/2' })
+      const first = item.contents[0]
+      expect(first !== undefined && 'text' in first ? JSON.parse(first.text) : undefined).toMatchObject({ id: '2', name: 'banana' })
+      expect((await rpcErrorOf(demo.client.readResource({ uri: 'demo://items/99' }))).code).toBe(-32602)
+      const completion = await demo.client.complete({ ref: { type: 'ref/resource', uri: 'demo://items/{id}' }, argument: { name: 'id', value: '' } })
+      expect(completion.completion.values).toEqual(['1', '2', '3', '4', '5'])
+    })
+
+    it('touch_resource notifies subscribers only', async () => {
+      await demo.client.subscribeResource({ uri: 'demo://readme' })
+      const before = demo.state.updatedUris.length
+      expect(textOf(await call(demo.client, 'touch_resource', { uri: 'demo://readme' }))).toMatch(/sent notifications\/resources\/updated/)
+      await vi.waitFor(() => { expect(demo.state.updatedUris.slice(before)).toEqual(['demo://readme']) })
+      const readme = await demo.client.readResource({ uri: 'demo://readme' })
+      expect(JSON.stringify(readme.contents)).toContain('revision: 2')
+      await demo.client.unsubscribeResource({ uri: 'demo://readme' })
+      expect(textOf(await call(demo.client, 'touch_resource'))).toMatch(/not subscribed, no notification sent/)
+    })
+
+    it('toggle_extra_tool adds and removes "extra" with list_changed', async () => {
+      const before = demo.state.toolListChanges
+      expect(textOf(await call(demo.client, 'toggle_extra_tool'))).toBe('extra tool added')
+      await vi.waitFor(() => { expect(demo.state.toolListChanges).toBe(before + 1) })
+      expect((await demo.client.listTools()).tools.map((tool) => tool.name)).toContain('extra')
+      expect(textOf(await call(demo.client, 'extra', { note: 'hi' }))).toBe('extra tool called: hi')
+      expect(textOf(await call(demo.client, 'toggle_extra_tool'))).toBe('extra tool removed')
+      await vi.waitFor(() => { expect(demo.state.toolListChanges).toBe(before + 2) })
+      expect((await demo.client.listTools()).tools.map((tool) => tool.name)).not.toContain('extra')
+    })
+  })
+}
+
+demoSuite('demo upstream over stdio', async () => {
+  const { client, state } = createTestClient()
+  const transport = new StdioClientTransport({
+    command: process.execPath,
+    args: ['--import', 'tsx', 'src/demo/main.ts'],
+    cwd: REPO_ROOT,
+    stderr: 'pipe',
+  })
+  let stderr = ''
+  transport.stderr?.on('data', (chunk: Buffer) => { stderr += chunk.toString('utf8') })
+  await client.connect(transport)
+  return { client, state, stderr: () => stderr, close: async () => { await client.close() } }
+})
+
+demoSuite('demo upstream over Streamable HTTP', async () => {
+  const upstream = await startUpstream('src/demo/main.ts', ['--http', '0'])
+  const { client, state } = createTestClient()
+  await client.connect(new StreamableHTTPClientTransport(new URL(upstream.url)))
+  return {
+    client,
+    state,
+    stderr: upstream.stderr,
+    close: async () => {
+      await client.close()
+      await upstream.close()
+    },
+  }
+})
+
+describe('v1 SDK Streamable HTTP fixture', () => {
+  let upstream: StartedUpstream
+  let client: Client
+  beforeAll(async () => {
+    upstream = await startUpstream('test/fixtures/v1-http-upstream.ts', ['--port', '0', '--name', 'v1-fixture'])
+    client = createTestClient().client
+    await client.connect(new StreamableHTTPClientTransport(new URL(upstream.url)))
+  })
+  afterAll(async () => {
+    await client.close()
+    await upstream.close()
+  })
+
+  it('serves add, whoami, echo, slow, prompt and resource', async () => {
+    expect((await client.listTools()).tools.map((tool) => tool.name)).toEqual(['add', 'whoami', 'echo', 'slow', 'cancellations'])
+    expect(textOf(await call(client, 'add', { a: 2, b: 3 }))).toBe('5')
+    expect(textOf(await call(client, 'whoami'))).toBe('v1-fixture')
+    expect(textOf(await call(client, 'echo', { text: 'hi' }))).toBe('hi')
+    await slowWithProgress(client)
+    const prompt = await client.getPrompt({ name: 'hello', arguments: { name: 'Bob' } })
+    expect(JSON.stringify(prompt.messages)).toContain('Say hello to Bob.')
+    const info = await client.readResource({ uri: 'v1://info' })
+    expect(JSON.stringify(info.contents)).toContain('v1-fixture')
+  })
+
+  it('records the cancellations it receives', async () => {
+    await startAndCancelSlow(client)
+    await vi.waitFor(async () => {
+      const recorded = JSON.parse(textOf(await call(client, 'cancellations'))) as RecordedCancellation[]
+      expect(recorded).toContainEqual(expect.objectContaining({ reason: 'test cancel', steps: 600 }))
+    })
+  })
+})
+
+describe('legacy HTTP+SSE fixture', () => {
+  let upstream: StartedUpstream
+  let client: Client
+  beforeAll(async () => {
+    upstream = await startUpstream('test/fixtures/legacy-sse-upstream.ts', ['--port', '0'], { path: '/sse' })
+    client = createTestClient().client
+    await client.connect(new SSEClientTransport(new URL(upstream.url)))
+  })
+  afterAll(async () => {
+    await client.close()
+    await upstream.close()
+  })
+
+  it('serves echo and ping_back', async () => {
+    expect((await client.listTools()).tools.map((tool) => tool.name)).toEqual(['echo', 'ping_back'])
+    expect(textOf(await call(client, 'echo', { text: 'over sse' }))).toBe('over sse')
+    expect(textOf(await call(client, 'ping_back'))).toBe('pong: the client answered ping')
+  })
+})

@@ -1,0 +1,340 @@
+// Loading the YAML configuration: the shipped files, ${ENV} interpolation, units, every problem reported at
+// once with its YAML path, frozen results, and the CLI's handling of configuration files.
+import { execFile } from 'node:child_process'
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { promisify } from 'node:util'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { loadConfig, parseConfigText, type ConfigProblem } from '../../src/config/load.ts'
+import { GatewayError } from '../../src/errors.ts'
+
+const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url))
+const EXAMPLE_FILE = join(REPO_ROOT, 'config/gateway.example.yaml')
+const DEFAULT_FILE = join(REPO_ROOT, 'config/gateway.yaml')
+/** The only variable the example requires; the others have defaults. */
+const EXAMPLE_ENV = { API_TOKEN: 'test-token' }
+
+/** The problems a configuration text produces (fails the test when it loads). */
+function problemsOf (text: string, env: Record<string, string> = {}): { message: string, problems: ConfigProblem[] } {
+  try {
+    parseConfigText(text, env)
+  } catch (err) {
+    expect(err).toBeInstanceOf(GatewayError)
+    const error = err as GatewayError
+    expect(error.code).toBe('GW_ERR_CONFIG_INVALID')
+    return { message: error.message, problems: error.data as ConfigProblem[] }
+  }
+  throw new Error('expected the configuration to be rejected')
+}
+
+/** A configuration with one stdio upstream whose options are given as YAML flow-map entries. */
+function withUpstream (extra = ''): string {
+  return `upstreams:\n  - { name: a, transport: stdio, command: node${extra === '' ? '' : `, ${extra}`} }\n`
+}
+
+describe('the shipped configuration files', () => {
+  it('the example loads with the variables it documents and spells out the defaults', async () => {
+    const text = await readFile(EXAMPLE_FILE, 'utf8')
+    const example = parseConfigText(text, EXAMPLE_ENV)
+    const minimal = parseConfigText(withUpstream(), {})
+
+    expect(example.server).toEqual(minimal.server)
+    expect(example.logging).toEqual(minimal.logging)
+    expect(example.store).toEqual(minimal.store)
+    expect(minimal.server).toMatchObject({ host: '127.0.0.1', port: 8080, path: '/mcp', maxBodyBytes: 4 * 1024 * 1024, pageSize: 100, sessionIdleTimeout: 3_600_000 })
+    expect(minimal.store).toEqual({ kind: 'sqlite', path: './data/gateway.db' })
+
+    // The first upstream writes every option with its default value.
+    const [demo, search, files] = example.upstreams
+    const { name: _n, command: _c, args, ...demoOptions } = demo as Extract<typeof demo, { transport: 'stdio' }>
+    const { name: _m, command: _d, args: _a, ...defaults } = minimal.upstreams[0] as Extract<typeof demo, { transport: 'stdio' }>
+    expect(args).toEqual(['dist/demo/main.js'])
+    expect(demoOptions).toEqual(defaults)
+    expect(defaults.timeouts.call).toBe(3_600_000)
+
+    expect(search).toMatchObject({
+      transport: 'streamable-http',
+      url: 'http://127.0.0.1:9000/mcp',
+      headers: { Authorization: 'Bearer test-token' },
+      prefix: 'web',
+      era: 'auto',
+      tools: { allow: ['search_*', 'fetch_page'], deny: ['*_admin'] },
+      toolSettings: { search_deep: { timeout: 7_200_000 }, fetch_page: { timeout: 90_000 } },
+      idleTimeout: 120_000,
+      timeouts: { connect: 5000, request: 60_000, call: 1_800_000 },
+    })
+    expect(files).toMatchObject({ transport: 'sse', prefix: '', tools: { allow: ['*'], deny: ['delete_file', 'write_*'] } })
+  })
+
+  it('the example takes its optional settings from the environment', async () => {
+    const text = await readFile(EXAMPLE_FILE, 'utf8')
+    const config = parseConfigText(text, {
+      ...EXAMPLE_ENV,
+      GATEWAY_HOST: '0.0.0.0',
+      GATEWAY_DATA_DIR: '/var/lib/gateway',
+      LOG_LEVEL: 'debug',
+      SEARCH_URL: 'https://search.example.com/mcp',
+    })
+    expect(config.server.host).toBe('0.0.0.0')
+    expect(config.store).toEqual({ kind: 'sqlite', path: '/var/lib/gateway/gateway.db' })
+    expect(config.logging.level).toBe('debug')
+    expect(config.upstreams[1]).toMatchObject({ url: 'https://search.example.com/mcp' })
+  })
+
+  it('the example names API_TOKEN and where it is used when the variable is missing', async () => {
+    const { problems } = problemsOf(await readFile(EXAMPLE_FILE, 'utf8'), {})
+    expect(problems).toEqual([{ path: 'upstreams[1].headers.Authorization', message: expect.stringContaining('API_TOKEN') }])
+  })
+
+  it('the default configuration loads without any variable', async () => {
+    const config = await loadConfig(DEFAULT_FILE, {})
+    expect(config.server.host).toBe('127.0.0.1')
+    expect(config.store).toEqual({ kind: 'sqlite', path: './data/gateway.db' })
+    expect(config.upstreams.map((u) => u.name)).toEqual(['demo'])
+  })
+})
+
+describe('environment variables', () => {
+  it('replaces ${VAR} and ${VAR:-default} inside strings', () => {
+    const text = 'server:\n  host: ${HOST:-127.0.0.1}\n  path: /${PREFIX}/mcp\nupstreams:\n  - { name: a, transport: stdio, command: "${CMD:-node}", args: ["${ARG:-x}"] }\n'
+    const config = parseConfigText(text, { PREFIX: 'gw', ARG: 'server.js' })
+    expect(config.server.host).toBe('127.0.0.1')
+    expect(config.server.path).toBe('/gw/mcp')
+    expect(config.upstreams[0]).toMatchObject({ command: 'node', args: ['server.js'] })
+  })
+
+  it('uses the default when the variable is empty, and the value when it is set', () => {
+    const text = 'server:\n  host: ${HOST:-127.0.0.1}\n' + withUpstream()
+    expect(parseConfigText(text, { HOST: '' }).server.host).toBe('127.0.0.1')
+    expect(parseConfigText(text, { HOST: '0.0.0.0' }).server.host).toBe('0.0.0.0')
+  })
+
+  it('reports a missing variable without default by name and path', () => {
+    const { problems } = problemsOf(withUpstream('env: { TOKEN: "${UPSTREAM_TOKEN}" }'))
+    expect(problems).toEqual([{ path: 'upstreams[0].env.TOKEN', message: expect.stringContaining('UPSTREAM_TOKEN is not set') }])
+  })
+
+  it('works for durations and sizes, which are strings', () => {
+    const text = 'server:\n  maxBodyBytes: ${BODY:-1mb}\n  sessionIdleTimeout: ${IDLE:-10m}\n' + withUpstream()
+    const config = parseConfigText(text, { IDLE: '2h' })
+    expect(config.server.maxBodyBytes).toBe(1024 * 1024)
+    expect(config.server.sessionIdleTimeout).toBe(7_200_000)
+  })
+})
+
+describe('durations and sizes', () => {
+  it.each([
+    ['500ms', 500],
+    ['30s', 30_000],
+    ['10m', 600_000],
+    ['1h', 3_600_000],
+    ['2d', 172_800_000],
+    ['1.5s', 1500],
+    ['"2 H"', 7_200_000],
+    ['250', 250],
+    ['0', 0],
+  ])('duration %s is %i ms', (written, ms) => {
+    expect(parseConfigText(withUpstream(`timeouts: { call: ${written} }`), {}).upstreams[0]!.timeouts.call).toBe(ms)
+  })
+
+  it.each(['10 parsecs', '"-5s"', '"1 week"', '"1h30m"'])('rejects duration %s and says what to write', (written) => {
+    const { problems } = problemsOf(withUpstream(`timeouts: { call: ${written} }`))
+    expect(problems).toEqual([{ path: 'upstreams[0].timeouts.call', message: expect.stringContaining('write e.g. 500ms, 30s, 10m, 1h or 2d') }])
+  })
+
+  it('rejects negative numbers and durations too long for a timer', () => {
+    expect(problemsOf(withUpstream('idleTimeout: -1')).problems[0]!.path).toBe('upstreams[0].idleTimeout')
+    expect(problemsOf(withUpstream('idleTimeout: 30d')).problems).toEqual([{ path: 'upstreams[0].idleTimeout', message: expect.stringContaining('maximum of 24d') }])
+  })
+
+  it.each([
+    ['512kb', 512 * 1024],
+    ['4mb', 4 * 1024 * 1024],
+    ['1gb', 1024 ** 3],
+    ['"2 MB"', 2 * 1024 * 1024],
+    ['100b', 100],
+    ['65536', 65_536],
+  ])('size %s is %i bytes', (written, bytes) => {
+    expect(parseConfigText(`server: { maxBodyBytes: ${written} }\n${withUpstream()}`, {}).server.maxBodyBytes).toBe(bytes)
+  })
+
+  it.each(['4 megabytes', '0', '0kb', '"-1mb"'])('rejects size %s and says what to write', (written) => {
+    const { problems } = problemsOf(`server: { maxBodyBytes: ${written} }\n${withUpstream()}`)
+    expect(problems).toHaveLength(1)
+    expect(problems[0]!.path).toBe('server.maxBodyBytes')
+    expect(problems[0]!.message).toMatch(/size|too small|expected/i)
+  })
+})
+
+describe('problems', () => {
+  it('reports every problem at once, each with its YAML path', () => {
+    const text = [
+      'server:',
+      '  port: 70000',
+      'upstreams:',
+      '  - { name: a, transport: stdio, command: node, maxConcurrentCalls: 0 }',
+      '  - { name: b, transport: streamable-http, url: not-a-url }',
+      '  - { name: c, transport: sse, url: "http://127.0.0.1:1/sse", timeouts: { call: 10 parsecs } }',
+    ].join('\n')
+    const { message, problems } = problemsOf(text)
+    expect(problems.map((p) => p.path).sort()).toEqual([
+      'server.port',
+      'upstreams[0].maxConcurrentCalls',
+      'upstreams[1].url',
+      'upstreams[2].timeouts.call',
+    ])
+    for (const path of ['server.port', 'upstreams[0].maxConcurrentCalls', 'upstreams[1].url', 'upstreams[2].timeouts.call']) {
+      expect(message).toContain(`- ${path}: `)
+    }
+  })
+
+  it('reports a missing variable together with schema problems', () => {
+    const text = 'upstreams:\n  - { name: a, transport: streamable-http, url: "${URL}", connections: 0 }\n'
+    const { problems } = problemsOf(text)
+    expect(problems.map((p) => p.path)).toEqual(expect.arrayContaining(['upstreams[0].url', 'upstreams[0].connections']))
+    expect(problems.some((p) => p.message.includes('URL is not set'))).toBe(true)
+  })
+
+  it('reports unknown options where they are, pointing at the example', () => {
+    const text = 'colour: blue\nserver: { prot: 8080 }\nupstreams:\n  - { name: a, transport: stdio, command: node, timeout: 5s }\n'
+    const { problems } = problemsOf(text)
+    expect(problems).toEqual(expect.arrayContaining([
+      { path: '(root)', message: expect.stringContaining("unknown option(s) 'colour'") },
+      { path: 'server', message: expect.stringContaining("'prot'") },
+      { path: 'upstreams[0]', message: expect.stringContaining("'timeout'") },
+    ]))
+    expect(problems[0]!.message).toContain('gateway.example.yaml')
+  })
+
+  it('reports options of another transport as unknown', () => {
+    const { problems } = problemsOf(withUpstream('url: "http://127.0.0.1/mcp"'))
+    expect(problems).toEqual([{ path: 'upstreams[0]', message: expect.stringContaining("'url'") }])
+  })
+
+  it('names the accepted transports and store kinds', () => {
+    expect(problemsOf('upstreams:\n  - { name: a, transport: http, url: "http://x/" }\n').problems).toEqual([
+      { path: 'upstreams[0].transport', message: expect.stringMatching(/stdio.*streamable-http.*sse/) },
+    ])
+    expect(problemsOf(`store: { kind: postgres }\n${withUpstream()}`).problems).toEqual([
+      { path: 'store.kind', message: expect.stringMatching(/memory.*sqlite/) },
+    ])
+  })
+
+  it('requires at least one upstream', () => {
+    expect(problemsOf('upstreams: []\n').problems).toEqual([{ path: 'upstreams', message: 'list at least one upstream' }])
+    expect(problemsOf('server: { port: 1 }\n').problems.map((p) => p.path)).toEqual(['upstreams'])
+    expect(problemsOf('').problems.map((p) => p.path)).toEqual(['upstreams'])
+  })
+
+  it('rejects duplicate upstream names, naming both places', () => {
+    const text = 'upstreams:\n  - { name: a, transport: stdio, command: node }\n  - { name: b, transport: stdio, command: node }\n  - { name: a, transport: sse, url: "http://127.0.0.1/sse" }\n'
+    expect(problemsOf(text).problems).toEqual([{ path: 'upstreams[2].name', message: "duplicate upstream name 'a' (also upstreams[0])" }])
+  })
+
+  it('rejects names and prefixes that cannot be joined into tool names', () => {
+    const { problems } = problemsOf('upstreams:\n  - { name: "my server", transport: stdio, command: node, prefix: "a.b" }\n')
+    expect(problems.map((p) => p.path).sort()).toEqual(['upstreams[0].name', 'upstreams[0].prefix'])
+  })
+
+  it('reports YAML syntax errors with line and column', () => {
+    const text = 'upstreams:\n  - name: a\n    transport: stdio\n   command: node\n'
+    const { problems } = problemsOf(text)
+    expect(problems.length).toBeGreaterThan(0)
+    expect(problems[0]!.path).toMatch(/^line 4, column \d+$/)
+  })
+
+  it('reports YAML syntax errors in flow collections with line and column', () => {
+    const { problems } = problemsOf('server: { port: 8080\nupstreams: []\n')
+    expect(problems[0]!.path).toMatch(/^line \d+, column \d+$/)
+  })
+
+  it('names the file that cannot be read', async () => {
+    const missing = join(tmpdir(), 'mcp-task-gateway-no-such-dir', 'gateway.yaml')
+    await expect(loadConfig(missing, {})).rejects.toMatchObject({ code: 'GW_ERR_CONFIG_READ', message: expect.stringContaining(missing) })
+  })
+})
+
+describe('the loaded configuration', () => {
+  it('is deeply frozen', () => {
+    const config = parseConfigText(withUpstream('tools: { allow: [a] }, toolSettings: { a: { timeout: 1s } }'), {})
+    const upstream = config.upstreams[0]!
+    for (const value of [config, config.server, config.server.allowedHosts, config.logging, config.store, config.upstreams, upstream, upstream.tools, upstream.tools.allow, upstream.toolSettings, upstream.toolSettings.a, upstream.timeouts]) {
+      expect(Object.isFrozen(value)).toBe(true)
+    }
+    expect(() => { (config.server as { port: number }).port = 1 }).toThrow(TypeError)
+    expect(() => { (upstream.tools.allow as string[]).push('b') }).toThrow(TypeError)
+  })
+
+  it('gives each load its own objects', () => {
+    const a = parseConfigText(withUpstream(), {})
+    const b = parseConfigText(withUpstream(), {})
+    expect(a).toEqual(b)
+    expect(a.server).not.toBe(b.server)
+  })
+})
+
+describe('the command line', () => {
+  const execFileAsync = promisify(execFile)
+  let dir: string
+
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'mcp-task-gateway-cli-'))
+  })
+  afterAll(async () => {
+    await rm(dir, { recursive: true, force: true })
+  })
+
+  /** Runs src/main.ts with a small, known environment (the variables of the test process could change the result). */
+  async function cli (args: string[], env: Record<string, string> = {}): Promise<{ code: number, stdout: string, stderr: string }> {
+    const base = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? tmpdir() }
+    try {
+      const { stdout, stderr } = await execFileAsync(process.execPath, ['--import', 'tsx', 'src/main.ts', ...args], {
+        cwd: REPO_ROOT,
+        env: { ...base, ...env },
+        timeout: 20_000,
+      })
+      return { code: 0, stdout, stderr }
+    } catch (err) {
+      const failed = err as { code?: unknown, stdout?: string, stderr?: string }
+      if (typeof failed.code !== 'number') throw err
+      return { code: failed.code, stdout: failed.stdout ?? '', stderr: failed.stderr ?? '' }
+    }
+  }
+
+  it('--help prints the usage and exits 0', async () => {
+    const result = await cli(['--help'])
+    expect(result.code).toBe(0)
+    expect(result.stdout).toContain('Usage: mcp-task-gateway --config <file>')
+    expect(result.stdout).toContain('--check')
+  })
+
+  it('--config with a missing file exits non-zero and names the file', async () => {
+    const missing = join(dir, 'missing.yaml')
+    const result = await cli(['--config', missing])
+    expect(result.code).not.toBe(0)
+    expect(result.stderr).toContain(missing)
+  })
+
+  it('--check on a configuration with two errors exits 2 and prints both paths', async () => {
+    const file = join(dir, 'two-errors.yaml')
+    await writeFile(file, [
+      'upstreams:',
+      '  - { name: a, transport: stdio, command: node, maxQueuedCalls: -1 }',
+      '  - { name: b, transport: streamable-http, url: not-a-url }',
+      '',
+    ].join('\n'))
+    const result = await cli(['--config', file, '--check'])
+    expect(result.code).toBe(2)
+    expect(result.stderr).toContain('upstreams[0].maxQueuedCalls')
+    expect(result.stderr).toContain('upstreams[1].url')
+    expect(result.stderr).toContain(file)
+  })
+
+  it('--check on the example exits 0 without starting anything', async () => {
+    const result = await cli(['--config', EXAMPLE_FILE, '--check'], EXAMPLE_ENV)
+    expect(result.code).toBe(0)
+    expect(result.stdout).toContain('configuration is valid (3 upstreams)')
+  })
+})
