@@ -28,7 +28,6 @@ export const ERRORS = {
 
   GW_ERR_SESSION_REQUIRED: { status: 400, rpc: -32600, message: 'Bad Request: the Mcp-Session-Id header is required for %s (send initialize first)' },
   GW_ERR_SESSION_NOT_FOUND: { status: 404, rpc: -32001, message: 'Session not found: it expired or was deleted; initialize a new session' },
-  GW_ERR_SESSION_ALREADY_INITIALIZED: { status: 400, rpc: -32600, message: 'Invalid Request: initialize must not carry an Mcp-Session-Id header' },
   GW_ERR_PROTOCOL_VERSION_HEADER: { status: 400, rpc: -32600, message: "Bad Request: MCP-Protocol-Version '%s' %s" },
 
   GW_ERR_RPC_METHOD_NOT_FOUND: { status: 200, rpc: -32601, message: 'Method not found: %s' },
@@ -44,7 +43,6 @@ export const ERRORS = {
   GW_ERR_UPSTREAM_BUSY: { status: 503, rpc: -32053, message: "upstream '%s' has %s calls waiting for a connection (upstreams[].maxQueuedCalls); try again later" },
 
   GW_ERR_CLIENT_CAPABILITY_MISSING: { status: 200, rpc: -32601, message: "the downstream client did not declare the '%s' capability, so '%s' cannot be relayed to it" },
-  GW_ERR_CLIENT_GONE: { status: 200, rpc: -32603, message: "the downstream client's request ended before it answered '%s'" },
   GW_ERR_REQUEST_CANCELLED: { status: 200, rpc: -32800, message: 'request was cancelled by the client: %s' },
 
   GW_ERR_SHUTTING_DOWN: { status: 503, rpc: -32603, message: 'the gateway is shutting down; retry on another instance' },

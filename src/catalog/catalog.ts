@@ -146,7 +146,7 @@ export class Catalog {
 
 export function describeCollisions (collisions: readonly Collision[]): string {
   const lines = collisions.map((c) => `  - ${c.kind} '${c.name}' is offered by upstream '${c.first}' and by upstream '${c.second}'`)
-  return `name collisions in the merged catalog (give one of the upstreams a prefix, or deny the entry):\n${lines.join('\n')}`
+  return `name collisions in the merged catalog (give one of the upstreams a prefix for tools and prompts; deny the entry for resources and templates):\n${lines.join('\n')}`
 }
 
 export { exposedName }

@@ -24,16 +24,26 @@ export function formatPath (path: Path): string {
 
 const VARIABLE = /\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g
 
+const WHOLE_VARIABLE = /^\$\{[A-Za-z_][A-Za-z0-9_]*(?::-[^}]*)?\}$/
+
+/** A value that is exactly one `${…}` may stand for a number or a boolean (`port: ${PORT:-8080}`). */
+function typed (text: string): string | number | boolean {
+  if (text === 'true' || text === 'false') return text === 'true'
+  return /^-?\d+(\.\d+)?$/.test(text) ? Number(text) : text
+}
+
 /** Replaces `${VAR}` and `${VAR:-default}` in every string of the tree; a missing variable is a problem. */
 function interpolate (value: unknown, env: Env, path: Array<string | number>, problems: ConfigProblem[]): unknown {
   if (typeof value === 'string') {
-    return value.replace(VARIABLE, (_match, name: string, fallback: string | undefined) => {
+    const whole = WHOLE_VARIABLE.test(value)
+    const replaced = value.replace(VARIABLE, (_match, name: string, fallback: string | undefined) => {
       const found = env[name]
       if (found !== undefined && found !== '') return found
       if (fallback !== undefined) return fallback
       problems.push({ path: formatPath(path), message: `environment variable ${name} is not set (write \${${name}:-default} to give a default)` })
       return ''
     })
+    return whole ? typed(replaced) : replaced
   }
   if (Array.isArray(value)) return value.map((item, index) => interpolate(item, env, [...path, index], problems))
   if (value !== null && typeof value === 'object') {
@@ -42,6 +52,22 @@ function interpolate (value: unknown, env: Env, path: Array<string | number>, pr
     return out
   }
   return value
+}
+
+/** Upstream names must be unique; checked on the raw tree so it is reported even when other fields are wrong. */
+function duplicateNames (tree: unknown): ConfigProblem[] {
+  const upstreams = (tree as { upstreams?: unknown } | null)?.upstreams
+  if (!Array.isArray(upstreams)) return []
+  const seen = new Map<string, number>()
+  const problems: ConfigProblem[] = []
+  upstreams.forEach((upstream: unknown, index) => {
+    const name = (upstream as { name?: unknown } | null)?.name
+    if (typeof name !== 'string') return
+    const first = seen.get(name)
+    if (first === undefined) seen.set(name, index)
+    else problems.push({ path: `upstreams[${index}].name`, message: `duplicate upstream name '${name}' (also upstreams[${first}])` })
+  })
+  return problems
 }
 
 function describeIssue (issue: z.core.$ZodIssue): string {
@@ -62,6 +88,7 @@ function deepFreeze<T> (value: T): T {
 export function parseConfig (raw: unknown, env: Env = process.env, source = 'configuration'): Config {
   const problems: ConfigProblem[] = []
   const interpolated = interpolate(raw ?? {}, env, [], problems)
+  problems.push(...duplicateNames(interpolated))
   const result = configSchema.safeParse(interpolated)
   if (!result.success) {
     for (const issue of result.error.issues) problems.push({ path: formatPath(issue.path), message: describeIssue(issue) })

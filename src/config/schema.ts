@@ -66,7 +66,8 @@ const httpCommon = {
   ...upstreamCommon,
   url: z.url().describe('endpoint URL of the upstream'),
   headers: z.record(z.string(), z.string()).prefault({})
-    .describe('headers sent on every upstream request; use ${ENV} for secrets'),
+    // eslint-disable-next-line no-template-curly-in-string
+    .describe('headers sent on every upstream request; write secrets as ${ENV_VAR}'),
   connections: z.number().int().min(1).prefault(64).describe('keep-alive sockets in the upstream HTTP pool'),
 }
 
@@ -106,7 +107,7 @@ const serverSchema = z.strictObject({
 const loggingSchema = z.strictObject({
   level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).prefault('info'),
   redactHeaders: z.array(z.string().min(1)).prefault([])
-    .describe('extra header names whose values never appear in logs (authorization, cookies and mcp-session-id always are)'),
+    .describe('extra header names whose values never appear in logs (authorization, proxy-authorization, cookie, set-cookie and x-api-key never do)'),
 })
 
 const storeSchema = z.discriminatedUnion('kind', [
@@ -122,16 +123,6 @@ export const configSchema = z.strictObject({
   logging: loggingSchema.prefault({}),
   store: storeSchema.prefault({ kind: 'sqlite', path: './data/gateway.db' }),
   upstreams: z.array(upstreamSchema).min(1, 'list at least one upstream'),
-}).superRefine((config, ctx) => {
-  const seen = new Map<string, number>()
-  config.upstreams.forEach((upstream, index) => {
-    const first = seen.get(upstream.name)
-    if (first !== undefined) {
-      ctx.addIssue({ code: 'custom', path: ['upstreams', index, 'name'], message: `duplicate upstream name '${upstream.name}' (also upstreams[${first}])` })
-    } else {
-      seen.set(upstream.name, index)
-    }
-  })
 })
 
 export type Config = z.output<typeof configSchema>

@@ -65,7 +65,7 @@ export function createDemoServer (options: DemoServerOptions = {}): McpServer {
         completions: {},
       },
       instructions: INSTRUCTIONS,
-    }
+    },
   )
   mcp.server.onerror = (error) => { log(`server error: ${error.message}`) }
 

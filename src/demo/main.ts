@@ -72,7 +72,7 @@ function exitOnSignals (close: () => Promise<void>): void {
       (error: unknown) => {
         stderrLog(`shutdown failed: ${error instanceof Error ? error.message : String(error)}`)
         process.exit(1)
-      }
+      },
     )
   }
   process.once('SIGINT', onSignal)

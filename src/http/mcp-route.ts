@@ -42,7 +42,8 @@ export async function registerMcpRoute (app: FastifyInstance, options: McpRouteO
       return reply.code(mapped.statusCode).type('application/json').send({ jsonrpc: '2.0', id: null, error: { code: mapped.rpcCode, message: mapped.message } })
     }
     request.log.error({ err }, 'unhandled request error')
-    return reply.code(err.statusCode ?? 500).type('application/json').send({ jsonrpc: '2.0', id: null, error: { code: -32603, message: 'internal gateway error' } })
+    const internal = new GatewayError('GW_ERR_INTERNAL', ['the request could not be processed'], { cause: err })
+    return reply.code(internal.statusCode).type('application/json').send({ jsonrpc: '2.0', id: null, error: { code: internal.rpcCode, message: internal.message } })
   })
 
   const run = async (request: FastifyRequest, reply: FastifyReply, work: () => Promise<void>): Promise<void> => {
@@ -85,9 +86,10 @@ export async function registerMcpRoute (app: FastifyInstance, options: McpRouteO
     app.route({
       method,
       url: config.path,
-      handler: async (_request, reply) => reply.code(405).header('allow', 'GET, POST, DELETE').type('application/json').send({
-        jsonrpc: '2.0', id: null, error: { code: -32600, message: `Method Not Allowed: use POST, GET or DELETE on ${config.path}` },
-      }),
+      handler: async (_request, reply) => {
+        const err = new GatewayError('GW_ERR_HTTP_METHOD_NOT_ALLOWED', [`use POST, GET or DELETE on ${config.path}`])
+        return reply.code(err.statusCode).header('allow', 'GET, POST, DELETE').type('application/json').send({ jsonrpc: '2.0', id: null, error: { code: err.rpcCode, message: err.message } })
+      },
     })
   }
 }

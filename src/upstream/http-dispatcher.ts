@@ -4,8 +4,8 @@ import type { HttpUpstreamConfig } from '../config/schema.ts'
 
 /**
  * One undici keep-alive pool per HTTP upstream, handed to the SDK transports through their `fetch`
- * option. Body timeouts are off because SSE streams may idle for as long as a call runs; the call
- * timeout is enforced per request by the call engine instead.
+ * option. Header and body timeouts are off because a call may legitimately stay silent for as long as
+ * it runs; the call engine enforces the configured timeouts per request instead.
  */
 export interface UpstreamHttp {
   fetch: FetchLike
@@ -17,7 +17,9 @@ export function createUpstreamHttp (config: HttpUpstreamConfig): UpstreamHttp {
     connections: config.connections,
     keepAliveTimeout: 30_000,
     connectTimeout: config.timeouts.connect,
-    headersTimeout: config.timeouts.request,
+    // A long tools/call answered with plain JSON sends no headers until it ends: the call engine
+    // enforces timeouts.call / timeouts.request per request instead of a hidden socket timeout.
+    headersTimeout: 0,
     bodyTimeout: 0,
   })
   const fetch: FetchLike = (url, init) =>

@@ -10,6 +10,7 @@ export type UpstreamState = 'starting' | 'ready' | 'down' | 'closed'
 
 export interface UpstreamPoolEvents {
   onReady (pool: UpstreamPool): void
+  /** The upstream was ready and is not any more. */
   onDown (pool: UpstreamPool, reason: string): void
   onListChanged (pool: UpstreamPool, kind: 'tools' | 'prompts' | 'resources'): void
   onResourceUpdated (pool: UpstreamPool, params: JsonObject): void
@@ -213,7 +214,7 @@ export class UpstreamPool {
     for (const idle of this.#idle.splice(0)) void idle.close()
     const delay = Math.min(this.config.restart.maxDelay, this.config.restart.initialDelay * 2 ** this.#attempt++)
     this.#log.warn({ reason, retryInMs: delay }, wasReady ? 'upstream went down' : 'upstream unavailable')
-    this.#events.onDown(this, reason)
+    if (wasReady) this.#events.onDown(this, reason)
     this.#reconnectTimer = setTimeout(() => { void this.start() }, delay)
     this.#reconnectTimer.unref()
   }

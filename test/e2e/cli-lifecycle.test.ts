@@ -1,6 +1,13 @@
+import { spawn } from 'node:child_process'
+import { once } from 'node:events'
+import { existsSync, mkdtempSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { createInterface } from 'node:readline'
 import { describe, expect, it } from 'vitest'
 import { McpError } from '@modelcontextprotocol/sdk/types.js'
 import { connectV1, textOf } from '../helpers/clients.ts'
+import { REPO_ROOT } from '../fixtures/spawn-upstream.ts'
 import { startGatewayProcess, writeConfig } from '../helpers/process.ts'
 
 function config (grace: string): string {
@@ -52,6 +59,32 @@ describe('the gateway process', () => {
     expect(error).toBeInstanceOf(McpError)
     expect((error as McpError).message).toContain('shutting down')
     const [code] = await gw.exited
+    expect(code).toBe(0)
+  })
+})
+
+/** The built package exactly as `npm start` and the Docker image run it: dist/main.js on config/gateway.yaml. */
+describe('the built CLI on the default configuration', () => {
+  it('serves the bundled demo upstream from a sqlite store and stops cleanly', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'gw-data-'))
+    const child = spawn(process.execPath, ['dist/main.js', '--config', 'config/gateway.yaml', '--port', '0', '--log-level', 'info'], {
+      cwd: REPO_ROOT,
+      env: { ...process.env, GATEWAY_DATA_DIR: dataDir },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    const exited = once(child, 'exit')
+    const url = await new Promise<string>((resolve, reject) => {
+      createInterface({ input: child.stdout! }).on('line', (line) => {
+        if (line.includes('"gateway listening"')) resolve((JSON.parse(line) as { address: string }).address)
+      })
+      void exited.then(([code]) => reject(new Error(`exited with ${String(code)}`)))
+    })
+    const client = await connectV1(url)
+    expect(textOf(await client.callTool({ name: 'demo__echo', arguments: { text: 'hello' } }))).toBe('hello')
+    await client.close()
+    expect(existsSync(join(dataDir, 'gateway.db'))).toBe(true)
+    child.kill('SIGTERM')
+    const [code] = await exited
     expect(code).toBe(0)
   })
 })

@@ -1,5 +1,6 @@
 // Loading the YAML configuration: the shipped files, ${ENV} interpolation, units, every problem reported at
 // once with its YAML path, frozen results, and the CLI's handling of configuration files.
+/* eslint-disable no-template-curly-in-string -- the strings below are YAML with ${VAR} placeholders, on purpose */
 import { execFile } from 'node:child_process'
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
@@ -233,6 +234,16 @@ describe('problems', () => {
     expect(problemsOf(text).problems).toEqual([{ path: 'upstreams[2].name', message: "duplicate upstream name 'a' (also upstreams[0])" }])
   })
 
+  it('reports duplicate upstream names together with other problems', () => {
+    const text = 'upstreams:\n  - { name: a, transport: stdio, command: node, maxConcurrentCalls: 0 }\n  - { name: b, transport: streamable-http, url: nope }\n  - { name: a, transport: stdio, command: node }\n'
+    expect(problemsOf(text).problems.map((p) => p.path).sort()).toEqual(['upstreams[0].maxConcurrentCalls', 'upstreams[1].url', 'upstreams[2].name'])
+  })
+
+  it('reports duplicate upstream names together with a bad duration', () => {
+    const text = 'upstreams:\n  - { name: a, transport: stdio, command: node, idleTimeout: 10 parsecs }\n  - { name: a, transport: stdio, command: node }\n'
+    expect(problemsOf(text).problems.map((p) => p.path).sort()).toEqual(['upstreams[0].idleTimeout', 'upstreams[1].name'])
+  })
+
   it('rejects names and prefixes that cannot be joined into tool names', () => {
     const { problems } = problemsOf('upstreams:\n  - { name: "my server", transport: stdio, command: node, prefix: "a.b" }\n')
     expect(problems.map((p) => p.path).sort()).toEqual(['upstreams[0].name', 'upstreams[0].prefix'])
@@ -336,5 +347,13 @@ describe('the command line', () => {
     const result = await cli(['--config', EXAMPLE_FILE, '--check'], EXAMPLE_ENV)
     expect(result.code).toBe(0)
     expect(result.stdout).toContain('configuration is valid (3 upstreams)')
+  })
+})
+
+describe('typed interpolation', () => {
+  it('turns a value that is exactly one variable into a number or boolean', () => {
+    const config = parseConfigText('server:\n  port: ${PORT:-8080}\n  dnsRebindingProtection: ${DNS:-true}\nupstreams:\n  - { name: a, transport: stdio, command: node }\n', { PORT: '9090' })
+    expect(config.server.port).toBe(9090)
+    expect(config.server.dnsRebindingProtection).toBe(true)
   })
 })
