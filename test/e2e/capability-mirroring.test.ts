@@ -1,0 +1,52 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { connectV1, textOf } from '../helpers/clients.ts'
+import { demoStdio, startGateway, type RunningGateway } from '../helpers/gateway.ts'
+
+/** The upstream sees exactly the capabilities of the client a call serves. */
+describe('capability mirroring', () => {
+  let gw: RunningGateway
+
+  beforeAll(async () => {
+    gw = await startGateway({ upstreams: [demoStdio()] })
+  })
+
+  afterAll(async () => {
+    await gw?.close()
+  })
+
+  it('lets a client without elicitation see the upstream refuse to ask, with a clear reason', async () => {
+    const client = await connectV1(gw.url, { capabilities: {} })
+    const outcome = await client.callTool({ name: 'demo__ask_user', arguments: {} }).then(
+      (result) => ({ ok: true, text: textOf(result), isError: result.isError }),
+      (err: unknown) => ({ ok: false, text: String(err), isError: true }),
+    )
+    expect(outcome.isError).toBe(true)
+    expect(outcome.text.toLowerCase()).toContain('elicitation')
+    await client.close()
+  })
+
+  it('relays url-mode elicitation to a client that declared it, and not to one that declared form only', async () => {
+    const urls: string[] = []
+    const both = await connectV1(gw.url, {
+      capabilities: { elicitation: { form: {}, url: {} } },
+      onElicit: (params) => {
+        urls.push(String(params.url))
+        return { action: 'accept' }
+      },
+    })
+    const accepted = await both.callTool({ name: 'demo__ask_url', arguments: {} })
+    expect(accepted.isError).toBeFalsy()
+    expect(urls).toHaveLength(1)
+    expect(urls[0]).toMatch(/^https?:\/\//)
+    await both.close()
+
+    const formOnly = await connectV1(gw.url, { capabilities: { elicitation: { form: {} } }, onElicit: () => ({ action: 'accept' }) })
+    const refused = await formOnly.callTool({ name: 'demo__ask_url', arguments: {} }).then(
+      (result) => ({ text: textOf(result), isError: result.isError === true }),
+      (err: unknown) => ({ text: String(err), isError: true }),
+    )
+    expect(refused.isError).toBe(true)
+    expect(refused.text.toLowerCase()).toContain('url')
+    await formOnly.close()
+  })
+})
