@@ -66,7 +66,9 @@ export async function startDemoHttpServer (options: DemoHttpOptions): Promise<De
     })
     const session: Session = { transport, server }
     await server.connect(transport)
+    const previousOnclose = server.server.onclose
     server.server.onclose = () => {
+      previousOnclose?.()
       if (transport.sessionId !== undefined && sessions.delete(transport.sessionId)) log(`session ${transport.sessionId} closed`)
     }
     return session

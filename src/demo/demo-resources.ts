@@ -7,11 +7,12 @@
  *   that `touch_resource` bumps)
  * - template `demo://items/{id}` — ids 1..5 are listed, `id` completes
  *   from them; unknown ids answer "resource not found"
- * - `resources/subscribe` / `resources/unsubscribe` — tracked per session in
- *   {@link DemoResourceState}, consulted by the `touch_resource` tool
+ * - `resources/subscribe` / `resources/unsubscribe` — tracked per session
+ *   ({@link DemoSession}); `touch_resource` notifies the subscribed sessions
  */
 import { ResourceNotFoundError, ResourceTemplate, completable, type McpServer } from '@modelcontextprotocol/server'
 import * as z from 'zod'
+import type { DemoSession, DemoWorld } from './demo-world.ts'
 
 export const README_URI = 'demo://readme'
 export const ITEM_URI_TEMPLATE = 'demo://items/{id}'
@@ -35,42 +36,13 @@ const README_TEXT = [
   'Prompt: greeting(name). Resources: demo://readme, demo://items/{id}.',
 ].join('\n')
 
-/** Per-session resource state: subscriptions and revision counters. */
-export class DemoResourceState {
-  private readonly subscriptions = new Set<string>()
-  private readonly revisions = new Map<string, number>()
-
-  subscribe (uri: string): void {
-    this.subscriptions.add(uri)
-  }
-
-  unsubscribe (uri: string): void {
-    this.subscriptions.delete(uri)
-  }
-
-  isSubscribed (uri: string): boolean {
-    return this.subscriptions.has(uri)
-  }
-
-  /** Bumps and returns the revision of `uri` (revisions start at 1). */
-  touch (uri: string): number {
-    const next = this.revision(uri) + 1
-    this.revisions.set(uri, next)
-    return next
-  }
-
-  revision (uri: string): number {
-    return this.revisions.get(uri) ?? 1
-  }
-}
-
 function completeFrom (values: Iterable<string>, prefix: string): string[] {
   const lower = prefix.toLowerCase()
   return [...values].filter((value) => value.toLowerCase().startsWith(lower))
 }
 
-/** Registers the greeting prompt, the readme resource and the items template. */
-export function registerDemoPromptsAndResources (mcp: McpServer, state: DemoResourceState): void {
+/** Registers the greeting prompt, the readme and items resources and the subscription handlers. */
+export function registerDemoPromptsAndResources (mcp: McpServer, world: DemoWorld, session: DemoSession): void {
   mcp.registerPrompt('greeting', {
     title: 'Greeting',
     description: 'Asks the model to greet someone by name. The name argument supports completion.',
@@ -87,7 +59,7 @@ export function registerDemoPromptsAndResources (mcp: McpServer, state: DemoReso
     description: 'What this demo upstream offers.',
     mimeType: 'text/markdown',
   }, (uri) => ({
-    contents: [{ uri: uri.href, mimeType: 'text/markdown', text: `${README_TEXT}\n\nrevision: ${state.revision(README_URI)}\n` }],
+    contents: [{ uri: uri.href, mimeType: 'text/markdown', text: `${README_TEXT}\n\nrevision: ${world.revision(README_URI)}\n` }],
   }))
 
   const template = new ResourceTemplate(ITEM_URI_TEMPLATE, {
@@ -110,18 +82,18 @@ export function registerDemoPromptsAndResources (mcp: McpServer, state: DemoReso
     const id = Array.isArray(raw) ? raw[0] : raw
     const item = id === undefined ? undefined : ITEMS.get(id)
     if (id === undefined || item === undefined) throw new ResourceNotFoundError(uri.href, `No demo item at ${uri.href}`)
-    const body = { id, ...item, revision: state.revision(uri.href) }
+    const body = { id, ...item, revision: world.revision(uri.href) }
     return { contents: [{ uri: uri.href, mimeType: 'application/json', text: JSON.stringify(body) }] }
   })
 
   const server = mcp.server
   server.registerCapabilities({ resources: { subscribe: true } })
   server.setRequestHandler('resources/subscribe', (request) => {
-    state.subscribe(request.params.uri)
+    session.subscribe(request.params.uri)
     return {}
   })
   server.setRequestHandler('resources/unsubscribe', (request) => {
-    state.unsubscribe(request.params.uri)
+    session.unsubscribe(request.params.uri)
     return {}
   })
 }

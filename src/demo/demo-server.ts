@@ -3,8 +3,10 @@
  *
  * `createDemoServer()` builds one fresh server instance. A v2 `McpServer`
  * can be connected to exactly one transport, so every connection (the stdio
- * pipe, or each Streamable HTTP session) gets its own instance, and with it
- * its own subscriptions and its own "extra" tool toggle.
+ * pipe, or each Streamable HTTP session) gets its own instance. Instances
+ * built with the same {@link DemoWorld} (see `createDemoWorld()`) share the
+ * tool list and resource state, like sessions of one real server; each keeps
+ * its own resource subscriptions.
  *
  * The server serves 2025-era (initialize + session) clients: tools send
  * push-style server→client requests (elicitation/create,
@@ -12,9 +14,9 @@
  * them, which the 2026-07-28 per-request era does not allow.
  */
 import { McpServer } from '@modelcontextprotocol/server'
-import { DemoResourceState, registerDemoPromptsAndResources } from './demo-resources.ts'
-import { DemoToolRegistry } from './demo-tool-registry.ts'
-import { registerDemoTools } from './demo-tools.ts'
+import { registerDemoPromptsAndResources } from './demo-resources.ts'
+import { registerDemoTools, type DemoLog } from './demo-tools.ts'
+import { DemoWorld } from './demo-world.ts'
 
 export const DEMO_SERVER_NAME = 'mcp-task-gateway-demo'
 export const DEMO_SERVER_VERSION = '0.1.0'
@@ -37,7 +39,9 @@ export interface DemoServerOptions {
   /** Server name reported in `initialize` (default `mcp-task-gateway-demo`). */
   name?: string
   /** Diagnostics sink; defaults to stderr (stdout is the stdio protocol channel). */
-  log?: (line: string) => void
+  log?: DemoLog
+  /** Shared state of all instances of one process; a fresh world when omitted. */
+  world?: DemoWorld
 }
 
 export function stderrLog (line: string): void {
@@ -52,9 +56,21 @@ const INSTRUCTIONS = [
   'JSON-RPC error.',
 ].join(' ')
 
-/** Builds a fresh, unconnected demo server. */
+/** Builds the shared state (tool list, resource revisions) for a set of demo servers. */
+export function createDemoWorld (log: DemoLog = stderrLog): DemoWorld {
+  const world = new DemoWorld(log)
+  registerDemoTools(world, log)
+  return world
+}
+
+/**
+ * Builds a fresh, unconnected demo server. It joins `options.world` (or a new
+ * world of its own) and leaves it when its connection closes; whoever sets
+ * `server.onclose` afterwards must call the previous handler.
+ */
 export function createDemoServer (options: DemoServerOptions = {}): McpServer {
   const log = options.log ?? stderrLog
+  const world = options.world ?? createDemoWorld(log)
   const mcp = new McpServer(
     { name: options.name ?? DEMO_SERVER_NAME, version: DEMO_SERVER_VERSION },
     {
@@ -69,11 +85,9 @@ export function createDemoServer (options: DemoServerOptions = {}): McpServer {
   )
   mcp.server.onerror = (error) => { log(`server error: ${error.message}`) }
 
-  const resources = new DemoResourceState()
-  registerDemoPromptsAndResources(mcp, resources)
-
-  const registry = new DemoToolRegistry()
-  registerDemoTools({ server: mcp.server, registry, resources, log })
-  registry.install(mcp.server)
+  const session = world.join(mcp.server)
+  mcp.server.onclose = () => { world.leave(session) }
+  registerDemoPromptsAndResources(mcp, world, session)
+  world.tools.install(mcp.server, session)
   return mcp
 }

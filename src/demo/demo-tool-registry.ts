@@ -7,11 +7,12 @@
  * needs a tool (`throw_error`) whose failure reaches the client as a real
  * JSON-RPC error, so tools are dispatched here instead:
  *
- * - unknown tool name            → JSON-RPC error -32602
- * - arguments fail the schema    → `isError` result (tool execution error,
- *                                  so a model can correct itself)
- * - handler throws ProtocolError → JSON-RPC error with that code/message/data
- * - handler throws anything else → `isError` result carrying the message
+ * - unknown tool name               → JSON-RPC error -32602
+ * - arguments fail the schema       → `isError` result (tool execution error,
+ *                                     so a model can correct itself)
+ * - handler throws JsonRpcToolError → JSON-RPC error with its code/message/data
+ * - handler throws anything else    → `isError` result carrying the message
+ *   (including SDK/protocol errors, e.g. a client that refused roots/list)
  */
 import {
   ProtocolError,
@@ -23,22 +24,44 @@ import {
   type ToolAnnotations,
 } from '@modelcontextprotocol/server'
 import * as z from 'zod'
+import type { DemoSession } from './demo-world.ts'
 
-/** What a tool author writes: a zod object schema plus a typed handler. */
+/**
+ * Thrown by a tool handler to answer `tools/call` with a JSON-RPC error
+ * response instead of an `isError` result. The SDK puts `code`, `message`
+ * and `data` on the wire as they are (except -32002, which it rewrites to
+ * -32602).
+ */
+export class JsonRpcToolError extends Error {
+  readonly code: number
+  readonly data: unknown
+
+  constructor (code: number, message: string, data?: unknown) {
+    super(message)
+    this.name = 'JsonRpcToolError'
+    this.code = code
+    this.data = data
+  }
+}
+
+/**
+ * What a tool author writes: a zod object schema plus a typed handler. The
+ * handler also gets the calling session (the server instance the call came in on).
+ */
 export interface DemoToolSpec<S extends z.ZodObject> {
   name: string
   title?: string
   description: string
   inputSchema: S
   annotations?: ToolAnnotations
-  handler: (args: z.output<S>, ctx: ServerContext) => Promise<CallToolResult>
+  handler: (args: z.output<S>, ctx: ServerContext, session: DemoSession) => Promise<CallToolResult>
 }
 
 /** A tool with its type parameter erased, as stored by the registry. */
 export interface DemoTool {
   readonly name: string
   readonly listing: Tool
-  call(rawArgs: unknown, ctx: ServerContext): Promise<CallToolResult>
+  call(rawArgs: unknown, ctx: ServerContext, session: DemoSession): Promise<CallToolResult>
 }
 
 /** Erases the schema type of a tool spec so tools can share one list. */
@@ -53,12 +76,12 @@ export function defineTool<S extends z.ZodObject> (spec: DemoToolSpec<S>): DemoT
   return {
     name: spec.name,
     listing,
-    async call (rawArgs, ctx) {
+    async call (rawArgs, ctx, session) {
       const parsed = spec.inputSchema.safeParse(rawArgs ?? {})
       if (!parsed.success) {
         return errorResult(`Invalid arguments for tool ${spec.name}: ${z.prettifyError(parsed.error)}`)
       }
-      return await spec.handler(parsed.data, ctx)
+      return await spec.handler(parsed.data, ctx, session)
     },
   }
 }
@@ -83,45 +106,54 @@ export function errorResult (text: string): CallToolResult {
 
 export class DemoToolRegistry {
   private readonly tools = new Map<string, DemoTool>()
+  private readonly disabled = new Set<string>()
 
-  add (tool: DemoTool): void {
+  /** Adds a tool; a disabled tool is neither listed nor callable until enabled. */
+  add (tool: DemoTool, enabled = true): void {
     this.tools.set(tool.name, tool)
+    if (enabled) this.disabled.delete(tool.name)
+    else this.disabled.add(tool.name)
   }
 
-  remove (name: string): boolean {
-    return this.tools.delete(name)
+  isEnabled (name: string): boolean {
+    return this.tools.has(name) && !this.disabled.has(name)
   }
 
-  has (name: string): boolean {
-    return this.tools.has(name)
+  /** Enables or disables a registered tool; returns whether anything changed. */
+  setEnabled (name: string, enabled: boolean): boolean {
+    if (!this.tools.has(name) || this.isEnabled(name) === enabled) return false
+    if (enabled) this.disabled.delete(name)
+    else this.disabled.add(name)
+    return true
   }
 
-  names (): string[] {
-    return [...this.tools.keys()]
+  private enabledTools (): DemoTool[] {
+    return [...this.tools.values()].filter((tool) => !this.disabled.has(tool.name))
   }
 
   /**
-   * Installs `tools/list` and `tools/call` on the low-level server. Must run
-   * before `connect()`; it also declares the `tools` capability (with
+   * Installs `tools/list` and `tools/call` on one session's low-level server.
+   * Must run before `connect()`; it also declares the `tools` capability (with
    * `listChanged`, because `toggle_extra_tool` changes the list at runtime).
+   * One registry may be installed on many servers: they all share its tools.
    */
-  install (server: Server): void {
+  install (server: Server, session: DemoSession): void {
     server.registerCapabilities({ tools: { listChanged: true } })
     server.setRequestHandler('tools/list', () => ({
-      tools: [...this.tools.values()].map((tool) => tool.listing),
+      tools: this.enabledTools().map((tool) => tool.listing),
     }))
     server.setRequestHandler('tools/call', async (request, ctx) => {
-      const tool = this.tools.get(request.params.name)
+      const tool = this.isEnabled(request.params.name) ? this.tools.get(request.params.name) : undefined
       if (tool === undefined) {
         throw new ProtocolError(ProtocolErrorCode.InvalidParams, `Unknown tool: ${request.params.name}`)
       }
       try {
-        return await tool.call(request.params.arguments, ctx)
+        return await tool.call(request.params.arguments, ctx, session)
       } catch (error) {
-        // Deliberate protocol errors (throw_error) and cancellations are not
+        // Deliberate JSON-RPC errors (throw_error) and cancellations are not
         // tool results: rethrow so the SDK answers with a JSON-RPC error (or,
         // when the request was cancelled, sends nothing at all).
-        if (error instanceof ProtocolError || ctx.mcpReq.signal.aborted) throw error
+        if (error instanceof JsonRpcToolError || ctx.mcpReq.signal.aborted) throw error
         return errorResult(error instanceof Error ? error.message : String(error))
       }
     })

@@ -4,19 +4,32 @@
  * to relay: progress, cancellation, elicitation (form and URL), sampling,
  * roots, tool errors, JSON-RPC errors, resource-updated and list-changed
  * notifications.
+ *
+ * Notifications caused by a tool call reach the calling session on that
+ * call's own stream (related to the request, before the result); other
+ * sessions get them as standalone notifications.
  */
 import { randomUUID } from 'node:crypto'
 import { setTimeout as delay } from 'node:timers/promises'
-import { ProtocolError, type Server, type ServerContext } from '@modelcontextprotocol/server'
+import type { ServerContext } from '@modelcontextprotocol/server'
 import * as z from 'zod'
-import type { DemoResourceState } from './demo-resources.ts'
-import { defineTool, errorResult, textResult, type DemoTool, type DemoToolRegistry } from './demo-tool-registry.ts'
+import { JsonRpcToolError, defineTool, errorResult, textResult, type DemoTool } from './demo-tool-registry.ts'
+import type { DemoSession, DemoWorld } from './demo-world.ts'
 
-export interface DemoToolDeps {
-  server: Server
-  registry: DemoToolRegistry
-  resources: DemoResourceState
-  log: (line: string) => void
+export type DemoLog = (line: string) => void
+
+/**
+ * Runs a server→client request; when the client fails it (for instance because
+ * it lacks the capability), the error message is prefixed with the method so
+ * the resulting `isError` text says what failed. Cancellation passes through.
+ */
+async function clientRequest<T> (method: string, ctx: ServerContext, send: () => Promise<T>): Promise<T> {
+  try {
+    return await send()
+  } catch (error) {
+    if (ctx.mcpReq.signal.aborted) throw error
+    throw new Error(`${method} failed: ${error instanceof Error ? error.message : String(error)}`, { cause: error })
+  }
 }
 
 /** Options that tie a server→client request to the tool call that caused it. */
@@ -24,7 +37,7 @@ function related (ctx: ServerContext): { relatedRequestId: string | number, sign
   return { relatedRequestId: ctx.mcpReq.id, signal: ctx.mcpReq.signal }
 }
 
-const slow = (log: (line: string) => void): DemoTool => defineTool({
+const slow = (log: DemoLog): DemoTool => defineTool({
   name: 'slow',
   title: 'Slow operation',
   description: 'Waits `duration` milliseconds split into `steps` equal steps. Sends notifications/progress after every step when the call carries a progressToken, and stops early when the call is cancelled.',
@@ -71,7 +84,7 @@ const askUser = defineTool({
     message: z.string().default('What is your name?').describe('The question shown to the user.'),
   }),
   handler: async ({ message }, ctx) => {
-    const answer = await ctx.mcpReq.elicitInput({
+    const answer = await clientRequest('elicitation/create', ctx, () => ctx.mcpReq.elicitInput({
       mode: 'form',
       message,
       requestedSchema: {
@@ -79,7 +92,7 @@ const askUser = defineTool({
         properties: { name: { type: 'string', title: 'Name', description: 'Your name' } },
         required: ['name'],
       },
-    }, related(ctx))
+    }, related(ctx)))
     if (answer.action === 'accept') {
       const name = answer.content?.['name']
       return typeof name === 'string' && name !== ''
@@ -90,7 +103,7 @@ const askUser = defineTool({
   },
 })
 
-const askUrl = (server: Server): DemoTool => defineTool({
+const askUrl = defineTool({
   name: 'ask_url',
   title: 'Send the user to a URL',
   description: 'Sends a URL-mode elicitation/create (the client must declare elicitation.url). On accept it also sends notifications/elicitation/complete, as if the out-of-band step had finished. Returns the user\'s action.',
@@ -98,11 +111,11 @@ const askUrl = (server: Server): DemoTool => defineTool({
     url: z.url().default('https://example.com/demo-consent').describe('The URL the user is asked to open.'),
     message: z.string().default('Please open this page to continue.').describe('Why the user should open the URL.'),
   }),
-  handler: async ({ url, message }, ctx) => {
+  handler: async ({ url, message }, ctx, session) => {
     const elicitationId = randomUUID()
-    const answer = await ctx.mcpReq.elicitInput({ mode: 'url', message, url, elicitationId }, related(ctx))
+    const answer = await clientRequest('elicitation/create', ctx, () => ctx.mcpReq.elicitInput({ mode: 'url', message, url, elicitationId }, related(ctx)))
     if (answer.action === 'accept') {
-      await server.createElicitationCompletionNotifier(elicitationId, { relatedRequestId: ctx.mcpReq.id })()
+      await session.server.createElicitationCompletionNotifier(elicitationId, { relatedRequestId: ctx.mcpReq.id })()
       return textResult(`The user accepted opening ${url} (elicitation ${elicitationId} completed).`)
     }
     return textResult(answer.action === 'decline' ? 'The user declined to open the URL.' : 'The user cancelled the request.')
@@ -118,11 +131,11 @@ const summarize = defineTool({
     maxTokens: z.number().int().min(1).max(100_000).default(200).describe('Token budget for the summary (default 200).'),
   }),
   handler: async ({ text, maxTokens }, ctx) => {
-    const result = await ctx.mcpReq.requestSampling({
+    const result = await clientRequest('sampling/createMessage', ctx, () => ctx.mcpReq.requestSampling({
       messages: [{ role: 'user', content: { type: 'text', text: `Please summarize the following text concisely:\n\n${text}` } }],
       systemPrompt: 'You are a concise summarizer.',
       maxTokens,
-    }, related(ctx))
+    }, related(ctx)))
     const blocks = Array.isArray(result.content) ? result.content : [result.content]
     const texts = blocks.flatMap((block) => block.type === 'text' ? [block.text] : [])
     return texts.length > 0 ? textResult(texts.join('\n')) : errorResult('The model returned no text.')
@@ -136,7 +149,7 @@ const listRoots = defineTool({
   inputSchema: z.object({}),
   annotations: { readOnlyHint: true },
   handler: async (_args, ctx) => {
-    const result = await ctx.mcpReq.send({ method: 'roots/list' }, { signal: ctx.mcpReq.signal })
+    const result = await clientRequest('roots/list', ctx, () => ctx.mcpReq.send({ method: 'roots/list' }, { signal: ctx.mcpReq.signal }))
     return textResult(JSON.stringify(result.roots))
   },
 })
@@ -162,24 +175,40 @@ const throwError = defineTool({
   }),
   annotations: { readOnlyHint: true },
   handler: async ({ code, message }) => {
-    throw new ProtocolError(code, message, { tool: 'throw_error' })
+    throw new JsonRpcToolError(code, message, { tool: 'throw_error' })
   },
 })
 
-const touchResource = (resources: DemoResourceState): DemoTool => defineTool({
+/** Sends to every session in `targets`: related to the call for the caller, standalone to the rest. */
+async function notifySessions (
+  targets: DemoSession[],
+  caller: DemoSession,
+  ctx: ServerContext,
+  notification: { method: 'notifications/resources/updated', params: { uri: string } } | { method: 'notifications/tools/list_changed' },
+  log: DemoLog,
+): Promise<void> {
+  const results = await Promise.allSettled(targets.map(async (target) => {
+    if (target === caller) await ctx.mcpReq.notify(notification)
+    else if (notification.method === 'notifications/tools/list_changed') await target.server.sendToolListChanged()
+    else await target.server.sendResourceUpdated(notification.params)
+  }))
+  for (const result of results) {
+    if (result.status === 'rejected') log(`could not send ${notification.method}: ${String(result.reason)}`)
+  }
+}
+
+const touchResource = (world: DemoWorld, log: DemoLog): DemoTool => defineTool({
   name: 'touch_resource',
   title: 'Touch a resource',
-  description: 'Bumps the revision of a resource and, if this session subscribed to it (resources/subscribe), sends notifications/resources/updated for it before returning.',
+  description: 'Bumps the revision of a resource and sends notifications/resources/updated for it to every session that subscribed to it (resources/subscribe); the caller\'s copy arrives before the result.',
   inputSchema: z.object({
     uri: z.string().default('demo://readme').describe('The resource URI to touch (default demo://readme).'),
   }),
-  handler: async ({ uri }, ctx) => {
-    const revision = resources.touch(uri)
-    if (!resources.isSubscribed(uri)) {
-      return textResult(`touched ${uri} (revision ${revision}); not subscribed, no notification sent`)
-    }
-    await ctx.mcpReq.notify({ method: 'notifications/resources/updated', params: { uri } })
-    return textResult(`touched ${uri} (revision ${revision}); sent notifications/resources/updated`)
+  handler: async ({ uri }, ctx, session) => {
+    const revision = world.touch(uri)
+    const subscribers = world.subscribersOf(uri)
+    await notifySessions(subscribers, session, ctx, { method: 'notifications/resources/updated', params: { uri } }, log)
+    return textResult(`touched ${uri} (revision ${revision}); notified ${subscribers.length} subscribed session(s)`)
   },
 })
 
@@ -192,32 +221,32 @@ const extra = defineTool({
   handler: async ({ note }) => textResult(note === undefined ? 'extra tool called' : `extra tool called: ${note}`),
 })
 
-const toggleExtraTool = (registry: DemoToolRegistry): DemoTool => defineTool({
+const toggleExtraTool = (world: DemoWorld, log: DemoLog): DemoTool => defineTool({
   name: 'toggle_extra_tool',
   title: 'Toggle the "extra" tool',
-  description: 'Adds the tool "extra" if it is absent, removes it if present, and sends notifications/tools/list_changed before returning.',
+  description: 'Adds the tool "extra" if it is absent, removes it if present (for every session), and sends notifications/tools/list_changed to every session; the caller\'s copy arrives before the result.',
   inputSchema: z.object({}),
-  handler: async (_args, ctx) => {
-    const removed = registry.remove(extra.name)
-    if (!removed) registry.add(extra)
-    await ctx.mcpReq.notify({ method: 'notifications/tools/list_changed' })
-    return textResult(removed ? 'extra tool removed' : 'extra tool added')
+  handler: async (_args, ctx, session) => {
+    const enabled = world.toggleTool(extra.name)
+    await notifySessions([session, ...world.othersThan(session)], session, ctx, { method: 'notifications/tools/list_changed' }, log)
+    return textResult(enabled ? 'extra tool added' : 'extra tool removed')
   },
 })
 
-/** Registers every demo tool (except `extra`, which starts absent). */
-export function registerDemoTools (deps: DemoToolDeps): void {
+/** Registers every demo tool in the world's registry (`extra` starts disabled). */
+export function registerDemoTools (world: DemoWorld, log: DemoLog): void {
   const tools = [
-    slow(deps.log),
+    slow(log),
     echo,
     askUser,
-    askUrl(deps.server),
+    askUrl,
     summarize,
     listRoots,
     failTool,
     throwError,
-    touchResource(deps.resources),
-    toggleExtraTool(deps.registry),
+    touchResource(world, log),
+    toggleExtraTool(world, log),
   ]
-  for (const tool of tools) deps.registry.add(tool)
+  for (const tool of tools) world.tools.add(tool)
+  world.tools.add(extra, false)
 }

@@ -11,19 +11,30 @@
  * server accepts connections, exactly one line `listening <port>` is written
  * to stdout. Everything else (diagnostics) goes to stderr, because in stdio
  * mode stdout is the protocol channel.
+ *
+ * Over stdio, processes started by the same parent share resource revisions
+ * and tool availability through a state directory (by default
+ * `<tmpdir>/mcp-task-gateway-demo-<parent pid>`), so a gateway that runs
+ * several processes of this upstream sees one consistent server.
  */
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { parseArgs } from 'node:util'
-import { serveStdio } from '@modelcontextprotocol/server/stdio'
+import { StdioServerTransport } from '@modelcontextprotocol/server/stdio'
 import { startDemoHttpServer } from './demo-http.ts'
-import { createDemoServer, stderrLog } from './demo-server.ts'
+import { createDemoServer, createDemoWorld, stderrLog } from './demo-server.ts'
 
-const USAGE = `Usage: demo [--http <port>] [--host <address>] [--path <path>]
+const USAGE = `Usage: demo [--http <port>] [--host <address>] [--path <path>] [--state-dir <dir> | --isolated]
 
 Serves the gateway's demo MCP server.
   (no options)       serve over stdio
   --http <port>      serve Streamable HTTP (sessionful) instead; 0 = any free port
   --host <address>   bind address for --http (default 127.0.0.1)
   --path <path>      endpoint path for --http (default /mcp)
+  --state-dir <dir>  share resource revisions and tool availability with the other
+                     demo processes using <dir> (stdio default: <tmpdir>/mcp-task-gateway-demo-<parent pid>;
+                     HTTP default: none, the one process shares them between its sessions)
+  --isolated         share nothing with other processes
   -h, --help         show this help
 `
 
@@ -31,6 +42,8 @@ interface CliOptions {
   httpPort?: number
   host: string
   path: string
+  stateDir?: string
+  isolated: boolean
 }
 
 function parseCli (argv: string[]): CliOptions {
@@ -40,6 +53,8 @@ function parseCli (argv: string[]): CliOptions {
       http: { type: 'string' },
       host: { type: 'string', default: '127.0.0.1' },
       path: { type: 'string', default: '/mcp' },
+      'state-dir': { type: 'string' },
+      isolated: { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
     },
     strict: true,
@@ -48,7 +63,11 @@ function parseCli (argv: string[]): CliOptions {
     process.stderr.write(USAGE)
     process.exit(0)
   }
-  const options: CliOptions = { host: values.host, path: values.path }
+  const options: CliOptions = { host: values.host, path: values.path, isolated: values.isolated }
+  if (values['state-dir'] !== undefined) {
+    if (values.isolated) throw new Error('--state-dir and --isolated exclude each other')
+    options.stateDir = values['state-dir']
+  }
   if (values.http !== undefined) {
     const port = Number(values.http)
     if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`--http expects a port number (0-65535), got "${values.http}"`)
@@ -81,12 +100,29 @@ function exitOnSignals (close: () => Promise<void>): void {
 
 async function main (): Promise<void> {
   const options = parseCli(process.argv.slice(2))
+  // One world per process: all HTTP sessions share the tool list and resource state.
+  const world = createDemoWorld(stderrLog)
+  const stateDir = options.isolated
+    ? undefined
+    : options.stateDir ?? (options.httpPort === undefined ? join(tmpdir(), `mcp-task-gateway-demo-${process.ppid}`) : undefined)
+  if (stateDir !== undefined) {
+    world.shareVia(stateDir)
+    stderrLog(`sharing state via ${stateDir}`)
+  }
 
   if (options.httpPort === undefined) {
-    const handle = serveStdio(() => createDemoServer(), {
-      onerror: (error) => { stderrLog(`stdio error: ${error.message}`) },
-    })
-    exitOnSignals(() => handle.close())
+    // Hand-wired on purpose, not `serveStdio()`: that entry would let a client that probes
+    // `server/discover` pin the 2026-07-28 era, where the push-style server→client requests of
+    // ask_user, ask_url, summarize and list_roots are not allowed. Wired like this the server
+    // speaks only the 2025 era (initialize), and probing clients fall back to it.
+    const server = createDemoServer({ world })
+    await server.connect(new StdioServerTransport())
+    const leave = server.server.onclose
+    server.server.onclose = () => { // stdin ended or the server was closed
+      leave?.()
+      world.close()
+    }
+    exitOnSignals(() => server.close())
     stderrLog('serving over stdio')
     return
   }
@@ -95,10 +131,13 @@ async function main (): Promise<void> {
     host: options.host,
     port: options.httpPort,
     path: options.path,
-    createServer: () => createDemoServer(),
+    createServer: () => createDemoServer({ world }),
     log: stderrLog,
   })
-  exitOnSignals(() => http.close())
+  exitOnSignals(async () => {
+    await http.close()
+    world.close()
+  })
   stderrLog(`serving Streamable HTTP at ${http.url}`)
   process.stdout.write(`listening ${http.port}\n`)
 }
