@@ -68,7 +68,7 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
   sync.started()
 
   const shutdown = new AbortController()
-  const inflight = new InflightRequests()
+  const inflight = new InflightRequests(shutdown.signal)
   let closing = false
   const legacy = new LegacyEndpoint({
     store,

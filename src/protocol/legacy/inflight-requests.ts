@@ -1,23 +1,29 @@
 import type { RequestId } from '../jsonrpc.ts'
 
-/** Abort handles of the requests this process is serving, so `notifications/cancelled` reaches them. */
+/**
+ * Abort handles of the requests this process is serving, so `notifications/cancelled` reaches them
+ * and shutdown can cancel whatever is still running.
+ */
 export class InflightRequests {
   readonly #controllers = new Map<string, AbortController>()
+
+  constructor (shutdown: AbortSignal) {
+    shutdown.addEventListener('abort', () => {
+      for (const controller of this.#controllers.values()) controller.abort(shutdown.reason)
+    }, { once: true })
+  }
 
   static key (sessionId: string, requestId: RequestId): string {
     return `${sessionId}\u0000${typeof requestId}:${requestId}`
   }
 
-  start (sessionId: string, requestId: RequestId, parent: AbortSignal): { signal: AbortSignal, done (): void } {
+  start (sessionId: string, requestId: RequestId): { signal: AbortSignal, done (): void } {
     const key = InflightRequests.key(sessionId, requestId)
     const controller = new AbortController()
-    const onParentAbort = (): void => controller.abort(parent.reason)
-    parent.addEventListener('abort', onParentAbort, { once: true })
     this.#controllers.set(key, controller)
     return {
       signal: controller.signal,
       done: () => {
-        parent.removeEventListener('abort', onParentAbort)
         if (this.#controllers.get(key) === controller) this.#controllers.delete(key)
       },
     }

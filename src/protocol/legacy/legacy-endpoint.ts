@@ -131,7 +131,7 @@ export class LegacyEndpoint {
   async #request (session: SessionRecord, request: RpcRequest, res: ServerResponse): Promise<void> {
     const deps = this.#deps
     const exchange = new PostExchange(res, { hub: deps.hub, sessionId: session.id, keepAliveMs: deps.keepAliveMs, headers: { 'mcp-session-id': session.id } })
-    const inflight = deps.inflight.start(session.id, request.id, deps.shutdown)
+    const inflight = deps.inflight.start(session.id, request.id)
     const params = request.params ?? {}
     const ctx: RequestContext = {
       session,

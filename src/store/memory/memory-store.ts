@@ -5,12 +5,12 @@ class MemorySessionStore implements SessionStore {
   readonly #sessions = new Map<string, SessionRecord>()
 
   async create (session: SessionRecord): Promise<void> {
-    this.#sessions.set(session.id, structuredClone(session))
+    this.#sessions.set(session.id, { ...session })
   }
 
   async get (id: string): Promise<SessionRecord | null> {
     const session = this.#sessions.get(id)
-    return session ? structuredClone(session) : null
+    return session ? { ...session } : null
   }
 
   async touch (id: string, at: number): Promise<void> {

@@ -1,0 +1,78 @@
+// Bench settings, all overridable through the environment. Defaults keep a full run under ~60 s on
+// two cores: a few seconds of start-up, ~2 × BENCH_CALLS sequential calls, 2 × BENCH_SECONDS of load.
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+
+export type GatewayMode = 'child' | 'inprocess'
+
+export interface Settings {
+  /** Sequential calls per path at concurrency 1 (BENCH_CALLS). */
+  calls: number
+  /** Sequential warm-up calls per path before anything is measured (BENCH_WARMUP). */
+  warmup: number
+  /** Seconds of load per path at high concurrency (BENCH_SECONDS). */
+  seconds: number
+  /** Concurrent workers in the load phase (BENCH_CONCURRENCY). */
+  concurrency: number
+  /** Each measurement is split into this many alternating direct/gateway rounds, to spread drift (BENCH_ROUNDS). */
+  rounds: number
+  /** Where the gateway runs (BENCH_GATEWAY): its own process (default, fairer) or inside the bench process. */
+  gatewayMode: GatewayMode
+  /** `--log-level` of the gateway (BENCH_GATEWAY_LOG_LEVEL, default warn). */
+  gatewayLogLevel: string
+  /** Extra node flags for the gateway child, split on spaces (BENCH_GATEWAY_NODE_ARGS, e.g. `--cpu-prof --cpu-prof-dir=/tmp/p`). */
+  gatewayNodeArgs: string[]
+  /** Store of the gateway (BENCH_STORE): memory (default) or sqlite (a fresh file in the temp directory). */
+  store: 'memory' | 'sqlite'
+  /** upstreams[].maxConcurrentCalls of the gateway (BENCH_MAX_CONCURRENT_CALLS); undefined keeps the gateway default. */
+  maxConcurrentCalls: number | undefined
+  /** Section ids to run (BENCH_SECTIONS, comma separated); undefined runs every registered section. */
+  sections: string[] | undefined
+  /** When set, sections write V8 CPU profiles of the gateway's measured windows here (BENCH_PROFILE_DIR). */
+  profileDir: string | undefined
+  /** Results file (BENCH_OUT). */
+  out: string
+}
+
+function integer (name: string, fallback: number, min: number): number {
+  const raw = process.env[name]
+  if (raw === undefined || raw === '') return fallback
+  const value = Number(raw)
+  if (!Number.isInteger(value) || value < min) throw new Error(`${name} must be an integer ≥ ${min}, got '${raw}'`)
+  return value
+}
+
+function positive (name: string, fallback: number): number {
+  const raw = process.env[name]
+  if (raw === undefined || raw === '') return fallback
+  const value = Number(raw)
+  if (!Number.isFinite(value) || value <= 0) throw new Error(`${name} must be a positive number, got '${raw}'`)
+  return value
+}
+
+function oneOf<T extends string> (name: string, allowed: readonly T[], fallback: T): T {
+  const raw = process.env[name]
+  if (raw === undefined || raw === '') return fallback
+  if (!(allowed as readonly string[]).includes(raw)) throw new Error(`${name} must be one of ${allowed.join(', ')}, got '${raw}'`)
+  return raw as T
+}
+
+export function readSettings (): Settings {
+  const maxCalls = process.env.BENCH_MAX_CONCURRENT_CALLS
+  const sections = process.env.BENCH_SECTIONS
+  return {
+    calls: integer('BENCH_CALLS', 3000, 1),
+    warmup: integer('BENCH_WARMUP', 500, 0),
+    seconds: positive('BENCH_SECONDS', 5),
+    concurrency: integer('BENCH_CONCURRENCY', 64, 1),
+    rounds: integer('BENCH_ROUNDS', 2, 1),
+    gatewayMode: oneOf('BENCH_GATEWAY', ['child', 'inprocess'] as const, 'child'),
+    gatewayLogLevel: oneOf('BENCH_GATEWAY_LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const, 'warn'),
+    gatewayNodeArgs: (process.env.BENCH_GATEWAY_NODE_ARGS ?? '').split(' ').filter((a) => a !== ''),
+    store: oneOf('BENCH_STORE', ['memory', 'sqlite'] as const, 'memory'),
+    maxConcurrentCalls: maxCalls === undefined || maxCalls === '' ? undefined : integer('BENCH_MAX_CONCURRENT_CALLS', 16, 1),
+    sections: sections === undefined || sections === '' ? undefined : sections.split(',').map((s) => s.trim()).filter((s) => s !== ''),
+    profileDir: process.env.BENCH_PROFILE_DIR === '' ? undefined : process.env.BENCH_PROFILE_DIR,
+    out: process.env.BENCH_OUT ?? join(tmpdir(), 'mcp-task-gateway-bench', 'latest.json'),
+  }
+}

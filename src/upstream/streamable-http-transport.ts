@@ -1,0 +1,197 @@
+import type { JSONRPCMessage, Transport, TransportSendOptions } from '@modelcontextprotocol/client'
+import type { Dispatcher } from 'undici'
+import { SseParser } from './sse-parser.ts'
+
+const PROTOCOL_VERSION_META_KEY = 'io.modelcontextprotocol/protocolVersion'
+const NAME_SOURCE: Record<string, string> = {
+  'tools/call': 'name',
+  'prompts/get': 'name',
+  'resources/read': 'uri',
+  'tasks/get': 'taskId',
+  'tasks/update': 'taskId',
+  'tasks/cancel': 'taskId',
+}
+/** Reconnect attempts of the standalone GET stream before the transport reports an error. */
+const GET_RETRIES = 3
+
+export interface StreamableHttpTransportOptions {
+  url: URL
+  dispatcher: Dispatcher
+  headers: Readonly<Record<string, string>>
+}
+
+type Message = JSONRPCMessage & { id?: unknown, method?: unknown, params?: Record<string, unknown> }
+
+function isResponse (message: Message): boolean {
+  return message.method === undefined && message.id !== undefined
+}
+
+/**
+ * The client side of Streamable HTTP, written directly on an undici dispatcher: no fetch, no web
+ * streams, one small SSE parser on Buffers. It opens the standalone GET stream after the handshake, so
+ * server→client requests that a server sends outside a call's stream still arrive.
+ *
+ * A response is handed on one macrotask after the messages before it: the SDK handles notifications a
+ * tick later than responses, so this keeps a call's last progress notification ahead of its result.
+ */
+export class StreamableHttpTransport implements Transport {
+  readonly hasPerRequestStream = true
+  sessionId: string | undefined
+  onclose?: () => void
+  onerror?: (error: Error) => void
+  onmessage?: Transport['onmessage']
+  readonly #options: StreamableHttpTransportOptions
+  readonly #path: string
+  readonly #closed = new AbortController()
+  #protocolVersion: string | undefined
+
+  constructor (options: StreamableHttpTransportOptions) {
+    this.#options = options
+    this.#path = `${options.url.pathname}${options.url.search}`
+  }
+
+  async start (): Promise<void> {}
+
+  setProtocolVersion (version: string): void {
+    this.#protocolVersion = version
+  }
+
+  async send (message: JSONRPCMessage, options?: TransportSendOptions): Promise<void> {
+    const msg = message as Message
+    const headers = this.#headers('application/json, text/event-stream')
+    headers['content-type'] = 'application/json'
+    this.#bodyDerivedHeaders(headers, msg)
+    const signal = options?.requestSignal ? AbortSignal.any([options.requestSignal, this.#closed.signal]) : this.#closed.signal
+    const res = await this.#options.dispatcher.request({
+      origin: this.#options.url.origin,
+      path: this.#path,
+      method: 'POST',
+      headers,
+      body: JSON.stringify(message),
+      signal,
+    })
+    const session = res.headers['mcp-session-id']
+    if (typeof session === 'string') this.sessionId = session
+    const type = String(res.headers['content-type'] ?? '')
+    if (res.statusCode === 202) {
+      await res.body.dump()
+      if (msg.method === 'notifications/initialized') void this.#listen(0, undefined)
+      return
+    }
+    if (res.statusCode >= 400) {
+      const text = await res.body.text()
+      if (type.includes('application/json') && this.#deliverErrorBody(text, msg)) return
+      if (res.statusCode === 404 && this.sessionId !== undefined) void this.close()
+      throw new Error(`HTTP ${res.statusCode} from upstream: ${text.slice(0, 300)}`)
+    }
+    if (type.includes('text/event-stream')) {
+      void this.#readStream(res.body, undefined)
+      return
+    }
+    const text = await res.body.text()
+    if (text === '') return
+    const parsed = JSON.parse(text) as Message | Message[]
+    for (const item of Array.isArray(parsed) ? parsed : [parsed]) this.#deliver(item)
+  }
+
+  async close (): Promise<void> {
+    if (this.#closed.signal.aborted) return
+    if (this.sessionId !== undefined) {
+      this.#options.dispatcher.request({
+        origin: this.#options.url.origin,
+        path: this.#path,
+        method: 'DELETE',
+        headers: this.#headers('application/json'),
+        signal: AbortSignal.timeout(2000),
+      }).then((res) => res.body.dump(), () => {})
+    }
+    this.#closed.abort()
+    this.onclose?.()
+  }
+
+  #headers (accept: string): Record<string, string> {
+    const headers: Record<string, string> = { ...this.#options.headers, accept }
+    if (this.sessionId !== undefined) headers['mcp-session-id'] = this.sessionId
+    if (this.#protocolVersion !== undefined) headers['mcp-protocol-version'] = this.#protocolVersion
+    return headers
+  }
+
+  /** Modern-era requests carry their version, method and name in headers too. */
+  #bodyDerivedHeaders (headers: Record<string, string>, msg: Message): void {
+    if (typeof msg.method !== 'string' || msg.id === undefined) return
+    const meta = msg.params?._meta as Record<string, unknown> | undefined
+    const version = meta?.[PROTOCOL_VERSION_META_KEY]
+    if (typeof version !== 'string') return
+    headers['mcp-protocol-version'] = version
+    headers['mcp-method'] = msg.method
+    const field = NAME_SOURCE[msg.method]
+    const name = field === undefined ? undefined : msg.params?.[field]
+    if (typeof name === 'string' && /^[\x20-\x7e]*$/.test(name)) headers['mcp-name'] = name
+  }
+
+  /** An HTTP error whose body is the JSON-RPC error for the request: hand it on, keeping its code. */
+  #deliverErrorBody (text: string, msg: Message): boolean {
+    try {
+      const body = JSON.parse(text) as Message & { error?: unknown }
+      if (body.error === undefined || msg.id === undefined) return false
+      this.#deliver({ ...body, id: msg.id } as Message)
+      return true
+    } catch {
+      return false
+    }
+  }
+
+  #deliver (message: Message): void {
+    if (isResponse(message)) setImmediate(() => this.onmessage?.(message))
+    else this.onmessage?.(message)
+  }
+
+  /** Reads one SSE body to its end; returns the id of the last event seen. */
+  async #readStream (body: AsyncIterable<Buffer>, lastEventId: string | undefined): Promise<string | undefined> {
+    let last = lastEventId
+    const parser = new SseParser((event) => {
+      if (event.id !== undefined) last = event.id
+      if (event.data === '' || (event.event !== undefined && event.event !== 'message')) return
+      try {
+        this.#deliver(JSON.parse(event.data) as Message)
+      } catch (err) {
+        this.onerror?.(new Error(`upstream sent an SSE event that is not JSON: ${(err as Error).message}`))
+      }
+    })
+    try {
+      for await (const chunk of body) parser.push(chunk)
+    } catch (err) {
+      if (!this.#closed.signal.aborted) this.onerror?.(err instanceof Error ? err : new Error(String(err)))
+    }
+    return last
+  }
+
+  /** The standalone GET stream; 405 means the server offers none. Reconnects with Last-Event-ID. */
+  async #listen (attempt: number, lastEventId: string | undefined): Promise<void> {
+    if (this.#closed.signal.aborted) return
+    let last = lastEventId
+    try {
+      const headers = this.#headers('text/event-stream')
+      if (last !== undefined) headers['last-event-id'] = last
+      const res = await this.#options.dispatcher.request({ origin: this.#options.url.origin, path: this.#path, method: 'GET', headers, signal: this.#closed.signal })
+      if (res.statusCode === 405) {
+        await res.body.dump()
+        return
+      }
+      if (res.statusCode !== 200) {
+        await res.body.dump()
+        throw new Error(`standalone SSE stream answered HTTP ${res.statusCode}`)
+      }
+      last = await this.#readStream(res.body, last)
+      attempt = 0
+    } catch (err) {
+      if (this.#closed.signal.aborted) return
+      if (attempt >= GET_RETRIES) {
+        this.onerror?.(err instanceof Error ? err : new Error(String(err)))
+        return
+      }
+    }
+    if (this.#closed.signal.aborted) return
+    setTimeout(() => { void this.#listen(attempt + 1, last) }, 250 * 2 ** attempt).unref()
+  }
+}
