@@ -68,7 +68,7 @@ const httpCommon = {
   headers: z.record(z.string(), z.string()).prefault({})
     // eslint-disable-next-line no-template-curly-in-string
     .describe('headers sent on every upstream request; write secrets as ${ENV_VAR}'),
-  connections: z.number().int().min(1).prefault(64).describe('keep-alive sockets in the upstream HTTP pool'),
+  connections: z.number().int().min(1).prefault(64).describe('sockets in the upstream HTTP pool; raised to at least 2 × (maxConcurrentCalls + 1), since every connection holds one for its SSE stream'),
 }
 
 const streamableHttpUpstream = z.strictObject({
