@@ -45,6 +45,21 @@ export const ERRORS = {
   GW_ERR_CLIENT_CAPABILITY_MISSING: { status: 200, rpc: -32601, message: "the downstream client did not declare the '%s' capability, so '%s' cannot be relayed to it" },
   GW_ERR_REQUEST_CANCELLED: { status: 200, rpc: -32800, message: 'request was cancelled by the client: %s' },
 
+  GW_ERR_TASK_NOT_FOUND: { status: 200, rpc: -32602, message: "Invalid params: task '%s' not found (unknown, expired, or not yours)" },
+  GW_ERR_TASK_TERMINAL: { status: 200, rpc: -32602, message: "Invalid params: task '%s' is already %s" },
+  GW_ERR_TASK_LIMIT: { status: 200, rpc: -32054, message: 'too many active tasks: %s of %s allowed per principal (tasks.maxActivePerPrincipal); wait for some to finish' },
+  GW_ERR_TASK_INPUT_LIMIT: { status: 200, rpc: -32055, message: "task '%s' already has %s unanswered input requests (tasks.maxQueuedInputs)" },
+  GW_ERR_TASK_FORBIDDEN: { status: 200, rpc: -32601, message: "Method not found: tool '%s' cannot run as a task (taskSupport: forbidden)" },
+  GW_ERR_TASK_REQUIRED: { status: 200, rpc: -32601, message: "Method not found: tool '%s' must be called as a task (taskSupport: required); add params.task" },
+  GW_ERR_TASK_RESTARTED: { status: 200, rpc: -32603, message: 'gateway restarted during execution' },
+  GW_ERR_INPUT_EXPIRED: { status: 200, rpc: -32603, message: 'the upstream stopped waiting for the answer to %s' },
+
+  GW_ERR_AUTH_MISSING: { status: 401, rpc: -32001, message: 'Unauthorized: send Authorization: Bearer <token>' },
+  GW_ERR_AUTH_INVALID: { status: 401, rpc: -32001, message: 'Unauthorized: the bearer token is not valid' },
+
+  GW_ERR_STORE_SCHEMA: { status: 500, rpc: -32603, message: 'store schema version %s is newer than this gateway supports (%s); upgrade the gateway' },
+  GW_ERR_STORE_UNAVAILABLE: { status: 503, rpc: -32603, message: 'the store is unavailable: %s' },
+
   GW_ERR_SHUTTING_DOWN: { status: 503, rpc: -32603, message: 'the gateway is shutting down; retry on another instance' },
   GW_ERR_INTERNAL: { status: 500, rpc: -32603, message: 'internal gateway error: %s' },
 } as const satisfies Record<string, ErrorDef>

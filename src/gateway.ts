@@ -17,6 +17,12 @@ import { StreamHub } from './protocol/legacy/stream-hub.ts'
 import { createStore } from './store/create-store.ts'
 import type { GatewayStore } from './store/types.ts'
 import { UpstreamPool } from './upstream/upstream-pool.ts'
+import { createAuthenticator } from './auth/bearer-tokens.ts'
+import { LegacyTaskDelivery } from './protocol/legacy/task-delivery.ts'
+import { withLegacyTaskMethods } from './protocol/legacy/task-methods.ts'
+import { TaskInputs } from './tasks/task-inputs.ts'
+import { TaskRunner } from './tasks/task-runner.ts'
+import { TaskService } from './tasks/task-service.ts'
 
 export interface GatewayOptions {
   /** Logger to use instead of one built from `config.logging`. */
@@ -30,6 +36,7 @@ export interface Gateway {
   readonly store: GatewayStore
   readonly pools: readonly UpstreamPool[]
   readonly catalog: Catalog
+  readonly tasks: TaskService
   /** Stops taking requests, lets in-flight ones finish within `server.shutdownGrace`, then releases everything. */
   close (): Promise<void>
 }
@@ -70,12 +77,21 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
   const shutdown = new AbortController()
   const inflight = new InflightRequests(shutdown.signal)
   let closing = false
+  const delivery = new LegacyTaskDelivery(hub, store.bus, store.tasks)
+  hub.onGetStream = (sessionId) => delivery.onGetStream(sessionId)
+  const inputs = new TaskInputs(store.tasks, delivery, config.tasks)
+  const runner = new TaskRunner({ store: store.tasks, pools: new Map(pools.map((p) => [p.name, p])), inputs, events: delivery, log, shutdown: shutdown.signal, isNativeTask: (upstream, tool) => catalog.isNativeTask(upstream, tool) })
+  const tasks = new TaskService({ store: store.tasks, runner, inputs, events: delivery, config: config.tasks, log })
+  await tasks.recover((task) => config.upstreams.find((u) => u.name === task.upstream)?.toolSettings[task.tool]?.idempotent === true)
+  const calls = new CallEngine(catalog)
+  const base = buildMethodTable({ catalog, calls, subscriptions, pageSize: config.server.pageSize })
   const legacy = new LegacyEndpoint({
     store,
     hub,
     broker: new ClientRequestBroker(),
     inflight,
-    methods: buildMethodTable({ catalog, calls: new CallEngine(catalog), subscriptions, pageSize: config.server.pageSize }),
+    methods: withLegacyTaskMethods(base, { catalog, calls, tasks, delivery, bus: store.bus, pageSize: config.server.pageSize }),
+    answerInput: (principal, response) => inputs.answer(principal, response),
     log,
     keepAliveMs: config.server.sseKeepAlive,
     shutdown: shutdown.signal,
@@ -90,7 +106,7 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
   })
   registerHostOriginGuard(app, config.server)
   registerHealthRoutes(app, store, pools)
-  await registerMcpRoute(app, { config: config.server, legacy, isClosing: () => closing })
+  await registerMcpRoute(app, { config: config.server, legacy, authenticate: createAuthenticator(config.auth), isClosing: () => closing })
 
   const sweepEvery = Math.min(60_000, Math.max(1000, Math.floor(config.server.sessionIdleTimeout / 4)))
   const sweeper = setInterval(() => {
@@ -103,16 +119,25 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
     }, (err: unknown) => log.warn({ err }, 'session sweep failed'))
   }, sweepEvery)
   sweeper.unref()
+  const taskSweeper = setInterval(() => {
+    tasks.sweep().then((count) => {
+      if (count > 0) log.info({ count }, 'deleted expired tasks')
+    }, (err: unknown) => log.warn({ err }, 'task sweep failed'))
+  }, config.tasks.sweepInterval)
+  taskSweeper.unref()
 
   let closed: Promise<void> | undefined
   const close = (): Promise<void> => {
     closed ??= (async () => {
       closing = true
       clearInterval(sweeper)
+      clearInterval(taskSweeper)
       const deadline = Date.now() + config.server.shutdownGrace
-      while (inflight.size > 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 25))
-      if (inflight.size > 0) log.warn({ calls: inflight.size }, 'shutdown grace over: cancelling in-flight requests')
+      const busy = (): number => inflight.size + runner.size
+      while (busy() > 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 25))
+      if (busy() > 0) log.warn({ requests: inflight.size, tasks: runner.size }, 'shutdown grace over: cancelling in-flight requests and tasks')
       shutdown.abort(new GatewayError('GW_ERR_SHUTTING_DOWN'))
+      await runner.settled()
       await new Promise((resolve) => setImmediate(resolve))
       hub.closeAll()
       await app.close()
@@ -121,5 +146,5 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
     return closed
   }
 
-  return { app, store, pools, catalog, close }
+  return { app, store, pools, catalog, tasks, close }
 }

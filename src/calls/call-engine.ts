@@ -5,6 +5,7 @@ import { GatewayError } from '../errors.ts'
 import type { JsonObject } from '../protocol/jsonrpc.ts'
 import { mirrorCapabilities, type CallSink, type InputMethod } from '../upstream/upstream-connection.ts'
 import { mapUpstreamError } from './upstream-errors.ts'
+import { callUpstreamTool } from './upstream-call.ts'
 
 /** The client capability an input request needs, and whether the client declared it. */
 export function clientSupports (capabilities: JsonObject, method: InputMethod, params: JsonObject): string | undefined {
@@ -49,7 +50,7 @@ export class CallEngine {
     lease.connection.bind(sink)
     const progressToken = ctx.progressToken
     try {
-      return await lease.connection.request('tools/call', { ...withoutProgressToken(params), name: route.target }, {
+      return await callUpstreamTool(lease.connection, { ...withoutProgressToken(params), name: route.target }, route.nativeTaskSupport === 'required', {
         timeout,
         signal: ctx.signal,
         ...(progressToken !== undefined && {

@@ -1,5 +1,5 @@
 import { UriTemplate } from '@modelcontextprotocol/client'
-import { upstreamPrefix } from '../config/schema.ts'
+import { upstreamPrefix, type TaskSupport, type UpstreamConfig } from '../config/schema.ts'
 import { GatewayError } from '../errors.ts'
 import type { JsonObject } from '../protocol/jsonrpc.ts'
 import type { UpstreamPool } from '../upstream/upstream-pool.ts'
@@ -14,6 +14,9 @@ export interface Route {
   /** The upstream's own name (tools, prompts) or the URI (resources). */
   target: string
   entry: JsonObject | undefined
+  /** Tools: the task support the gateway advertises (its policy) and the one the upstream declared. */
+  taskSupport: TaskSupport
+  nativeTaskSupport: TaskSupport | undefined
 }
 
 export interface Collision {
@@ -52,7 +55,7 @@ export class Catalog {
       prompts: compileFilter(pool.config.prompts),
       resources: compileFilter(pool.config.resources),
     }
-    const snapshot = await fetchSnapshot(connection, upstreamPrefix(pool.config), filters, pool.config.timeouts.request)
+    const snapshot = await fetchSnapshot(connection, upstreamPrefix(pool.config), filters, pool.config.timeouts.request, (name) => taskPolicy(pool.config, name))
     this.#snapshots.set(pool.name, snapshot)
     return this.rebuild()
   }
@@ -74,7 +77,7 @@ export class Catalog {
             collisions.push({ kind, name: key, first: existing.pool.name, second: pool.name })
             continue
           }
-          const route: Route = { pool, target: item.target, entry: item.entry }
+          const route: Route = { pool, target: item.target, entry: item.entry, taskSupport: item.taskSupport ?? 'forbidden', nativeTaskSupport: item.nativeTaskSupport }
           routes[kind].set(key, route)
           lists[kind].push(item.entry)
           if (kind === 'resourceTemplates') templates.push({ template: new UriTemplate(key), route })
@@ -110,16 +113,21 @@ export class Catalog {
     const listed = this.#routes.resources.get(uri)
     if (listed) return listed
     for (const { template, route } of this.#templates) {
-      if (template.match(uri)) return { pool: route.pool, target: uri, entry: undefined }
+      if (template.match(uri)) return { ...route, target: uri, entry: undefined }
     }
     const withResources = this.#pools.filter((p) => p.state === 'ready' && this.#snapshots.get(p.name)?.hasResources)
-    if (withResources.length === 1) return { pool: withResources[0]!, target: uri, entry: undefined }
+    if (withResources.length === 1) return { pool: withResources[0]!, target: uri, entry: undefined, taskSupport: 'forbidden', nativeTaskSupport: undefined }
     return this.#missing('resources', uri)
   }
 
   /** The upstream owning a resource template, by its exact uriTemplate. */
   resourceTemplate (uriTemplate: string): Route {
     return this.#routes.resourceTemplates.get(uriTemplate) ?? this.#missing('resourceTemplates', uriTemplate)
+  }
+
+  /** Whether the upstream itself declared the tool (by its own name) as task-only. */
+  isNativeTask (upstream: string, tool: string): boolean {
+    return this.#snapshots.get(upstream)?.tools.some((item) => item.target === tool && item.nativeTaskSupport === 'required') ?? false
   }
 
   /** Every ready upstream whose snapshot offers this kind of entry. */
@@ -142,6 +150,11 @@ export class Catalog {
     if (kind === 'prompts') throw new GatewayError('GW_ERR_PROMPT_NOT_FOUND', [name])
     throw new GatewayError('GW_ERR_RESOURCE_NOT_FOUND', [name])
   }
+}
+
+/** The task support the gateway advertises for a tool: its own setting, else the upstream's. */
+export function taskPolicy (config: UpstreamConfig, tool: string): TaskSupport {
+  return config.toolSettings[tool]?.taskSupport ?? config.taskSupport
 }
 
 export function describeCollisions (collisions: readonly Collision[]): string {

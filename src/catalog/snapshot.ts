@@ -1,11 +1,15 @@
 import type { JsonObject } from '../protocol/jsonrpc.ts'
 import type { UpstreamConnection } from '../upstream/upstream-connection.ts'
+import type { TaskSupport } from '../config/schema.ts'
 import { exposedName } from './name-filter.ts'
 
 /** One entry of an upstream's list as the gateway exposes it, and the upstream's own key for it. */
 export interface SnapshotItem {
   entry: JsonObject
   target: string
+  /** Tools only: what the gateway advertises, and what the upstream itself declared. */
+  taskSupport?: TaskSupport
+  nativeTaskSupport?: TaskSupport
 }
 
 /** What one upstream offered at its last refresh, already filtered and renamed. */
@@ -52,11 +56,29 @@ function byUri (items: JsonObject[], key: 'uri' | 'uriTemplate', filter: Filter)
     .map((item) => ({ entry: item, target: item[key] as string }))
 }
 
+function nativeSupport (tool: JsonObject): TaskSupport | undefined {
+  const execution = tool.execution as JsonObject | undefined
+  const value = execution?.taskSupport
+  return value === 'optional' || value === 'required' || value === 'forbidden' ? value : undefined
+}
+
+/** Tools as the gateway advertises them: `execution.taskSupport` rewritten to the gateway's policy. */
+function withTaskPolicy (items: SnapshotItem[], tools: JsonObject[], policy: (name: string) => TaskSupport): SnapshotItem[] {
+  const byName = new Map(tools.map((t) => [t.name, t]))
+  return items.map((item) => {
+    const taskSupport = policy(item.target)
+    const execution = { ...(item.entry.execution as JsonObject | undefined), taskSupport }
+    const nativeTaskSupport = nativeSupport(byName.get(item.target) ?? {})
+    return { ...item, entry: { ...item.entry, execution }, taskSupport, ...(nativeTaskSupport && { nativeTaskSupport }) }
+  })
+}
+
 export async function fetchSnapshot (
   connection: UpstreamConnection,
   prefix: string,
   filters: { tools: Filter, prompts: Filter, resources: Filter },
   timeout: number,
+  taskPolicy: (name: string) => TaskSupport,
 ): Promise<UpstreamSnapshot> {
   const capabilities = connection.client.getServerCapabilities() ?? {}
   const hasTools = capabilities.tools !== undefined
@@ -69,7 +91,7 @@ export async function fetchSnapshot (
     hasResources ? readAll(connection, 'resources/templates/list', 'resourceTemplates', timeout).catch(() => []) : [],
   ])
   return {
-    tools: renamed(tools, prefix, filters.tools),
+    tools: withTaskPolicy(renamed(tools, prefix, filters.tools), tools, taskPolicy),
     prompts: renamed(prompts, prefix, filters.prompts),
     resources: byUri(resources, 'uri', filters.resources),
     resourceTemplates: byUri(templates, 'uriTemplate', filters.resources),

@@ -17,8 +17,14 @@ const filterSchema = z.strictObject({
 
 const defaultFilter = { allow: ['*'], deny: [] }
 
+const taskSupportSchema = z.enum(['optional', 'required', 'forbidden'])
+
 const toolSettingsSchema = z.strictObject({
   timeout: duration('call timeout for this tool; overrides timeouts.call').optional(),
+  taskSupport: taskSupportSchema.optional()
+    .describe('whether clients may (optional), must (required) or must not (forbidden) call this tool as a task; overrides the upstream\'s taskSupport'),
+  idempotent: z.boolean().prefault(false)
+    .describe('safe to run again: a task of this tool interrupted by a gateway restart is run again instead of failed'),
 }).describe('settings for one tool, by its upstream name')
 
 const timeoutsSchema = z.strictObject({
@@ -41,6 +47,8 @@ const upstreamCommon = {
   prompts: filterSchema.prefault(defaultFilter),
   resources: filterSchema.prefault(defaultFilter),
   toolSettings: z.record(z.string(), toolSettingsSchema).prefault({}),
+  taskSupport: taskSupportSchema.prefault('optional')
+    .describe('task support advertised for this upstream\'s tools; required breaks clients that cannot do tasks'),
   maxConcurrentCalls: z.number().int().min(1).max(10_000).prefault(16)
     .describe('upstream connections a tools/call may hold at once; further calls wait'),
   maxQueuedCalls: z.number().int().min(0).prefault(1000)
@@ -110,6 +118,26 @@ const loggingSchema = z.strictObject({
     .describe('extra header names whose values never appear in logs (authorization, proxy-authorization, cookie, set-cookie and x-api-key never do)'),
 })
 
+const tasksSchema = z.strictObject({
+  defaultTtl: duration('retention of a task when the client asks for none, counted from its creation').prefault('1h'),
+  maxTtl: duration('longest retention a client may ask for; longer requests are clamped').prefault('24h'),
+  pollInterval: duration('poll interval suggested to clients').prefault('1s'),
+  maxActivePerPrincipal: z.number().int().min(1).prefault(100)
+    .describe('tasks one principal may have running (working or input_required) at once'),
+  maxQueuedInputs: z.number().int().min(1).prefault(10)
+    .describe('unanswered input requests (elicitation, sampling, roots) one task may hold'),
+  sweepInterval: duration('how often expired tasks are deleted').prefault('30s'),
+})
+
+const authSchema = z.strictObject({
+  tokens: z.array(z.strictObject({
+    principal: z.string().min(1).describe('name the token authenticates as; tasks and sessions are bound to it'),
+    sha256: z.string().regex(/^[0-9a-f]{64}$/i, 'must be the hex SHA-256 of the token (64 hex digits), never the token itself')
+      .describe('hex SHA-256 of the bearer token'),
+  })).prefault([])
+    .describe('static bearer tokens; when the list is empty, auth is off and each session is its own principal'),
+})
+
 const storeSchema = z.discriminatedUnion('kind', [
   z.strictObject({ kind: z.literal('memory') }),
   z.strictObject({
@@ -122,6 +150,8 @@ export const configSchema = z.strictObject({
   server: serverSchema.prefault({}),
   logging: loggingSchema.prefault({}),
   store: storeSchema.prefault({ kind: 'sqlite', path: './data/gateway.db' }),
+  tasks: tasksSchema.prefault({}),
+  auth: authSchema.prefault({}),
   upstreams: z.array(upstreamSchema).min(1, 'list at least one upstream'),
 })
 
@@ -132,6 +162,8 @@ export type StdioUpstreamConfig = Extract<UpstreamConfig, { transport: 'stdio' }
 export type HttpUpstreamConfig = Exclude<UpstreamConfig, StdioUpstreamConfig>
 export type ServerConfig = Config['server']
 export type StoreConfig = Config['store']
+export type TasksConfig = Config['tasks']
+export type TaskSupport = z.output<typeof taskSupportSchema>
 
 export function upstreamPrefix (upstream: UpstreamConfig): string {
   return upstream.prefix ?? upstream.name

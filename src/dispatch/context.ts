@@ -1,5 +1,5 @@
 import type { Logger } from '../observability/logger.ts'
-import type { JsonObject, RequestId } from '../protocol/jsonrpc.ts'
+import type { JsonObject, RequestId, RpcMessage } from '../protocol/jsonrpc.ts'
 import type { SessionRecord } from '../store/types.ts'
 
 /** Everything a method handler may know about the request it serves, independent of the wire era. */
@@ -10,6 +10,10 @@ export interface RequestContext {
   readonly signal: AbortSignal
   readonly progressToken: RequestId | undefined
   readonly log: Logger
+  /** Aborted when the client's connection for this request goes away (not a cancellation). */
+  readonly disconnected: AbortSignal
+  /** Sends any message to the client on this request's stream (switching the response to SSE). */
+  send (message: RpcMessage): void
   /** Sends a notification related to this request to the client. */
   notify (method: string, params: JsonObject): void
   /** Sends a server→client request related to this request and waits for the client's answer. */

@@ -2,10 +2,13 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import type { ServerConfig } from '../config/schema.ts'
 import { GatewayError, errorMessage } from '../errors.ts'
 import { sendHttpError, type LegacyEndpoint } from '../protocol/legacy/legacy-endpoint.ts'
+import { WWW_AUTHENTICATE, type Authenticate } from '../auth/bearer-tokens.ts'
 
 export interface McpRouteOptions {
   config: ServerConfig
   legacy: LegacyEndpoint
+  /** Resolves the caller's principal; undefined when auth is off. */
+  authenticate: Authenticate | undefined
   /** True once shutdown began: new requests are refused with 503. */
   isClosing (): boolean
 }
@@ -46,14 +49,15 @@ export async function registerMcpRoute (app: FastifyInstance, options: McpRouteO
     return reply.code(internal.statusCode).type('application/json').send({ jsonrpc: '2.0', id: null, error: { code: internal.rpcCode, message: internal.message } })
   })
 
-  const run = async (request: FastifyRequest, reply: FastifyReply, work: () => Promise<void>): Promise<void> => {
+  const run = async (request: FastifyRequest, reply: FastifyReply, work: (principal: string | undefined) => Promise<void>): Promise<void> => {
     reply.hijack()
     try {
       if (options.isClosing()) throw new GatewayError('GW_ERR_SHUTTING_DOWN')
-      await work()
+      await work(options.authenticate?.(request.headers))
     } catch (err) {
       if (!reply.raw.headersSent) {
         if (!(err instanceof GatewayError)) request.log.error({ err }, 'MCP request failed')
+        if (err instanceof GatewayError && err.statusCode === 401) reply.raw.setHeader('www-authenticate', WWW_AUTHENTICATE)
         sendHttpError(reply.raw, err)
       } else if (!reply.raw.writableEnded) {
         reply.raw.end()
@@ -62,24 +66,24 @@ export async function registerMcpRoute (app: FastifyInstance, options: McpRouteO
   }
 
   app.post(config.path, { bodyLimit: maxBodyBytes }, async (request, reply) => {
-    await run(request, reply, async () => {
+    await run(request, reply, async (principal) => {
       if (!(request.headers['content-type'] ?? '').toLowerCase().startsWith('application/json')) throw new GatewayError('GW_ERR_HTTP_MEDIA_TYPE')
       if (!accepts(request, 'application/json') || !accepts(request, 'text/event-stream')) {
         throw new GatewayError('GW_ERR_HTTP_NOT_ACCEPTABLE', ['both application/json and text/event-stream'])
       }
-      await legacy.post(request.headers, reply.raw, request.body)
+      await legacy.post(request.headers, reply.raw, request.body, principal)
     })
   })
 
   app.get(config.path, async (request, reply) => {
-    await run(request, reply, async () => {
+    await run(request, reply, async (principal) => {
       if (!accepts(request, 'text/event-stream')) throw new GatewayError('GW_ERR_HTTP_NOT_ACCEPTABLE', ['text/event-stream'])
-      await legacy.get(request.headers, reply.raw)
+      await legacy.get(request.headers, reply.raw, principal)
     })
   })
 
   app.delete(config.path, async (request, reply) => {
-    await run(request, reply, () => legacy.delete(request.headers, reply.raw))
+    await run(request, reply, (principal) => legacy.delete(request.headers, reply.raw, principal))
   })
 
   for (const method of ['PUT', 'PATCH'] as const) {

@@ -1,4 +1,5 @@
 import type { JsonObject } from '../protocol/jsonrpc.ts'
+import type { WireError } from '../errors.ts'
 
 /**
  * The store contract. Every gateway process talks to shared state only through this interface, so
@@ -35,6 +36,93 @@ export interface SessionStore {
   sweep (before: number): Promise<string[]>
 }
 
+export type TaskStatus = 'working' | 'input_required' | 'completed' | 'failed' | 'cancelled'
+
+/** The raw outcome of the upstream call, exactly as the upstream answered. */
+export type TaskOutcome = { result: JsonObject } | { error: WireError }
+
+/** A durable task over one upstream tools/call, in a neutral (era-independent) form. */
+export interface TaskRecord {
+  /** CSPRNG id, at least 128 bits. */
+  id: string
+  principal: string
+  /** The legacy session that created it, for notifications; null for the modern era. */
+  sessionId: string | null
+  era: 'legacy' | 'modern'
+  status: TaskStatus
+  statusMessage: string | null
+  /** Epoch milliseconds. */
+  createdAt: number
+  lastUpdatedAt: number
+  /** Retention from createdAt; null is unlimited. */
+  ttlMs: number | null
+  pollIntervalMs: number
+  /** The configured upstream name and the upstream's own tool name. */
+  upstream: string
+  tool: string
+  /** What the client asked for: arguments and `_meta` (without the task and progress token). */
+  request: JsonObject
+  progressToken: string | number | null
+  /** The client's capabilities when it created the task: what may be relayed to it. */
+  clientCapabilities: JsonObject
+  outcome: TaskOutcome | null
+}
+
+export interface TaskPatch {
+  statusMessage?: string | null
+  outcome?: TaskOutcome
+}
+
+export type InputState = 'pending' | 'answered' | 'expired'
+
+/** A request the upstream sent to the client while a task ran (elicitation, sampling, roots). */
+export interface InputRecord {
+  /** Gateway-owned, unique for the task's life; also the JSON-RPC id the client sees. */
+  key: string
+  taskId: string
+  principal: string
+  method: string
+  params: JsonObject
+  state: InputState
+  createdAt: number
+  answer: TaskOutcome | null
+}
+
+/** A position in a principal's task list (tasks are listed by createdAt, then id). */
+export interface TaskCursor {
+  createdAt: number
+  id: string
+}
+
+export interface TaskStore {
+  /** Stores a new task (status working). */
+  create (task: TaskRecord): Promise<void>
+  /** The task, or null when unknown or past its TTL at `now`. */
+  get (id: string, now: number): Promise<TaskRecord | null>
+  /** Up to `limit` live tasks of `principal` after `after`, oldest first. */
+  list (principal: string, after: TaskCursor | undefined, limit: number, now: number): Promise<TaskRecord[]>
+  /**
+   * Compare-and-set: moves the task to `to` (applying `patch`, setting lastUpdatedAt = now) only if its
+   * status is one of `from`; returns the updated task, or null when the status did not match (or the
+   * task is gone). Atomic: of two racing moves from the same status, exactly one wins.
+   */
+  transition (id: string, from: readonly TaskStatus[], to: TaskStatus, patch: TaskPatch, now: number): Promise<TaskRecord | null>
+  /** Live tasks of `principal` that are not terminal. */
+  countActive (principal: string, now: number): Promise<number>
+  /** Every task not yet terminal (for recovery after a restart). */
+  unfinished (): Promise<TaskRecord[]>
+  /** Deletes tasks past their TTL (and their inputs); returns how many. */
+  sweep (now: number): Promise<number>
+
+  /** Queues an input request; throws GW_ERR_TASK_INPUT_LIMIT when the task already has `maxPending` pending ones. */
+  addInput (input: InputRecord, maxPending: number): Promise<void>
+  getInput (key: string): Promise<InputRecord | null>
+  /** Pending inputs of a task, oldest first. */
+  pendingInputs (taskId: string): Promise<InputRecord[]>
+  /** Compare-and-set from pending to answered or expired; false when it was not pending. */
+  settleInput (key: string, state: 'answered' | 'expired', answer: TaskOutcome | null): Promise<boolean>
+}
+
 export type BusHandler = (message: JsonObject) => void
 
 /**
@@ -56,6 +144,7 @@ export interface StoreHealth {
 export interface GatewayStore {
   readonly kind: string
   readonly sessions: SessionStore
+  readonly tasks: TaskStore
   readonly bus: SignalBus
   /** Liveness of the backend for /readyz. */
   health (): Promise<StoreHealth>

@@ -166,5 +166,8 @@ export class UpstreamConnection {
     client.setNotificationHandler('notifications/resources/list_changed', () => events.onListChanged('resources'))
     client.setNotificationHandler('notifications/resources/updated', (n) => events.onResourceUpdated(n.params as JsonObject))
     client.setNotificationHandler('notifications/message', (n) => this.#sink?.notify(n.method, n.params as JsonObject))
+    client.fallbackNotificationHandler = async (n) => {
+      if (n.method === 'notifications/tasks/status') this.#sink?.notify(n.method, (n.params ?? {}) as JsonObject)
+    }
   }
 }

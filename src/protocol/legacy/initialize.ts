@@ -10,6 +10,11 @@ export const SERVER_CAPABILITIES = {
   resources: { subscribe: true, listChanged: true },
   completions: {},
   logging: {},
+  tasks: {
+    list: {},
+    cancel: {},
+    requests: { tools: { call: {} } },
+  },
 } as const
 
 function isObject (value: unknown): value is JsonObject {
@@ -29,11 +34,11 @@ export function validateInitialize (params: JsonObject): void {
 }
 
 /** The new session and the InitializeResult for it. */
-export function initializeResult (params: JsonObject, sessionId: string, now: number): { result: JsonObject, session: SessionRecord } {
+export function initializeResult (params: JsonObject, sessionId: string, now: number, principal: string | undefined): { result: JsonObject, session: SessionRecord } {
   const protocolVersion = negotiateVersion(params.protocolVersion)
   const session: SessionRecord = {
     id: sessionId,
-    principal: `anonymous:${sessionId}`,
+    principal: principal ?? `anonymous:${sessionId}`,
     protocolVersion,
     clientCapabilities: isObject(params.capabilities) ? params.capabilities : {},
     clientInfo: params.clientInfo as JsonObject,

@@ -6,7 +6,7 @@ import { GatewayError, toWireError } from '../../errors.ts'
 import { SseConnection } from '../../http/sse-connection.ts'
 import type { Logger } from '../../observability/logger.ts'
 import type { GatewayStore, SessionRecord } from '../../store/types.ts'
-import { classifyMessage, errorMessageFor, progressTokenOf, resultMessage, type RpcNotification, type RpcRequest } from '../jsonrpc.ts'
+import { classifyMessage, errorMessageFor, progressTokenOf, resultMessage, type RpcNotification, type RpcRequest, type RpcResponse } from '../jsonrpc.ts'
 import { isLegacyVersion } from '../versions.ts'
 import type { ClientRequestBroker } from './client-requests.ts'
 import type { InflightRequests } from './inflight-requests.ts'
@@ -24,6 +24,8 @@ export interface LegacyEndpointDeps {
   keepAliveMs: number
   /** Aborted when the gateway gives up on in-flight requests during shutdown. */
   shutdown: AbortSignal
+  /** Routes a client's answer to a queued task input; false when no pending input of the principal has that id. */
+  answerInput (principal: string, response: RpcResponse): Promise<boolean>
   /** Called when a session ends (DELETE), to release what it held. */
   onSessionClosed (sessionId: string): void
 }
@@ -51,18 +53,19 @@ export class LegacyEndpoint {
     this.#deps = deps
   }
 
-  async post (headers: IncomingHttpHeaders, res: ServerResponse, body: unknown): Promise<void> {
+  /** `principal` is the authenticated caller, or undefined when auth is off. */
+  async post (headers: IncomingHttpHeaders, res: ServerResponse, body: unknown, principal: string | undefined): Promise<void> {
     const inbound = classifyMessage(body)
     if (inbound.kind === 'request' && inbound.message.method === 'initialize') {
-      await this.#initialize(inbound.message, res)
+      await this.#initialize(inbound.message, res, principal)
       return
     }
-    const session = await this.#session(headers, inbound.kind === 'request' ? inbound.message.method : 'this message')
+    const session = await this.#session(headers, inbound.kind === 'request' ? inbound.message.method : 'this message', principal)
     if (inbound.kind === 'notification') {
       this.#notification(session, inbound.message)
       res.writeHead(202).end()
     } else if (inbound.kind === 'response') {
-      if (this.#deps.broker.accept(session.id, inbound.message)) {
+      if (this.#deps.broker.accept(session.id, inbound.message) || await this.#deps.answerInput(session.principal, inbound.message)) {
         res.writeHead(202).end()
       } else {
         sendHttpError(res, new GatewayError('GW_ERR_HTTP_INVALID_MESSAGE', [`no request with id ${JSON.stringify(inbound.message.id)} is waiting for an answer in this session`]))
@@ -72,21 +75,21 @@ export class LegacyEndpoint {
     }
   }
 
-  async get (headers: IncomingHttpHeaders, res: ServerResponse): Promise<void> {
-    const session = await this.#session(headers, 'GET')
+  async get (headers: IncomingHttpHeaders, res: ServerResponse, principal: string | undefined): Promise<void> {
+    const session = await this.#session(headers, 'GET', principal)
     const connection = new SseConnection(res, { keepAliveMs: this.#deps.keepAliveMs, headers: { 'mcp-session-id': session.id } })
     this.#deps.hub.openGetStream(session.id, connection, header(headers, 'last-event-id'))
   }
 
-  async delete (headers: IncomingHttpHeaders, res: ServerResponse): Promise<void> {
-    const session = await this.#session(headers, 'DELETE')
+  async delete (headers: IncomingHttpHeaders, res: ServerResponse, principal: string | undefined): Promise<void> {
+    const session = await this.#session(headers, 'DELETE', principal)
     await this.#deps.store.sessions.delete(session.id)
     this.#deps.hub.closeSession(session.id)
     this.#deps.onSessionClosed(session.id)
     res.writeHead(200, { 'content-type': 'application/json' }).end('{}')
   }
 
-  async #initialize (request: RpcRequest, res: ServerResponse): Promise<void> {
+  async #initialize (request: RpcRequest, res: ServerResponse, principal: string | undefined): Promise<void> {
     const params = request.params ?? {}
     try {
       validateInitialize(params)
@@ -97,14 +100,15 @@ export class LegacyEndpoint {
     }
     const now = Date.now()
     const id = randomUUID()
-    const { result, session } = initializeResult(params, id, now)
+    const { result, session } = initializeResult(params, id, now, principal)
     await this.#deps.store.sessions.create(session)
     this.#deps.log.info({ sessionId: id, protocolVersion: session.protocolVersion, client: session.clientInfo }, 'session initialized')
     const body = JSON.stringify(resultMessage(request.id, result))
     res.writeHead(200, { 'content-type': 'application/json', 'mcp-session-id': id, 'content-length': Buffer.byteLength(body) }).end(body)
   }
 
-  async #session (headers: IncomingHttpHeaders, what: string): Promise<SessionRecord> {
+  /** The request's session; one that belongs to another principal is treated exactly like an unknown one. */
+  async #session (headers: IncomingHttpHeaders, what: string, principal: string | undefined): Promise<SessionRecord> {
     const id = header(headers, 'mcp-session-id')
     if (!id) throw new GatewayError('GW_ERR_SESSION_REQUIRED', [what])
     const version = header(headers, 'mcp-protocol-version')
@@ -112,7 +116,7 @@ export class LegacyEndpoint {
       throw new GatewayError('GW_ERR_PROTOCOL_VERSION_HEADER', [version, 'is not a supported protocol version'])
     }
     const session = await this.#deps.store.sessions.get(id)
-    if (!session) throw new GatewayError('GW_ERR_SESSION_NOT_FOUND')
+    if (!session || (principal !== undefined && session.principal !== principal)) throw new GatewayError('GW_ERR_SESSION_NOT_FOUND')
     const now = Date.now()
     if (now - session.lastSeenAt > TOUCH_INTERVAL_MS) await this.#deps.store.sessions.touch(id, now)
     return session
@@ -139,6 +143,8 @@ export class LegacyEndpoint {
       signal: inflight.signal,
       progressToken: progressTokenOf(params),
       log: deps.log,
+      disconnected: exchange.disconnected,
+      send: (message) => exchange.emit(message),
       notify: (method, notificationParams) => exchange.emit({ jsonrpc: '2.0', method, params: notificationParams }),
       request: (method, requestParams, signal) => deps.broker.send(session.id, (m) => exchange.emit(m), method, requestParams, signal),
     }

@@ -21,10 +21,19 @@ export class PostExchange {
   readonly #options: ExchangeOptions
   #stream: EventStream | undefined
   #done = false
+  readonly #disconnected = new AbortController()
 
   constructor (res: ServerResponse, options: ExchangeOptions) {
     this.#res = res
     this.#options = options
+    res.once('close', () => {
+      if (!this.#done || !res.writableFinished) this.#disconnected.abort(new Error('the client disconnected'))
+    })
+  }
+
+  /** Aborted when the client's connection closes before the response was written. */
+  get disconnected (): AbortSignal {
+    return this.#disconnected.signal
   }
 
   /** Sends a message related to the request before its response; switches to SSE on first use. */

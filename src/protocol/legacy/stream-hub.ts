@@ -21,6 +21,8 @@ export class StreamHub {
   readonly #streams = new Map<string, EventStream>()
   readonly #standalone = new Map<string, EventStream[]>()
   readonly #subscriptions = new Map<string, () => void>()
+  /** Called when a session opens a new standalone GET stream (to offer it what is waiting). */
+  onGetStream: ((sessionId: string) => void) | undefined
 
   constructor (bus: SignalBus) {
     this.#bus = bus
@@ -57,6 +59,7 @@ export class StreamHub {
     this.#streams.set(stream.id, stream)
     stream.attach(connection)
     this.#addStandalone(stream)
+    this.onGetStream?.(sessionId)
     return stream
   }
 

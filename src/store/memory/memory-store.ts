@@ -1,5 +1,6 @@
 import type { GatewayStore, SessionRecord, SessionStore, StoreHealth } from '../types.ts'
 import { MemoryBus } from './memory-bus.ts'
+import { MemoryTaskStore } from './memory-task-store.ts'
 
 class MemorySessionStore implements SessionStore {
   readonly #sessions = new Map<string, SessionRecord>()
@@ -38,6 +39,7 @@ class MemorySessionStore implements SessionStore {
 export class MemoryStore implements GatewayStore {
   readonly kind = 'memory'
   readonly sessions = new MemorySessionStore()
+  readonly tasks = new MemoryTaskStore()
   readonly bus = new MemoryBus()
 
   async health (): Promise<StoreHealth> {

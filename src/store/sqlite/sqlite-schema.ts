@@ -1,7 +1,8 @@
 import type Database from 'better-sqlite3'
+import { GatewayError } from '../../errors.ts'
 
 /** Ordered migrations; `user_version` records how many have run. Never edit a released step. */
-const MIGRATIONS: readonly string[] = [
+export const MIGRATIONS: readonly string[] = [
   `CREATE TABLE sessions (
      id TEXT PRIMARY KEY,
      principal TEXT NOT NULL,
@@ -12,15 +13,48 @@ const MIGRATIONS: readonly string[] = [
      last_seen_at INTEGER NOT NULL
    );
    CREATE INDEX sessions_last_seen ON sessions (last_seen_at);`,
+
+  // Tasks and their input queues. JSON columns hold JSON text; expires_at = created_at + ttl_ms, NULL = never.
+  `CREATE TABLE tasks (
+     id TEXT PRIMARY KEY,
+     principal TEXT NOT NULL,
+     session_id TEXT,
+     era TEXT NOT NULL,
+     status TEXT NOT NULL,
+     status_message TEXT,
+     created_at INTEGER NOT NULL,
+     last_updated_at INTEGER NOT NULL,
+     ttl_ms INTEGER,
+     expires_at INTEGER,
+     poll_interval_ms INTEGER NOT NULL,
+     upstream TEXT NOT NULL,
+     tool TEXT NOT NULL,
+     request TEXT NOT NULL,
+     progress_token TEXT,
+     client_capabilities TEXT NOT NULL,
+     outcome TEXT
+   );
+   CREATE INDEX tasks_principal_created ON tasks (principal, created_at, id);
+   CREATE INDEX tasks_status ON tasks (status);
+   CREATE INDEX tasks_expires ON tasks (expires_at);
+   CREATE TABLE task_inputs (
+     key TEXT PRIMARY KEY,
+     task_id TEXT NOT NULL,
+     principal TEXT NOT NULL,
+     method TEXT NOT NULL,
+     params TEXT NOT NULL,
+     state TEXT NOT NULL,
+     created_at INTEGER NOT NULL,
+     answer TEXT
+   );
+   CREATE INDEX task_inputs_task ON task_inputs (task_id, state, created_at);`,
 ]
 
 export const SCHEMA_VERSION = MIGRATIONS.length
 
 export function migrate (db: Database.Database): void {
   const current = db.pragma('user_version', { simple: true }) as number
-  if (current > SCHEMA_VERSION) {
-    throw new Error(`database schema version ${current} is newer than this gateway's ${SCHEMA_VERSION}; upgrade the gateway`)
-  }
+  if (current > SCHEMA_VERSION) throw new GatewayError('GW_ERR_STORE_SCHEMA', [current, SCHEMA_VERSION])
   for (let version = current; version < SCHEMA_VERSION; version++) {
     db.transaction(() => {
       db.exec(MIGRATIONS[version]!)

@@ -4,6 +4,7 @@ import Database from 'better-sqlite3'
 import type { GatewayStore, SessionRecord, SessionStore, StoreHealth } from '../types.ts'
 import { MemoryBus } from '../memory/memory-bus.ts'
 import { migrate } from './sqlite-schema.ts'
+import { SqliteTaskStore } from './sqlite-task-store.ts'
 
 interface SessionRow {
   id: string
@@ -77,6 +78,7 @@ class SqliteSessionStore implements SessionStore {
 export class SqliteStore implements GatewayStore {
   readonly kind = 'sqlite'
   readonly sessions: SqliteSessionStore
+  readonly tasks: SqliteTaskStore
   readonly bus = new MemoryBus()
   readonly #db: Database.Database
 
@@ -86,8 +88,14 @@ export class SqliteStore implements GatewayStore {
     this.#db.pragma('journal_mode = WAL')
     this.#db.pragma('synchronous = NORMAL')
     this.#db.pragma('busy_timeout = 5000')
-    migrate(this.#db)
+    try {
+      migrate(this.#db)
+    } catch (err) {
+      this.#db.close()
+      throw err
+    }
     this.sessions = new SqliteSessionStore(this.#db)
+    this.tasks = new SqliteTaskStore(this.#db)
   }
 
   async health (): Promise<StoreHealth> {

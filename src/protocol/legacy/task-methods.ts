@@ -1,0 +1,113 @@
+import type { Catalog } from '../../catalog/catalog.ts'
+import type { CallEngine } from '../../calls/call-engine.ts'
+import type { Handler, MethodTable } from '../../dispatch/context.ts'
+import { optionalObject, optionalString, requireString } from '../../dispatch/params.ts'
+import { GatewayError } from '../../errors.ts'
+import type { SignalBus } from '../../store/types.ts'
+import type { TaskService } from '../../tasks/task-service.ts'
+import { isTerminal } from '../../tasks/task-state.ts'
+import type { JsonObject } from '../jsonrpc.ts'
+import { taskChannel, type LegacyTaskDelivery } from './task-delivery.ts'
+import { decodeTaskCursor, encodeTaskCursor, renderCreateTaskResult, renderOutcome, renderTask } from './task-wire.ts'
+
+export interface LegacyTaskMethodDeps {
+  catalog: Catalog
+  calls: CallEngine
+  tasks: TaskService
+  delivery: LegacyTaskDelivery
+  bus: SignalBus
+  pageSize: number
+}
+
+/** `params.task.ttl` as a number, or undefined; any other shape of `task` is -32602. */
+function requestedTtl (params: JsonObject): number | undefined {
+  const task = optionalObject(params, 'task')
+  const ttl = task?.ttl
+  if (ttl === undefined || ttl === null) return undefined
+  if (typeof ttl !== 'number' || ttl < 0) throw new GatewayError('GW_ERR_RPC_INVALID_PARAMS', ["'task.ttl' must be a non-negative number of milliseconds"])
+  return ttl
+}
+
+/**
+ * The 2025-11-25 task dialect: task-augmented `tools/call`, `tasks/get`, blocking `tasks/result`,
+ * `tasks/list` and `tasks/cancel`, added to the era-neutral method table.
+ */
+export function withLegacyTaskMethods (base: MethodTable, deps: LegacyTaskMethodDeps): MethodTable {
+  const { catalog, calls, tasks, delivery, bus } = deps
+  const table = new Map(base)
+
+  const toolsCall: Handler = async (params, ctx) => {
+    const name = requireString(params, 'name')
+    const route = catalog.tool(name)
+    const support = route.taskSupport
+    if (params.task === undefined) {
+      if (support === 'required') throw new GatewayError('GW_ERR_TASK_REQUIRED', [name])
+      return await calls.callTool(params, ctx)
+    }
+    if (support === 'forbidden') throw new GatewayError('GW_ERR_TASK_FORBIDDEN', [name])
+    optionalObject(params, 'arguments')
+    const task = await tasks.create({
+      principal: ctx.session.principal,
+      sessionId: ctx.session.id,
+      era: 'legacy',
+      route,
+      params,
+      requestedTtl: requestedTtl(params),
+      progressToken: ctx.progressToken,
+      clientCapabilities: ctx.session.clientCapabilities,
+    })
+    return renderCreateTaskResult(task, name)
+  }
+
+  const tasksResult: Handler = async (params, ctx) => {
+    const taskId = requireString(params, 'taskId')
+    const principal = ctx.session.principal
+    const first = await tasks.get(principal, taskId)
+    if (isTerminal(first.status)) return renderOutcome(first)
+    return await new Promise<JsonObject>((resolve, reject) => {
+      let detach: (() => void) | undefined
+      let finished = false
+      const finish = (outcome: () => JsonObject | Promise<JsonObject>): void => {
+        if (finished) return
+        finished = true
+        unsubscribe()
+        detach?.()
+        ctx.signal.removeEventListener('abort', onAbort)
+        ctx.disconnected.removeEventListener('abort', onAbort)
+        Promise.resolve().then(outcome).then(resolve, reject)
+      }
+      const check = (): void => {
+        tasks.get(principal, taskId).then((task) => {
+          if (isTerminal(task.status)) finish(() => renderOutcome(task))
+        }, (err: unknown) => finish(() => { throw err }))
+      }
+      const onAbort = (): void => finish(() => { throw ctx.signal.aborted ? ctx.signal.reason : ctx.disconnected.reason })
+      const unsubscribe = bus.subscribe(taskChannel(taskId), (event) => {
+        if (typeof event.status === 'string' && isTerminal(event.status as never)) check()
+      })
+      ctx.signal.addEventListener('abort', onAbort, { once: true })
+      ctx.disconnected.addEventListener('abort', onAbort, { once: true })
+      delivery.attachResultStream(taskId, (message) => ctx.send(message)).then((unregister) => {
+        if (finished) unregister()
+        else detach = unregister
+        check()
+      }, (err: unknown) => finish(() => { throw err }))
+    })
+  }
+
+  table.set('tools/call', toolsCall)
+  table.set('tasks/get', async (params, ctx) => renderTask(await tasks.get(ctx.session.principal, requireString(params, 'taskId'))))
+  table.set('tasks/result', tasksResult)
+  table.set('tasks/cancel', async (params, ctx) => renderTask(await tasks.cancel(ctx.session.principal, requireString(params, 'taskId'))))
+  table.set('tasks/list', async (params, ctx) => {
+    const cursor = optionalString(params, 'cursor')
+    const after = cursor === undefined ? undefined : decodeTaskCursor(cursor)
+    if (cursor !== undefined && after === undefined) throw new GatewayError('GW_ERR_RPC_INVALID_PARAMS', ["'cursor' is not a cursor this gateway issued; start again without a cursor"])
+    const page = await tasks.list(ctx.session.principal, after, deps.pageSize + 1)
+    const more = page.length > deps.pageSize
+    const shown = more ? page.slice(0, deps.pageSize) : page
+    const last = shown.at(-1)
+    return more && last ? { tasks: shown.map(renderTask), nextCursor: encodeTaskCursor(last.createdAt, last.id) } : { tasks: shown.map(renderTask) }
+  })
+  return table
+}

@@ -1,0 +1,114 @@
+import { GatewayError } from '../../errors.ts'
+import { isTerminal } from '../../tasks/task-state.ts'
+import type { InputRecord, TaskCursor, TaskOutcome, TaskPatch, TaskRecord, TaskStatus, TaskStore } from '../types.ts'
+
+function live (task: TaskRecord, now: number): boolean {
+  return task.ttlMs === null || task.createdAt + task.ttlMs > now
+}
+
+/** Task order: createdAt, then id (compared by code unit, like SQLite's BINARY collation for ASCII ids). */
+function byPosition (a: TaskCursor, b: TaskCursor): number {
+  if (a.createdAt !== b.createdAt) return a.createdAt - b.createdAt
+  return a.id < b.id ? -1 : a.id > b.id ? 1 : 0
+}
+
+/** Tasks and their input queues in Maps. Records are copied on the way in and out. */
+export class MemoryTaskStore implements TaskStore {
+  readonly #tasks = new Map<string, TaskRecord>()
+  readonly #inputs = new Map<string, InputRecord>()
+  /** Input keys per task, in insertion order. */
+  readonly #inputsByTask = new Map<string, Set<string>>()
+
+  async create (task: TaskRecord): Promise<void> {
+    this.#tasks.set(task.id, structuredClone(task))
+  }
+
+  async get (id: string, now: number): Promise<TaskRecord | null> {
+    const task = this.#live(id, now)
+    return task ? structuredClone(task) : null
+  }
+
+  async list (principal: string, after: TaskCursor | undefined, limit: number, now: number): Promise<TaskRecord[]> {
+    const tasks = [...this.#tasks.values()]
+      .filter((task) => task.principal === principal && live(task, now) && (!after || byPosition(task, after) > 0))
+      .sort(byPosition)
+    return tasks.slice(0, Math.max(0, limit)).map((task) => structuredClone(task))
+  }
+
+  async transition (id: string, from: readonly TaskStatus[], to: TaskStatus, patch: TaskPatch, now: number): Promise<TaskRecord | null> {
+    const task = this.#live(id, now)
+    // A terminal task never changes, whatever `from` says.
+    if (!task || isTerminal(task.status) || !from.includes(task.status)) return null
+    task.status = to
+    if (patch.statusMessage !== undefined) task.statusMessage = patch.statusMessage
+    if (patch.outcome !== undefined) task.outcome = structuredClone(patch.outcome)
+    task.lastUpdatedAt = now
+    return structuredClone(task)
+  }
+
+  async countActive (principal: string, now: number): Promise<number> {
+    let count = 0
+    for (const task of this.#tasks.values()) {
+      if (task.principal === principal && !isTerminal(task.status) && live(task, now)) count++
+    }
+    return count
+  }
+
+  async unfinished (): Promise<TaskRecord[]> {
+    return [...this.#tasks.values()]
+      .filter((task) => !isTerminal(task.status))
+      .sort(byPosition)
+      .map((task) => structuredClone(task))
+  }
+
+  async sweep (now: number): Promise<number> {
+    let swept = 0
+    for (const [id, task] of this.#tasks) {
+      if (live(task, now)) continue
+      this.#tasks.delete(id)
+      for (const key of this.#inputsByTask.get(id) ?? []) this.#inputs.delete(key)
+      this.#inputsByTask.delete(id)
+      swept++
+    }
+    return swept
+  }
+
+  async addInput (input: InputRecord, maxPending: number): Promise<void> {
+    if (!this.#tasks.has(input.taskId)) throw new GatewayError('GW_ERR_TASK_NOT_FOUND', [input.taskId])
+    const keys = this.#inputsByTask.get(input.taskId) ?? new Set<string>()
+    let pending = 0
+    for (const key of keys) if (this.#inputs.get(key)?.state === 'pending') pending++
+    if (pending >= maxPending) throw new GatewayError('GW_ERR_TASK_INPUT_LIMIT', [input.taskId, maxPending])
+    this.#inputs.set(input.key, structuredClone(input))
+    keys.add(input.key)
+    this.#inputsByTask.set(input.taskId, keys)
+  }
+
+  async getInput (key: string): Promise<InputRecord | null> {
+    const input = this.#inputs.get(key)
+    return input ? structuredClone(input) : null
+  }
+
+  async pendingInputs (taskId: string): Promise<InputRecord[]> {
+    const pending: InputRecord[] = []
+    for (const key of this.#inputsByTask.get(taskId) ?? []) {
+      const input = this.#inputs.get(key)
+      if (input?.state === 'pending') pending.push(structuredClone(input))
+    }
+    // Stable: inputs created in the same millisecond stay in insertion order.
+    return pending.sort((a, b) => a.createdAt - b.createdAt)
+  }
+
+  async settleInput (key: string, state: 'answered' | 'expired', answer: TaskOutcome | null): Promise<boolean> {
+    const input = this.#inputs.get(key)
+    if (input?.state !== 'pending') return false
+    input.state = state
+    input.answer = structuredClone(answer)
+    return true
+  }
+
+  #live (id: string, now: number): TaskRecord | undefined {
+    const task = this.#tasks.get(id)
+    return task && live(task, now) ? task : undefined
+  }
+}

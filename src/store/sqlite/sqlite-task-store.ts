@@ -1,0 +1,262 @@
+import Database from 'better-sqlite3'
+import { GatewayError } from '../../errors.ts'
+import type { JsonObject } from '../../protocol/jsonrpc.ts'
+import { isTerminal } from '../../tasks/task-state.ts'
+import type { InputRecord, InputState, TaskCursor, TaskOutcome, TaskPatch, TaskRecord, TaskStatus, TaskStore } from '../types.ts'
+
+interface TaskRow {
+  id: string
+  principal: string
+  session_id: string | null
+  era: TaskRecord['era']
+  status: TaskStatus
+  status_message: string | null
+  created_at: number
+  last_updated_at: number
+  ttl_ms: number | null
+  expires_at: number | null
+  poll_interval_ms: number
+  upstream: string
+  tool: string
+  request: string
+  progress_token: string | null
+  client_capabilities: string
+  outcome: string | null
+}
+
+interface InputRow {
+  key: string
+  task_id: string
+  principal: string
+  method: string
+  params: string
+  state: InputState
+  created_at: number
+  answer: string | null
+}
+
+interface TransitionParams {
+  id: string
+  from: string
+  to: TaskStatus
+  keepMessage: 0 | 1
+  statusMessage: string | null
+  outcome: string | null
+  now: number
+}
+
+function json (value: unknown): string | null {
+  return value === null ? null : JSON.stringify(value)
+}
+
+function toTask (row: TaskRow): TaskRecord {
+  return {
+    id: row.id,
+    principal: row.principal,
+    sessionId: row.session_id,
+    era: row.era,
+    status: row.status,
+    statusMessage: row.status_message,
+    createdAt: row.created_at,
+    lastUpdatedAt: row.last_updated_at,
+    ttlMs: row.ttl_ms,
+    pollIntervalMs: row.poll_interval_ms,
+    upstream: row.upstream,
+    tool: row.tool,
+    request: JSON.parse(row.request) as JsonObject,
+    progressToken: row.progress_token === null ? null : JSON.parse(row.progress_token) as string | number,
+    clientCapabilities: JSON.parse(row.client_capabilities) as JsonObject,
+    outcome: row.outcome === null ? null : JSON.parse(row.outcome) as TaskOutcome,
+  }
+}
+
+function toInput (row: InputRow): InputRecord {
+  return {
+    key: row.key,
+    taskId: row.task_id,
+    principal: row.principal,
+    method: row.method,
+    params: JSON.parse(row.params) as JsonObject,
+    state: row.state,
+    createdAt: row.created_at,
+    answer: row.answer === null ? null : JSON.parse(row.answer) as TaskOutcome,
+  }
+}
+
+/** Runs synchronous SQLite work; a backend failure becomes GW_ERR_STORE_UNAVAILABLE (its message stays in `cause`). */
+function backend<T> (work: () => T): T {
+  try {
+    return work()
+  } catch (err) {
+    if (err instanceof GatewayError) throw err
+    const what = err instanceof Database.SqliteError ? err.code : 'unexpected failure'
+    throw new GatewayError('GW_ERR_STORE_UNAVAILABLE', [what], { cause: err })
+  }
+}
+
+const LIVE = '(expires_at IS NULL OR expires_at > @now)'
+const ACTIVE = "status IN ('working', 'input_required')"
+
+/** Tasks and input queues in the `tasks` and `task_inputs` tables; every status move is an `UPDATE … WHERE status IN`. */
+export class SqliteTaskStore implements TaskStore {
+  readonly #insert: Database.Statement<[TaskRow]>
+  readonly #select: Database.Statement<[{ id: string, now: number }], TaskRow>
+  readonly #selectAny: Database.Statement<[string], TaskRow>
+  readonly #listFirst: Database.Statement<[{ principal: string, limit: number, now: number }], TaskRow>
+  readonly #listAfter: Database.Statement<[{ principal: string, createdAt: number, id: string, limit: number, now: number }], TaskRow>
+  readonly #update: Database.Statement<[TransitionParams]>
+  readonly #countActive: Database.Statement<[{ principal: string, now: number }], { count: number }>
+  readonly #unfinished: Database.Statement<[], TaskRow>
+  readonly #insertInput: Database.Statement<[InputRow]>
+  readonly #selectInput: Database.Statement<[string], InputRow>
+  readonly #pending: Database.Statement<[string], InputRow>
+  readonly #countPending: Database.Statement<[string], { count: number }>
+  readonly #settle: Database.Statement<[{ key: string, state: InputState, answer: string | null }]>
+  readonly #transition: (params: TransitionParams) => TaskRow | undefined
+  readonly #addInput: Database.Transaction<(input: InputRecord, maxPending: number) => void>
+  readonly #sweep: (now: number) => number
+
+  constructor (db: Database.Database) {
+    this.#insert = db.prepare(`INSERT INTO tasks (id, principal, session_id, era, status, status_message, created_at, last_updated_at,
+        ttl_ms, expires_at, poll_interval_ms, upstream, tool, request, progress_token, client_capabilities, outcome)
+      VALUES (@id, @principal, @session_id, @era, @status, @status_message, @created_at, @last_updated_at,
+        @ttl_ms, @expires_at, @poll_interval_ms, @upstream, @tool, @request, @progress_token, @client_capabilities, @outcome)`)
+    this.#select = db.prepare(`SELECT * FROM tasks WHERE id = @id AND ${LIVE}`)
+    this.#selectAny = db.prepare('SELECT * FROM tasks WHERE id = ?')
+    this.#listFirst = db.prepare(`SELECT * FROM tasks WHERE principal = @principal AND ${LIVE}
+      ORDER BY created_at, id LIMIT @limit`)
+    this.#listAfter = db.prepare(`SELECT * FROM tasks WHERE principal = @principal AND ${LIVE}
+        AND (created_at > @createdAt OR (created_at = @createdAt AND id >= @id))
+      ORDER BY created_at, id LIMIT @limit`)
+    this.#update = db.prepare(`UPDATE tasks SET status = @to,
+        status_message = CASE WHEN @keepMessage THEN status_message ELSE @statusMessage END,
+        outcome = COALESCE(@outcome, outcome),
+        last_updated_at = @now
+      WHERE id = @id AND status IN (SELECT value FROM json_each(@from)) AND ${LIVE}`)
+    this.#countActive = db.prepare(`SELECT COUNT(*) AS count FROM tasks WHERE principal = @principal AND ${ACTIVE} AND ${LIVE}`)
+    this.#unfinished = db.prepare(`SELECT * FROM tasks WHERE ${ACTIVE} ORDER BY created_at, id`)
+    this.#insertInput = db.prepare(`INSERT INTO task_inputs (key, task_id, principal, method, params, state, created_at, answer)
+      VALUES (@key, @task_id, @principal, @method, @params, @state, @created_at, @answer)`)
+    this.#selectInput = db.prepare('SELECT * FROM task_inputs WHERE key = ?')
+    this.#pending = db.prepare("SELECT * FROM task_inputs WHERE task_id = ? AND state = 'pending' ORDER BY created_at, rowid")
+    this.#countPending = db.prepare("SELECT COUNT(*) AS count FROM task_inputs WHERE task_id = ? AND state = 'pending'")
+    this.#settle = db.prepare("UPDATE task_inputs SET state = @state, answer = @answer WHERE key = @key AND state = 'pending'")
+
+    const sweepInputs = db.prepare<[number]>('DELETE FROM task_inputs WHERE task_id IN (SELECT id FROM tasks WHERE expires_at <= ?)')
+    const sweepTasks = db.prepare<[number]>('DELETE FROM tasks WHERE expires_at <= ?')
+
+    this.#transition = db.transaction((params: TransitionParams) =>
+      this.#update.run(params).changes === 1 ? this.#selectAny.get(params.id) : undefined)
+    this.#addInput = db.transaction((input: InputRecord, maxPending: number) => {
+      if (!this.#selectAny.get(input.taskId)) throw new GatewayError('GW_ERR_TASK_NOT_FOUND', [input.taskId])
+      if (this.#countPending.get(input.taskId)!.count >= maxPending) {
+        throw new GatewayError('GW_ERR_TASK_INPUT_LIMIT', [input.taskId, maxPending])
+      }
+      this.#insertInput.run({
+        key: input.key,
+        task_id: input.taskId,
+        principal: input.principal,
+        method: input.method,
+        params: JSON.stringify(input.params),
+        state: input.state,
+        created_at: input.createdAt,
+        answer: json(input.answer),
+      })
+    })
+    this.#sweep = db.transaction((now: number) => {
+      sweepInputs.run(now)
+      return sweepTasks.run(now).changes
+    })
+  }
+
+  async create (task: TaskRecord): Promise<void> {
+    return backend(() => {
+      this.#insert.run({
+        id: task.id,
+        principal: task.principal,
+        session_id: task.sessionId,
+        era: task.era,
+        status: task.status,
+        status_message: task.statusMessage,
+        created_at: task.createdAt,
+        last_updated_at: task.lastUpdatedAt,
+        ttl_ms: task.ttlMs,
+        expires_at: task.ttlMs === null ? null : task.createdAt + task.ttlMs,
+        poll_interval_ms: task.pollIntervalMs,
+        upstream: task.upstream,
+        tool: task.tool,
+        request: JSON.stringify(task.request),
+        progress_token: json(task.progressToken),
+        client_capabilities: JSON.stringify(task.clientCapabilities),
+        outcome: json(task.outcome),
+      })
+    })
+  }
+
+  async get (id: string, now: number): Promise<TaskRecord | null> {
+    return backend(() => {
+      const row = this.#select.get({ id, now })
+      return row ? toTask(row) : null
+    })
+  }
+
+  async list (principal: string, after: TaskCursor | undefined, limit: number, now: number): Promise<TaskRecord[]> {
+    return backend(() => {
+      const bounded = Math.max(0, limit)
+      const rows = after
+        ? this.#listAfter.all({ principal, createdAt: after.createdAt, id: after.id, limit: bounded, now })
+        : this.#listFirst.all({ principal, limit: bounded, now })
+      return rows.map(toTask)
+    })
+  }
+
+  async transition (id: string, from: readonly TaskStatus[], to: TaskStatus, patch: TaskPatch, now: number): Promise<TaskRecord | null> {
+    // A terminal task never changes, whatever `from` says.
+    const sources = from.filter((status) => !isTerminal(status))
+    if (sources.length === 0) return null
+    return backend(() => {
+      const row = this.#transition({
+        id,
+        from: JSON.stringify(sources),
+        to,
+        keepMessage: patch.statusMessage === undefined ? 1 : 0,
+        statusMessage: patch.statusMessage ?? null,
+        outcome: patch.outcome === undefined ? null : JSON.stringify(patch.outcome),
+        now,
+      })
+      return row ? toTask(row) : null
+    })
+  }
+
+  async countActive (principal: string, now: number): Promise<number> {
+    return backend(() => this.#countActive.get({ principal, now })!.count)
+  }
+
+  async unfinished (): Promise<TaskRecord[]> {
+    return backend(() => this.#unfinished.all().map(toTask))
+  }
+
+  async sweep (now: number): Promise<number> {
+    return backend(() => this.#sweep(now))
+  }
+
+  async addInput (input: InputRecord, maxPending: number): Promise<void> {
+    // IMMEDIATE: the limit check and the insert hold the write lock together.
+    return backend(() => this.#addInput.immediate(input, maxPending))
+  }
+
+  async getInput (key: string): Promise<InputRecord | null> {
+    return backend(() => {
+      const row = this.#selectInput.get(key)
+      return row ? toInput(row) : null
+    })
+  }
+
+  async pendingInputs (taskId: string): Promise<InputRecord[]> {
+    return backend(() => this.#pending.all(taskId).map(toInput))
+  }
+
+  async settleInput (key: string, state: 'answered' | 'expired', answer: TaskOutcome | null): Promise<boolean> {
+    return backend(() => this.#settle.run({ key, state, answer: json(answer) }).changes === 1)
+  }
+}

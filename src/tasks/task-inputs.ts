@@ -1,0 +1,114 @@
+import { randomBytes } from 'node:crypto'
+import type { TasksConfig } from '../config/schema.ts'
+import { GatewayError, RpcError } from '../errors.ts'
+import type { JsonObject, RpcResponse } from '../protocol/jsonrpc.ts'
+import type { InputRecord, TaskRecord, TaskStore } from '../store/types.ts'
+import type { TaskEvents } from './task-events.ts'
+
+interface Waiter {
+  resolve (result: JsonObject): void
+  reject (err: unknown): void
+}
+
+/** What the client is asked, in a few words, for the task's statusMessage. */
+export function describeInput (method: string, params: JsonObject): string {
+  if (method === 'elicitation/create') {
+    const message = typeof params.message === 'string' ? `: ${params.message.slice(0, 200)}` : ''
+    return `waiting for the user to answer an elicitation request${message}`
+  }
+  if (method === 'sampling/createMessage') return 'waiting for the client to answer a sampling request'
+  return `waiting for the client to answer ${method}`
+}
+
+/**
+ * The input requests of running tasks. An upstream's elicitation, sampling or roots request is stored
+ * as a pending input bound to the task and its principal, the task moves to input_required, and the
+ * upstream request waits here until the client's answer arrives (on any connection) or the upstream
+ * gives up waiting.
+ */
+export class TaskInputs {
+  readonly #store: TaskStore
+  readonly #events: TaskEvents
+  readonly #config: TasksConfig
+  readonly #waiting = new Map<string, Waiter>()
+
+  constructor (store: TaskStore, events: TaskEvents, config: TasksConfig) {
+    this.#store = store
+    this.#events = events
+    this.#config = config
+  }
+
+  /** Queues an input request for the task's client and waits for the answer. */
+  async ask (task: TaskRecord, method: string, params: JsonObject, signal: AbortSignal): Promise<JsonObject> {
+    const now = Date.now()
+    const input: InputRecord = {
+      key: `in-${randomBytes(16).toString('base64url')}`,
+      taskId: task.id,
+      principal: task.principal,
+      method,
+      params,
+      state: 'pending',
+      createdAt: now,
+      answer: null,
+    }
+    await this.#store.addInput(input, this.#config.maxQueuedInputs)
+    const answered = new Promise<JsonObject>((resolve, reject) => {
+      this.#waiting.set(input.key, { resolve, reject })
+    })
+    const onAbort = (): void => { void this.#expire(input, signal.reason) }
+    signal.addEventListener('abort', onAbort, { once: true })
+    try {
+      const updated = await this.#store.transition(task.id, ['working', 'input_required'], 'input_required', { statusMessage: describeInput(method, params) }, now)
+      if (!updated) {
+        await this.#expire(input, new GatewayError('GW_ERR_INPUT_EXPIRED', [method]))
+      } else {
+        this.#events.status(updated)
+        this.#events.input(updated, input)
+      }
+      return await answered
+    } finally {
+      signal.removeEventListener('abort', onAbort)
+      this.#waiting.delete(input.key)
+    }
+  }
+
+  /** A client's JSON-RPC response to an input; false when `principal` has no pending input with that id. */
+  async answer (principal: string, response: RpcResponse): Promise<boolean> {
+    if (typeof response.id !== 'string') return false
+    const input = await this.#store.getInput(response.id)
+    if (!input || input.principal !== principal || input.state !== 'pending') return false
+    const outcome = 'error' in response ? { error: response.error } : { result: response.result }
+    if (!await this.#store.settleInput(input.key, 'answered', outcome)) return false
+    const waiter = this.#waiting.get(input.key)
+    if ('error' in response) waiter?.reject(new RpcError(response.error.code, response.error.message, response.error.data))
+    else waiter?.resolve(response.result)
+    await this.#afterSettle(input, null)
+    return true
+  }
+
+  /** Expires every pending input of a task (it ended, or the gateway restarted). */
+  async expireAll (taskId: string, reason: unknown): Promise<void> {
+    for (const input of await this.#store.pendingInputs(taskId)) {
+      if (await this.#store.settleInput(input.key, 'expired', null)) this.#waiting.get(input.key)?.reject(reason)
+    }
+  }
+
+  async #expire (input: InputRecord, reason: unknown): Promise<void> {
+    if (!await this.#store.settleInput(input.key, 'expired', null)) return
+    this.#waiting.get(input.key)?.reject(reason)
+    await this.#afterSettle(input, `the upstream stopped waiting for the answer to ${input.method}`)
+  }
+
+  /** Back to working once nothing is outstanding; the client is told either way. */
+  async #afterSettle (input: InputRecord, message: string | null): Promise<void> {
+    const pending = await this.#store.pendingInputs(input.taskId)
+    const now = Date.now()
+    const updated = pending.length === 0
+      ? await this.#store.transition(input.taskId, ['input_required'], 'working', { statusMessage: message }, now)
+      : null
+    const task = updated ?? await this.#store.get(input.taskId, now)
+    if (!task) return
+    if (updated) this.#events.status(updated)
+    this.#events.inputSettled(task, input.key)
+  }
+}

@@ -1,0 +1,148 @@
+import { clientSupports } from '../calls/call-engine.ts'
+import { mapUpstreamError } from '../calls/upstream-errors.ts'
+import { GatewayError, toWireError, type WireError } from '../errors.ts'
+import type { Logger } from '../observability/logger.ts'
+import type { JsonObject } from '../protocol/jsonrpc.ts'
+import type { TaskOutcome, TaskRecord, TaskStatus, TaskStore } from '../store/types.ts'
+import { mirrorCapabilities, type CallSink } from '../upstream/upstream-connection.ts'
+import type { UpstreamPool } from '../upstream/upstream-pool.ts'
+import type { TaskEvents } from './task-events.ts'
+import type { TaskInputs } from './task-inputs.ts'
+import { callUpstreamTool } from '../calls/upstream-call.ts'
+
+export interface TaskRunnerDeps {
+  store: TaskStore
+  pools: ReadonlyMap<string, UpstreamPool>
+  inputs: TaskInputs
+  events: TaskEvents
+  log: Logger
+  /** Aborted when the gateway gives up on running work during shutdown. */
+  shutdown: AbortSignal
+  /** Whether the upstream itself only runs this tool as a task. */
+  isNativeTask (upstream: string, tool: string): boolean
+}
+
+const RUNNING: readonly TaskStatus[] = ['working', 'input_required']
+
+/** The text of a CallToolResult, for the statusMessage of a failed task (some clients show only that). */
+function errorText (result: JsonObject): string {
+  const content = Array.isArray(result.content) ? result.content as JsonObject[] : []
+  const text = content.filter((c) => c.type === 'text' && typeof c.text === 'string').map((c) => c.text as string).join(' ')
+  return text === '' ? 'the tool reported an error' : text.slice(0, 1000)
+}
+
+/** Maps the raw upstream outcome to the 2025-11-25 task status; the raw outcome itself is stored unchanged. */
+export function settle (outcome: TaskOutcome): { status: TaskStatus, statusMessage: string | null } {
+  if ('error' in outcome) return { status: 'failed', statusMessage: outcome.error.message }
+  if (outcome.result.isError === true) return { status: 'failed', statusMessage: errorText(outcome.result) }
+  return { status: 'completed', statusMessage: null }
+}
+
+/**
+ * Runs the upstream call of each task in the background, on an upstream connection of its own, and
+ * stores the outcome. A cancel aborts the call; an outcome that arrives after a cancel is discarded by
+ * the store's compare-and-set.
+ */
+export class TaskRunner {
+  readonly #deps: TaskRunnerDeps
+  readonly #running = new Map<string, { controller: AbortController, done: Promise<void> }>()
+
+  constructor (deps: TaskRunnerDeps) {
+    this.#deps = deps
+  }
+
+  get size (): number {
+    return this.#running.size
+  }
+
+  start (task: TaskRecord): void {
+    const controller = new AbortController()
+    const done = this.#run(task, controller).catch((err: unknown) => {
+      this.#deps.log.error({ err, taskId: task.id }, 'task runner failed')
+    }).finally(() => this.#running.delete(task.id))
+    this.#running.set(task.id, { controller, done })
+  }
+
+  /** Aborts the task's upstream call (the task is already cancelled in the store). */
+  cancel (taskId: string, reason: string): void {
+    this.#running.get(taskId)?.controller.abort(new GatewayError('GW_ERR_REQUEST_CANCELLED', [reason]))
+  }
+
+  /** Resolves when every running task has ended (used by shutdown after the grace period). */
+  async settled (): Promise<void> {
+    await Promise.all([...this.#running.values()].map((r) => r.done))
+  }
+
+  async #run (task: TaskRecord, controller: AbortController): Promise<void> {
+    const { store, events, inputs } = this.#deps
+    const signal = AbortSignal.any([controller.signal, this.#deps.shutdown])
+    const pool = this.#deps.pools.get(task.upstream)
+    if (!pool) {
+      await this.#finish(task, { error: toWireError(new GatewayError('GW_ERR_UPSTREAM_UNAVAILABLE', [task.upstream, 'no longer configured'])) })
+      return
+    }
+    const timeout = pool.config.toolSettings[task.tool]?.timeout ?? pool.config.timeouts.call
+    let outcome: TaskOutcome
+    try {
+      let queued = false
+      if (pool.load.active >= pool.config.maxConcurrentCalls) {
+        const updated = await store.transition(task.id, ['working'], 'working', { statusMessage: `queued: waiting for a free connection to upstream '${pool.name}'` }, Date.now())
+        if (updated) events.status(updated)
+        queued = updated !== null
+      }
+      const lease = await pool.lease(mirrorCapabilities(task.clientCapabilities), signal)
+      const sink: CallSink = {
+        input: (method, params, inputSignal) => {
+          const missing = clientSupports(task.clientCapabilities, method, params)
+          if (missing) return Promise.reject(new GatewayError('GW_ERR_CLIENT_CAPABILITY_MISSING', [missing, method]))
+          return inputs.ask(task, method, params, AbortSignal.any([inputSignal, signal]))
+        },
+        notify: (method, params) => {
+          if (method === 'notifications/tasks/status') void this.#mirror(task, params)
+          else events.notification(task, method, params)
+        },
+      }
+      lease.connection.bind(sink)
+      try {
+        if (queued) {
+          const started = await store.transition(task.id, ['working'], 'working', { statusMessage: null }, Date.now())
+          if (started) events.status(started)
+        }
+        const result = await callUpstreamTool(lease.connection, { ...task.request, name: task.tool }, this.#deps.isNativeTask(task.upstream, task.tool), {
+          timeout,
+          signal,
+          onprogress: (progress) => events.progress(task, progress as unknown as JsonObject),
+        })
+        outcome = { result }
+      } finally {
+        lease.release()
+      }
+    } catch (err) {
+      if (controller.signal.aborted) return
+      const mapped = this.#deps.shutdown.aborted
+        ? new GatewayError('GW_ERR_SHUTTING_DOWN', [], { cause: err })
+        : mapUpstreamError(err, pool.name, `tools/call '${task.tool}'`, timeout, signal)
+      outcome = { error: toWireError(mapped) as WireError }
+    }
+    await this.#finish(task, outcome)
+  }
+
+  /** An upstream running the call as its own task reported a new statusMessage: show it on ours. */
+  async #mirror (task: TaskRecord, params: JsonObject): Promise<void> {
+    if (typeof params.statusMessage !== 'string') return
+    const current = await this.#deps.store.get(task.id, Date.now())
+    if (!current || !RUNNING.includes(current.status) || current.statusMessage === params.statusMessage) return
+    const updated = await this.#deps.store.transition(task.id, [current.status], current.status, { statusMessage: params.statusMessage }, Date.now())
+    if (updated) this.#deps.events.status(updated)
+  }
+
+  async #finish (task: TaskRecord, outcome: TaskOutcome): Promise<void> {
+    const { status, statusMessage } = settle(outcome)
+    const updated = await this.#deps.store.transition(task.id, RUNNING, status, { statusMessage, outcome }, Date.now())
+    await this.#deps.inputs.expireAll(task.id, new GatewayError('GW_ERR_INPUT_EXPIRED', ['a request of a finished task']))
+    if (updated) {
+      this.#deps.log.info({ taskId: task.id, principal: task.principal, status, tool: task.tool, upstream: task.upstream }, 'task finished')
+      this.#deps.events.status(updated)
+    }
+  }
+}

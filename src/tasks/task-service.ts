@@ -1,0 +1,143 @@
+import { randomBytes } from 'node:crypto'
+import type { Route } from '../catalog/catalog.ts'
+import type { TasksConfig } from '../config/schema.ts'
+import { withoutProgressToken } from '../dispatch/params.ts'
+import { GatewayError, toWireError } from '../errors.ts'
+import type { Logger } from '../observability/logger.ts'
+import type { JsonObject, RequestId } from '../protocol/jsonrpc.ts'
+import type { TaskCursor, TaskRecord, TaskStore } from '../store/types.ts'
+import type { TaskEvents } from './task-events.ts'
+import type { TaskInputs } from './task-inputs.ts'
+import type { TaskRunner } from './task-runner.ts'
+import { isTerminal } from './task-state.ts'
+
+export interface CreateTaskRequest {
+  principal: string
+  sessionId: string | null
+  era: 'legacy' | 'modern'
+  route: Route
+  /** The tools/call params as the client sent them. */
+  params: JsonObject
+  /** The ttl the client asked for, if any. */
+  requestedTtl: number | undefined
+  progressToken: RequestId | undefined
+  clientCapabilities: JsonObject
+}
+
+/** Clamps a requested retention to the configured maximum; no request means the default. */
+export function effectiveTtl (requested: number | undefined, config: TasksConfig): number {
+  if (requested === undefined || !Number.isFinite(requested) || requested < 0) return Math.min(config.defaultTtl, config.maxTtl)
+  return Math.min(Math.floor(requested), config.maxTtl)
+}
+
+/**
+ * The task lifecycle over the store: creation with limits, lookups that treat foreign ids exactly like
+ * unknown ones, cancellation, and recovery of tasks that were running when the gateway stopped.
+ */
+export class TaskService {
+  readonly #store: TaskStore
+  readonly #runner: TaskRunner
+  readonly #inputs: TaskInputs
+  readonly #events: TaskEvents
+  readonly #config: TasksConfig
+  readonly #log: Logger
+
+  constructor (deps: { store: TaskStore, runner: TaskRunner, inputs: TaskInputs, events: TaskEvents, config: TasksConfig, log: Logger }) {
+    this.#store = deps.store
+    this.#runner = deps.runner
+    this.#inputs = deps.inputs
+    this.#events = deps.events
+    this.#config = deps.config
+    this.#log = deps.log
+  }
+
+  get config (): TasksConfig {
+    return this.#config
+  }
+
+  /** Stores the task durably, then starts its upstream call in the background. */
+  async create (request: CreateTaskRequest): Promise<TaskRecord> {
+    const now = Date.now()
+    const active = await this.#store.countActive(request.principal, now)
+    if (active >= this.#config.maxActivePerPrincipal) throw new GatewayError('GW_ERR_TASK_LIMIT', [active, this.#config.maxActivePerPrincipal])
+    const { task: _task, name: _name, ...rest } = withoutProgressToken(request.params)
+    const task: TaskRecord = {
+      id: randomBytes(16).toString('base64url'),
+      principal: request.principal,
+      sessionId: request.sessionId,
+      era: request.era,
+      status: 'working',
+      statusMessage: null,
+      createdAt: now,
+      lastUpdatedAt: now,
+      ttlMs: effectiveTtl(request.requestedTtl, this.#config),
+      pollIntervalMs: this.#config.pollInterval,
+      upstream: request.route.pool.name,
+      tool: request.route.target,
+      request: rest,
+      progressToken: request.progressToken ?? null,
+      clientCapabilities: request.clientCapabilities,
+      outcome: null,
+    }
+    await this.#store.create(task)
+    this.#log.info({ taskId: task.id, principal: task.principal, tool: task.tool, upstream: task.upstream, ttlMs: task.ttlMs }, 'task created')
+    this.#runner.start(task)
+    return task
+  }
+
+  /** The caller's task; unknown, expired and foreign ids all get the same error. */
+  async get (principal: string, taskId: string): Promise<TaskRecord> {
+    const task = await this.#store.get(taskId, Date.now())
+    if (!task || task.principal !== principal) throw new GatewayError('GW_ERR_TASK_NOT_FOUND', [taskId])
+    return task
+  }
+
+  async list (principal: string, after: TaskCursor | undefined, limit: number): Promise<TaskRecord[]> {
+    return await this.#store.list(principal, after, limit, Date.now())
+  }
+
+  /** Moves the task to cancelled before answering, then stops its upstream call. */
+  async cancel (principal: string, taskId: string): Promise<TaskRecord> {
+    const current = await this.get(principal, taskId)
+    if (isTerminal(current.status)) throw new GatewayError('GW_ERR_TASK_TERMINAL', [taskId, current.status])
+    const updated = await this.#store.transition(taskId, ['working', 'input_required'], 'cancelled', { statusMessage: 'cancelled by the client' }, Date.now())
+    if (!updated) {
+      const now = await this.get(principal, taskId)
+      throw new GatewayError('GW_ERR_TASK_TERMINAL', [taskId, now.status])
+    }
+    this.#runner.cancel(taskId, 'task cancelled by the client')
+    await this.#inputs.expireAll(taskId, new GatewayError('GW_ERR_REQUEST_CANCELLED', ['task cancelled']))
+    this.#log.info({ taskId, principal }, 'task cancelled')
+    this.#events.status(updated)
+    return updated
+  }
+
+  /**
+   * Tasks that were running when the gateway stopped: run again when their tool is idempotent,
+   * otherwise failed with a statusMessage saying why.
+   */
+  async recover (isIdempotent: (task: TaskRecord) => boolean): Promise<{ rerun: number, failed: number }> {
+    let rerun = 0
+    let failed = 0
+    for (const task of await this.#store.unfinished()) {
+      await this.#inputs.expireAll(task.id, new GatewayError('GW_ERR_TASK_RESTARTED'))
+      if (isIdempotent(task)) {
+        const restarted = await this.#store.transition(task.id, ['working', 'input_required'], 'working', { statusMessage: 'running again after a gateway restart' }, Date.now())
+        if (restarted) {
+          this.#runner.start(restarted)
+          rerun++
+        }
+        continue
+      }
+      const error = new GatewayError('GW_ERR_TASK_RESTARTED')
+      const updated = await this.#store.transition(task.id, ['working', 'input_required'], 'failed', { statusMessage: error.message, outcome: { error: toWireError(error) } }, Date.now())
+      if (updated) failed++
+    }
+    if (rerun + failed > 0) this.#log.warn({ rerun, failed }, 'recovered tasks interrupted by a restart')
+    return { rerun, failed }
+  }
+
+  async sweep (): Promise<number> {
+    return await this.#store.sweep(Date.now())
+  }
+}

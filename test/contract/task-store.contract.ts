@@ -1,0 +1,401 @@
+import { randomUUID } from 'node:crypto'
+import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import type { GatewayStore, InputRecord, TaskOutcome, TaskRecord, TaskStore } from '../../src/store/types.ts'
+import { sourcesOf } from '../../src/tasks/task-state.ts'
+
+const T0 = 1_000_000
+
+function task (overrides: Partial<TaskRecord> = {}): TaskRecord {
+  return {
+    id: randomUUID(),
+    principal: `principal:${randomUUID()}`,
+    sessionId: randomUUID(),
+    era: 'legacy',
+    status: 'working',
+    statusMessage: 'queued: waiting for a free connection',
+    createdAt: T0,
+    lastUpdatedAt: T0,
+    ttlMs: 60_000,
+    pollIntervalMs: 750,
+    upstream: 'demo',
+    tool: 'slow_echo',
+    request: { arguments: { text: 'héllo', nested: { n: 1.5, list: [1, 'two', null, true] } }, _meta: { trace: 'abc' } },
+    progressToken: 'progress-1',
+    clientCapabilities: { elicitation: { form: {}, url: {} }, sampling: {} },
+    outcome: null,
+    ...overrides,
+  }
+}
+
+function input (of: TaskRecord, overrides: Partial<InputRecord> = {}): InputRecord {
+  return {
+    key: `in-${randomUUID()}`,
+    taskId: of.id,
+    principal: of.principal,
+    method: 'elicitation/create',
+    params: { message: 'Which colour?', requestedSchema: { type: 'object', properties: { colour: { type: 'string' } } } },
+    state: 'pending',
+    createdAt: T0 + 10,
+    answer: null,
+    ...overrides,
+  }
+}
+
+const completed: TaskOutcome = { result: { content: [{ type: 'text', text: 'done' }], isError: false } }
+const rpcFailure: TaskOutcome = { error: { code: -32603, message: 'upstream broke', data: { reason: 'disk full', retry: [1, 2] } } }
+
+/** The behaviour every store must show for tasks and input queues; runs unchanged against each backend. */
+export function taskStoreContract (name: string, create: () => Promise<GatewayStore>): void {
+  describe(`store contract (tasks, inputs): ${name}`, () => {
+    let gateway: GatewayStore
+    let store: TaskStore
+
+    beforeEach(async () => {
+      gateway = await create()
+      store = gateway.tasks
+    })
+
+    afterEach(async () => {
+      await gateway.close()
+    })
+
+    async function created (overrides: Partial<TaskRecord> = {}): Promise<TaskRecord> {
+      const record = task(overrides)
+      await store.create(record)
+      return record
+    }
+
+    describe('records', () => {
+      it('get() returns null for an unknown id', async () => {
+        expect(await store.get(randomUUID(), T0)).toBeNull()
+      })
+
+      it('returns a created task with every field intact', async () => {
+        const full = await created({ progressToken: 42, outcome: rpcFailure })
+        const sparse = await created({ sessionId: null, era: 'modern', statusMessage: null, ttlMs: null, progressToken: null })
+        expect(await store.get(full.id, T0)).toEqual(full)
+        expect(await store.get(sparse.id, T0)).toEqual(sparse)
+        expect(await store.get(full.id, T0)).toHaveProperty('progressToken', 42)
+        expect(await store.get(sparse.id, T0)).toHaveProperty('progressToken', null)
+      })
+
+      it('callers cannot change stored state through records they passed in or got back', async () => {
+        const record = await created()
+        record.status = 'failed'
+        ;(record.request['arguments'] as Record<string, unknown>)['text'] = 'changed'
+        const got = await store.get(record.id, T0)
+        got!.clientCapabilities['roots'] = {}
+        const stored = await store.get(record.id, T0)
+        expect(stored?.status).toBe('working')
+        expect(stored?.request).toEqual(task().request)
+        expect(stored?.clientCapabilities).toEqual(task().clientCapabilities)
+
+        const queued = input(stored!)
+        await store.addInput(queued, 5)
+        queued.params['message'] = 'changed'
+        ;(await store.getInput(queued.key))!.params['message'] = 'changed too'
+        expect((await store.getInput(queued.key))?.params['message']).toBe('Which colour?')
+      })
+    })
+
+    describe('transitions', () => {
+      it('moves the status only when it is one of `from`', async () => {
+        const record = await created()
+        expect(await store.transition(record.id, ['input_required'], 'working', {}, T0 + 1)).toBeNull()
+        expect(await store.get(record.id, T0)).toEqual(record)
+
+        const moved = await store.transition(record.id, sourcesOf('input_required'), 'input_required', {}, T0 + 2)
+        expect(moved).toEqual({ ...record, status: 'input_required', lastUpdatedAt: T0 + 2 })
+        expect(await store.get(record.id, T0)).toEqual(moved)
+      })
+
+      it('returns null for an unknown task', async () => {
+        expect(await store.transition(randomUUID(), ['working'], 'completed', {}, T0)).toBeNull()
+      })
+
+      it('returns null for an empty `from` list', async () => {
+        const record = await created()
+        expect(await store.transition(record.id, [], 'completed', {}, T0)).toBeNull()
+        expect((await store.get(record.id, T0))?.status).toBe('working')
+      })
+
+      it('never changes a terminal task', async () => {
+        for (const end of ['completed', 'failed', 'cancelled'] as const) {
+          const record = await created()
+          const ended = await store.transition(record.id, sourcesOf(end), end, { statusMessage: end, outcome: completed }, T0 + 1)
+          expect(ended?.status).toBe(end)
+          expect(await store.transition(record.id, ['working', 'input_required'], 'cancelled', { statusMessage: 'late' }, T0 + 2)).toBeNull()
+          expect(await store.transition(record.id, ['working', 'input_required'], 'working', {}, T0 + 2)).toBeNull()
+          // Even a caller naming the terminal status as `from` cannot move or rewrite it.
+          expect(await store.transition(record.id, [end], 'working', {}, T0 + 3)).toBeNull()
+          expect(await store.transition(record.id, [end], end, { outcome: rpcFailure }, T0 + 3)).toBeNull()
+          expect(await store.get(record.id, T0)).toEqual(ended)
+        }
+      })
+
+      it('of a racing cancel and completion exactly one wins, and the task shows the winner', async () => {
+        for (let round = 0; round < 10; round++) {
+          const record = await created()
+          const results = await Promise.allSettled([
+            store.transition(record.id, sourcesOf('cancelled'), 'cancelled', { statusMessage: 'cancelled by the client' }, T0 + 1),
+            store.transition(record.id, sourcesOf('completed'), 'completed', { statusMessage: null, outcome: completed }, T0 + 2),
+          ])
+          const values = results.map((result) => {
+            expect(result.status).toBe('fulfilled')
+            return result.status === 'fulfilled' ? result.value : undefined
+          })
+          const winners = values.filter((value) => value !== null)
+          expect(winners).toHaveLength(1)
+          expect(await store.get(record.id, T0)).toEqual(winners[0])
+        }
+      })
+
+      it('a working task may be patched in place and may move to input_required and back', async () => {
+        const record = await created()
+        const patched = await store.transition(record.id, ['working'], 'working', { statusMessage: null }, T0 + 1)
+        expect(patched).toMatchObject({ status: 'working', statusMessage: null, lastUpdatedAt: T0 + 1 })
+        expect(await store.transition(record.id, sourcesOf('input_required'), 'input_required', {}, T0 + 2)).toMatchObject({ status: 'input_required' })
+        expect(await store.transition(record.id, sourcesOf('working'), 'working', {}, T0 + 3)).toMatchObject({ status: 'working', lastUpdatedAt: T0 + 3 })
+      })
+
+      it('applies the patch: statusMessage undefined keeps, null clears; outcome is stored verbatim', async () => {
+        const record = await created({ statusMessage: 'starting' })
+        const kept = await store.transition(record.id, ['working'], 'input_required', {}, T0 + 1)
+        expect(kept?.statusMessage).toBe('starting')
+        expect(kept?.outcome).toBeNull()
+
+        const set = await store.transition(record.id, ['input_required'], 'working', { statusMessage: 'asked the user' }, T0 + 2)
+        expect(set?.statusMessage).toBe('asked the user')
+
+        const cleared = await store.transition(record.id, ['working'], 'failed', { statusMessage: null, outcome: rpcFailure }, T0 + 3)
+        expect(cleared?.statusMessage).toBeNull()
+        expect(cleared?.outcome).toEqual(rpcFailure)
+        expect((await store.get(record.id, T0))?.outcome).toEqual({
+          error: { code: -32603, message: 'upstream broke', data: { reason: 'disk full', retry: [1, 2] } },
+        })
+      })
+
+      it('keeps an outcome that a later patch does not mention', async () => {
+        const record = await created()
+        await store.transition(record.id, ['working'], 'working', { outcome: completed }, T0 + 1)
+        const next = await store.transition(record.id, ['working'], 'completed', { statusMessage: 'done' }, T0 + 2)
+        expect(next?.outcome).toEqual(completed)
+      })
+
+      it('sets lastUpdatedAt to `now` on every move, and only then', async () => {
+        const record = await created()
+        await store.transition(record.id, ['working'], 'input_required', {}, T0 + 500)
+        expect((await store.get(record.id, T0))?.lastUpdatedAt).toBe(T0 + 500)
+        await store.transition(record.id, ['working'], 'completed', {}, T0 + 900)
+        expect((await store.get(record.id, T0))?.lastUpdatedAt).toBe(T0 + 500)
+        await store.transition(record.id, ['input_required'], 'completed', {}, T0 + 900)
+        expect((await store.get(record.id, T0))?.lastUpdatedAt).toBe(T0 + 900)
+      })
+    })
+
+    describe('TTL', () => {
+      it('a task is invisible from createdAt + ttlMs on', async () => {
+        const record = await created({ ttlMs: 5_000 })
+        const expiry = T0 + 5_000
+        expect(await store.get(record.id, expiry - 1)).toEqual(record)
+        expect(await store.list(record.principal, undefined, 10, expiry - 1)).toHaveLength(1)
+        expect(await store.countActive(record.principal, expiry - 1)).toBe(1)
+
+        expect(await store.get(record.id, expiry)).toBeNull()
+        expect(await store.list(record.principal, undefined, 10, expiry)).toEqual([])
+        expect(await store.countActive(record.principal, expiry)).toBe(0)
+        expect(await store.transition(record.id, ['working'], 'completed', {}, expiry)).toBeNull()
+      })
+
+      it('a task with ttlMs null never expires', async () => {
+        const record = await created({ ttlMs: null })
+        const farFuture = T0 + 100 * 365 * 24 * 3600_000
+        expect(await store.get(record.id, farFuture)).toEqual(record)
+        expect(await store.countActive(record.principal, farFuture)).toBe(1)
+        expect(await store.sweep(farFuture)).toBe(0)
+        expect(await store.get(record.id, farFuture)).toEqual(record)
+      })
+
+      it('sweep() deletes exactly the expired tasks, with their inputs', async () => {
+        const expired = await created({ ttlMs: 1_000 })
+        const fresh = await created({ ttlMs: 10_000 })
+        const forever = await created({ ttlMs: null })
+        const oldInput = input(expired)
+        const freshInput = input(fresh)
+        await store.addInput(oldInput, 5)
+        await store.addInput(freshInput, 5)
+
+        expect(await store.sweep(T0 + 1_000)).toBe(1)
+        expect(await store.sweep(T0 + 1_000)).toBe(0)
+        expect(await store.getInput(oldInput.key)).toBeNull()
+        expect(await store.pendingInputs(expired.id)).toEqual([])
+        expect(await store.getInput(freshInput.key)).toEqual(freshInput)
+        expect(await store.get(fresh.id, T0)).toEqual(fresh)
+        expect(await store.get(forever.id, T0)).toEqual(forever)
+        // Gone for good: not even an earlier `now` brings it back.
+        expect(await store.get(expired.id, T0)).toBeNull()
+      })
+    })
+
+    describe('listing', () => {
+      it('lists only the tasks of the principal, by createdAt then id', async () => {
+        const principal = `principal:${randomUUID()}`
+        const mine = [
+          await created({ principal, id: 'b', createdAt: T0 + 20 }),
+          await created({ principal, id: 'c', createdAt: T0 + 10 }),
+          await created({ principal, id: 'a', createdAt: T0 + 20 }),
+          await created({ principal, id: 'z', createdAt: T0 }),
+        ]
+        await created({ id: 'other', createdAt: T0 + 15 })
+        const listed = await store.list(principal, undefined, 100, T0)
+        expect(listed.map((t) => t.id)).toEqual(['z', 'c', 'a', 'b'])
+        expect(listed).toEqual(expect.arrayContaining(mine))
+      })
+
+      it('pages through many tasks with a cursor, without duplicates or gaps', async () => {
+        const principal = `principal:${randomUUID()}`
+        const all: TaskRecord[] = []
+        for (let i = 0; i < 23; i++) {
+          // Several tasks share a createdAt, so the id must break ties.
+          all.push(await created({ principal, createdAt: T0 + Math.floor(i / 4) }))
+        }
+        all.sort((x, y) => x.createdAt - y.createdAt || (x.id < y.id ? -1 : 1))
+
+        const seen: TaskRecord[] = []
+        let cursor: { createdAt: number, id: string } | undefined
+        let pages = 0
+        for (;;) {
+          const page = await store.list(principal, cursor, 5, T0)
+          pages++
+          expect(page.length).toBeLessThanOrEqual(5)
+          if (page.length === 0) break
+          seen.push(...page)
+          const last = page[page.length - 1]!
+          cursor = { createdAt: last.createdAt, id: last.id }
+        }
+        expect(pages).toBe(6)
+        expect(seen).toEqual(all)
+      })
+
+      it('a cursor is a position: it need not name an existing task', async () => {
+        const principal = `principal:${randomUUID()}`
+        await created({ principal, id: 'a', createdAt: T0 })
+        await created({ principal, id: 'c', createdAt: T0 })
+        await created({ principal, id: 'b', createdAt: T0 + 1 })
+        const after = await store.list(principal, { createdAt: T0, id: 'b' }, 10, T0)
+        expect(after.map((t) => t.id)).toEqual(['c', 'b'])
+      })
+
+      it('countActive() counts the live, unfinished tasks of one principal', async () => {
+        const principal = `principal:${randomUUID()}`
+        await created({ principal })
+        const asking = await created({ principal })
+        await store.transition(asking.id, ['working'], 'input_required', {}, T0)
+        for (const end of ['completed', 'failed', 'cancelled'] as const) {
+          const ended = await created({ principal })
+          await store.transition(ended.id, sourcesOf(end), end, {}, T0)
+        }
+        await created({ principal, ttlMs: 10 })
+        await created()
+        expect(await store.countActive(principal, T0 + 10)).toBe(2)
+        expect(await store.countActive(`principal:${randomUUID()}`, T0)).toBe(0)
+      })
+
+      it('unfinished() returns every working or input_required task', async () => {
+        const working = await created()
+        const asking = await created()
+        const askingNow = await store.transition(asking.id, ['working'], 'input_required', {}, T0 + 1)
+        const done = await created()
+        await store.transition(done.id, ['working'], 'completed', { outcome: completed }, T0 + 1)
+        const unfinished = await store.unfinished()
+        expect(unfinished).toHaveLength(2)
+        expect(unfinished).toEqual(expect.arrayContaining([working, askingNow]))
+      })
+    })
+
+    describe('input queue', () => {
+      it('getInput() returns a queued input with every field intact, or null', async () => {
+        const record = await created()
+        const queued = input(record)
+        await store.addInput(queued, 5)
+        expect(await store.getInput(queued.key)).toEqual(queued)
+        expect(await store.getInput('in-unknown')).toBeNull()
+      })
+
+      it('pendingInputs() lists one task\'s pending inputs, oldest first', async () => {
+        const record = await created()
+        const other = await created()
+        const late = input(record, { createdAt: T0 + 300 })
+        const early = input(record, { createdAt: T0 + 100 })
+        const middle = input(record, { createdAt: T0 + 200, method: 'sampling/createMessage' })
+        const sameTime = input(record, { createdAt: T0 + 200, method: 'roots/list', params: {} })
+        for (const each of [late, early, middle, sameTime]) await store.addInput(each, 10)
+        await store.addInput(input(other), 10)
+        expect(await store.pendingInputs(record.id)).toEqual([early, middle, sameTime, late])
+        expect(await store.pendingInputs(randomUUID())).toEqual([])
+      })
+
+      it('refuses more than maxPending pending inputs per task', async () => {
+        const record = await created()
+        const first = input(record)
+        await store.addInput(first, 2)
+        await store.addInput(input(record), 2)
+        const third = input(record)
+        await expect(store.addInput(third, 2)).rejects.toMatchObject({ code: 'GW_ERR_TASK_INPUT_LIMIT' })
+        expect(await store.getInput(third.key)).toBeNull()
+        expect(await store.pendingInputs(record.id)).toHaveLength(2)
+
+        // Another task has its own queue; an answered input frees a slot.
+        await store.addInput(input(await created()), 2)
+        await store.settleInput(first.key, 'answered', completed)
+        await store.addInput(third, 2)
+        expect(await store.pendingInputs(record.id)).toHaveLength(2)
+      })
+
+      it('refuses an input for an unknown task', async () => {
+        await expect(store.addInput(input(task()), 5)).rejects.toMatchObject({ code: 'GW_ERR_TASK_NOT_FOUND' })
+      })
+
+      it('settleInput() settles a pending input once and stores the answer verbatim', async () => {
+        const record = await created()
+        const answered = input(record)
+        const expired = input(record)
+        await store.addInput(answered, 5)
+        await store.addInput(expired, 5)
+        const answer: TaskOutcome = { result: { action: 'accept', content: { colour: 'teal' }, _meta: { k: [1, null] } } }
+
+        expect(await store.settleInput(answered.key, 'answered', answer)).toBe(true)
+        expect(await store.settleInput(answered.key, 'answered', completed)).toBe(false)
+        expect(await store.settleInput(answered.key, 'expired', null)).toBe(false)
+        expect(await store.getInput(answered.key)).toEqual({ ...answered, state: 'answered', answer })
+
+        expect(await store.settleInput(expired.key, 'expired', null)).toBe(true)
+        expect(await store.getInput(expired.key)).toEqual({ ...expired, state: 'expired', answer: null })
+
+        expect(await store.pendingInputs(record.id)).toEqual([])
+        expect(await store.settleInput('in-unknown', 'answered', answer)).toBe(false)
+      })
+
+      it('stores a JSON-RPC error answer with its data', async () => {
+        const record = await created()
+        const queued = input(record)
+        await store.addInput(queued, 5)
+        const refusal: TaskOutcome = { error: { code: -32600, message: 'user declined', data: { why: ['busy'] } } }
+        expect(await store.settleInput(queued.key, 'answered', refusal)).toBe(true)
+        expect((await store.getInput(queued.key))?.answer).toEqual(refusal)
+      })
+
+      it('of two racing settlements exactly one wins', async () => {
+        const record = await created()
+        const queued = input(record)
+        await store.addInput(queued, 5)
+        const results = await Promise.all([
+          store.settleInput(queued.key, 'answered', completed),
+          store.settleInput(queued.key, 'expired', null),
+        ])
+        expect(results.filter(Boolean)).toHaveLength(1)
+        expect((await store.getInput(queued.key))?.state).toBe(results[0] ? 'answered' : 'expired')
+      })
+    })
+  })
+}

@@ -1,0 +1,67 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { CreateTaskResultSchema } from '@modelcontextprotocol/sdk/types.js'
+import { startUpstream, type StartedUpstream } from '../fixtures/spawn-upstream.ts'
+import { connectV1, textOf } from '../helpers/clients.ts'
+import { startGateway, type RunningGateway } from '../helpers/gateway.ts'
+import { runTask, waitForStatus } from '../helpers/tasks.ts'
+
+/**
+ * An upstream with native task tools (built with the v1 SDK's own task API): the gateway runs them as
+ * upstream tasks behind its own, so the client cannot tell the difference.
+ */
+describe('upstream tools that only run as tasks', () => {
+  let upstream: StartedUpstream
+  let gw: RunningGateway
+  let client: Client
+  const asked: Array<Record<string, unknown>> = []
+
+  beforeAll(async () => {
+    upstream = await startUpstream('test/fixtures/native-task-upstream.ts', ['--port', '0'])
+    gw = await startGateway({ upstreams: [{ name: 'native', transport: 'streamable-http', url: upstream.url }] })
+    client = await connectV1(gw.url, {
+      onElicit: (params) => {
+        asked.push(params)
+        return { action: 'accept', content: { approve: true } }
+      },
+    })
+  })
+
+  afterAll(async () => {
+    await client?.close()
+    await gw?.close()
+    await upstream?.close()
+  })
+
+  it('runs a native task tool with elicitation as the gateway\'s own task', async () => {
+    const outcome = await runTask(client, 'native__native_job', { ms: 50 })
+    expect(outcome.error).toBeUndefined()
+    expect(textOf(outcome.result)).toContain('approved=true')
+    expect(outcome.result?._meta?.['io.modelcontextprotocol/related-task']).toEqual({ taskId: outcome.taskId })
+    expect(asked).toHaveLength(1)
+    expect((asked[0]?._meta as Record<string, unknown>)['io.modelcontextprotocol/related-task']).toEqual({ taskId: outcome.taskId })
+  })
+
+  it('answers a plain call of a native task tool too', async () => {
+    const result = await client.callTool({ name: 'native__native_job', arguments: { ms: 10 } })
+    expect(textOf(result)).toContain('approved=true')
+  })
+
+  it('forwards tasks/cancel to the upstream task', async () => {
+    const created = await client.request({ method: 'tools/call', params: { name: 'native__native_slow', arguments: { ms: 30_000, steps: 300 }, task: {} } }, CreateTaskResultSchema)
+    const taskId = created.task.taskId
+    let statusMessage: string | undefined
+    for (let i = 0; i < 200 && !statusMessage?.startsWith('step'); i++) {
+      statusMessage = (await client.experimental.tasks.getTask(taskId)).statusMessage
+      if (!statusMessage?.startsWith('step')) await new Promise((resolve) => setTimeout(resolve, 20))
+    }
+    expect(statusMessage).toMatch(/^step \d+\/300$/)
+    expect((await client.experimental.tasks.cancelTask(taskId)).status).toBe('cancelled')
+    await waitForStatus(client, taskId, ['cancelled'])
+    let cancelled: unknown[] = []
+    for (let i = 0; i < 100 && cancelled.length === 0; i++) {
+      cancelled = JSON.parse(textOf(await client.callTool({ name: 'native__native_cancellations', arguments: {} }))) as unknown[]
+    }
+    expect(cancelled).toHaveLength(1)
+  })
+})
