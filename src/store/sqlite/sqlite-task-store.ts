@@ -126,7 +126,7 @@ export class SqliteTaskStore implements TaskStore {
     this.#listFirst = db.prepare(`SELECT * FROM tasks WHERE principal = @principal AND ${LIVE}
       ORDER BY created_at, id LIMIT @limit`)
     this.#listAfter = db.prepare(`SELECT * FROM tasks WHERE principal = @principal AND ${LIVE}
-        AND (created_at > @createdAt OR (created_at = @createdAt AND id >= @id))
+        AND (created_at > @createdAt OR (created_at = @createdAt AND id > @id))
       ORDER BY created_at, id LIMIT @limit`)
     this.#update = db.prepare(`UPDATE tasks SET status = @to,
         status_message = CASE WHEN @keepMessage THEN status_message ELSE @statusMessage END,
