@@ -82,8 +82,9 @@ const askUser = defineTool({
   description: 'Sends a form-mode elicitation/create asking the user for a name, and returns "Hello, <name>!" on accept, or says that the user declined or cancelled.',
   inputSchema: z.object({
     message: z.string().default('What is your name?').describe('The question shown to the user.'),
+    timeoutMs: z.number().int().min(1).optional().describe('How long to wait for the answer (default: the SDK\'s 60 s).'),
   }),
-  handler: async ({ message }, ctx) => {
+  handler: async ({ message, timeoutMs }, ctx) => {
     const answer = await clientRequest('elicitation/create', ctx, () => ctx.mcpReq.elicitInput({
       mode: 'form',
       message,
@@ -92,7 +93,7 @@ const askUser = defineTool({
         properties: { name: { type: 'string', title: 'Name', description: 'Your name' } },
         required: ['name'],
       },
-    }, related(ctx)))
+    }, { ...related(ctx), ...(timeoutMs !== undefined && { timeout: timeoutMs }) }))
     if (answer.action === 'accept') {
       const name = answer.content?.['name']
       return typeof name === 'string' && name !== ''

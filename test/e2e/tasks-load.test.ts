@@ -1,0 +1,84 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { MemoryBus } from '../../src/store/memory/memory-bus.ts'
+import { startUpstream, type StartedUpstream } from '../fixtures/spawn-upstream.ts'
+import { startGateway, type RunningGateway } from '../helpers/gateway.ts'
+import { RawSession } from '../helpers/raw-session.ts'
+
+type Json = Record<string, unknown>
+const TASKS = 1000
+
+function resourceCounts (): Map<string, number> {
+  const counts = new Map<string, number>()
+  for (const kind of process.getActiveResourcesInfo()) counts.set(kind, (counts.get(kind) ?? 0) + 1)
+  return counts
+}
+
+/** Many tasks at once against a slow upstream tool: all finish with their own result, nothing leaks. */
+describe(`${TASKS} concurrent tasks`, () => {
+  let demo: StartedUpstream
+  let gw: RunningGateway
+  const warnings: string[] = []
+  const onWarning = (warning: Error): void => { warnings.push(`${warning.name}: ${warning.message}`) }
+
+  beforeAll(async () => {
+    demo = await startUpstream('src/demo/main.ts', ['--http', '0', '--isolated'])
+    gw = await startGateway({
+      upstreams: [{ name: 'demo', transport: 'streamable-http', url: demo.url, maxConcurrentCalls: 50, maxQueuedCalls: 2000 }],
+      tasks: { maxActivePerPrincipal: 2000 },
+      server: { pageSize: 500 },
+    })
+    process.on('warning', onWarning)
+  })
+
+  afterAll(async () => {
+    process.off('warning', onWarning)
+    await gw?.close()
+    await demo?.close()
+  })
+
+  it('complete with correct results and leave no listeners, connections or timers behind', { timeout: 120_000 }, async () => {
+    const session = await RawSession.open(gw.url)
+    const baseline = resourceCounts()
+    const ids: string[] = new Array<string>(TASKS)
+    for (let start = 0; start < TASKS; start += 100) {
+      await Promise.all(Array.from({ length: 100 }, async (_, offset) => {
+        const i = start + offset
+        const response = await session.request('tools/call', { name: 'demo__slow', arguments: { duration: 100, steps: 1 + (i % 5) }, task: {} })
+        ids[i] = ((response.result as Json).task as Json).taskId as string
+      }))
+    }
+    expect(new Set(ids).size).toBe(TASKS)
+
+    let unfinished = TASKS
+    for (let round = 0; round < 600 && unfinished > 0; round++) {
+      unfinished = 0
+      let cursor: string | undefined
+      do {
+        const page = (await session.request('tasks/list', cursor === undefined ? {} : { cursor })).result as { tasks: Json[], nextCursor?: string }
+        unfinished += page.tasks.filter((t) => t.status === 'working' || t.status === 'input_required').length
+        cursor = page.nextCursor
+      } while (cursor !== undefined)
+      if (unfinished > 0) await new Promise((resolve) => setTimeout(resolve, 100))
+    }
+    expect(unfinished).toBe(0)
+
+    for (let start = 0; start < TASKS; start += 100) {
+      await Promise.all(ids.slice(start, start + 100).map(async (taskId, offset) => {
+        const result = (await session.request('tasks/result', { taskId })).result as { content: Array<{ text: string }> }
+        expect(result.content[0]?.text).toBe(`slow finished: ${1 + ((start + offset) % 5)} steps in 100 ms`)
+      }))
+    }
+
+    const pool = gw.gateway.pools[0]!
+    expect(pool.load).toMatchObject({ active: 0, waiting: 0 })
+    expect(pool.load.idle).toBeLessThanOrEqual(50)
+    expect((gw.gateway.store.bus as MemoryBus).channelCount).toBe(0)
+    const after = resourceCounts()
+    expect(after.get('Timeout') ?? 0).toBeLessThanOrEqual((baseline.get('Timeout') ?? 0) + 5)
+    // Keep-alive sockets are bounded by concurrency, not by the number of tasks (a leak per task would
+    // leave a thousand): bursts of 100 client requests (both ends in this process, with some slack for
+    // sockets still draining) and two sockets per upstream connection (its call and its stream).
+    expect(after.get('TCPSocketWrap') ?? 0).toBeLessThanOrEqual((baseline.get('TCPSocketWrap') ?? 0) + 2 * 150 + 2 * (50 + 1))
+    expect(warnings.filter((w) => w.includes('MaxListeners'))).toEqual([])
+  })
+})
