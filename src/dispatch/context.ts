@@ -12,6 +12,8 @@ export interface RequestContext {
   readonly log: Logger
   /** Aborted when the client's connection for this request goes away (not a cancellation). */
   readonly disconnected: AbortSignal
+  /** Answers over SSE from now on, even before anything is sent (for long waits such as tasks/result). */
+  openStream (): void
   /** Sends any message to the client on this request's stream (switching the response to SSE). */
   send (message: RpcMessage): void
   /** Sends a notification related to this request to the client. */

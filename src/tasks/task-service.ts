@@ -24,6 +24,16 @@ export interface CreateTaskRequest {
   clientCapabilities: JsonObject
 }
 
+const RELATED_TASK = 'io.modelcontextprotocol/related-task'
+
+/** The client's `_meta` minus a related-task entry, which names no task of the upstream's. */
+function withoutRelatedTask (params: JsonObject): JsonObject {
+  const meta = params._meta as JsonObject | undefined
+  if (!meta || !(RELATED_TASK in meta)) return params
+  const { [RELATED_TASK]: _dropped, ...rest } = meta
+  return { ...params, _meta: rest }
+}
+
 /** Clamps a requested retention to the configured maximum; no request means the default. */
 export function effectiveTtl (requested: number | undefined, config: TasksConfig): number {
   if (requested === undefined || !Number.isFinite(requested) || requested < 0) return Math.min(config.defaultTtl, config.maxTtl)
@@ -60,7 +70,7 @@ export class TaskService {
     const now = Date.now()
     const active = await this.#store.countActive(request.principal, now)
     if (active >= this.#config.maxActivePerPrincipal) throw new GatewayError('GW_ERR_TASK_LIMIT', [active, this.#config.maxActivePerPrincipal])
-    const { task: _task, name: _name, ...rest } = withoutProgressToken(request.params)
+    const { task: _task, name: _name, ...rest } = withoutRelatedTask(withoutProgressToken(request.params))
     const task: TaskRecord = {
       id: randomBytes(16).toString('base64url'),
       principal: request.principal,

@@ -145,6 +145,7 @@ export class LegacyEndpoint {
       log: deps.log,
       disconnected: exchange.disconnected,
       send: (message) => exchange.emit(message),
+      openStream: () => exchange.openStream(),
       notify: (method, notificationParams) => exchange.emit({ jsonrpc: '2.0', method, params: notificationParams }),
       request: (method, requestParams, signal) => deps.broker.send(session.id, (m) => exchange.emit(m), method, requestParams, signal),
     }

@@ -59,6 +59,11 @@ export class PostExchange {
     this.#res.end(body)
   }
 
+  /** Switches to SSE now, so a long wait keeps the connection alive and can carry messages later. */
+  openStream (): void {
+    if (!this.#done) this.#ensureStream()
+  }
+
   /** Ends without a response (the client cancelled the request, so none is expected). */
   abandon (): void {
     if (this.#done) return

@@ -64,6 +64,7 @@ export function withLegacyTaskMethods (base: MethodTable, deps: LegacyTaskMethod
     const principal = ctx.session.principal
     const first = await tasks.get(principal, taskId)
     if (isTerminal(first.status)) return renderOutcome(first)
+    ctx.openStream()
     return await new Promise<JsonObject>((resolve, reject) => {
       let detach: (() => void) | undefined
       let finished = false
