@@ -382,8 +382,8 @@ describe('v1 SDK Streamable HTTP fixture', () => {
     await upstream.close()
   })
 
-  it('serves add, whoami, echo, slow, prompt and resource', async () => {
-    expect((await client.listTools()).tools.map((tool) => tool.name)).toEqual(['add', 'whoami', 'echo', 'slow', 'cancellations'])
+  it('serves add, whoami, echo, slow, running, prompt and resource', async () => {
+    expect((await client.listTools()).tools.map((tool) => tool.name)).toEqual(['add', 'whoami', 'echo', 'slow', 'running', 'cancellations'])
     expect(textOf(await call(client, 'add', { a: 2, b: 3 }))).toBe('5')
     expect(textOf(await call(client, 'whoami'))).toBe('v1-fixture')
     expect(textOf(await call(client, 'echo', { text: 'hi' }))).toBe('hi')
@@ -392,6 +392,22 @@ describe('v1 SDK Streamable HTTP fixture', () => {
     expect(JSON.stringify(prompt.messages)).toContain('Say hello to Bob.')
     const info = await client.readResource({ uri: 'v1://info' })
     expect(JSON.stringify(info.contents)).toContain('v1-fixture')
+  })
+
+  it('counts the slow calls that are running', async () => {
+    expect(textOf(await call(client, 'running'))).toBe('0')
+    const controller = new AbortController()
+    let started!: () => void
+    const firstProgress = new Promise<void>((resolve) => { started = resolve })
+    const pending = client.callTool({ name: 'slow', arguments: { duration: 60_000, steps: 600 } }, undefined, {
+      signal: controller.signal,
+      onprogress: () => started(),
+    })
+    await firstProgress
+    expect(textOf(await call(client, 'running'))).toBe('1')
+    controller.abort('counted')
+    await expect(pending).rejects.toThrow(/counted/)
+    await vi.waitFor(async () => { expect(textOf(await call(client, 'running'))).toBe('0') })
   })
 
   it('records the cancellations it receives', async () => {

@@ -18,7 +18,7 @@ describe('upstream tools that only run as tasks', () => {
 
   beforeAll(async () => {
     upstream = await startUpstream('test/fixtures/native-task-upstream.ts', ['--port', '0'])
-    gw = await startGateway({ upstreams: [{ name: 'native', transport: 'streamable-http', url: upstream.url }] })
+    gw = await startGateway({ tasks: { pollInterval: '50ms' }, upstreams: [{ name: 'native', transport: 'streamable-http', url: upstream.url }] })
     client = await connectV1(gw.url, {
       onElicit: (params) => {
         asked.push(params)

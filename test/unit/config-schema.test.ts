@@ -87,7 +87,17 @@ describe('the JSON Schema and the loader agree', () => {
     ['a minimal configuration', { upstreams: [upstream] }, true],
     ['durations and sizes as strings and numbers', { server: { maxBodyBytes: '512kb', sseKeepAlive: 5000 }, upstreams: [{ ...upstream, timeouts: { call: '2 h' } }] }, true],
     ['an unknown option', { upstreams: [{ ...upstream, timeout: '5s' }] }, false],
-    ['an unknown section', { upstreams: [upstream], auth: {} }, false],
+    ['an unknown section', { upstreams: [upstream], plugins: {} }, false],
+    ['tasks, auth and task settings', {
+      tasks: { defaultTtl: '10m', maxTtl: '2d', pollInterval: 500, maxActivePerPrincipal: 5, maxQueuedInputs: 2, sweepInterval: '1m' },
+      auth: { tokens: [{ principal: 'alice', sha256: 'ab'.repeat(32) }] },
+      upstreams: [{ ...upstream, taskSupport: 'required', toolSettings: { job: { taskSupport: 'forbidden', idempotent: true } } }],
+    }, true],
+    ['a token in place of its SHA-256', { auth: { tokens: [{ principal: 'alice', sha256: 'my-secret-token' }] }, upstreams: [upstream] }, false],
+    ['a token without a principal', { auth: { tokens: [{ sha256: 'ab'.repeat(32) }] }, upstreams: [upstream] }, false],
+    ['an unknown taskSupport', { upstreams: [{ ...upstream, taskSupport: 'always' }] }, false],
+    ['an unknown task option', { tasks: { ttl: '1h' }, upstreams: [upstream] }, false],
+    ['no active task allowed', { tasks: { maxActivePerPrincipal: 0 }, upstreams: [upstream] }, false],
     ['an unknown transport', { upstreams: [{ name: 'a', transport: 'http', url: 'http://x/' }] }, false],
     ['an option of another transport', { upstreams: [{ ...upstream, url: 'http://x/' }] }, false],
     ['a bad duration', { upstreams: [{ ...upstream, idleTimeout: '10 parsecs' }] }, false],
@@ -108,7 +118,16 @@ describe('documentation of every option', () => {
   const names = [...propertyNames(configJsonSchema())]
 
   it('finds the options of every section and transport', () => {
-    expect(names).toEqual(expect.arrayContaining(['server', 'sessionIdleTimeout', 'redactHeaders', 'kind', 'command', 'cwd', 'url', 'connections', 'toolSettings', 'timeout', 'initialDelay']))
+    expect(names).toEqual(expect.arrayContaining(['server', 'sessionIdleTimeout', 'redactHeaders', 'kind', 'command', 'cwd', 'url', 'connections', 'toolSettings', 'timeout', 'initialDelay',
+      'tasks', 'maxActivePerPrincipal', 'auth', 'tokens', 'principal', 'sha256', 'taskSupport', 'idempotent']))
+  })
+
+  it('config/gateway.example.yaml writes the tasks and auth sections with their defaults', async () => {
+    const example = parseConfigText(await readFile(EXAMPLE, 'utf8'), EXAMPLE_ENV)
+    const defaults = configSchema.parse({ upstreams: [{ name: 'a', transport: 'stdio', command: 'node' }] })
+    expect(example.tasks).toEqual(defaults.tasks)
+    expect(example.auth).toEqual(defaults.auth)
+    expect(example.upstreams[0]).toMatchObject({ taskSupport: defaults.upstreams[0]!.taskSupport })
   })
 
   it('config/gateway.example.yaml sets or mentions every option', async () => {
