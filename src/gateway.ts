@@ -83,6 +83,12 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
   const runner = new TaskRunner({ store: store.tasks, pools: new Map(pools.map((p) => [p.name, p])), inputs, events: delivery, log, shutdown: shutdown.signal, isNativeTask: (upstream, tool) => catalog.isNativeTask(upstream, tool) })
   const tasks = new TaskService({ store: store.tasks, runner, inputs, events: delivery, config: config.tasks, log })
   await tasks.recover((task) => config.upstreams.find((u) => u.name === task.upstream)?.toolSettings[task.tool]?.idempotent === true)
+  /** What a session held dies with it; with auth off that includes its tasks, which nobody else can reach. */
+  const endSession = async (sessionId: string): Promise<void> => {
+    await subscriptions.dropSession(sessionId, 10_000)
+    const cancelled = await tasks.cancelAllOf(`anonymous:${sessionId}`)
+    if (cancelled > 0) log.info({ sessionId, cancelled }, 'cancelled the tasks of an ended anonymous session')
+  }
   const calls = new CallEngine(catalog)
   const base = buildMethodTable({ catalog, calls, subscriptions, pageSize: config.server.pageSize })
   const legacy = new LegacyEndpoint({
@@ -95,7 +101,7 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
     log,
     keepAliveMs: config.server.sseKeepAlive,
     shutdown: shutdown.signal,
-    onSessionClosed: (sessionId) => { void subscriptions.dropSession(sessionId, config.upstreams[0]?.timeouts.request ?? 10_000) },
+    onSessionClosed: (sessionId) => { void endSession(sessionId) },
   })
 
   const app: FastifyInstance = Fastify({
@@ -113,7 +119,7 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
     store.sessions.sweep(Date.now() - config.server.sessionIdleTimeout).then((ids) => {
       for (const id of ids) {
         hub.closeSession(id)
-        void subscriptions.dropSession(id, 10_000)
+        void endSession(id)
       }
       if (ids.length > 0) log.info({ count: ids.length }, 'expired idle sessions')
     }, (err: unknown) => log.warn({ err }, 'session sweep failed'))

@@ -106,7 +106,7 @@ const serverSchema = z.strictObject({
     .describe('Origin values accepted (scheme://host[:port]); origins on localhost names are always accepted'),
   maxBodyBytes: size('largest accepted request body').prefault('4mb'),
   pageSize: z.number().int().min(1).max(10_000).prefault(100)
-    .describe('entries per page of tools/list, prompts/list, resources/list and resources/templates/list'),
+    .describe('entries per page of tools/list, prompts/list, resources/list, resources/templates/list and tasks/list'),
   sessionIdleTimeout: duration('delete a session unused for this long').prefault('1h'),
   sseKeepAlive: duration('interval of SSE keep-alive comments').prefault('15s'),
   shutdownGrace: duration('time in-flight calls get to finish on SIGTERM before they are cancelled').prefault('10s'),
@@ -132,7 +132,7 @@ const tasksSchema = z.strictObject({
 const authSchema = z.strictObject({
   tokens: z.array(z.strictObject({
     principal: z.string().min(1).describe('name the token authenticates as; tasks and sessions are bound to it'),
-    sha256: z.string().regex(/^[0-9a-f]{64}$/i, 'must be the hex SHA-256 of the token (64 hex digits), never the token itself')
+    sha256: z.string().regex(/^[0-9a-fA-F]{64}$/, 'must be the hex SHA-256 of the token (64 hex digits), never the token itself')
       .describe('hex SHA-256 of the bearer token'),
   })).prefault([])
     .describe('static bearer tokens; when the list is empty, auth is off and each session is its own principal'),

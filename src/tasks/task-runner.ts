@@ -9,6 +9,7 @@ import type { UpstreamPool } from '../upstream/upstream-pool.ts'
 import type { TaskEvents } from './task-events.ts'
 import type { TaskInputs } from './task-inputs.ts'
 import { callUpstreamTool } from '../calls/upstream-call.ts'
+import { MAX_TIMER_MS } from '../config/units.ts'
 
 export interface TaskRunnerDeps {
   store: TaskStore
@@ -57,9 +58,17 @@ export class TaskRunner {
 
   start (task: TaskRecord): void {
     const controller = new AbortController()
+    // A task past its TTL is gone for the client: stop its upstream call instead of holding a connection.
+    const expiry = task.ttlMs === null ? undefined : setTimeout(() => {
+      controller.abort(new GatewayError('GW_ERR_REQUEST_CANCELLED', ['the task reached its TTL']))
+    }, Math.min(MAX_TIMER_MS, task.createdAt + task.ttlMs - Date.now()))
+    expiry?.unref()
     const done = this.#run(task, controller).catch((err: unknown) => {
       this.#deps.log.error({ err, taskId: task.id }, 'task runner failed')
-    }).finally(() => this.#running.delete(task.id))
+    }).finally(() => {
+      clearTimeout(expiry)
+      this.#running.delete(task.id)
+    })
     this.#running.set(task.id, { controller, done })
   }
 
@@ -139,7 +148,7 @@ export class TaskRunner {
   async #finish (task: TaskRecord, outcome: TaskOutcome): Promise<void> {
     const { status, statusMessage } = settle(outcome)
     const updated = await this.#deps.store.transition(task.id, RUNNING, status, { statusMessage, outcome }, Date.now())
-    await this.#deps.inputs.expireAll(task.id, new GatewayError('GW_ERR_INPUT_EXPIRED', ['a request of a finished task']))
+    await this.#deps.inputs.expireAll(task.id, new GatewayError('GW_ERR_REQUEST_CANCELLED', ['the task ended before the client answered']))
     if (updated) {
       this.#deps.log.info({ taskId: task.id, principal: task.principal, status, tool: task.tool, upstream: task.upstream }, 'task finished')
       this.#deps.events.status(updated)

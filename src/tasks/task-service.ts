@@ -34,10 +34,13 @@ function withoutRelatedTask (params: JsonObject): JsonObject {
   return { ...params, _meta: rest }
 }
 
-/** Clamps a requested retention to the configured maximum; no request means the default. */
+/** The shortest retention a task gets, so a client can always read the task it just created. */
+export const MIN_TTL_MS = 1000
+
+/** Clamps a requested retention to [MIN_TTL_MS, maxTtl]; no request means the default. */
 export function effectiveTtl (requested: number | undefined, config: TasksConfig): number {
-  if (requested === undefined || !Number.isFinite(requested) || requested < 0) return Math.min(config.defaultTtl, config.maxTtl)
-  return Math.min(Math.floor(requested), config.maxTtl)
+  const wanted = requested === undefined || !Number.isFinite(requested) || requested < 0 ? config.defaultTtl : Math.floor(requested)
+  return Math.max(MIN_TTL_MS, Math.min(wanted, config.maxTtl))
 }
 
 /**
@@ -120,6 +123,22 @@ export class TaskService {
     this.#log.info({ taskId, principal }, 'task cancelled')
     this.#events.status(updated)
     return updated
+  }
+
+  /** Cancels every running task of a principal (its anonymous session ended, so nobody can reach them). */
+  async cancelAllOf (principal: string): Promise<number> {
+    let cancelled = 0
+    let after: TaskCursor | undefined
+    for (;;) {
+      const page = await this.#store.list(principal, after, 500, Date.now())
+      for (const task of page) {
+        if (isTerminal(task.status)) continue
+        await this.cancel(principal, task.id).then(() => cancelled++, () => {})
+      }
+      const last = page.at(-1)
+      if (page.length < 500 || !last) return cancelled
+      after = { createdAt: last.createdAt, id: last.id }
+    }
   }
 
   /**

@@ -3,6 +3,8 @@ import type { SessionRecord } from '../../store/types.ts'
 import type { JsonObject } from '../jsonrpc.ts'
 import { GATEWAY_INFO, negotiateVersion } from '../versions.ts'
 
+const TASKS_PROTOCOL_VERSION = '2025-11-25'
+
 /** What the gateway offers to every legacy client, whatever its upstreams are. */
 export const SERVER_CAPABILITIES = {
   tools: { listChanged: true },
@@ -45,9 +47,11 @@ export function initializeResult (params: JsonObject, sessionId: string, now: nu
     createdAt: now,
     lastSeenAt: now,
   }
+  const { tasks, ...withoutTasks } = SERVER_CAPABILITIES
   const result: JsonObject = {
     protocolVersion,
-    capabilities: SERVER_CAPABILITIES,
+    // Tasks exist in the 2025-11-25 revision only.
+    capabilities: protocolVersion === TASKS_PROTOCOL_VERSION ? { ...withoutTasks, tasks } : withoutTasks,
     serverInfo: GATEWAY_INFO,
   }
   return { result, session }
