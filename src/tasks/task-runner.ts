@@ -59,9 +59,11 @@ export class TaskRunner {
   start (task: TaskRecord): void {
     const controller = new AbortController()
     // A task past its TTL is gone for the client: stop its upstream call instead of holding a connection.
-    const expiry = task.ttlMs === null ? undefined : setTimeout(() => {
-      controller.abort(new GatewayError('GW_ERR_REQUEST_CANCELLED', ['the task reached its TTL']))
-    }, Math.min(MAX_TIMER_MS, task.createdAt + task.ttlMs - Date.now()))
+    const expiry = task.ttlMs === null
+      ? undefined
+      : setTimeout(() => {
+        controller.abort(new GatewayError('GW_ERR_REQUEST_CANCELLED', ['the task reached its TTL']))
+      }, Math.min(MAX_TIMER_MS, task.createdAt + task.ttlMs - Date.now()))
     expiry?.unref()
     const done = this.#run(task, controller).catch((err: unknown) => {
       this.#deps.log.error({ err, taskId: task.id }, 'task runner failed')
