@@ -30,6 +30,11 @@ export const ERRORS = {
   GW_ERR_SESSION_NOT_FOUND: { status: 404, rpc: -32001, message: 'Session not found: it expired or was deleted; initialize a new session' },
   GW_ERR_PROTOCOL_VERSION_HEADER: { status: 400, rpc: -32600, message: "Bad Request: MCP-Protocol-Version '%s' %s" },
 
+  GW_ERR_HEADER_MISMATCH: { status: 400, rpc: -32020, message: 'Bad Request: the request headers and body disagree: %s' },
+  GW_ERR_CAPABILITY_REQUIRED: { status: 400, rpc: -32021, message: 'Missing required client capability: %s' },
+  GW_ERR_MODERN_VERSION_UNSUPPORTED: { status: 400, rpc: -32022, message: 'Unsupported protocol version: %s' },
+  GW_ERR_REQUEST_STATE_INVALID: { status: 200, rpc: -32602, message: 'Invalid params: requestState %s; send the original request again without requestState' },
+
   GW_ERR_RPC_METHOD_NOT_FOUND: { status: 200, rpc: -32601, message: 'Method not found: %s' },
   GW_ERR_RPC_INVALID_PARAMS: { status: 200, rpc: -32602, message: 'Invalid params: %s' },
   GW_ERR_TOOL_NOT_FOUND: { status: 200, rpc: -32602, message: "Unknown tool: '%s'" },

@@ -23,6 +23,12 @@ import { withLegacyTaskMethods } from './protocol/legacy/task-methods.ts'
 import { TaskInputs } from './tasks/task-inputs.ts'
 import { TaskRunner } from './tasks/task-runner.ts'
 import { TaskService } from './tasks/task-service.ts'
+import { HeldCalls } from './calls/held-calls.ts'
+import { ListenHub } from './protocol/modern/listen-hub.ts'
+import { ModernEndpoint } from './protocol/modern/modern-endpoint.ts'
+import { buildModernMethods } from './protocol/modern/modern-methods.ts'
+import { modernToolsCall } from './protocol/modern/modern-tools-call.ts'
+import { RequestStateCodec } from './protocol/modern/request-state.ts'
 
 export interface GatewayOptions {
   /** Logger to use instead of one built from `config.logging`. */
@@ -46,6 +52,7 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
   const log = options.logger ?? createLogger(config.logging)
   const store = options.store ?? await createStore(config.store)
   const hub = new StreamHub(store.bus)
+  const listen = new ListenHub()
   const pools: UpstreamPool[] = []
   const catalog = new Catalog(pools)
   const subscriptions = new ResourceSubscriptions(log)
@@ -53,8 +60,14 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
     catalog,
     subscriptions,
     log,
-    broadcast: (message) => hub.broadcastLocal(message),
-    sendTo: (sessionId, message) => { void hub.publish(sessionId, message) },
+    broadcast: (message) => {
+      hub.broadcastLocal(message)
+      listen.listChanged(message.method)
+    },
+    sendTo: (sessionId, message) => {
+      if (sessionId.startsWith('listen:')) listen.deliver(sessionId, message)
+      else void hub.publish(sessionId, message)
+    },
   })
   for (const upstream of config.upstreams) pools.push(new UpstreamPool(upstream, log, sync))
 
@@ -91,6 +104,24 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
   }
   const calls = new CallEngine(catalog)
   const base = buildMethodTable({ catalog, calls, subscriptions, pageSize: config.server.pageSize })
+  const held = new HeldCalls(config.server.inputHoldTimeout)
+  const modern = new ModernEndpoint({
+    hub,
+    log,
+    keepAliveMs: config.server.sseKeepAlive,
+    shutdown: shutdown.signal,
+    methods: buildModernMethods(base, {
+      catalog,
+      toolsCall: modernToolsCall({ catalog, calls, held, states: new RequestStateCodec(config.server.stateSecret, config.server.inputHoldTimeout), tasks, bus: store.bus, config: config.tasks }),
+      listen,
+      subscriptions,
+      bus: store.bus,
+      store: store.tasks,
+      tasks,
+      inputs,
+      listTtlMs: config.server.listCacheTtl,
+    }),
+  })
   const legacy = new LegacyEndpoint({
     store,
     hub,
@@ -112,7 +143,7 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
   })
   registerHostOriginGuard(app, config.server)
   registerHealthRoutes(app, store, pools)
-  await registerMcpRoute(app, { config: config.server, legacy, authenticate: createAuthenticator(config.auth), isClosing: () => closing })
+  await registerMcpRoute(app, { config: config.server, legacy, modern, authenticate: createAuthenticator(config.auth), isClosing: () => closing })
 
   const sweepEvery = Math.min(60_000, Math.max(1000, Math.floor(config.server.sessionIdleTimeout / 4)))
   const sweeper = setInterval(() => {
@@ -143,6 +174,7 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
       while (busy() > 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 25))
       if (busy() > 0) log.warn({ requests: inflight.size, tasks: runner.size }, 'shutdown grace over: cancelling in-flight requests and tasks')
       shutdown.abort(new GatewayError('GW_ERR_SHUTTING_DOWN'))
+      held.close(new GatewayError('GW_ERR_SHUTTING_DOWN'))
       await runner.settled()
       await new Promise((resolve) => setImmediate(resolve))
       hub.closeAll()

@@ -1,4 +1,4 @@
-import type { Catalog } from '../catalog/catalog.ts'
+import type { Catalog, Route } from '../catalog/catalog.ts'
 import type { RequestContext } from '../dispatch/context.ts'
 import { optionalObject, requireString, withoutProgressToken } from '../dispatch/params.ts'
 import { GatewayError } from '../errors.ts'
@@ -19,10 +19,19 @@ export function clientSupports (capabilities: JsonObject, method: InputMethod, p
   return declared.includes(mode) ? undefined : `elicitation.${mode}`
 }
 
+/** How one call reaches its client: input requests, progress and other notifications. */
+export interface CallChannel {
+  /** The client's capabilities: what may be relayed to it. */
+  capabilities: JsonObject
+  ask (method: InputMethod, params: JsonObject, signal: AbortSignal): Promise<JsonObject>
+  progress? (progress: JsonObject): void
+  notify (method: string, params: JsonObject): void
+}
+
 /**
  * Runs upstream tools/call requests. Each call holds an exclusive upstream connection for its whole
- * life, so every elicitation, sampling or roots request that arrives on it belongs to this call and is
- * relayed to this call's client; progress is forwarded with the client's own token.
+ * life, so every elicitation, sampling or roots request that arrives on it belongs to this call and goes
+ * to this call's client; progress is forwarded with the client's own token.
  */
 export class CallEngine {
   readonly #catalog: Catalog
@@ -31,34 +40,45 @@ export class CallEngine {
     this.#catalog = catalog
   }
 
+  /** A legacy-era synchronous call: input is relayed live on the request's stream. */
   async callTool (params: JsonObject, ctx: RequestContext): Promise<JsonObject> {
-    const name = requireString(params, 'name')
+    const route = this.#catalog.tool(requireString(params, 'name'))
+    const progressToken = ctx.progressToken
+    return await this.run(route, params, {
+      capabilities: ctx.session.clientCapabilities,
+      ask: (method, inputParams, signal) => ctx.request(method, inputParams, signal),
+      ...(progressToken !== undefined && {
+        progress: (progress: JsonObject) => ctx.notify('notifications/progress', { ...progress, progressToken }),
+      }),
+      notify: (method, notificationParams) => ctx.notify(method, notificationParams),
+    }, ctx.signal)
+  }
+
+  /** Runs one upstream call of `route` on a leased connection; what the upstream asks goes to `channel`. */
+  async run (route: Route, params: JsonObject, channel: CallChannel, signal: AbortSignal): Promise<JsonObject> {
     optionalObject(params, 'arguments')
-    const route = this.#catalog.tool(name)
     const pool = route.pool
     const timeout = pool.config.toolSettings[route.target]?.timeout ?? pool.config.timeouts.call
-    const capabilities = ctx.session.clientCapabilities
-    const lease = await pool.lease(mirrorCapabilities(capabilities), ctx.signal)
+    const lease = await pool.lease(mirrorCapabilities(channel.capabilities), signal)
     const sink: CallSink = {
-      input: (method, inputParams, signal) => {
-        const missing = clientSupports(capabilities, method, inputParams)
+      input: (method, inputParams, inputSignal) => {
+        const missing = clientSupports(channel.capabilities, method, inputParams)
         if (missing) return Promise.reject(new GatewayError('GW_ERR_CLIENT_CAPABILITY_MISSING', [missing, method]))
-        return ctx.request(method, inputParams, AbortSignal.any([signal, ctx.signal]))
+        return channel.ask(method, inputParams, AbortSignal.any([inputSignal, signal]))
       },
-      notify: (method, notificationParams) => ctx.notify(method, notificationParams),
+      notify: (method, notificationParams) => channel.notify(method, notificationParams),
     }
     lease.connection.bind(sink)
-    const progressToken = ctx.progressToken
+    const progress = channel.progress
     try {
-      return await callUpstreamTool(lease.connection, { ...withoutProgressToken(params), name: route.target }, route.nativeTaskSupport === 'required', {
+      const { requestState: _state, inputResponses: _responses, ...forwarded } = withoutProgressToken(params)
+      return await callUpstreamTool(lease.connection, { ...forwarded, name: route.target }, route.nativeTaskSupport === 'required', {
         timeout,
-        signal: ctx.signal,
-        ...(progressToken !== undefined && {
-          onprogress: (progress) => ctx.notify('notifications/progress', { ...progress, progressToken }),
-        }),
+        signal,
+        ...(progress && { onprogress: (p) => progress(p as unknown as JsonObject) }),
       })
     } catch (err) {
-      throw mapUpstreamError(err, pool.name, `tools/call '${route.target}'`, timeout, ctx.signal)
+      throw mapUpstreamError(err, pool.name, `tools/call '${route.target}'`, timeout, signal)
     } finally {
       lease.release()
     }

@@ -110,6 +110,10 @@ const serverSchema = z.strictObject({
   sessionIdleTimeout: duration('delete a session unused for this long').prefault('1h'),
   sseKeepAlive: duration('interval of SSE keep-alive comments').prefault('15s'),
   shutdownGrace: duration('time in-flight calls get to finish on SIGTERM before they are cancelled').prefault('10s'),
+  inputHoldTimeout: duration('how long a 2026-07-28 synchronous call waiting for input (input_required) is held for the client\'s retry').prefault('10m'),
+  stateSecret: z.string().min(16, 'use at least 16 characters').optional()
+    .describe('key that signs requestState values; give every gateway process the same one (from the environment); default: random per process'),
+  listCacheTtl: duration('how long 2026-07-28 clients may cache discover and list results').prefault('60s'),
 })
 
 const loggingSchema = z.strictObject({
@@ -127,6 +131,11 @@ const tasksSchema = z.strictObject({
   maxQueuedInputs: z.number().int().min(1).prefault(10)
     .describe('unanswered input requests (elicitation, sampling, roots) one task may hold'),
   sweepInterval: duration('how often expired tasks are deleted').prefault('30s'),
+  decide: z.union([
+    z.literal('always'),
+    z.strictObject({ after: duration('answer synchronously when the call ends within this time, else return the task') }),
+  ]).prefault({ after: '1s' })
+    .describe('for 2026-07-28 clients that declare the tasks extension: always return a task, or only when the call outlasts `after`'),
 })
 
 const authSchema = z.strictObject({

@@ -3,10 +3,13 @@ import type { ServerConfig } from '../config/schema.ts'
 import { GatewayError, errorMessage } from '../errors.ts'
 import { sendHttpError, type LegacyEndpoint } from '../protocol/legacy/legacy-endpoint.ts'
 import { WWW_AUTHENTICATE, type Authenticate } from '../auth/bearer-tokens.ts'
+import { isModernMessage, MODERN_PROTOCOL_VERSIONS } from '../protocol/modern/envelope.ts'
+import type { ModernEndpoint } from '../protocol/modern/modern-endpoint.ts'
 
 export interface McpRouteOptions {
   config: ServerConfig
   legacy: LegacyEndpoint
+  modern: ModernEndpoint
   /** Resolves the caller's principal; undefined when auth is off. */
   authenticate: Authenticate | undefined
   /** True once shutdown began: new requests are refused with 503. */
@@ -70,6 +73,15 @@ export async function registerMcpRoute (app: FastifyInstance, options: McpRouteO
       if (!(request.headers['content-type'] ?? '').toLowerCase().startsWith('application/json')) throw new GatewayError('GW_ERR_HTTP_MEDIA_TYPE')
       if (!accepts(request, 'application/json') || !accepts(request, 'text/event-stream')) {
         throw new GatewayError('GW_ERR_HTTP_NOT_ACCEPTABLE', ['both application/json and text/event-stream'])
+      }
+      // The era is decided per request, from the body: a protocol-version claim in params._meta is modern.
+      if (isModernMessage(request.body)) {
+        await options.modern.post(request.headers, reply.raw, request.body, principal)
+        return
+      }
+      const version = request.headers['mcp-protocol-version']
+      if (typeof version === 'string' && (MODERN_PROTOCOL_VERSIONS as readonly string[]).includes(version)) {
+        throw new GatewayError('GW_ERR_HEADER_MISMATCH', [`MCP-Protocol-Version is ${version} but params._meta carries no "io.modelcontextprotocol/protocolVersion" envelope`])
       }
       await legacy.post(request.headers, reply.raw, request.body, principal)
     })

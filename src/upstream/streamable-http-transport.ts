@@ -126,7 +126,9 @@ export class StreamableHttpTransport implements Transport {
     headers['mcp-method'] = msg.method
     const field = NAME_SOURCE[msg.method]
     const name = field === undefined ? undefined : msg.params?.[field]
-    if (typeof name === 'string' && /^[\x20-\x7e]*$/.test(name)) headers['mcp-name'] = name
+    if (typeof name !== 'string') return
+    const plain = name !== '' && name === name.trim() && /^[\x20-\x7e]*$/.test(name) && !(name.startsWith('=?base64?') && name.endsWith('?='))
+    headers['mcp-name'] = plain ? name : `=?base64?${Buffer.from(name, 'utf8').toString('base64')}?=`
   }
 
   /** An HTTP error whose body is the JSON-RPC error for the request: hand it on, keeping its code. */

@@ -1,0 +1,121 @@
+import { randomBytes } from 'node:crypto'
+import { GatewayError } from '../errors.ts'
+import type { JsonObject } from '../protocol/jsonrpc.ts'
+import type { InputMethod } from '../upstream/upstream-connection.ts'
+
+/** What a modern client gets back from one leg of a call: the result, or the input it must provide. */
+export type HeldOutcome =
+  | { kind: 'result', result: JsonObject }
+  | { kind: 'input', callId: string, inputRequests: JsonObject }
+
+interface PendingInput {
+  method: InputMethod
+  params: JsonObject
+  resolve (result: JsonObject): void
+}
+
+interface HeldCall {
+  id: string
+  principal: string
+  pending: Map<string, PendingInput>
+  final: { result: JsonObject } | { error: unknown } | undefined
+  wake: (() => void) | undefined
+  abort: AbortController
+  expiry: NodeJS.Timeout | undefined
+}
+
+/** Asks the client something on behalf of a held call; resolves with the client's answer. */
+export type HeldInput = (method: InputMethod, params: JsonObject, signal: AbortSignal) => Promise<JsonObject>
+
+/**
+ * Synchronous calls of modern (2026-07-28) clients, which cannot receive server→client requests. When the
+ * upstream asks for input, the call is held open upstream and the client gets `input_required` with the
+ * requests; its retry (carrying the answers and the call's requestState) resumes the same upstream
+ * call. A call not resumed within the hold time is cancelled upstream.
+ */
+export class HeldCalls {
+  readonly #calls = new Map<string, HeldCall>()
+  readonly #holdMs: number
+
+  constructor (holdMs: number) {
+    this.#holdMs = holdMs
+  }
+
+  get size (): number {
+    return this.#calls.size
+  }
+
+  /** Starts a call; answers when it finishes or first needs input. */
+  async start (principal: string, run: (input: HeldInput, signal: AbortSignal) => Promise<JsonObject>, signal: AbortSignal): Promise<HeldOutcome> {
+    const call: HeldCall = { id: randomBytes(16).toString('base64url'), principal, pending: new Map(), final: undefined, wake: undefined, abort: new AbortController(), expiry: undefined }
+    this.#calls.set(call.id, call)
+    const onAbort = (): void => call.abort.abort(signal.reason)
+    signal.addEventListener('abort', onAbort, { once: true })
+    const input: HeldInput = (method, params, inputSignal) => new Promise<JsonObject>((resolve, reject) => {
+      const key = `${method.split('/')[0]}-${randomBytes(6).toString('base64url')}`
+      call.pending.set(key, { method, params, resolve })
+      inputSignal.addEventListener('abort', () => {
+        if (call.pending.delete(key)) reject(inputSignal.reason)
+      }, { once: true })
+      call.wake?.()
+    })
+    run(input, call.abort.signal).then(
+      (result) => { call.final = { result } },
+      (error: unknown) => { call.final = { error } },
+    ).finally(() => {
+      signal.removeEventListener('abort', onAbort)
+      call.wake?.()
+    })
+    return await this.#next(call, signal)
+  }
+
+  /** Delivers a retry's answers (unknown keys are ignored) and answers with the next outcome. */
+  async resume (callId: string, principal: string, responses: JsonObject, signal: AbortSignal): Promise<HeldOutcome> {
+    const call = this.#calls.get(callId)
+    if (!call || call.principal !== principal) throw new GatewayError('GW_ERR_REQUEST_STATE_INVALID', ['names no call that is waiting for you (it finished, expired or was never yours)'])
+    clearTimeout(call.expiry)
+    for (const [key, answer] of Object.entries(responses)) {
+      const pending = call.pending.get(key)
+      if (!pending || answer === null || typeof answer !== 'object') continue
+      call.pending.delete(key)
+      pending.resolve(answer as JsonObject)
+    }
+    return await this.#next(call, signal)
+  }
+
+  /** Cancels every held call (shutdown). */
+  close (reason: unknown): void {
+    for (const call of this.#calls.values()) {
+      clearTimeout(call.expiry)
+      call.abort.abort(reason)
+    }
+    this.#calls.clear()
+  }
+
+  /** Waits until the call finishes, or holds input nobody has been shown yet; then reports it. */
+  async #next (call: HeldCall, signal: AbortSignal): Promise<HeldOutcome> {
+    while (call.final === undefined && call.pending.size === 0) {
+      if (signal.aborted) throw signal.reason
+      await new Promise<void>((resolve) => {
+        call.wake = resolve
+        signal.addEventListener('abort', () => resolve(), { once: true })
+      })
+      call.wake = undefined
+    }
+    // Upstream requests sent together arrive in the same round.
+    await new Promise((resolve) => setImmediate(resolve))
+    if (call.final !== undefined && call.pending.size === 0) {
+      this.#calls.delete(call.id)
+      if ('error' in call.final) throw call.final.error
+      return { kind: 'result', result: call.final.result }
+    }
+    const inputRequests: JsonObject = {}
+    for (const [key, pending] of call.pending) inputRequests[key] = { method: pending.method, params: pending.params }
+    call.expiry = setTimeout(() => {
+      this.#calls.delete(call.id)
+      call.abort.abort(new GatewayError('GW_ERR_REQUEST_CANCELLED', ['the client did not answer the input requests in time']))
+    }, this.#holdMs)
+    call.expiry.unref()
+    return { kind: 'input', callId: call.id, inputRequests }
+  }
+}

@@ -1,0 +1,58 @@
+import type { JsonObject, RpcMessage, RequestId } from '../jsonrpc.ts'
+import { SUBSCRIPTION_ID_KEY } from './envelope.ts'
+
+export interface ListenFilter {
+  toolsListChanged: boolean
+  promptsListChanged: boolean
+  resourcesListChanged: boolean
+  resourceSubscriptions: string[]
+  taskIds: string[]
+}
+
+interface Listener {
+  subscriptionId: RequestId
+  filter: ListenFilter
+  send (message: RpcMessage): void
+}
+
+const LIST_FLAG: Readonly<Record<string, keyof ListenFilter>> = {
+  'notifications/tools/list_changed': 'toolsListChanged',
+  'notifications/prompts/list_changed': 'promptsListChanged',
+  'notifications/resources/list_changed': 'resourcesListChanged',
+}
+
+/** Stamps a notification with the subscription it is delivered under, as listen streams require. */
+export function onSubscription (subscriptionId: RequestId, method: string, params: JsonObject = {}): RpcMessage {
+  const meta = (params._meta ?? {}) as JsonObject
+  return { jsonrpc: '2.0', method, params: { ...params, _meta: { ...meta, [SUBSCRIPTION_ID_KEY]: subscriptionId } } }
+}
+
+/** The open `subscriptions/listen` streams of this process, each with the filter it was granted. */
+export class ListenHub {
+  readonly #listeners = new Map<string, Listener>()
+
+  add (id: string, listener: Listener): () => void {
+    this.#listeners.set(id, listener)
+    return () => { this.#listeners.delete(id) }
+  }
+
+  /** A catalog list change: to every stream that asked for it. */
+  listChanged (method: string): void {
+    const flag = LIST_FLAG[method]
+    if (flag === undefined) return
+    for (const listener of this.#listeners.values()) {
+      if (listener.filter[flag] === true) listener.send(onSubscription(listener.subscriptionId, method))
+    }
+  }
+
+  /** A resource update for the stream registered as `id` (resource subscriptions are per stream). */
+  deliver (id: string, message: RpcMessage): void {
+    const listener = this.#listeners.get(id)
+    if (!listener || !('method' in message)) return
+    listener.send(onSubscription(listener.subscriptionId, message.method, ('params' in message ? message.params : undefined) ?? {}))
+  }
+
+  get size (): number {
+    return this.#listeners.size
+  }
+}

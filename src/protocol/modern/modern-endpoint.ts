@@ -1,0 +1,104 @@
+import type { IncomingHttpHeaders, ServerResponse } from 'node:http'
+import type { MethodTable, RequestContext } from '../../dispatch/context.ts'
+import { lookupHandler } from '../../dispatch/method-table.ts'
+import { GatewayError } from '../../errors.ts'
+import type { Logger } from '../../observability/logger.ts'
+import type { SessionRecord } from '../../store/types.ts'
+import { classifyMessage, errorMessageFor, progressTokenOf, resultMessage, type JsonObject, type RpcRequest } from '../jsonrpc.ts'
+import { sendHttpError } from '../legacy/legacy-endpoint.ts'
+import { PostExchange } from '../legacy/post-exchange.ts'
+import type { StreamHub } from '../legacy/stream-hub.ts'
+import { checkHeaders } from './header-checks.ts'
+import { readEnvelope, withoutEnvelope, type Envelope } from './envelope.ts'
+
+export interface ModernEndpointDeps {
+  hub: StreamHub
+  methods: MethodTable
+  log: Logger
+  keepAliveMs: number
+  shutdown: AbortSignal
+}
+
+/** The principal of a modern request without auth: no sessions exist, task ids act as bearer capabilities. */
+export const ANONYMOUS_MODERN = 'anonymous'
+
+/** Modern requests have no session; handlers still get one built from the request's own envelope. */
+function requestSession (principal: string, envelope: Envelope, now: number): SessionRecord {
+  return {
+    id: `modern:${principal}`,
+    principal,
+    protocolVersion: envelope.protocolVersion,
+    clientCapabilities: envelope.clientCapabilities,
+    clientInfo: envelope.clientInfo ?? {},
+    createdAt: now,
+    lastSeenAt: now,
+  }
+}
+
+/**
+ * The modern era (2026-07-28) of the endpoint: every request stands alone, validated against its own
+ * envelope and routing headers; a client that closes the response stream cancels the request; every
+ * result carries `resultType`.
+ */
+export class ModernEndpoint {
+  readonly #deps: ModernEndpointDeps
+
+  constructor (deps: ModernEndpointDeps) {
+    this.#deps = deps
+  }
+
+  async post (headers: IncomingHttpHeaders, res: ServerResponse, body: unknown, principal: string | undefined): Promise<void> {
+    const inbound = classifyMessage(body)
+    if (inbound.kind === 'notification') {
+      res.writeHead(202).end()
+      return
+    }
+    if (inbound.kind === 'response') {
+      throw new GatewayError('GW_ERR_HTTP_INVALID_MESSAGE', ['the 2026-07-28 protocol has no server-to-client requests to answer; answer input requests with a retry or tasks/update'])
+    }
+    const request = inbound.message
+    let envelope: Envelope
+    try {
+      envelope = readEnvelope(request.params)
+      checkHeaders(headers, request, envelope)
+    } catch (err) {
+      sendHttpError(res, err, request.id)
+      return
+    }
+    await this.#request(request, envelope, res, principal ?? ANONYMOUS_MODERN)
+  }
+
+  async #request (request: RpcRequest, envelope: Envelope, res: ServerResponse, principal: string): Promise<void> {
+    const deps = this.#deps
+    const session = requestSession(principal, envelope, Date.now())
+    const exchange = new PostExchange(res, { hub: deps.hub, sessionId: session.id, keepAliveMs: deps.keepAliveMs, headers: {} })
+    const signal = AbortSignal.any([exchange.disconnected, deps.shutdown])
+    const params = withoutEnvelope(request.params ?? {})
+    const ctx: RequestContext = {
+      session,
+      requestId: request.id,
+      signal,
+      progressToken: progressTokenOf(params),
+      log: deps.log,
+      disconnected: exchange.disconnected,
+      send: (message) => exchange.emit(message),
+      openStream: () => exchange.openStream(),
+      notify: (method, notificationParams) => exchange.emit({ jsonrpc: '2.0', method, params: notificationParams }),
+      request: () => Promise.reject(new GatewayError('GW_ERR_INTERNAL', ['server-to-client requests do not exist in the 2026-07-28 protocol'])),
+    }
+    try {
+      const result: JsonObject = await lookupHandler(deps.methods, request.method)(params, ctx)
+      if (exchange.disconnected.aborted) exchange.abandon()
+      else exchange.respond(resultMessage(request.id, 'resultType' in result ? result : { ...result, resultType: 'complete' }))
+    } catch (err) {
+      if (exchange.disconnected.aborted) {
+        exchange.abandon()
+      } else if (err instanceof GatewayError && err.statusCode === 400 && !res.headersSent) {
+        sendHttpError(res, err, request.id)
+      } else {
+        if (!(err instanceof GatewayError) || err.statusCode >= 500) deps.log.warn({ err, method: request.method }, 'request failed')
+        exchange.respond(errorMessageFor(request.id, err))
+      }
+    }
+  }
+}

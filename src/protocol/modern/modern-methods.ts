@@ -1,0 +1,109 @@
+import { randomBytes } from 'node:crypto'
+import type { Catalog } from '../../catalog/catalog.ts'
+import type { ResourceSubscriptions } from '../../catalog/resource-subscriptions.ts'
+import type { Handler, MethodTable } from '../../dispatch/context.ts'
+import { optionalObject } from '../../dispatch/params.ts'
+import type { SignalBus, TaskStore } from '../../store/types.ts'
+import type { TaskService } from '../../tasks/task-service.ts'
+import type { JsonObject } from '../jsonrpc.ts'
+import { taskChannel } from '../legacy/task-delivery.ts'
+import { GATEWAY_INFO } from '../versions.ts'
+import { declaresTasks, MODERN_PROTOCOL_VERSIONS, SERVER_INFO_KEY, TASKS_EXTENSION, tasksCapabilityRequired } from './envelope.ts'
+import { onSubscription, type ListenFilter, type ListenHub } from './listen-hub.ts'
+import { modernTaskMethods, type ModernTaskMethodDeps } from './task-methods.ts'
+import { renderDetailedTask } from './task-wire.ts'
+
+export interface ModernMethodDeps extends ModernTaskMethodDeps {
+  catalog: Catalog
+  toolsCall: Handler
+  listen: ListenHub
+  subscriptions: ResourceSubscriptions
+  bus: SignalBus
+  store: TaskStore
+  tasks: TaskService
+  /** How long clients may cache list results (the 2026-07-28 caching hints). */
+  listTtlMs: number
+}
+
+export const MODERN_CAPABILITIES = {
+  tools: { listChanged: true },
+  prompts: { listChanged: true },
+  resources: { subscribe: true, listChanged: true },
+  completions: {},
+  logging: {},
+  extensions: { [TASKS_EXTENSION]: {} },
+} as const
+
+function flag (filter: JsonObject, key: string): boolean {
+  return filter[key] === true
+}
+
+function strings (filter: JsonObject, key: string): string[] {
+  const value = filter[key]
+  return Array.isArray(value) ? value.filter((v): v is string => typeof v === 'string') : []
+}
+
+/** The method table of the modern era: the shared methods plus discovery, listen and the tasks extension. */
+export function buildModernMethods (base: MethodTable, deps: ModernMethodDeps): MethodTable {
+  const table = new Map(base)
+  for (const method of ['resources/subscribe', 'resources/unsubscribe']) table.delete(method)
+
+  table.set('server/discover', async () => ({
+    supportedVersions: [...MODERN_PROTOCOL_VERSIONS],
+    capabilities: MODERN_CAPABILITIES,
+    ttlMs: deps.listTtlMs,
+    cacheScope: 'public',
+    _meta: { [SERVER_INFO_KEY]: GATEWAY_INFO },
+  }))
+  for (const method of ['tools/list', 'prompts/list', 'resources/list', 'resources/templates/list']) {
+    const list = table.get(method)!
+    table.set(method, async (params, ctx) => ({ ...await list(params, ctx), ttlMs: deps.listTtlMs, cacheScope: 'public' }))
+  }
+  table.set('tools/call', deps.toolsCall)
+  for (const [method, handler] of modernTaskMethods(deps)) table.set(method, handler)
+
+  table.set('subscriptions/listen', async (params, ctx) => {
+    const requested = optionalObject(params, 'notifications') ?? {}
+    const wantedTasks = strings(requested, 'taskIds')
+    if (wantedTasks.length > 0 && !declaresTasks(ctx.session.clientCapabilities)) throw tasksCapabilityRequired()
+    const taskIds: string[] = []
+    for (const taskId of wantedTasks) {
+      if (await deps.tasks.get(ctx.session.principal, taskId).then(() => true, () => false)) taskIds.push(taskId)
+    }
+    const id = `listen:${randomBytes(9).toString('base64url')}`
+    const resourceSubscriptions: string[] = []
+    for (const uri of strings(requested, 'resourceSubscriptions')) {
+      try {
+        const route = deps.catalog.resource(uri)
+        await deps.subscriptions.subscribe(id, uri, route.pool, route.pool.config.timeouts.request)
+        resourceSubscriptions.push(uri)
+      } catch {}
+    }
+    const filter: ListenFilter = {
+      toolsListChanged: flag(requested, 'toolsListChanged'),
+      promptsListChanged: flag(requested, 'promptsListChanged'),
+      resourcesListChanged: flag(requested, 'resourcesListChanged'),
+      resourceSubscriptions,
+      taskIds,
+    }
+    const honored: JsonObject = {}
+    for (const [key, value] of Object.entries(filter)) {
+      if (value === true || (Array.isArray(value) && value.length > 0)) honored[key] = value
+    }
+    ctx.openStream()
+    ctx.send(onSubscription(ctx.requestId, 'notifications/subscriptions/acknowledged', { notifications: honored }))
+    const removeListener = deps.listen.add(id, { subscriptionId: ctx.requestId, filter, send: (message) => ctx.send(message) })
+    const unsubscribers = taskIds.map((taskId) => deps.bus.subscribe(taskChannel(taskId), () => {
+      void deps.tasks.get(ctx.session.principal, taskId).then(async (task) => {
+        const pending = task.status === 'input_required' ? await deps.store.pendingInputs(task.id) : []
+        ctx.send(onSubscription(ctx.requestId, 'notifications/tasks', renderDetailedTask(task, pending)))
+      }, () => {})
+    }))
+    await new Promise<void>((resolve) => ctx.signal.addEventListener('abort', () => resolve(), { once: true }))
+    removeListener()
+    for (const unsubscribe of unsubscribers) unsubscribe()
+    await deps.subscriptions.dropSession(id, 10_000)
+    return {}
+  })
+  return table
+}

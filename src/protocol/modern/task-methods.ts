@@ -1,0 +1,56 @@
+import type { Handler } from '../../dispatch/context.ts'
+import { optionalObject, requireString } from '../../dispatch/params.ts'
+import type { TaskStore } from '../../store/types.ts'
+import type { TaskInputs } from '../../tasks/task-inputs.ts'
+import type { TaskService } from '../../tasks/task-service.ts'
+import { isTerminal } from '../../tasks/task-state.ts'
+import type { JsonObject } from '../jsonrpc.ts'
+import { declaresTasks, tasksCapabilityRequired } from './envelope.ts'
+import { renderDetailedTask } from './task-wire.ts'
+
+export interface ModernTaskMethodDeps {
+  tasks: TaskService
+  inputs: TaskInputs
+  store: TaskStore
+}
+
+/**
+ * tasks/get, tasks/update and tasks/cancel of the tasks extension. They work on every task of the
+ * caller's principal, including tasks created through the 2025-11-25 flow, rendered in this dialect.
+ */
+export function modernTaskMethods (deps: ModernTaskMethodDeps): Array<[string, Handler]> {
+  const { tasks, inputs, store } = deps
+  const guard = (capabilities: JsonObject): void => {
+    if (!declaresTasks(capabilities)) throw tasksCapabilityRequired()
+  }
+
+  const get: Handler = async (params, ctx) => {
+    guard(ctx.session.clientCapabilities)
+    const task = await tasks.get(ctx.session.principal, requireString(params, 'taskId'))
+    const pending = task.status === 'input_required' ? await store.pendingInputs(task.id) : []
+    return { ...renderDetailedTask(task, pending), resultType: 'complete' }
+  }
+
+  const update: Handler = async (params, ctx) => {
+    guard(ctx.session.clientCapabilities)
+    const task = await tasks.get(ctx.session.principal, requireString(params, 'taskId'))
+    const responses = optionalObject(params, 'inputResponses') ?? {}
+    for (const [key, answer] of Object.entries(responses)) {
+      const input = await store.getInput(key)
+      // Keys that are not outstanding inputs of this task are ignored, as the extension asks.
+      if (!input || input.taskId !== task.id || answer === null || typeof answer !== 'object') continue
+      await inputs.answer(ctx.session.principal, { jsonrpc: '2.0', id: key, result: answer as JsonObject })
+    }
+    return { resultType: 'complete' }
+  }
+
+  const cancel: Handler = async (params, ctx) => {
+    guard(ctx.session.clientCapabilities)
+    const task = await tasks.get(ctx.session.principal, requireString(params, 'taskId'))
+    // An acknowledgement either way: cancelling a task that already ended changes nothing.
+    if (!isTerminal(task.status)) await tasks.cancel(ctx.session.principal, task.id).catch(() => {})
+    return { resultType: 'complete' }
+  }
+
+  return [['tasks/get', get], ['tasks/update', update], ['tasks/cancel', cancel]]
+}

@@ -1,0 +1,46 @@
+import type { InputRecord, TaskRecord } from '../../store/types.ts'
+import type { JsonObject } from '../jsonrpc.ts'
+
+/** How the tasks extension (2026-07-28) writes tasks on the wire (spec-tasks §3, §4.2). */
+
+/** The extension's status: a tool result with `isError: true` is `completed`, only a JSON-RPC error is `failed`. */
+function modernStatus (task: TaskRecord): TaskRecord['status'] {
+  if (task.status === 'failed' && task.outcome !== null && 'result' in task.outcome) return 'completed'
+  return task.status
+}
+
+function baseTask (task: TaskRecord): JsonObject {
+  const wire: JsonObject = {
+    taskId: task.id,
+    status: modernStatus(task),
+    createdAt: new Date(task.createdAt).toISOString(),
+    lastUpdatedAt: new Date(task.lastUpdatedAt).toISOString(),
+    ttlMs: task.ttlMs,
+    pollIntervalMs: task.pollIntervalMs,
+  }
+  if (task.statusMessage !== null) wire.statusMessage = task.statusMessage
+  return wire
+}
+
+/** The flat CreateTaskResult: returned only once the task is stored. */
+export function renderCreateTaskResult (task: TaskRecord): JsonObject {
+  return { ...baseTask(task), resultType: 'task' }
+}
+
+/** The DetailedTask of tasks/get and notifications/tasks: outstanding inputs, the result or the error inline. */
+export function renderDetailedTask (task: TaskRecord, pending: readonly InputRecord[]): JsonObject {
+  const wire = baseTask(task)
+  const status = wire.status
+  if (status === 'input_required') {
+    const inputRequests: JsonObject = {}
+    for (const input of pending) inputRequests[input.key] = { method: input.method, params: input.params }
+    wire.inputRequests = inputRequests
+  } else if (status === 'completed' && task.outcome !== null && 'result' in task.outcome) {
+    wire.result = { ...task.outcome.result, resultType: 'complete' }
+  } else if (status === 'failed') {
+    wire.error = task.outcome !== null && 'error' in task.outcome
+      ? task.outcome.error
+      : { code: -32603, message: task.statusMessage ?? 'the task failed' }
+  }
+  return wire
+}
