@@ -1,0 +1,55 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { startUpstream, type StartedUpstream } from '../fixtures/spawn-upstream.ts'
+import { connectV1, textOf } from '../helpers/clients.ts'
+import { startGateway, type RunningGateway } from '../helpers/gateway.ts'
+import { ModernRaw } from '../helpers/modern-raw.ts'
+import { runTask } from '../helpers/tasks.ts'
+
+type Json = Record<string, unknown>
+
+/**
+ * An upstream that speaks only the 2026-07-28 protocol (v2 SDK, MRTR). The gateway talks to it in that
+ * era and turns its input_required rounds into whatever the downstream client understands.
+ */
+describe('a 2026-07-28 upstream', () => {
+  let upstream: StartedUpstream
+  let gw: RunningGateway
+  let legacyClient: Client
+
+  beforeAll(async () => {
+    upstream = await startUpstream('test/fixtures/modern-upstream.ts', ['--port', '0'])
+    gw = await startGateway({ upstreams: [{ name: 'm', transport: 'streamable-http', url: upstream.url, era: 'auto' }], tasks: { pollInterval: '50ms' } })
+    legacyClient = await connectV1(gw.url, { onElicit: () => ({ action: 'accept', content: { name: 'Legacy Lee' } }) })
+  })
+
+  afterAll(async () => {
+    await legacyClient?.close()
+    await gw?.close()
+    await upstream?.close()
+  })
+
+  it('is spoken to in the modern era', async () => {
+    expect(textOf(await legacyClient.callTool({ name: 'm__era', arguments: {} }))).toBe('modern')
+    expect(textOf(await legacyClient.callTool({ name: 'm__greet', arguments: { name: 'Ann' } }))).toContain('Ann')
+  })
+
+  it('asks a legacy client live, on the call\'s stream, when the upstream returns input_required', async () => {
+    expect(textOf(await legacyClient.callTool({ name: 'm__ask', arguments: { question: 'Who?' } }))).toBe('modern upstream heard: Legacy Lee')
+  })
+
+  it('queues the upstream\'s input for a legacy task', async () => {
+    const outcome = await runTask(legacyClient, 'm__ask', {})
+    expect(textOf(outcome.result)).toBe('modern upstream heard: Legacy Lee')
+  })
+
+  it('passes the input on to a modern client as its own input_required round', async () => {
+    const client = new ModernRaw(gw.url, { elicitation: { form: {} } })
+    const first = await client.result('tools/call', { name: 'm__ask', arguments: { question: 'Modern who?' } })
+    expect(first.resultType).toBe('input_required')
+    const [key, request] = Object.entries(first.inputRequests as Json)[0]!
+    expect(request).toMatchObject({ method: 'elicitation/create', params: { message: 'Modern who?' } })
+    const second = await client.result('tools/call', { name: 'm__ask', arguments: {}, inputResponses: { [key]: { action: 'accept', content: { name: 'Mo' } } }, requestState: first.requestState })
+    expect(second).toMatchObject({ resultType: 'complete', content: [{ text: 'modern upstream heard: Mo' }] })
+  })
+})
