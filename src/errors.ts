@@ -32,6 +32,8 @@ export const ERRORS = {
 
   GW_ERR_HEADER_MISMATCH: { status: 400, rpc: -32020, message: 'Bad Request: the request headers and body disagree: %s' },
   GW_ERR_CAPABILITY_REQUIRED: { status: 400, rpc: -32021, message: 'Missing required client capability: %s' },
+  GW_ERR_ENVELOPE_MISSING: { status: 400, rpc: -32602, message: 'Invalid params: every 2026-07-28 request must carry %s' },
+  GW_ERR_MODERN_METHOD_NOT_FOUND: { status: 404, rpc: -32601, message: 'Method not found: %s (not a method of the 2026-07-28 protocol)' },
   GW_ERR_MODERN_VERSION_UNSUPPORTED: { status: 400, rpc: -32022, message: 'Unsupported protocol version: %s' },
   GW_ERR_REQUEST_STATE_INVALID: { status: 200, rpc: -32602, message: 'Invalid params: requestState %s; send the original request again without requestState' },
 

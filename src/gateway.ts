@@ -112,7 +112,7 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
     shutdown: shutdown.signal,
     methods: buildModernMethods(base, {
       catalog,
-      toolsCall: modernToolsCall({ catalog, calls, held, states: new RequestStateCodec(config.server.stateSecret, config.server.inputHoldTimeout), tasks, bus: store.bus, config: config.tasks }),
+      toolsCall: modernToolsCall({ catalog, calls, held, states: new RequestStateCodec(config.server.stateSecret, config.server.inputHoldTimeout), tasks, inputs, config: config.tasks }),
       listen,
       subscriptions,
       bus: store.bus,

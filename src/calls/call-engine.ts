@@ -24,6 +24,8 @@ export interface CallChannel {
   /** The client's capabilities: what may be relayed to it. */
   capabilities: JsonObject
   ask (method: InputMethod, params: JsonObject, signal: AbortSignal): Promise<JsonObject>
+  /** The upstream asked for something the client did not declare (the upstream gets an error regardless). */
+  refused? (capability: string, method: InputMethod): void
   progress? (progress: JsonObject): void
   notify (method: string, params: JsonObject): void
 }
@@ -63,7 +65,10 @@ export class CallEngine {
     const sink: CallSink = {
       input: (method, inputParams, inputSignal) => {
         const missing = clientSupports(channel.capabilities, method, inputParams)
-        if (missing) return Promise.reject(new GatewayError('GW_ERR_CLIENT_CAPABILITY_MISSING', [missing, method]))
+        if (missing) {
+          channel.refused?.(missing, method)
+          return Promise.reject(new GatewayError('GW_ERR_CLIENT_CAPABILITY_MISSING', [missing, method]))
+        }
         return channel.ask(method, inputParams, AbortSignal.any([inputSignal, signal]))
       },
       notify: (method, notificationParams) => channel.notify(method, notificationParams),

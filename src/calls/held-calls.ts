@@ -7,6 +7,17 @@ import type { InputMethod } from '../upstream/upstream-connection.ts'
 export type HeldOutcome =
   | { kind: 'result', result: JsonObject }
   | { kind: 'input', callId: string, inputRequests: JsonObject }
+  /** Still running after the decision window: the caller may turn it into a task (see detach). */
+  | { kind: 'running', callId: string }
+
+/** A held call handed over to something else (a task), which now owns its outcome and its input. */
+export interface DetachedCall {
+  done: Promise<JsonObject>
+  cancel (reason: unknown): void
+}
+
+/** How long a round waits for further input requests after the first one. */
+const INPUT_BATCH_MS = 25
 
 interface PendingInput {
   method: InputMethod
@@ -22,6 +33,11 @@ interface HeldCall {
   wake: (() => void) | undefined
   abort: AbortController
   expiry: NodeJS.Timeout | undefined
+  /** After the first leg, each leg may end early as `running` once this many ms have passed. */
+  windowMs: number | undefined
+  done: Promise<JsonObject> | undefined
+  /** Where input goes once the call was detached. */
+  detached: HeldInput | undefined
 }
 
 /** Asks the client something on behalf of a held call; resolves with the client's answer. */
@@ -46,27 +62,46 @@ export class HeldCalls {
   }
 
   /** Starts a call; answers when it finishes or first needs input. */
-  async start (principal: string, run: (input: HeldInput, signal: AbortSignal) => Promise<JsonObject>, signal: AbortSignal): Promise<HeldOutcome> {
-    const call: HeldCall = { id: randomBytes(16).toString('base64url'), principal, pending: new Map(), final: undefined, wake: undefined, abort: new AbortController(), expiry: undefined }
+  async start (principal: string, run: (input: HeldInput, signal: AbortSignal, fail: (error: unknown) => void) => Promise<JsonObject>, signal: AbortSignal, windowMs?: number): Promise<HeldOutcome> {
+    const call: HeldCall = { id: randomBytes(16).toString('base64url'), principal, pending: new Map(), final: undefined, wake: undefined, abort: new AbortController(), expiry: undefined, windowMs, done: undefined, detached: undefined }
     this.#calls.set(call.id, call)
     const onAbort = (): void => call.abort.abort(signal.reason)
     signal.addEventListener('abort', onAbort, { once: true })
-    const input: HeldInput = (method, params, inputSignal) => new Promise<JsonObject>((resolve, reject) => {
-      const key = `${method.split('/')[0]}-${randomBytes(6).toString('base64url')}`
-      call.pending.set(key, { method, params, resolve })
-      inputSignal.addEventListener('abort', () => {
-        if (call.pending.delete(key)) reject(inputSignal.reason)
-      }, { once: true })
+    const input: HeldInput = (method, params, inputSignal) => call.detached
+      ? call.detached(method, params, inputSignal)
+      : new Promise<JsonObject>((resolve, reject) => {
+        const key = `${method.split('/')[0]}-${randomBytes(6).toString('base64url')}`
+        call.pending.set(key, { method, params, resolve })
+        inputSignal.addEventListener('abort', () => {
+          if (call.pending.delete(key)) reject(inputSignal.reason)
+        }, { once: true })
+        call.wake?.()
+      })
+    const fail = (error: unknown): void => {
+      if (call.final !== undefined) return
+      call.final = { error }
+      call.abort.abort(error)
       call.wake?.()
-    })
-    run(input, call.abort.signal).then(
-      (result) => { call.final = { result } },
-      (error: unknown) => { call.final = { error } },
+    }
+    call.done = run(input, call.abort.signal, fail)
+    call.done.then(
+      (result) => { call.final ??= { result } },
+      (error: unknown) => { call.final ??= { error } },
     ).finally(() => {
       signal.removeEventListener('abort', onAbort)
       call.wake?.()
     })
     return await this.#next(call, signal)
+  }
+
+  /** Hands a `running` call over: its outcome and any further input now belong to the new owner. */
+  detach (callId: string, input: HeldInput): DetachedCall {
+    const call = this.#calls.get(callId)
+    if (!call?.done) throw new GatewayError('GW_ERR_INTERNAL', ['no running call to hand over'])
+    this.#calls.delete(callId)
+    clearTimeout(call.expiry)
+    call.detached = input
+    return { done: call.done, cancel: (reason) => call.abort.abort(reason) }
   }
 
   /** Delivers a retry's answers (unknown keys are ignored) and answers with the next outcome. */
@@ -94,16 +129,20 @@ export class HeldCalls {
 
   /** Waits until the call finishes, or holds input nobody has been shown yet; then reports it. */
   async #next (call: HeldCall, signal: AbortSignal): Promise<HeldOutcome> {
+    const deadline = call.windowMs === undefined ? undefined : Date.now() + call.windowMs
     while (call.final === undefined && call.pending.size === 0) {
       if (signal.aborted) throw signal.reason
+      if (deadline !== undefined && Date.now() >= deadline) return { kind: 'running', callId: call.id }
       await new Promise<void>((resolve) => {
         call.wake = resolve
         signal.addEventListener('abort', () => resolve(), { once: true })
+        if (deadline !== undefined) setTimeout(resolve, deadline - Date.now()).unref()
       })
       call.wake = undefined
     }
-    // Upstream requests sent together arrive in the same round.
-    await new Promise((resolve) => setImmediate(resolve))
+    // Upstream requests sent together (they may arrive a few milliseconds apart) go out in the same round.
+    if (call.final === undefined) await new Promise((resolve) => setTimeout(resolve, INPUT_BATCH_MS))
+    else await new Promise((resolve) => setImmediate(resolve))
     if (call.final !== undefined && call.pending.size === 0) {
       this.#calls.delete(call.id)
       if ('error' in call.final) throw call.final.error

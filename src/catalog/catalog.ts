@@ -148,7 +148,7 @@ export class Catalog {
     }
     if (kind === 'tools') throw new GatewayError('GW_ERR_TOOL_NOT_FOUND', [name])
     if (kind === 'prompts') throw new GatewayError('GW_ERR_PROMPT_NOT_FOUND', [name])
-    throw new GatewayError('GW_ERR_RESOURCE_NOT_FOUND', [name])
+    throw new GatewayError('GW_ERR_RESOURCE_NOT_FOUND', [name], { data: { uri: name } })
   }
 }
 

@@ -134,7 +134,7 @@ const tasksSchema = z.strictObject({
   decide: z.union([
     z.literal('always'),
     z.strictObject({ after: duration('answer synchronously when the call ends within this time, else return the task') }),
-  ]).prefault({ after: '1s' })
+  ]).prefault({ after: '500ms' })
     .describe('for 2026-07-28 clients that declare the tasks extension: always return a task, or only when the call outlasts `after`'),
 })
 

@@ -75,13 +75,12 @@ export async function registerMcpRoute (app: FastifyInstance, options: McpRouteO
         throw new GatewayError('GW_ERR_HTTP_NOT_ACCEPTABLE', ['both application/json and text/event-stream'])
       }
       // The era is decided per request, from the body: a protocol-version claim in params._meta is modern.
-      if (isModernMessage(request.body)) {
+      // A modern MCP-Protocol-Version header without the claim is a modern request missing its envelope.
+      const version = request.headers['mcp-protocol-version']
+      const modernHeader = typeof version === 'string' && (MODERN_PROTOCOL_VERSIONS as readonly string[]).includes(version)
+      if (isModernMessage(request.body) || modernHeader) {
         await options.modern.post(request.headers, reply.raw, request.body, principal)
         return
-      }
-      const version = request.headers['mcp-protocol-version']
-      if (typeof version === 'string' && (MODERN_PROTOCOL_VERSIONS as readonly string[]).includes(version)) {
-        throw new GatewayError('GW_ERR_HEADER_MISMATCH', [`MCP-Protocol-Version is ${version} but params._meta carries no "io.modelcontextprotocol/protocolVersion" envelope`])
       }
       await legacy.post(request.headers, reply.raw, request.body, principal)
     })

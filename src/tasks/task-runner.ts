@@ -57,6 +57,33 @@ export class TaskRunner {
   }
 
   start (task: TaskRecord): void {
+    this.#track(task, (controller) => this.#run(task, controller))
+  }
+
+  /**
+   * Takes over a call that is already running (a 2026-07-28 synchronous call that outlasted the decision
+   * window): its outcome becomes the task's, and a cancel of the task stops it.
+   */
+  adopt (task: TaskRecord, call: { done: Promise<JsonObject>, cancel (reason: unknown): void }): void {
+    this.#track(task, async (controller) => {
+      const stop = (): void => call.cancel(controller.signal.reason)
+      controller.signal.addEventListener('abort', stop, { once: true })
+      const onShutdown = (): void => call.cancel(this.#deps.shutdown.reason)
+      this.#deps.shutdown.addEventListener('abort', onShutdown, { once: true })
+      let outcome: TaskOutcome
+      try {
+        outcome = { result: await call.done }
+      } catch (err) {
+        if (controller.signal.aborted) return
+        outcome = { error: toWireError(this.#deps.shutdown.aborted ? new GatewayError('GW_ERR_SHUTTING_DOWN', [], { cause: err }) : err) as WireError }
+      } finally {
+        this.#deps.shutdown.removeEventListener('abort', onShutdown)
+      }
+      await this.#finish(task, outcome)
+    })
+  }
+
+  #track (task: TaskRecord, work: (controller: AbortController) => Promise<void>): void {
     const controller = new AbortController()
     // A task past its TTL is gone for the client: stop its upstream call instead of holding a connection.
     const expiry = task.ttlMs === null
@@ -65,7 +92,7 @@ export class TaskRunner {
         controller.abort(new GatewayError('GW_ERR_REQUEST_CANCELLED', ['the task reached its TTL']))
       }, Math.min(MAX_TIMER_MS, task.createdAt + task.ttlMs - Date.now()))
     expiry?.unref()
-    const done = this.#run(task, controller).catch((err: unknown) => {
+    const done = work(controller).catch((err: unknown) => {
       this.#deps.log.error({ err, taskId: task.id }, 'task runner failed')
     }).finally(() => {
       clearTimeout(expiry)

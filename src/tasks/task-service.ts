@@ -48,7 +48,7 @@ export function effectiveTtl (requested: number | undefined, config: TasksConfig
  * unknown ones, cancellation, and recovery of tasks that were running when the gateway stopped.
  */
 export class TaskService {
-  readonly #store: TaskStore
+  readonly #tasks: TaskStore
   readonly #runner: TaskRunner
   readonly #inputs: TaskInputs
   readonly #events: TaskEvents
@@ -56,7 +56,7 @@ export class TaskService {
   readonly #log: Logger
 
   constructor (deps: { store: TaskStore, runner: TaskRunner, inputs: TaskInputs, events: TaskEvents, config: TasksConfig, log: Logger }) {
-    this.#store = deps.store
+    this.#tasks = deps.store
     this.#runner = deps.runner
     this.#inputs = deps.inputs
     this.#events = deps.events
@@ -70,8 +70,21 @@ export class TaskService {
 
   /** Stores the task durably, then starts its upstream call in the background. */
   async create (request: CreateTaskRequest): Promise<TaskRecord> {
+    const task = await this.#store(request)
+    this.#runner.start(task)
+    return task
+  }
+
+  /** Stores a task for a call that is already running and hands the call to it. */
+  async adopt (request: CreateTaskRequest, call: (task: TaskRecord) => { done: Promise<JsonObject>, cancel (reason: unknown): void }): Promise<TaskRecord> {
+    const task = await this.#store(request)
+    this.#runner.adopt(task, call(task))
+    return task
+  }
+
+  async #store (request: CreateTaskRequest): Promise<TaskRecord> {
     const now = Date.now()
-    const active = await this.#store.countActive(request.principal, now)
+    const active = await this.#tasks.countActive(request.principal, now)
     if (active >= this.#config.maxActivePerPrincipal) throw new GatewayError('GW_ERR_TASK_LIMIT', [active, this.#config.maxActivePerPrincipal])
     const { task: _task, name: _name, ...rest } = withoutRelatedTask(withoutProgressToken(request.params))
     const task: TaskRecord = {
@@ -92,28 +105,27 @@ export class TaskService {
       clientCapabilities: request.clientCapabilities,
       outcome: null,
     }
-    await this.#store.create(task)
+    await this.#tasks.create(task)
     this.#log.info({ taskId: task.id, principal: task.principal, tool: task.tool, upstream: task.upstream, ttlMs: task.ttlMs }, 'task created')
-    this.#runner.start(task)
     return task
   }
 
   /** The caller's task; unknown, expired and foreign ids all get the same error. */
   async get (principal: string, taskId: string): Promise<TaskRecord> {
-    const task = await this.#store.get(taskId, Date.now())
+    const task = await this.#tasks.get(taskId, Date.now())
     if (!task || task.principal !== principal) throw new GatewayError('GW_ERR_TASK_NOT_FOUND', [taskId])
     return task
   }
 
   async list (principal: string, after: TaskCursor | undefined, limit: number): Promise<TaskRecord[]> {
-    return await this.#store.list(principal, after, limit, Date.now())
+    return await this.#tasks.list(principal, after, limit, Date.now())
   }
 
   /** Moves the task to cancelled before answering, then stops its upstream call. */
   async cancel (principal: string, taskId: string): Promise<TaskRecord> {
     const current = await this.get(principal, taskId)
     if (isTerminal(current.status)) throw new GatewayError('GW_ERR_TASK_TERMINAL', [taskId, current.status])
-    const updated = await this.#store.transition(taskId, ['working', 'input_required'], 'cancelled', { statusMessage: 'cancelled by the client' }, Date.now())
+    const updated = await this.#tasks.transition(taskId, ['working', 'input_required'], 'cancelled', { statusMessage: 'cancelled by the client' }, Date.now())
     if (!updated) {
       const now = await this.get(principal, taskId)
       throw new GatewayError('GW_ERR_TASK_TERMINAL', [taskId, now.status])
@@ -130,7 +142,7 @@ export class TaskService {
     let cancelled = 0
     let after: TaskCursor | undefined
     for (;;) {
-      const page = await this.#store.list(principal, after, 500, Date.now())
+      const page = await this.#tasks.list(principal, after, 500, Date.now())
       for (const task of page) {
         if (isTerminal(task.status)) continue
         await this.cancel(principal, task.id).then(() => cancelled++, () => {})
@@ -148,10 +160,10 @@ export class TaskService {
   async recover (isIdempotent: (task: TaskRecord) => boolean): Promise<{ rerun: number, failed: number }> {
     let rerun = 0
     let failed = 0
-    for (const task of await this.#store.unfinished()) {
+    for (const task of await this.#tasks.unfinished()) {
       await this.#inputs.expireAll(task.id, new GatewayError('GW_ERR_TASK_RESTARTED'))
       if (isIdempotent(task)) {
-        const restarted = await this.#store.transition(task.id, ['working', 'input_required'], 'working', { statusMessage: 'running again after a gateway restart' }, Date.now())
+        const restarted = await this.#tasks.transition(task.id, ['working', 'input_required'], 'working', { statusMessage: 'running again after a gateway restart' }, Date.now())
         if (restarted) {
           this.#runner.start(restarted)
           rerun++
@@ -159,7 +171,7 @@ export class TaskService {
         continue
       }
       const error = new GatewayError('GW_ERR_TASK_RESTARTED')
-      const updated = await this.#store.transition(task.id, ['working', 'input_required'], 'failed', { statusMessage: error.message, outcome: { error: toWireError(error) } }, Date.now())
+      const updated = await this.#tasks.transition(task.id, ['working', 'input_required'], 'failed', { statusMessage: error.message, outcome: { error: toWireError(error) } }, Date.now())
       if (updated) failed++
     }
     if (rerun + failed > 0) this.#log.warn({ rerun, failed }, 'recovered tasks interrupted by a restart')
@@ -167,6 +179,6 @@ export class TaskService {
   }
 
   async sweep (): Promise<number> {
-    return await this.#store.sweep(Date.now())
+    return await this.#tasks.sweep(Date.now())
   }
 }

@@ -154,12 +154,21 @@ export class UpstreamConnection {
         }
       })
     }
-    client.fallbackRequestHandler = async (request) => {
+    client.fallbackRequestHandler = async (request, ctx) => {
       const capability = (CAPABILITY_OF as Record<string, string | undefined>)[request.method]
-      if (capability) {
-        throw new ProtocolError(-32601, `the downstream client did not declare the '${capability}' capability, so '${request.method}' cannot be relayed to it`)
+      if (!capability) throw new ProtocolError(-32601, `Method not found: ${request.method}`)
+      // Sent although this connection did not declare the capability: the call's sink decides (and tells
+      // its client what was missing); the upstream gets a clear error either way.
+      const sink = this.#sink
+      if (sink) {
+        try {
+          return await sink.input(request.method as InputMethod, (request.params ?? {}) as JsonObject, ctx.mcpReq.signal)
+        } catch (err) {
+          if (err instanceof RpcError || err instanceof GatewayError) throw new ProtocolError(err.rpcCode, err.message, err.data)
+          throw err
+        }
       }
-      throw new ProtocolError(-32601, `Method not found: ${request.method}`)
+      throw new ProtocolError(-32601, `the downstream client did not declare the '${capability}' capability, so '${request.method}' cannot be relayed to it`)
     }
     client.setNotificationHandler('notifications/tools/list_changed', () => events.onListChanged('tools'))
     client.setNotificationHandler('notifications/prompts/list_changed', () => events.onListChanged('prompts'))

@@ -193,7 +193,8 @@ export class UpstreamPool {
 
   #callEvents (): ConnectionEvents {
     return {
-      onListChanged: () => {},
+      // A change announced on a call's connection is still a change of the upstream's lists.
+      onListChanged: (kind) => this.#events.onListChanged(this, kind),
       onResourceUpdated: () => {},
       onClosed: (connection) => {
         const index = this.#idle.indexOf(connection)

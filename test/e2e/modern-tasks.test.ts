@@ -20,7 +20,7 @@ describe('tasks for 2026-07-28 clients', () => {
     gw = await startGateway({
       upstreams: [demoStdio({ toolSettings: { list_roots: { taskSupport: 'required' }, echo: { taskSupport: 'forbidden' } } })],
       auth: { tokens: [{ principal: 'ops', sha256: sha256Hex(TOKEN) }] },
-      tasks: { decide: { after: '500ms' }, pollInterval: '50ms' },
+      tasks: { decide: 'always', pollInterval: '50ms' },
     })
   })
 
@@ -28,16 +28,14 @@ describe('tasks for 2026-07-28 clients', () => {
     await gw?.close()
   })
 
-  it('answers fast calls directly and turns slow ones into flat task handles', async () => {
+  it('turns task-eligible calls into flat task handles (decide: always), never forbidden ones', async () => {
     const client = ModernRaw.withTasks(gw.url, {}, AUTH)
-    // A plain call first, so an idle upstream connection is ready and the fast call is really fast.
-    await new ModernRaw(gw.url, {}, AUTH).result('tools/call', { name: 'demo__echo', arguments: { text: 'warm' } })
-    expect(await client.result('tools/call', { name: 'demo__slow', arguments: { duration: 5, steps: 1 } })).toMatchObject({ resultType: 'complete', content: [{ type: 'text' }] })
-    const handle = await client.result('tools/call', { name: 'demo__slow', arguments: { duration: 1500, steps: 2 } })
+    const handle = await client.result('tools/call', { name: 'demo__slow', arguments: { duration: 300, steps: 2 } })
     expect(handle).toMatchObject({ resultType: 'task', status: 'working', ttlMs: 3_600_000, pollIntervalMs: 50 })
     expect(handle.task).toBeUndefined()
     const done = await client.waitFor(String(handle.taskId), ['completed'])
     expect(done).toMatchObject({ resultType: 'complete', result: { resultType: 'complete', content: [{ text: expect.stringContaining('2 steps') }] } })
+    expect(done.result).not.toHaveProperty('_meta.io.modelcontextprotocol/related-task')
     expect(await client.result('tools/call', { name: 'demo__echo', arguments: { text: 'never a task' } })).toMatchObject({ content: [{ text: 'never a task' }] })
   })
 
@@ -57,13 +55,14 @@ describe('tasks for 2026-07-28 clients', () => {
   it('renders isError results as completed, JSON-RPC errors as failed, and acknowledges cancels', async () => {
     const client = ModernRaw.withTasks(gw.url, {}, AUTH)
     const tool = await client.result('tools/call', { name: 'demo__fail_tool', arguments: { reason: 'no disk' } })
-    expect(tool).toMatchObject({ isError: true })
+    expect(await client.waitFor(String(tool.taskId), ['completed'])).toMatchObject({ result: { isError: true, content: [{ text: expect.stringContaining('no disk') }] } })
     const legacy = await RawSession.open(gw.url, {}, AUTH)
     const thrown = await legacy.request('tools/call', { name: 'demo__throw_error', arguments: { code: -32011, message: 'quota' }, task: {} })
     const thrownId = ((thrown.result as Json).task as Json).taskId as string
     await legacy.waitFor(thrownId, ['failed'])
     expect(await client.result('tasks/get', { taskId: thrownId })).toMatchObject({ status: 'failed', error: { code: -32011, message: 'quota' } })
     const created = await client.result('tools/call', { name: 'demo__slow', arguments: { duration: 5000, steps: 5 } })
+    await client.waitFor(String(created.taskId), ['working'])
     await client.result('tasks/cancel', { taskId: String(created.taskId) })
     expect((await client.waitFor(String(created.taskId), ['cancelled'])).status).toBe('cancelled')
     expect(await client.result('tasks/cancel', { taskId: String(created.taskId) })).toEqual({ resultType: 'complete' })
@@ -96,7 +95,7 @@ describe('tasks for 2026-07-28 clients', () => {
 
   it('sends notifications/tasks on a subscriptions/listen stream that asked for the task', async () => {
     const client = ModernRaw.withTasks(gw.url, {}, AUTH)
-    const handle = await client.result('tools/call', { name: 'demo__slow', arguments: { duration: 1200, steps: 2 } })
+    const handle = await client.result('tools/call', { name: 'demo__slow', arguments: { duration: 400, steps: 2 } })
     const taskId = String(handle.taskId)
     const controller = new AbortController()
     const res = await fetch(gw.url, {
@@ -153,5 +152,34 @@ describe('tasks for 2026-07-28 clients', () => {
     expect(textOf(resultFromTaskOutcome(outcome))).toContain('Hello, Ext Tasks!')
     await session.close()
     await client.close()
+  })
+})
+
+/** `tasks.decide: { after }`: quick calls and input rounds stay synchronous; a call that keeps running becomes a task. */
+describe('the decision window for 2026-07-28 tasks', () => {
+  let gw: RunningGateway
+
+  beforeAll(async () => {
+    gw = await startGateway({ upstreams: [demoStdio()], tasks: { decide: { after: '400ms' }, pollInterval: '50ms' } })
+  })
+
+  afterAll(async () => {
+    await gw?.close()
+  })
+
+  it('answers a quick call directly, resolves input by MRTR first, and returns a task for a long call', async () => {
+    // A plain call first, so an idle upstream connection is ready and the quick call is really quick.
+    await new ModernRaw(gw.url, { elicitation: { form: {} } }).result('tools/call', { name: 'demo__echo', arguments: { text: 'warm' } })
+    const client = ModernRaw.withTasks(gw.url, { elicitation: { form: {} } })
+    expect(await client.result('tools/call', { name: 'demo__slow', arguments: { duration: 5, steps: 1 } })).toMatchObject({ resultType: 'complete' })
+    const round = await client.result('tools/call', { name: 'demo__ask_user', arguments: {} })
+    expect(round).toMatchObject({ resultType: 'input_required' })
+    expect(round.taskId).toBeUndefined()
+    const [key] = Object.keys(round.inputRequests as Json)
+    const answered = await client.result('tools/call', { name: 'demo__ask_user', arguments: {}, inputResponses: { [key!]: { action: 'accept', content: { name: 'Window' } } }, requestState: round.requestState })
+    expect(answered).toMatchObject({ resultType: 'complete', content: [{ text: 'Hello, Window!' }] })
+    const long = await client.result('tools/call', { name: 'demo__slow', arguments: { duration: 1500, steps: 3 } })
+    expect(long).toMatchObject({ resultType: 'task', status: 'working' })
+    expect(await client.waitFor(String(long.taskId), ['completed'])).toMatchObject({ result: { content: [{ text: expect.stringContaining('3 steps') }] } })
   })
 })

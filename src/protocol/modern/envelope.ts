@@ -29,18 +29,26 @@ export function isModernMessage (body: unknown): boolean {
   return isObject(meta) && PROTOCOL_VERSION_KEY in meta
 }
 
-export function readEnvelope (params: JsonObject | undefined): Envelope {
-  const meta = isObject(params?._meta) ? params._meta : {}
+export function readEnvelope (params: JsonObject | undefined, headerVersion: string | undefined): Envelope {
+  if (!isObject(params?._meta)) {
+    throw new GatewayError('GW_ERR_ENVELOPE_MISSING', [`params._meta with "${PROTOCOL_VERSION_KEY}" and "${CLIENT_CAPABILITIES_KEY}"`])
+  }
+  const meta = params._meta
   const protocolVersion = meta[PROTOCOL_VERSION_KEY]
-  if (typeof protocolVersion !== 'string' || !(MODERN_PROTOCOL_VERSIONS as readonly string[]).includes(protocolVersion)) {
+  if (typeof protocolVersion !== 'string') throw new GatewayError('GW_ERR_ENVELOPE_MISSING', [`'_meta["${PROTOCOL_VERSION_KEY}"]'`])
+  if (headerVersion !== protocolVersion) {
+    const description = headerVersion === undefined
+      ? `the body envelope names protocol version ${protocolVersion} but the required MCP-Protocol-Version header is absent`
+      : `MCP-Protocol-Version is '${headerVersion}' but the body envelope names protocol version ${protocolVersion}`
+    throw new GatewayError('GW_ERR_HEADER_MISMATCH', [description], { data: { mismatch: { header: headerVersion ?? '(missing)', body: protocolVersion } } })
+  }
+  if (!(MODERN_PROTOCOL_VERSIONS as readonly string[]).includes(protocolVersion)) {
     throw new GatewayError('GW_ERR_MODERN_VERSION_UNSUPPORTED', [String(protocolVersion)], {
       data: { supported: [...MODERN_PROTOCOL_VERSIONS], requested: protocolVersion ?? null },
     })
   }
   const capabilities = meta[CLIENT_CAPABILITIES_KEY]
-  if (!isObject(capabilities)) {
-    throw new GatewayError('GW_ERR_RPC_INVALID_PARAMS', [`'_meta["${CLIENT_CAPABILITIES_KEY}"]' is required on every request and must be an object`])
-  }
+  if (!isObject(capabilities)) throw new GatewayError('GW_ERR_ENVELOPE_MISSING', [`'_meta["${CLIENT_CAPABILITIES_KEY}"]' (an object)`])
   const clientInfo = meta[CLIENT_INFO_KEY]
   return { protocolVersion, clientCapabilities: capabilities, clientInfo: isObject(clientInfo) ? clientInfo : undefined }
 }
@@ -48,6 +56,14 @@ export function readEnvelope (params: JsonObject | undefined): Envelope {
 export function declaresTasks (capabilities: JsonObject): boolean {
   const extensions = capabilities.extensions
   return isObject(extensions) && isObject(extensions[TASKS_EXTENSION])
+}
+
+/** -32021 for a client capability such as `sampling` or `elicitation.url`. */
+export function capabilityRequired (capability: string): GatewayError {
+  const [name, mode] = capability.split('.') as [string, string | undefined]
+  return new GatewayError('GW_ERR_CAPABILITY_REQUIRED', [capability], {
+    data: { requiredCapabilities: { [name]: mode === undefined ? {} : { [mode]: {} } } },
+  })
 }
 
 export function tasksCapabilityRequired (): GatewayError {

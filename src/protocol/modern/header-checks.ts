@@ -1,7 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http'
 import { GatewayError } from '../../errors.ts'
 import type { RpcRequest } from '../jsonrpc.ts'
-import type { Envelope } from './envelope.ts'
 
 /** The body field each routed method mirrors in the Mcp-Name header. */
 const NAME_SOURCE: Readonly<Record<string, string>> = {
@@ -32,12 +31,10 @@ function mismatch (headerName: string, value: string | undefined, body: string):
 }
 
 /**
- * The routing headers of a modern request must agree with its body (HTTP 400, -32020 otherwise), so an
+ * The routing headers of a modern request (MCP-Protocol-Version is checked with the envelope) must agree with its body (HTTP 400, -32020 otherwise), so an
  * intermediary that routes by header can never be told something different from what is executed.
  */
-export function checkHeaders (headers: IncomingHttpHeaders, request: RpcRequest, envelope: Envelope): void {
-  const version = header(headers, 'mcp-protocol-version')
-  if (version !== envelope.protocolVersion) throw mismatch('MCP-Protocol-Version', version, `protocol version ${envelope.protocolVersion}`)
+export function checkHeaders (headers: IncomingHttpHeaders, request: RpcRequest): void {
   const method = header(headers, 'mcp-method')
   if (method !== request.method) throw mismatch('Mcp-Method', method, `method ${request.method}`)
   const field = NAME_SOURCE[request.method]

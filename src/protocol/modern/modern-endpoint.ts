@@ -57,10 +57,13 @@ export class ModernEndpoint {
       throw new GatewayError('GW_ERR_HTTP_INVALID_MESSAGE', ['the 2026-07-28 protocol has no server-to-client requests to answer; answer input requests with a retry or tasks/update'])
     }
     const request = inbound.message
+    const deps = this.#deps
     let envelope: Envelope
     try {
-      envelope = readEnvelope(request.params)
-      checkHeaders(headers, request, envelope)
+      const version = headers['mcp-protocol-version']
+      envelope = readEnvelope(request.params, Array.isArray(version) ? version[0] : version)
+      checkHeaders(headers, request)
+      if (!deps.methods.has(request.method)) throw new GatewayError('GW_ERR_MODERN_METHOD_NOT_FOUND', [request.method])
     } catch (err) {
       sendHttpError(res, err, request.id)
       return

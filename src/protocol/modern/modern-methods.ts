@@ -46,7 +46,8 @@ function strings (filter: JsonObject, key: string): string[] {
 /** The method table of the modern era: the shared methods plus discovery, listen and the tasks extension. */
 export function buildModernMethods (base: MethodTable, deps: ModernMethodDeps): MethodTable {
   const table = new Map(base)
-  for (const method of ['resources/subscribe', 'resources/unsubscribe']) table.delete(method)
+  // Methods the 2026-07-28 protocol no longer has (HTTP 404 with -32601).
+  for (const method of ['resources/subscribe', 'resources/unsubscribe', 'ping', 'logging/setLevel']) table.delete(method)
 
   table.set('server/discover', async () => ({
     supportedVersions: [...MODERN_PROTOCOL_VERSIONS],
@@ -55,7 +56,7 @@ export function buildModernMethods (base: MethodTable, deps: ModernMethodDeps): 
     cacheScope: 'public',
     _meta: { [SERVER_INFO_KEY]: GATEWAY_INFO },
   }))
-  for (const method of ['tools/list', 'prompts/list', 'resources/list', 'resources/templates/list']) {
+  for (const method of ['tools/list', 'prompts/list', 'resources/list', 'resources/templates/list', 'resources/read']) {
     const list = table.get(method)!
     table.set(method, async (params, ctx) => ({ ...await list(params, ctx), ttlMs: deps.listTtlMs, cacheScope: 'public' }))
   }

@@ -1,16 +1,13 @@
-import type { Catalog } from '../../catalog/catalog.ts'
+import type { Catalog, Route } from '../../catalog/catalog.ts'
 import type { CallEngine } from '../../calls/call-engine.ts'
 import type { HeldCalls, HeldOutcome } from '../../calls/held-calls.ts'
 import type { TasksConfig } from '../../config/schema.ts'
 import type { Handler, RequestContext } from '../../dispatch/context.ts'
 import { optionalObject, optionalString, requireString } from '../../dispatch/params.ts'
-import { RpcError } from '../../errors.ts'
-import type { SignalBus, TaskRecord } from '../../store/types.ts'
-import type { TaskService } from '../../tasks/task-service.ts'
-import { isTerminal } from '../../tasks/task-state.ts'
+import type { TaskInputs } from '../../tasks/task-inputs.ts'
+import type { CreateTaskRequest, TaskService } from '../../tasks/task-service.ts'
 import type { JsonObject } from '../jsonrpc.ts'
-import { taskChannel } from '../legacy/task-delivery.ts'
-import { declaresTasks, tasksCapabilityRequired } from './envelope.ts'
+import { capabilityRequired, declaresTasks, tasksCapabilityRequired } from './envelope.ts'
 import type { RequestStateCodec } from './request-state.ts'
 import { renderCreateTaskResult } from './task-wire.ts'
 
@@ -20,81 +17,87 @@ export interface ModernToolsCallDeps {
   held: HeldCalls
   states: RequestStateCodec
   tasks: TaskService
-  bus: SignalBus
+  inputs: TaskInputs
   config: TasksConfig
 }
 
-/** Waits up to `ms` for the task to end or to need input; returns its latest state. */
-async function settleWithin (deps: ModernToolsCallDeps, task: TaskRecord, ms: number, signal: AbortSignal): Promise<TaskRecord> {
-  const done = (t: TaskRecord): boolean => isTerminal(t.status) || t.status === 'input_required'
-  await new Promise<void>((resolve) => {
-    const timer = setTimeout(finish, ms)
-    const unsubscribe = deps.bus.subscribe(taskChannel(task.id), finish)
-    signal.addEventListener('abort', finish, { once: true })
-    void deps.tasks.get(task.principal, task.id).then((t) => { if (done(t)) finish() }, finish)
-    function finish (): void {
-      clearTimeout(timer)
-      unsubscribe()
-      signal.removeEventListener('abort', finish)
-      resolve()
-    }
-  })
-  return await deps.tasks.get(task.principal, task.id)
+/** What a held call needs to become a task if it outlasts the decision window. */
+interface TaskCandidate {
+  route: Route
+  params: JsonObject
+  capabilities: JsonObject
 }
 
 /**
- * `tools/call` for modern clients. With the tasks extension declared, the gateway decides: a task
- * (always, or when the call outlasts `tasks.decide.after`). Otherwise the call is synchronous and input
- * the upstream asks for comes back as `input_required` (MRTR); the client's retry resumes the same
- * upstream call through its signed requestState.
+ * `tools/call` for 2026-07-28 clients. The call runs synchronously; input the upstream asks for comes back
+ * as `input_required` (MRTR) and the client's retry resumes the same upstream call through its signed
+ * requestState. When the client declares the tasks extension, the gateway decides: with `tasks.decide:
+ * always` the call is a task from the start; with `{ after }` a call that is still running (and not
+ * waiting for input) after that time becomes a task, so input rounds are resolved before a task exists.
  */
 export function modernToolsCall (deps: ModernToolsCallDeps): Handler {
   const { catalog, calls, held, states } = deps
+  const candidates = new Map<string, TaskCandidate>()
 
-  const render = (outcome: HeldOutcome, ctx: RequestContext): JsonObject => {
+  const taskRequest = (ctx: RequestContext, candidate: TaskCandidate): CreateTaskRequest => ({
+    principal: ctx.session.principal,
+    sessionId: null,
+    era: 'modern',
+    route: candidate.route,
+    params: candidate.params,
+    requestedTtl: undefined,
+    progressToken: undefined,
+    clientCapabilities: candidate.capabilities,
+  })
+
+  const render = async (outcome: HeldOutcome, ctx: RequestContext): Promise<JsonObject> => {
     if (outcome.kind === 'result') return { ...outcome.result, resultType: 'complete' }
-    return { resultType: 'input_required', inputRequests: outcome.inputRequests, requestState: states.mint(outcome.callId, ctx.session.principal) }
+    if (outcome.kind === 'input') {
+      return { resultType: 'input_required', inputRequests: outcome.inputRequests, requestState: states.mint(outcome.callId, ctx.session.principal) }
+    }
+    const candidate = candidates.get(outcome.callId)
+    candidates.delete(outcome.callId)
+    if (!candidate) throw new Error('a running call without a task candidate')
+    const task = await deps.tasks.adopt(taskRequest(ctx, candidate), (created) => held.detach(outcome.callId, (method, params, signal) => deps.inputs.ask(created, method, params, signal)))
+    return renderCreateTaskResult(task)
   }
 
-  return async (params, ctx) => {
+  /** Forgets the task candidate of a call once its outcome is final. */
+  const settled = (outcome: HeldOutcome, callId?: string): HeldOutcome => {
+    if (outcome.kind === 'result' && callId !== undefined) candidates.delete(callId)
+    return outcome
+  }
+
+  return async (rawParams, ctx) => {
+    // A `task` field is a 2025-11-25 request for a task; in this era the server decides, so it is dropped.
+    const { task: _ignored, ...params } = rawParams
     const route = catalog.tool(requireString(params, 'name'))
     const principal = ctx.session.principal
     const capabilities = ctx.session.clientCapabilities
     const requestState = optionalString(params, 'requestState')
     if (requestState !== undefined) {
       const callId = states.verify(requestState, principal)
-      return render(await held.resume(callId, principal, optionalObject(params, 'inputResponses') ?? {}, ctx.signal), ctx)
+      return await render(settled(await held.resume(callId, principal, optionalObject(params, 'inputResponses') ?? {}, ctx.signal), callId), ctx)
     }
     const tasksDeclared = declaresTasks(capabilities)
     if (route.taskSupport === 'required' && !tasksDeclared) throw tasksCapabilityRequired()
-    if (tasksDeclared && route.taskSupport !== 'forbidden') {
-      const task = await deps.tasks.create({
-        principal,
-        sessionId: null,
-        era: 'modern',
-        route,
-        params,
-        requestedTtl: undefined,
-        progressToken: undefined,
-        clientCapabilities: capabilities,
-      })
-      const decide = deps.config.decide
-      const latest = decide === 'always' ? task : await settleWithin(deps, task, decide.after, ctx.signal)
-      const outcome = latest.outcome
-      if (latest.status === 'completed' || (latest.status === 'failed' && outcome !== null)) {
-        if (outcome !== null && 'result' in outcome) return { ...outcome.result, resultType: 'complete' }
-        if (outcome !== null && 'error' in outcome) throw new RpcError(outcome.error.code, outcome.error.message, outcome.error.data)
-      }
-      return renderCreateTaskResult(latest)
-    }
+    const eligible = tasksDeclared && route.taskSupport !== 'forbidden'
+    const decide = deps.config.decide
+    if (eligible && decide === 'always') return renderCreateTaskResult(await deps.tasks.create(taskRequest(ctx, { route, params, capabilities })))
     const progressToken = ctx.progressToken
-    return render(await held.start(principal, (ask, signal) => calls.run(route, params, {
+    let startedId: string | undefined
+    const outcome = await held.start(principal, (ask, signal, fail) => calls.run(route, params, {
       capabilities,
       ask,
+      // The client must learn what it lacks (-32021), not get a result built on a refused request.
+      refused: (capability) => fail(capabilityRequired(capability)),
       ...(progressToken !== undefined && {
         progress: (progress: JsonObject) => ctx.notify('notifications/progress', { ...progress, progressToken }),
       }),
       notify: () => {},
-    }, signal), ctx.signal), ctx)
+    }, signal), ctx.signal, eligible && decide !== 'always' ? decide.after : undefined)
+    if (outcome.kind !== 'result') startedId = outcome.callId
+    if (eligible && startedId !== undefined) candidates.set(startedId, { route, params, capabilities })
+    return await render(outcome, ctx)
   }
 }
