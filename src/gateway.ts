@@ -17,6 +17,7 @@ import { StreamHub } from './protocol/legacy/stream-hub.ts'
 import { createStore } from './store/create-store.ts'
 import type { GatewayStore } from './store/types.ts'
 import { UpstreamPool } from './upstream/upstream-pool.ts'
+import type { JsonObject } from './protocol/jsonrpc.ts'
 import { createAuthenticator } from './auth/bearer-tokens.ts'
 import { LegacyTaskDelivery } from './protocol/legacy/task-delivery.ts'
 import { withLegacyTaskMethods } from './protocol/legacy/task-methods.ts'
@@ -27,7 +28,7 @@ import { HeldCalls } from './calls/held-calls.ts'
 import { ListenHub } from './protocol/modern/listen-hub.ts'
 import { ModernEndpoint } from './protocol/modern/modern-endpoint.ts'
 import { buildModernMethods } from './protocol/modern/modern-methods.ts'
-import { modernToolsCall } from './protocol/modern/modern-tools-call.ts'
+import { modernPromptsGet, modernToolsCall } from './protocol/modern/modern-tools-call.ts'
 import { RequestStateCodec } from './protocol/modern/request-state.ts'
 
 export interface GatewayOptions {
@@ -105,14 +106,23 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
   const calls = new CallEngine(catalog)
   const base = buildMethodTable({ catalog, calls, subscriptions, pageSize: config.server.pageSize })
   const held = new HeldCalls(config.server.inputHoldTimeout)
+  const states = new RequestStateCodec(config.server.stateSecret, config.server.inputHoldTimeout)
   const modern = new ModernEndpoint({
     hub,
+    toolSchema: (name) => {
+      try {
+        return catalog.tool(name).entry?.inputSchema as JsonObject | undefined
+      } catch {
+        return undefined
+      }
+    },
     log,
     keepAliveMs: config.server.sseKeepAlive,
     shutdown: shutdown.signal,
     methods: buildModernMethods(base, {
       catalog,
-      toolsCall: modernToolsCall({ catalog, calls, held, states: new RequestStateCodec(config.server.stateSecret, config.server.inputHoldTimeout), tasks, inputs, config: config.tasks }),
+      promptsGet: modernPromptsGet({ catalog, calls, held, states }),
+      toolsCall: modernToolsCall({ catalog, calls, held, states, tasks, inputs, config: config.tasks }),
       listen,
       subscriptions,
       bus: store.bus,

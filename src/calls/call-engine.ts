@@ -56,11 +56,14 @@ export class CallEngine {
     }, ctx.signal)
   }
 
-  /** Runs one upstream call of `route` on a leased connection; what the upstream asks goes to `channel`. */
-  async run (route: Route, params: JsonObject, channel: CallChannel, signal: AbortSignal): Promise<JsonObject> {
+  /**
+   * Runs one upstream request of `route` (a tools/call, or a prompts/get that may ask for input too) on a
+   * leased connection; what the upstream asks goes to `channel`.
+   */
+  async run (route: Route, params: JsonObject, channel: CallChannel, signal: AbortSignal, method: 'tools/call' | 'prompts/get' = 'tools/call'): Promise<JsonObject> {
     optionalObject(params, 'arguments')
     const pool = route.pool
-    const timeout = pool.config.toolSettings[route.target]?.timeout ?? pool.config.timeouts.call
+    const timeout = method === 'tools/call' ? pool.config.toolSettings[route.target]?.timeout ?? pool.config.timeouts.call : pool.config.timeouts.request
     const lease = await pool.lease(mirrorCapabilities(channel.capabilities), signal)
     const sink: CallSink = {
       input: (method, inputParams, inputSignal) => {
@@ -77,13 +80,11 @@ export class CallEngine {
     const progress = channel.progress
     try {
       const { requestState: _state, inputResponses: _responses, ...forwarded } = withoutProgressToken(params)
-      return await callUpstreamTool(lease.connection, { ...forwarded, name: route.target }, route.nativeTaskSupport === 'required', {
-        timeout,
-        signal,
-        ...(progress && { onprogress: (p) => progress(p as unknown as JsonObject) }),
-      })
+      const options = { timeout, signal, ...(progress && { onprogress: (p: unknown) => progress(p as JsonObject) }) }
+      if (method === 'prompts/get') return await lease.connection.request(method, { ...forwarded, name: route.target }, options)
+      return await callUpstreamTool(lease.connection, { ...forwarded, name: route.target }, route.nativeTaskSupport === 'required', options)
     } catch (err) {
-      throw mapUpstreamError(err, pool.name, `tools/call '${route.target}'`, timeout, signal)
+      throw mapUpstreamError(err, pool.name, `${method} '${route.target}'`, timeout, signal)
     } finally {
       lease.release()
     }

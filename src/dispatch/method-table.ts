@@ -2,7 +2,7 @@ import type { Catalog, ListKind, Route } from '../catalog/catalog.ts'
 import type { ResourceSubscriptions } from '../catalog/resource-subscriptions.ts'
 import type { CallEngine } from '../calls/call-engine.ts'
 import { mapUpstreamError } from '../calls/upstream-errors.ts'
-import { GatewayError } from '../errors.ts'
+import { GatewayError, RpcError } from '../errors.ts'
 import type { JsonObject } from '../protocol/jsonrpc.ts'
 import type { Handler, MethodTable, RequestContext } from './context.ts'
 import { paginate } from './pagination.ts'
@@ -55,8 +55,17 @@ export function buildMethodTable (deps: MethodTableDeps): MethodTable {
       return await forward(route, 'prompts/get', params, ctx, { name: route.target })
     }],
     ['resources/read', async (params, ctx) => {
-      const route = catalog.resource(requireString(params, 'uri'))
-      return await forward(route, 'resources/read', params, ctx, {})
+      const uri = requireString(params, 'uri')
+      const route = catalog.resource(uri)
+      try {
+        return await forward(route, 'resources/read', params, ctx, {})
+      } catch (err) {
+        // A resource the upstream does not have: name it in `data`, as SEP-2164 asks, when the upstream did not.
+        if (err instanceof RpcError && (err.rpcCode === -32002 || err.rpcCode === -32602) && err.data === undefined) {
+          throw new RpcError(err.rpcCode, err.message, { uri })
+        }
+        throw err
+      }
     }],
     ['resources/subscribe', async (params, ctx) => {
       const uri = requireString(params, 'uri')

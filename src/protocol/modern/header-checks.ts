@@ -1,6 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http'
 import { GatewayError } from '../../errors.ts'
-import type { RpcRequest } from '../jsonrpc.ts'
+import type { JsonObject, RpcRequest } from '../jsonrpc.ts'
 
 /** The body field each routed method mirrors in the Mcp-Name header. */
 const NAME_SOURCE: Readonly<Record<string, string>> = {
@@ -17,10 +17,18 @@ function header (headers: IncomingHttpHeaders, name: string): string | undefined
   return Array.isArray(value) ? value[0] : value
 }
 
-/** Mcp-Name values that are not plain visible ASCII travel base64-encoded between sentinels. */
-function decodeName (value: string): string {
-  const match = /^=\?base64\?(.*)\?=$/.exec(value)
-  return match ? Buffer.from(match[1]!, 'base64').toString('utf8') : value
+const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/
+
+/**
+ * Header values that are not plain visible ASCII travel base64-encoded between `=?base64?` and `?=`;
+ * undefined when such a value is not valid base64.
+ */
+function decodeHeaderValue (value: string): string | undefined {
+  const trimmed = value.trim()
+  if (!trimmed.startsWith('=?base64?') || !trimmed.endsWith('?=') || trimmed.length < 11) return trimmed
+  const encoded = trimmed.slice(9, -2)
+  if (encoded.length % 4 !== 0 || !BASE64.test(encoded)) return undefined
+  return Buffer.from(encoded, 'base64').toString('utf8')
 }
 
 function mismatch (headerName: string, value: string | undefined, body: string): GatewayError {
@@ -34,7 +42,31 @@ function mismatch (headerName: string, value: string | undefined, body: string):
  * The routing headers of a modern request (MCP-Protocol-Version is checked with the envelope) must agree with its body (HTTP 400, -32020 otherwise), so an
  * intermediary that routes by header can never be told something different from what is executed.
  */
-export function checkHeaders (headers: IncomingHttpHeaders, request: RpcRequest): void {
+/** The body values a tool's input schema mirrors in `Mcp-Param-<Name>` headers (SEP-2243). */
+function checkParamHeaders (headers: IncomingHttpHeaders, request: RpcRequest, inputSchema: JsonObject | undefined): void {
+  const properties = inputSchema?.properties
+  if (properties === null || typeof properties !== 'object') return
+  const args = (request.params?.arguments ?? {}) as JsonObject
+  for (const [property, schema] of Object.entries(properties as JsonObject)) {
+    const name = (schema as JsonObject | null)?.['x-mcp-header']
+    if (typeof name !== 'string') continue
+    const headerName = `Mcp-Param-${name}`
+    const value = header(headers, headerName.toLowerCase())
+    const body = args[property]
+    if (body === undefined || body === null) {
+      if (value !== undefined) throw mismatch(headerName, value, `no value for arguments.${property}`)
+      continue
+    }
+    if (typeof body === 'object') continue
+    const expected = String(body)
+    if (value === undefined || decodeHeaderValue(value) !== expected) throw mismatch(headerName, value, `arguments.${property}=${JSON.stringify(body)}`)
+  }
+}
+
+/** The input schema of a tool, to check its parameter headers; undefined for tools the gateway does not know. */
+export type ToolSchemaLookup = (name: string) => JsonObject | undefined
+
+export function checkHeaders (headers: IncomingHttpHeaders, request: RpcRequest, toolSchema: ToolSchemaLookup): void {
   const method = header(headers, 'mcp-method')
   if (method !== request.method) throw mismatch('Mcp-Method', method, `method ${request.method}`)
   const field = NAME_SOURCE[request.method]
@@ -42,5 +74,6 @@ export function checkHeaders (headers: IncomingHttpHeaders, request: RpcRequest)
   const expected = request.params?.[field]
   if (typeof expected !== 'string') return
   const name = header(headers, 'mcp-name')
-  if (name === undefined || decodeName(name) !== expected) throw mismatch('Mcp-Name', name, `params.${field}=${JSON.stringify(expected)}`)
+  if (name === undefined || decodeHeaderValue(name) !== expected) throw mismatch('Mcp-Name', name, `params.${field}=${JSON.stringify(expected)}`)
+  if (request.method === 'tools/call') checkParamHeaders(headers, request, toolSchema(expected))
 }

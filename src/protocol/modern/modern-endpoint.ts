@@ -8,7 +8,7 @@ import { classifyMessage, errorMessageFor, progressTokenOf, resultMessage, type 
 import { sendHttpError } from '../legacy/legacy-endpoint.ts'
 import { PostExchange } from '../legacy/post-exchange.ts'
 import type { StreamHub } from '../legacy/stream-hub.ts'
-import { checkHeaders } from './header-checks.ts'
+import { checkHeaders, type ToolSchemaLookup } from './header-checks.ts'
 import { readEnvelope, withoutEnvelope, type Envelope } from './envelope.ts'
 
 export interface ModernEndpointDeps {
@@ -17,6 +17,7 @@ export interface ModernEndpointDeps {
   log: Logger
   keepAliveMs: number
   shutdown: AbortSignal
+  toolSchema: ToolSchemaLookup
 }
 
 /** The principal of a modern request without auth: no sessions exist, task ids act as bearer capabilities. */
@@ -62,7 +63,7 @@ export class ModernEndpoint {
     try {
       const version = headers['mcp-protocol-version']
       envelope = readEnvelope(request.params, Array.isArray(version) ? version[0] : version)
-      checkHeaders(headers, request)
+      checkHeaders(headers, request, deps.toolSchema)
       if (!deps.methods.has(request.method)) throw new GatewayError('GW_ERR_MODERN_METHOD_NOT_FOUND', [request.method])
     } catch (err) {
       sendHttpError(res, err, request.id)

@@ -16,6 +16,7 @@ import { renderDetailedTask } from './task-wire.ts'
 export interface ModernMethodDeps extends ModernTaskMethodDeps {
   catalog: Catalog
   toolsCall: Handler
+  promptsGet: Handler
   listen: ListenHub
   subscriptions: ResourceSubscriptions
   bus: SignalBus
@@ -61,6 +62,7 @@ export function buildModernMethods (base: MethodTable, deps: ModernMethodDeps): 
     table.set(method, async (params, ctx) => ({ ...await list(params, ctx), ttlMs: deps.listTtlMs, cacheScope: 'public' }))
   }
   table.set('tools/call', deps.toolsCall)
+  table.set('prompts/get', deps.promptsGet)
   for (const [method, handler] of modernTaskMethods(deps)) table.set(method, handler)
 
   table.set('subscriptions/listen', async (params, ctx) => {

@@ -101,3 +101,27 @@ export function modernToolsCall (deps: ModernToolsCallDeps): Handler {
     return await render(outcome, ctx)
   }
 }
+
+/**
+ * `prompts/get` for 2026-07-28 clients: an upstream that asks for input while building a prompt gets it
+ * through MRTR rounds, like a tool call (never as a task).
+ */
+export function modernPromptsGet (deps: Pick<ModernToolsCallDeps, 'catalog' | 'calls' | 'held' | 'states'>): Handler {
+  const { catalog, calls, held, states } = deps
+  return async (params, ctx) => {
+    const route = catalog.prompt(requireString(params, 'name'))
+    const principal = ctx.session.principal
+    const requestState = optionalString(params, 'requestState')
+    const outcome = requestState !== undefined
+      ? await held.resume(states.verify(requestState, principal), principal, optionalObject(params, 'inputResponses') ?? {}, ctx.signal)
+      : await held.start(principal, (ask, signal, fail) => calls.run(route, params, {
+        capabilities: ctx.session.clientCapabilities,
+        ask,
+        refused: (capability) => fail(capabilityRequired(capability)),
+        notify: () => {},
+      }, signal, 'prompts/get'), ctx.signal)
+    if (outcome.kind === 'result') return { ...outcome.result, resultType: 'complete' }
+    if (outcome.kind === 'input') return { resultType: 'input_required', inputRequests: outcome.inputRequests, requestState: states.mint(outcome.callId, principal) }
+    throw new Error('prompts/get has no decision window')
+  }
+}
