@@ -6,7 +6,8 @@
 // Environment: BENCH_CALLS (3000), BENCH_WARMUP (500), BENCH_SECONDS (5), BENCH_CONCURRENCY (64),
 // BENCH_ROUNDS (2), BENCH_GATEWAY (child | inprocess), BENCH_GATEWAY_LOG_LEVEL (warn),
 // BENCH_GATEWAY_NODE_ARGS (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"), BENCH_STORE (memory | sqlite),
-// BENCH_MAX_CONCURRENT_CALLS, BENCH_SECTIONS (comma-separated ids), BENCH_PROFILE_DIR (write V8 CPU
+// BENCH_MAX_CONCURRENT_CALLS, BENCH_TASKS_IN_FLIGHT (1000), BENCH_TASK_CREATES (2000),
+// BENCH_MEMORY_TASKS (10000), BENCH_SECTIONS (comma-separated ids), BENCH_PROFILE_DIR (write V8 CPU
 // profiles of the gateway during the measured windows; summarise with bench/tools/cpuprofile-top.ts),
 // BENCH_OUT (results file).
 import { execFileSync } from 'node:child_process'
@@ -63,7 +64,8 @@ async function main (): Promise<void> {
   process.stdout.write(`mcp-task-gateway bench — node ${environment.node}, ${environment.cpus} × ${environment.cpuModel}, git ${environment.git ?? '?'}, load average ${environment.loadavg.map((l) => l.toFixed(2)).join(' ')}\n`)
   if (environment.loadavg[0]! > 0.5) process.stdout.write('warning: the machine is already busy (1-minute load average > 0.5); numbers will be noisy\n')
   process.stdout.write(`settings: calls=${settings.calls} warmup=${settings.warmup} seconds=${settings.seconds} concurrency=${settings.concurrency} ` +
-    `rounds=${settings.rounds} gateway=${settings.gatewayMode} log-level=${settings.gatewayLogLevel} store=${settings.store}` +
+    `rounds=${settings.rounds} gateway=${settings.gatewayMode} log-level=${settings.gatewayLogLevel} store=${settings.store} ` +
+    `tasks-in-flight=${settings.tasksInFlight} task-creates=${settings.taskCreates} memory-tasks=${settings.memoryTasks}` +
     `${settings.maxConcurrentCalls === undefined ? '' : ` maxConcurrentCalls=${settings.maxConcurrentCalls}`}` +
     `${settings.gatewayNodeArgs.length > 0 ? ` node-args="${settings.gatewayNodeArgs.join(' ')}"` : ''}` +
     `${settings.profileDir === undefined ? '' : ` profile-dir=${settings.profileDir}`}\n\n`)

@@ -52,12 +52,17 @@ export interface GatewayHandle {
 
 export interface GatewayOptions {
   upstreamUrl: string
-  /** Replaces the store section (default from settings). */
-  store?: Record<string, unknown>
+  /**
+   * Replaces the store section (default from settings); `'memory'` or `'sqlite'` picks that kind, the
+   * sqlite file being a fresh one in the gateway's temp directory (deleted when it closes).
+   */
+  store?: Record<string, unknown> | 'memory' | 'sqlite'
   /** Merged into the upstream entry. */
   upstream?: Record<string, unknown>
   /** Merged into the server section. */
   server?: Record<string, unknown>
+  /** The tasks section (limits such as maxActivePerPrincipal). */
+  tasks?: Record<string, unknown>
 }
 
 async function freePort (): Promise<number> {
@@ -90,10 +95,12 @@ async function waitReady (base: string, failed: () => string | undefined): Promi
 /** Starts a gateway in front of one upstream named `demo`, as configured by `settings.gatewayMode`. */
 export async function startGateway (settings: Settings, options: GatewayOptions): Promise<GatewayHandle> {
   const dir = await mkdtemp(join(tmpdir(), 'mcp-gw-bench-'))
+  const kind = typeof options.store === 'string' ? options.store : settings.store
   const raw: Record<string, unknown> = {
     server: { host: '127.0.0.1', ...options.server },
     logging: { level: settings.gatewayLogLevel },
-    store: options.store ?? (settings.store === 'sqlite' ? { kind: 'sqlite', path: join(dir, 'gateway.db') } : { kind: 'memory' }),
+    store: typeof options.store === 'object' ? options.store : kind === 'sqlite' ? { kind: 'sqlite', path: join(dir, 'gateway.db') } : { kind: 'memory' },
+    ...(options.tasks !== undefined && { tasks: options.tasks }),
     upstreams: [{
       name: 'demo',
       transport: 'streamable-http',

@@ -119,6 +119,24 @@ export class McpHttpSession {
     if (result.isError === true || content?.[0]?.text !== text) throw new Error(`${tool}: unexpected result ${JSON.stringify(result).slice(0, 300)}`)
   }
 
+  /**
+   * Calls a tool as a task (2025-11-25: `params.task`) and returns the new task's id; anything but a
+   * CreateTaskResult with a fresh `working` task throws, so a fast wrong answer never counts.
+   */
+  async createTask (tool: string, args: Record<string, unknown>, ttlMs: number): Promise<string> {
+    const result = await this.request('tools/call', { name: tool, arguments: args, task: { ttl: ttlMs } })
+    const task = result.task as { taskId?: unknown, status?: unknown } | undefined
+    if (typeof task?.taskId !== 'string' || task.status !== 'working') throw new Error(`${tool} as a task: unexpected result ${JSON.stringify(result).slice(0, 300)}`)
+    return task.taskId
+  }
+
+  /** `tasks/get`; returns the task's status after checking that the answer is about `taskId`. */
+  async getTask (taskId: string): Promise<string> {
+    const result = await this.request('tasks/get', { taskId })
+    if (result.taskId !== taskId || typeof result.status !== 'string') throw new Error(`tasks/get: unexpected result ${JSON.stringify(result).slice(0, 300)}`)
+    return result.status
+  }
+
   /** Ends the session (DELETE) and closes the sockets; never throws. */
   async close (): Promise<void> {
     try {

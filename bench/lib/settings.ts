@@ -1,5 +1,7 @@
-// Bench settings, all overridable through the environment. Defaults keep a full run under ~60 s on
-// two cores: a few seconds of start-up, ~2 × BENCH_CALLS sequential calls, 2 × BENCH_SECONDS of load.
+// Bench settings, all overridable through the environment. Defaults keep a full run around ~60 s on
+// two cores: a few seconds of start-up, ~2 × BENCH_CALLS sequential calls, 2 × BENCH_SECONDS of load,
+// then the task sections (2 × BENCH_TASK_CREATES creations, BENCH_SECONDS of tasks/get, and
+// 2 × BENCH_MEMORY_TASKS creations for the memory measurement).
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 
@@ -22,10 +24,16 @@ export interface Settings {
   gatewayLogLevel: string
   /** Extra node flags for the gateway child, split on spaces (BENCH_GATEWAY_NODE_ARGS, e.g. `--cpu-prof --cpu-prof-dir=/tmp/p`). */
   gatewayNodeArgs: string[]
-  /** Store of the gateway (BENCH_STORE): memory (default) or sqlite (a fresh file in the temp directory). */
+  /** Store of the default gateway, the one sync-call uses (BENCH_STORE): memory (default) or sqlite (a fresh file in the temp directory). The task sections always measure both. */
   store: 'memory' | 'sqlite'
   /** upstreams[].maxConcurrentCalls of the gateway (BENCH_MAX_CONCURRENT_CALLS); undefined keeps the gateway default. */
   maxConcurrentCalls: number | undefined
+  /** Long-running tasks put in flight before task creation is measured (BENCH_TASKS_IN_FLIGHT). */
+  tasksInFlight: number
+  /** Task creations measured at concurrency 1 per store (BENCH_TASK_CREATES). */
+  taskCreates: number
+  /** Tasks in flight when the memory per task is measured (BENCH_MEMORY_TASKS). */
+  memoryTasks: number
   /** Section ids to run (BENCH_SECTIONS, comma separated); undefined runs every registered section. */
   sections: string[] | undefined
   /** When set, sections write V8 CPU profiles of the gateway's measured windows here (BENCH_PROFILE_DIR). */
@@ -71,6 +79,9 @@ export function readSettings (): Settings {
     gatewayNodeArgs: (process.env.BENCH_GATEWAY_NODE_ARGS ?? '').split(' ').filter((a) => a !== ''),
     store: oneOf('BENCH_STORE', ['memory', 'sqlite'] as const, 'memory'),
     maxConcurrentCalls: maxCalls === undefined || maxCalls === '' ? undefined : integer('BENCH_MAX_CONCURRENT_CALLS', 16, 1),
+    tasksInFlight: integer('BENCH_TASKS_IN_FLIGHT', 1000, 0),
+    taskCreates: integer('BENCH_TASK_CREATES', 2000, 1),
+    memoryTasks: integer('BENCH_MEMORY_TASKS', 10_000, 1),
     sections: sections === undefined || sections === '' ? undefined : sections.split(',').map((s) => s.trim()).filter((s) => s !== ''),
     profileDir: process.env.BENCH_PROFILE_DIR === '' ? undefined : process.env.BENCH_PROFILE_DIR,
     out: process.env.BENCH_OUT ?? join(tmpdir(), 'mcp-task-gateway-bench', 'latest.json'),

@@ -1,9 +1,16 @@
-// Registry of benchmark sections, run in this order. To add one (e.g. task creation latency with
-// 1,000 tasks in flight, tasks/get per second, memory per in-flight task): write
-// bench/sections/<id>.ts exporting a `Section` (see bench/lib/types.ts) and list it here.
+// Registry of benchmark sections, run in this order. To add one: write bench/sections/<id>.ts
+// exporting a `Section` (see bench/lib/types.ts) and list it here. task-create and task-get share two
+// gateways (memory and sqlite store) with tasks in flight; task-get closes them, and task-memory makes
+// sure they are closed before it measures.
 import type { Section } from '../lib/types.ts'
 import { syncCallSection } from './sync-call.ts'
+import { taskCreateSection } from './task-create.ts'
+import { taskGetSection } from './task-get.ts'
+import { taskMemorySection } from './task-memory.ts'
 
 export const SECTIONS: readonly Section[] = [
   syncCallSection,
+  taskCreateSection,
+  taskGetSection,
+  taskMemorySection,
 ]

@@ -107,8 +107,8 @@ export interface TaskStore {
    * task is gone). Atomic: of two racing moves from the same status, exactly one wins.
    */
   transition (id: string, from: readonly TaskStatus[], to: TaskStatus, patch: TaskPatch, now: number): Promise<TaskRecord | null>
-  /** Live tasks of `principal` that are not terminal. */
-  countActive (principal: string, now: number): Promise<number>
+  /** Live tasks of `principal` that are not terminal, counted up to `atMost` (enough to check a limit). */
+  countActive (principal: string, now: number, atMost?: number): Promise<number>
   /** Every task not yet terminal (for recovery after a restart). */
   unfinished (): Promise<TaskRecord[]>
   /** Deletes tasks past their TTL (and their inputs); returns how many. */

@@ -84,7 +84,7 @@ export class TaskService {
 
   async #store (request: CreateTaskRequest): Promise<TaskRecord> {
     const now = Date.now()
-    const active = await this.#tasks.countActive(request.principal, now)
+    const active = await this.#tasks.countActive(request.principal, now, this.#config.maxActivePerPrincipal)
     if (active >= this.#config.maxActivePerPrincipal) throw new GatewayError('GW_ERR_TASK_LIMIT', [active, this.#config.maxActivePerPrincipal])
     const { task: _task, name: _name, ...rest } = withoutRelatedTask(withoutProgressToken(request.params))
     const task: TaskRecord = {

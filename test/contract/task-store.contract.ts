@@ -301,6 +301,13 @@ export function taskStoreContract (name: string, create: () => Promise<GatewaySt
         expect(await store.countActive(`principal:${randomUUID()}`, T0)).toBe(0)
       })
 
+      it('countActive() stops counting at atMost, which is all a limit check needs', async () => {
+        const principal = `principal:${randomUUID()}`
+        for (let i = 0; i < 5; i++) await created({ principal })
+        expect(await store.countActive(principal, T0, 3)).toBe(3)
+        expect(await store.countActive(principal, T0, 10)).toBe(5)
+      })
+
       it('unfinished() returns every working or input_required task', async () => {
         const working = await created()
         const asking = await created()

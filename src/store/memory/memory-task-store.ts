@@ -18,9 +18,27 @@ export class MemoryTaskStore implements TaskStore {
   readonly #inputs = new Map<string, InputRecord>()
   /** Input keys per task, in insertion order. */
   readonly #inputsByTask = new Map<string, Set<string>>()
+  /** Ids of the tasks of each principal that are not terminal, so counting them does not scan every task. */
+  readonly #activeByPrincipal = new Map<string, Set<string>>()
 
   async create (task: TaskRecord): Promise<void> {
     this.#tasks.set(task.id, structuredClone(task))
+    if (!isTerminal(task.status)) this.#activeOf(task.principal).add(task.id)
+  }
+
+  #activeOf (principal: string): Set<string> {
+    let ids = this.#activeByPrincipal.get(principal)
+    if (!ids) {
+      ids = new Set()
+      this.#activeByPrincipal.set(principal, ids)
+    }
+    return ids
+  }
+
+  #inactive (task: TaskRecord): void {
+    const ids = this.#activeByPrincipal.get(task.principal)
+    if (!ids?.delete(task.id) || ids.size > 0) return
+    this.#activeByPrincipal.delete(task.principal)
   }
 
   async get (id: string, now: number): Promise<TaskRecord | null> {
@@ -40,16 +58,18 @@ export class MemoryTaskStore implements TaskStore {
     // A terminal task never changes, whatever `from` says.
     if (!task || isTerminal(task.status) || !from.includes(task.status)) return null
     task.status = to
+    if (isTerminal(to)) this.#inactive(task)
     if (patch.statusMessage !== undefined) task.statusMessage = patch.statusMessage
     if (patch.outcome !== undefined) task.outcome = structuredClone(patch.outcome)
     task.lastUpdatedAt = now
     return structuredClone(task)
   }
 
-  async countActive (principal: string, now: number): Promise<number> {
+  async countActive (principal: string, now: number, atMost = Number.MAX_SAFE_INTEGER): Promise<number> {
     let count = 0
-    for (const task of this.#tasks.values()) {
-      if (task.principal === principal && !isTerminal(task.status) && live(task, now)) count++
+    for (const id of this.#activeByPrincipal.get(principal) ?? []) {
+      const task = this.#tasks.get(id)
+      if (task && live(task, now) && ++count >= atMost) break
     }
     return count
   }
@@ -66,6 +86,7 @@ export class MemoryTaskStore implements TaskStore {
     for (const [id, task] of this.#tasks) {
       if (live(task, now)) continue
       this.#tasks.delete(id)
+      this.#inactive(task)
       for (const key of this.#inputsByTask.get(id) ?? []) this.#inputs.delete(key)
       this.#inputsByTask.delete(id)
       swept++

@@ -48,6 +48,9 @@ export const MIGRATIONS: readonly string[] = [
      answer TEXT
    );
    CREATE INDEX task_inputs_task ON task_inputs (task_id, state, created_at);`,
+  // Counting a principal's running tasks reads only their index entries (tasks.maxActivePerPrincipal).
+  `CREATE INDEX tasks_principal_active ON tasks (principal, status, expires_at);
+   DROP INDEX tasks_status;`,
 ]
 
 export const SCHEMA_VERSION = MIGRATIONS.length

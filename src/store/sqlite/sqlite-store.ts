@@ -4,6 +4,7 @@ import Database from 'better-sqlite3'
 import type { GatewayStore, SessionRecord, SessionStore, StoreHealth } from '../types.ts'
 import { MemoryBus } from '../memory/memory-bus.ts'
 import { migrate } from './sqlite-schema.ts'
+import { Checkpointer } from './checkpointer.ts'
 import { SqliteTaskStore } from './sqlite-task-store.ts'
 
 interface SessionRow {
@@ -81,6 +82,7 @@ export class SqliteStore implements GatewayStore {
   readonly tasks: SqliteTaskStore
   readonly bus = new MemoryBus()
   readonly #db: Database.Database
+  readonly #checkpointer: Checkpointer | undefined
 
   constructor (path: string) {
     if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true })
@@ -96,6 +98,10 @@ export class SqliteStore implements GatewayStore {
     }
     this.sessions = new SqliteSessionStore(this.#db)
     this.tasks = new SqliteTaskStore(this.#db)
+    if (path !== ':memory:') {
+      this.#db.pragma('wal_autocheckpoint = 0')
+      this.#checkpointer = new Checkpointer(path)
+    }
   }
 
   async health (): Promise<StoreHealth> {
@@ -108,6 +114,7 @@ export class SqliteStore implements GatewayStore {
   }
 
   async close (): Promise<void> {
+    await this.#checkpointer?.close()
     if (this.#db.open) this.#db.close()
   }
 }

@@ -105,7 +105,7 @@ export class SqliteTaskStore implements TaskStore {
   readonly #listFirst: Database.Statement<[{ principal: string, limit: number, now: number }], TaskRow>
   readonly #listAfter: Database.Statement<[{ principal: string, createdAt: number, id: string, limit: number, now: number }], TaskRow>
   readonly #update: Database.Statement<[TransitionParams]>
-  readonly #countActive: Database.Statement<[{ principal: string, now: number }], { count: number }>
+  readonly #countActive: Database.Statement<[{ principal: string, now: number, limit: number }], { count: number }>
   readonly #unfinished: Database.Statement<[], TaskRow>
   readonly #insertInput: Database.Statement<[InputRow]>
   readonly #selectInput: Database.Statement<[string], InputRow>
@@ -133,7 +133,8 @@ export class SqliteTaskStore implements TaskStore {
         outcome = COALESCE(@outcome, outcome),
         last_updated_at = @now
       WHERE id = @id AND status IN (SELECT value FROM json_each(@from)) AND ${LIVE}`)
-    this.#countActive = db.prepare(`SELECT COUNT(*) AS count FROM tasks WHERE principal = @principal AND ${ACTIVE} AND ${LIVE}`)
+    this.#countActive = db.prepare(`SELECT COUNT(*) AS count FROM (SELECT 1 FROM tasks INDEXED BY tasks_principal_active
+      WHERE principal = @principal AND ${ACTIVE} AND ${LIVE} LIMIT @limit)`)
     this.#unfinished = db.prepare(`SELECT * FROM tasks WHERE ${ACTIVE} ORDER BY created_at, id`)
     this.#insertInput = db.prepare(`INSERT INTO task_inputs (key, task_id, principal, method, params, state, created_at, answer)
       VALUES (@key, @task_id, @principal, @method, @params, @state, @created_at, @answer)`)
@@ -228,8 +229,8 @@ export class SqliteTaskStore implements TaskStore {
     })
   }
 
-  async countActive (principal: string, now: number): Promise<number> {
-    return backend(() => this.#countActive.get({ principal, now })!.count)
+  async countActive (principal: string, now: number, atMost = Number.MAX_SAFE_INTEGER): Promise<number> {
+    return backend(() => this.#countActive.get({ principal, now, limit: atMost })!.count)
   }
 
   async unfinished (): Promise<TaskRecord[]> {
