@@ -9,6 +9,7 @@ import { MIGRATIONS, SCHEMA_VERSION } from '../../src/store/sqlite/sqlite-schema
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.ts'
 import type { TaskRecord } from '../../src/store/types.ts'
 import { sessionStoreContract } from './session-store.contract.ts'
+import { taskInputStoreContract } from './task-input-store.contract.ts'
 import { taskStoreContract } from './task-store.contract.ts'
 
 const dir = mkdtempSync(join(tmpdir(), 'gw-sqlite-'))
@@ -23,6 +24,8 @@ sessionStoreContract('memory', async () => new MemoryStore())
 sessionStoreContract('sqlite', async () => new SqliteStore(dbFile()))
 taskStoreContract('memory', async () => new MemoryStore())
 taskStoreContract('sqlite', async () => new SqliteStore(dbFile()))
+taskInputStoreContract('memory', async () => new MemoryStore())
+taskInputStoreContract('sqlite', async () => new SqliteStore(dbFile()))
 
 function task (id: string): TaskRecord {
   return {

@@ -1,48 +1,8 @@
 import { randomUUID } from 'node:crypto'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
-import type { GatewayStore, InputRecord, TaskOutcome, TaskRecord, TaskStore } from '../../src/store/types.ts'
+import type { GatewayStore, TaskRecord, TaskStore } from '../../src/store/types.ts'
 import { sourcesOf } from '../../src/tasks/task-state.ts'
-
-const T0 = 1_000_000
-
-function task (overrides: Partial<TaskRecord> = {}): TaskRecord {
-  return {
-    id: randomUUID(),
-    principal: `principal:${randomUUID()}`,
-    sessionId: randomUUID(),
-    era: 'legacy',
-    status: 'working',
-    statusMessage: 'queued: waiting for a free connection',
-    createdAt: T0,
-    lastUpdatedAt: T0,
-    ttlMs: 60_000,
-    pollIntervalMs: 750,
-    upstream: 'demo',
-    tool: 'slow_echo',
-    request: { arguments: { text: 'héllo', nested: { n: 1.5, list: [1, 'two', null, true] } }, _meta: { trace: 'abc' } },
-    progressToken: 'progress-1',
-    clientCapabilities: { elicitation: { form: {}, url: {} }, sampling: {} },
-    outcome: null,
-    ...overrides,
-  }
-}
-
-function input (of: TaskRecord, overrides: Partial<InputRecord> = {}): InputRecord {
-  return {
-    key: `in-${randomUUID()}`,
-    taskId: of.id,
-    principal: of.principal,
-    method: 'elicitation/create',
-    params: { message: 'Which colour?', requestedSchema: { type: 'object', properties: { colour: { type: 'string' } } } },
-    state: 'pending',
-    createdAt: T0 + 10,
-    answer: null,
-    ...overrides,
-  }
-}
-
-const completed: TaskOutcome = { result: { content: [{ type: 'text', text: 'done' }], isError: false } }
-const rpcFailure: TaskOutcome = { error: { code: -32603, message: 'upstream broke', data: { reason: 'disk full', retry: [1, 2] } } }
+import { completed, input, rpcFailure, T0, task } from './task-records.ts'
 
 /** The behaviour every store must show for tasks and input queues; runs unchanged against each backend. */
 export function taskStoreContract (name: string, create: () => Promise<GatewayStore>): void {
@@ -317,91 +277,6 @@ export function taskStoreContract (name: string, create: () => Promise<GatewaySt
         const unfinished = await store.unfinished()
         expect(unfinished).toHaveLength(2)
         expect(unfinished).toEqual(expect.arrayContaining([working, askingNow]))
-      })
-    })
-
-    describe('input queue', () => {
-      it('getInput() returns a queued input with every field intact, or null', async () => {
-        const record = await created()
-        const queued = input(record)
-        await store.addInput(queued, 5)
-        expect(await store.getInput(queued.key)).toEqual(queued)
-        expect(await store.getInput('in-unknown')).toBeNull()
-      })
-
-      it('pendingInputs() lists one task\'s pending inputs, oldest first', async () => {
-        const record = await created()
-        const other = await created()
-        const late = input(record, { createdAt: T0 + 300 })
-        const early = input(record, { createdAt: T0 + 100 })
-        const middle = input(record, { createdAt: T0 + 200, method: 'sampling/createMessage' })
-        const sameTime = input(record, { createdAt: T0 + 200, method: 'roots/list', params: {} })
-        for (const each of [late, early, middle, sameTime]) await store.addInput(each, 10)
-        await store.addInput(input(other), 10)
-        expect(await store.pendingInputs(record.id)).toEqual([early, middle, sameTime, late])
-        expect(await store.pendingInputs(randomUUID())).toEqual([])
-      })
-
-      it('refuses more than maxPending pending inputs per task', async () => {
-        const record = await created()
-        const first = input(record)
-        await store.addInput(first, 2)
-        await store.addInput(input(record), 2)
-        const third = input(record)
-        await expect(store.addInput(third, 2)).rejects.toMatchObject({ code: 'GW_ERR_TASK_INPUT_LIMIT' })
-        expect(await store.getInput(third.key)).toBeNull()
-        expect(await store.pendingInputs(record.id)).toHaveLength(2)
-
-        // Another task has its own queue; an answered input frees a slot.
-        await store.addInput(input(await created()), 2)
-        await store.settleInput(first.key, 'answered', completed)
-        await store.addInput(third, 2)
-        expect(await store.pendingInputs(record.id)).toHaveLength(2)
-      })
-
-      it('refuses an input for an unknown task', async () => {
-        await expect(store.addInput(input(task()), 5)).rejects.toMatchObject({ code: 'GW_ERR_TASK_NOT_FOUND' })
-      })
-
-      it('settleInput() settles a pending input once and stores the answer verbatim', async () => {
-        const record = await created()
-        const answered = input(record)
-        const expired = input(record)
-        await store.addInput(answered, 5)
-        await store.addInput(expired, 5)
-        const answer: TaskOutcome = { result: { action: 'accept', content: { colour: 'teal' }, _meta: { k: [1, null] } } }
-
-        expect(await store.settleInput(answered.key, 'answered', answer)).toBe(true)
-        expect(await store.settleInput(answered.key, 'answered', completed)).toBe(false)
-        expect(await store.settleInput(answered.key, 'expired', null)).toBe(false)
-        expect(await store.getInput(answered.key)).toEqual({ ...answered, state: 'answered', answer })
-
-        expect(await store.settleInput(expired.key, 'expired', null)).toBe(true)
-        expect(await store.getInput(expired.key)).toEqual({ ...expired, state: 'expired', answer: null })
-
-        expect(await store.pendingInputs(record.id)).toEqual([])
-        expect(await store.settleInput('in-unknown', 'answered', answer)).toBe(false)
-      })
-
-      it('stores a JSON-RPC error answer with its data', async () => {
-        const record = await created()
-        const queued = input(record)
-        await store.addInput(queued, 5)
-        const refusal: TaskOutcome = { error: { code: -32600, message: 'user declined', data: { why: ['busy'] } } }
-        expect(await store.settleInput(queued.key, 'answered', refusal)).toBe(true)
-        expect((await store.getInput(queued.key))?.answer).toEqual(refusal)
-      })
-
-      it('of two racing settlements exactly one wins', async () => {
-        const record = await created()
-        const queued = input(record)
-        await store.addInput(queued, 5)
-        const results = await Promise.all([
-          store.settleInput(queued.key, 'answered', completed),
-          store.settleInput(queued.key, 'expired', null),
-        ])
-        expect(results.filter(Boolean)).toHaveLength(1)
-        expect((await store.getInput(queued.key))?.state).toBe(results[0] ? 'answered' : 'expired')
       })
     })
   })

@@ -1,120 +1,16 @@
 // Smoke test of the upstream servers the gateway is tested against: the bundled demo upstream
-// (src/demo, over stdio and over Streamable HTTP), the v1-SDK Streamable HTTP fixture and the
-// legacy HTTP+SSE fixture. Each is driven by a real v1 SDK client that declares elicitation,
+// (src/demo, over stdio and over Streamable HTTP). Each is driven by a real v1 SDK client that declares elicitation,
 // sampling and roots and answers those requests. No assertion depends on wall-clock timing.
 import { existsSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
-import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js'
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
-import {
-  CallToolResultSchema,
-  CreateMessageRequestSchema,
-  ElicitRequestSchema,
-  ListRootsRequestSchema,
-  McpError,
-  ResourceUpdatedNotificationSchema,
-  ToolListChangedNotificationSchema,
-  type CallToolResult,
-  type CreateMessageRequest,
-  type ElicitRequest,
-  type ElicitResult,
-  type Progress,
-} from '@modelcontextprotocol/sdk/types.js'
 import { DEMO_TOOL_NAMES } from '../../src/demo/demo-server.ts'
 import { REPO_ROOT, startUpstream, type StartedUpstream } from '../fixtures/spawn-upstream.ts'
-import type { RecordedCancellation } from '../fixtures/v1-http-upstream.ts'
-
-const ROOTS = [{ uri: 'file:///tmp/demo-root', name: 'demo-root' }]
-
-/** What the test client saw and how it answers server→client requests. */
-interface ClientState {
-  elicitations: ElicitRequest['params'][]
-  samplings: CreateMessageRequest['params'][]
-  updatedUris: string[]
-  toolListChanges: number
-  /** The answer to the next form-mode elicitation (URL mode is always accepted). */
-  formAnswer: ElicitResult
-}
-
-function createTestClient (): { client: Client, state: ClientState } {
-  const state: ClientState = {
-    elicitations: [],
-    samplings: [],
-    updatedUris: [],
-    toolListChanges: 0,
-    formAnswer: { action: 'accept', content: { name: 'Ada' } },
-  }
-  const client = new Client({ name: 'demo-upstreams-test', version: '1.0.0' }, {
-    capabilities: { elicitation: { form: {}, url: {} }, sampling: {}, roots: { listChanged: true } },
-  })
-  client.setRequestHandler(ElicitRequestSchema, (request) => {
-    state.elicitations.push(request.params)
-    return request.params.mode === 'url' ? { action: 'accept' } : state.formAnswer
-  })
-  client.setRequestHandler(CreateMessageRequestSchema, (request) => {
-    state.samplings.push(request.params)
-    return { role: 'assistant', content: { type: 'text', text: 'A short summary.' }, model: 'test-model', stopReason: 'endTurn' }
-  })
-  client.setRequestHandler(ListRootsRequestSchema, () => ({ roots: ROOTS }))
-  client.setNotificationHandler(ResourceUpdatedNotificationSchema, (notification) => {
-    state.updatedUris.push(notification.params.uri)
-  })
-  client.setNotificationHandler(ToolListChangedNotificationSchema, () => { state.toolListChanges++ })
-  return { client, state }
-}
-
-async function call (client: Client, name: string, args: Record<string, unknown> = {}): Promise<CallToolResult> {
-  return CallToolResultSchema.parse(await client.callTool({ name, arguments: args }))
-}
-
-function textOf (result: CallToolResult): string {
-  return result.content.flatMap((block) => block.type === 'text' ? [block.text] : []).join('\n')
-}
-
-async function rpcErrorOf (promise: Promise<unknown>): Promise<McpError> {
-  const error: unknown = await promise.then(() => undefined, (reason: unknown) => reason)
-  if (!(error instanceof McpError)) throw new Error(`expected a JSON-RPC error, got ${String(error)}`)
-  return error
-}
-
-/**
- * Calls `slow` (long) with a progress callback and aborts it on the first progress notification.
- * This is also the deterministic progress check: the call cannot finish before the abort.
- */
-async function startAndCancelSlow (client: Client): Promise<void> {
-  const controller = new AbortController()
-  const progress: Progress[] = []
-  const pending = client.callTool({ name: 'slow', arguments: { duration: 60_000, steps: 600 } }, undefined, {
-    signal: controller.signal,
-    onprogress: (update) => {
-      progress.push(update)
-      controller.abort('test cancel')
-    },
-  })
-  await expect(pending).rejects.toThrow(/test cancel/)
-  expect(progress[0]).toEqual({ progress: 1, total: 600, message: 'step 1/600' })
-}
-
-/**
- * Runs `slow` to completion. The SDK client dispatches notifications on a microtask but settles
- * responses synchronously, so progress notifications that arrive in the same read as the result
- * can be dropped; only the order and values of those that did arrive are checked here.
- */
-async function slowWithProgress (client: Client): Promise<void> {
-  const progress: Progress[] = []
-  const result = CallToolResultSchema.parse(await client.callTool({ name: 'slow', arguments: { duration: 30, steps: 3 } }, undefined, {
-    onprogress: (update) => { progress.push(update) },
-  }))
-  expect(textOf(result)).toBe('slow finished: 3 steps in 30 ms')
-  const expected = [[1, 3], [2, 3], [3, 3]].slice(0, progress.length)
-  expect(progress.map((p) => [p.progress, p.total])).toEqual(expected)
-}
-
-interface OpenedDemo { client: Client, state: ClientState, stderr: () => string, close: () => Promise<void> }
+import { call, createTestClient, rpcErrorOf, startAndCancelSlow, slowWithProgress, textOf, ROOTS, type OpenedDemo } from '../helpers/demo-client.ts'
 
 function demoSuite (label: string, open: () => Promise<OpenedDemo>): void {
   describe(label, () => {
@@ -366,75 +262,5 @@ describe('demo upstream with a client that declares no capabilities', () => {
       expect(result.isError, name).toBe(true)
       expect(textOf(result), name).toMatch(message)
     }
-  })
-})
-
-describe('v1 SDK Streamable HTTP fixture', () => {
-  let upstream: StartedUpstream
-  let client: Client
-  beforeAll(async () => {
-    upstream = await startUpstream('test/fixtures/v1-http-upstream.ts', ['--port', '0', '--name', 'v1-fixture'])
-    client = createTestClient().client
-    await client.connect(new StreamableHTTPClientTransport(new URL(upstream.url)))
-  })
-  afterAll(async () => {
-    await client.close()
-    await upstream.close()
-  })
-
-  it('serves add, whoami, echo, slow, running, prompt and resource', async () => {
-    expect((await client.listTools()).tools.map((tool) => tool.name)).toEqual(['add', 'whoami', 'echo', 'slow', 'running', 'cancellations'])
-    expect(textOf(await call(client, 'add', { a: 2, b: 3 }))).toBe('5')
-    expect(textOf(await call(client, 'whoami'))).toBe('v1-fixture')
-    expect(textOf(await call(client, 'echo', { text: 'hi' }))).toBe('hi')
-    await slowWithProgress(client)
-    const prompt = await client.getPrompt({ name: 'hello', arguments: { name: 'Bob' } })
-    expect(JSON.stringify(prompt.messages)).toContain('Say hello to Bob.')
-    const info = await client.readResource({ uri: 'v1://info' })
-    expect(JSON.stringify(info.contents)).toContain('v1-fixture')
-  })
-
-  it('counts the slow calls that are running', async () => {
-    expect(textOf(await call(client, 'running'))).toBe('0')
-    const controller = new AbortController()
-    let started!: () => void
-    const firstProgress = new Promise<void>((resolve) => { started = resolve })
-    const pending = client.callTool({ name: 'slow', arguments: { duration: 60_000, steps: 600 } }, undefined, {
-      signal: controller.signal,
-      onprogress: () => started(),
-    })
-    await firstProgress
-    expect(textOf(await call(client, 'running'))).toBe('1')
-    controller.abort('counted')
-    await expect(pending).rejects.toThrow(/counted/)
-    await vi.waitFor(async () => { expect(textOf(await call(client, 'running'))).toBe('0') })
-  })
-
-  it('records the cancellations it receives', async () => {
-    await startAndCancelSlow(client)
-    await vi.waitFor(async () => {
-      const recorded = JSON.parse(textOf(await call(client, 'cancellations'))) as RecordedCancellation[]
-      expect(recorded).toContainEqual(expect.objectContaining({ reason: 'test cancel', steps: 600 }))
-    })
-  })
-})
-
-describe('legacy HTTP+SSE fixture', () => {
-  let upstream: StartedUpstream
-  let client: Client
-  beforeAll(async () => {
-    upstream = await startUpstream('test/fixtures/legacy-sse-upstream.ts', ['--port', '0'], { path: '/sse' })
-    client = createTestClient().client
-    await client.connect(new SSEClientTransport(new URL(upstream.url)))
-  })
-  afterAll(async () => {
-    await client.close()
-    await upstream.close()
-  })
-
-  it('serves echo and ping_back', async () => {
-    expect((await client.listTools()).tools.map((tool) => tool.name)).toEqual(['echo', 'ping_back'])
-    expect(textOf(await call(client, 'echo', { text: 'over sse' }))).toBe('over sse')
-    expect(textOf(await call(client, 'ping_back'))).toBe('pong: the client answered ping')
   })
 })
