@@ -3,6 +3,7 @@ import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/cli
 import { textOf } from '../helpers/clients.ts'
 import { demoStdio, startGateway, type RunningGateway } from '../helpers/gateway.ts'
 import { ModernRaw, TASKS_EXT } from '../helpers/modern-raw.ts'
+import { readSse } from '../helpers/sse.ts'
 
 type Json = Record<string, unknown>
 
@@ -82,5 +83,33 @@ describe('2026-07-28 clients', () => {
     })
     expect(res.status).toBe(400)
     expect(((await res.json()) as { error: Json }).error).toMatchObject({ code: -32022, data: { supported: ['2026-07-28'] } })
+  })
+
+  it('deliver resource updates and list changes on a subscriptions/listen stream', async () => {
+    const client = new ModernRaw(gw.url)
+    const controller = new AbortController()
+    const res = await fetch(gw.url, {
+      method: 'POST',
+      signal: controller.signal,
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'subscriptions/listen' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 'listen-1', method: 'subscriptions/listen', params: client.envelope({ notifications: { resourceSubscriptions: ['demo://readme'], toolsListChanged: true } }) }),
+    })
+    const events = readSse(res.body!)
+    // events.next() by hand: leaving a for-await loop would close the stream.
+    const next = async (method: string): Promise<Json> => {
+      for (;;) {
+        const { value, done } = await events.next()
+        if (done) throw new Error(`the stream ended before ${method}`)
+        if (value.data === '') continue
+        const message = JSON.parse(value.data) as Json
+        if (message.method === method) return message
+      }
+    }
+    expect((await next('notifications/subscriptions/acknowledged')).params).toMatchObject({ notifications: { resourceSubscriptions: ['demo://readme'], toolsListChanged: true } })
+    await client.result('tools/call', { name: 'demo__touch_resource', arguments: { uri: 'demo://readme' } })
+    expect((await next('notifications/resources/updated')).params).toMatchObject({ uri: 'demo://readme', _meta: { 'io.modelcontextprotocol/subscriptionId': 'listen-1' } })
+    await client.result('tools/call', { name: 'demo__toggle_extra_tool', arguments: {} })
+    expect((await next('notifications/tools/list_changed')).params).toMatchObject({ _meta: { 'io.modelcontextprotocol/subscriptionId': 'listen-1' } })
+    controller.abort()
   })
 })
