@@ -93,9 +93,9 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
   let closing = false
   const delivery = new LegacyTaskDelivery(hub, store.bus, store.tasks)
   hub.onGetStream = (sessionId) => delivery.onGetStream(sessionId)
-  const inputs = new TaskInputs(store.tasks, delivery, config.tasks)
-  const runner = new TaskRunner({ store: store.tasks, pools: new Map(pools.map((p) => [p.name, p])), inputs, events: delivery, log, shutdown: shutdown.signal, isNativeTask: (upstream, tool) => catalog.isNativeTask(upstream, tool) })
-  const tasks = new TaskService({ store: store.tasks, runner, inputs, events: delivery, config: config.tasks, log })
+  const inputs = new TaskInputs(store.tasks, delivery, config.tasks, store.bus)
+  const runner = new TaskRunner({ store: store.tasks, pools: new Map(pools.map((p) => [p.name, p])), inputs, events: delivery, log, shutdown: shutdown.signal, bus: store.bus, isNativeTask: (upstream, tool) => catalog.isNativeTask(upstream, tool) })
+  const tasks = new TaskService({ store: store.tasks, runner, inputs, events: delivery, config: config.tasks, log, bus: store.bus })
   await tasks.recover((task) => config.upstreams.find((u) => u.name === task.upstream)?.toolSettings[task.tool]?.idempotent === true)
   /** What a session held dies with it; with auth off that includes its tasks, which nobody else can reach. */
   const endSession = async (sessionId: string): Promise<void> => {

@@ -153,6 +153,12 @@ const storeSchema = z.discriminatedUnion('kind', [
     kind: z.literal('sqlite'),
     path: z.string().min(1).prefault('./data/gateway.db').describe('database file, created on first start'),
   }),
+  z.strictObject({
+    kind: z.literal('redis'),
+    url: z.string().regex(/^rediss?:\/\//, 'must start with redis:// (or rediss:// for TLS)').prefault('redis://127.0.0.1:6379')
+      .describe('Redis URL: redis://[user:password@]host:port[/db]; rediss:// for TLS; take the password from the environment'),
+    prefix: z.string().min(1).prefault('mcp-task-gateway:').describe('prefix of every key the gateway writes'),
+  }),
 ])
 
 export const configSchema = z.strictObject({

@@ -6,6 +6,12 @@ export async function createStore (config: StoreConfig): Promise<GatewayStore> {
   switch (config.kind) {
     case 'memory':
       return new MemoryStore()
+    case 'redis': {
+      const { RedisStore } = await import('./redis/redis-store.ts')
+      const store = new RedisStore({ url: config.url, prefix: config.prefix })
+      await store.ready()
+      return store
+    }
     case 'sqlite': {
       const { SqliteStore } = await import('./sqlite/sqlite-store.ts')
       return new SqliteStore(config.path)

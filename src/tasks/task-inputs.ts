@@ -2,12 +2,16 @@ import { randomBytes } from 'node:crypto'
 import type { TasksConfig } from '../config/schema.ts'
 import { GatewayError, RpcError } from '../errors.ts'
 import type { JsonObject, RpcResponse } from '../protocol/jsonrpc.ts'
-import type { InputRecord, TaskRecord, TaskStore } from '../store/types.ts'
+import type { InputRecord, SignalBus, TaskRecord, TaskStore } from '../store/types.ts'
 import type { TaskEvents } from './task-events.ts'
 
 interface Waiter {
   resolve (result: JsonObject): void
   reject (err: unknown): void
+}
+
+export function inputChannel (key: string): string {
+  return `input:${key}`
 }
 
 /** What the client is asked, in a few words, for the task's statusMessage. */
@@ -32,7 +36,10 @@ export class TaskInputs {
   readonly #config: TasksConfig
   readonly #waiting = new Map<string, Waiter>()
 
-  constructor (store: TaskStore, events: TaskEvents, config: TasksConfig) {
+  readonly #bus: SignalBus
+
+  constructor (store: TaskStore, events: TaskEvents, config: TasksConfig, bus: SignalBus) {
+    this.#bus = bus
     this.#store = store
     this.#events = events
     this.#config = config
@@ -55,6 +62,8 @@ export class TaskInputs {
     const answered = new Promise<JsonObject>((resolve, reject) => {
       this.#waiting.set(input.key, { resolve, reject })
     })
+    // The answer may be posted to another gateway process: it stores it and signals this one.
+    const unsubscribe = this.#bus.subscribe(inputChannel(input.key), () => { void this.#deliverStored(input.key) })
     const onAbort = (): void => { void this.#expire(input, signal.reason) }
     signal.addEventListener('abort', onAbort, { once: true })
     try {
@@ -67,9 +76,19 @@ export class TaskInputs {
       }
       return await answered
     } finally {
+      unsubscribe()
       signal.removeEventListener('abort', onAbort)
       this.#waiting.delete(input.key)
     }
+  }
+
+  /** Resolves a local waiter from the answer another process stored. */
+  async #deliverStored (key: string): Promise<void> {
+    const waiter = this.#waiting.get(key)
+    const input = waiter && await this.#store.getInput(key)
+    if (!waiter || !input || input.state !== 'answered' || input.answer === null) return
+    if ('error' in input.answer) waiter.reject(new RpcError(input.answer.error.code, input.answer.error.message, input.answer.error.data))
+    else waiter.resolve(input.answer.result)
   }
 
   /** A client's JSON-RPC response to an input; false when `principal` has no pending input with that id. */
@@ -80,8 +99,9 @@ export class TaskInputs {
     const outcome = 'error' in response ? { error: response.error } : { result: response.result }
     if (!await this.#store.settleInput(input.key, 'answered', outcome)) return false
     const waiter = this.#waiting.get(input.key)
-    if ('error' in response) waiter?.reject(new RpcError(response.error.code, response.error.message, response.error.data))
-    else waiter?.resolve(response.result)
+    if (!waiter) await this.#bus.publish(inputChannel(input.key), { key: input.key })
+    else if ('error' in response) waiter.reject(new RpcError(response.error.code, response.error.message, response.error.data))
+    else waiter.resolve(response.result)
     await this.#afterSettle(input, null)
     return true
   }

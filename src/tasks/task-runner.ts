@@ -3,7 +3,7 @@ import { mapUpstreamError } from '../calls/upstream-errors.ts'
 import { GatewayError, toWireError, type WireError } from '../errors.ts'
 import type { Logger } from '../observability/logger.ts'
 import type { JsonObject } from '../protocol/jsonrpc.ts'
-import type { TaskOutcome, TaskRecord, TaskStatus, TaskStore } from '../store/types.ts'
+import type { SignalBus, TaskOutcome, TaskRecord, TaskStatus, TaskStore } from '../store/types.ts'
 import { mirrorCapabilities, type CallSink } from '../upstream/upstream-connection.ts'
 import type { UpstreamPool } from '../upstream/upstream-pool.ts'
 import type { TaskEvents } from './task-events.ts'
@@ -19,11 +19,16 @@ export interface TaskRunnerDeps {
   log: Logger
   /** Aborted when the gateway gives up on running work during shutdown. */
   shutdown: AbortSignal
+  bus: SignalBus
   /** Whether the upstream itself only runs this tool as a task. */
   isNativeTask (upstream: string, tool: string): boolean
 }
 
 const RUNNING: readonly TaskStatus[] = ['working', 'input_required']
+
+export function cancelChannel (taskId: string): string {
+  return `cancel:${taskId}`
+}
 
 /** The text of a CallToolResult, for the statusMessage of a failed task (some clients show only that). */
 function errorText (result: JsonObject): string {
@@ -85,6 +90,10 @@ export class TaskRunner {
 
   #track (task: TaskRecord, work: (controller: AbortController) => Promise<void>): void {
     const controller = new AbortController()
+    // A tasks/cancel served by another gateway process reaches this one through the bus.
+    const unsubscribe = this.#deps.bus.subscribe(cancelChannel(task.id), () => {
+      controller.abort(new GatewayError('GW_ERR_REQUEST_CANCELLED', ['task cancelled by the client']))
+    })
     // A task past its TTL is gone for the client: stop its upstream call instead of holding a connection.
     const expiry = task.ttlMs === null
       ? undefined
@@ -95,6 +104,7 @@ export class TaskRunner {
     const done = work(controller).catch((err: unknown) => {
       this.#deps.log.error({ err, taskId: task.id }, 'task runner failed')
     }).finally(() => {
+      unsubscribe()
       clearTimeout(expiry)
       this.#running.delete(task.id)
     })

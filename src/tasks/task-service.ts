@@ -5,10 +5,10 @@ import { withoutProgressToken } from '../dispatch/params.ts'
 import { GatewayError, toWireError } from '../errors.ts'
 import type { Logger } from '../observability/logger.ts'
 import type { JsonObject, RequestId } from '../protocol/jsonrpc.ts'
-import type { TaskCursor, TaskRecord, TaskStore } from '../store/types.ts'
+import type { SignalBus, TaskCursor, TaskRecord, TaskStore } from '../store/types.ts'
 import type { TaskEvents } from './task-events.ts'
 import type { TaskInputs } from './task-inputs.ts'
-import type { TaskRunner } from './task-runner.ts'
+import { cancelChannel, type TaskRunner } from './task-runner.ts'
 import { isTerminal } from './task-state.ts'
 
 export interface CreateTaskRequest {
@@ -55,7 +55,10 @@ export class TaskService {
   readonly #config: TasksConfig
   readonly #log: Logger
 
-  constructor (deps: { store: TaskStore, runner: TaskRunner, inputs: TaskInputs, events: TaskEvents, config: TasksConfig, log: Logger }) {
+  readonly #bus: SignalBus
+
+  constructor (deps: { store: TaskStore, runner: TaskRunner, inputs: TaskInputs, events: TaskEvents, config: TasksConfig, log: Logger, bus: SignalBus }) {
+    this.#bus = deps.bus
     this.#tasks = deps.store
     this.#runner = deps.runner
     this.#inputs = deps.inputs
@@ -131,6 +134,7 @@ export class TaskService {
       throw new GatewayError('GW_ERR_TASK_TERMINAL', [taskId, now.status])
     }
     this.#runner.cancel(taskId, 'task cancelled by the client')
+    await this.#bus.publish(cancelChannel(taskId), { taskId })
     await this.#inputs.expireAll(taskId, new GatewayError('GW_ERR_REQUEST_CANCELLED', ['task cancelled']))
     this.#log.info({ taskId, principal }, 'task cancelled')
     this.#events.status(updated)

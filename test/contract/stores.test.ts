@@ -8,6 +8,7 @@ import { MemoryStore } from '../../src/store/memory/memory-store.ts'
 import { MIGRATIONS, SCHEMA_VERSION } from '../../src/store/sqlite/sqlite-schema.ts'
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.ts'
 import type { TaskRecord } from '../../src/store/types.ts'
+import { isolatedRedisStore } from '../helpers/redis.ts'
 import { sessionStoreContract } from './session-store.contract.ts'
 import { taskInputStoreContract } from './task-input-store.contract.ts'
 import { taskStoreContract } from './task-store.contract.ts'
@@ -26,6 +27,9 @@ taskStoreContract('memory', async () => new MemoryStore())
 taskStoreContract('sqlite', async () => new SqliteStore(dbFile()))
 taskInputStoreContract('memory', async () => new MemoryStore())
 taskInputStoreContract('sqlite', async () => new SqliteStore(dbFile()))
+sessionStoreContract('redis', isolatedRedisStore)
+taskStoreContract('redis', isolatedRedisStore)
+taskInputStoreContract('redis', isolatedRedisStore)
 
 function task (id: string): TaskRecord {
   return {

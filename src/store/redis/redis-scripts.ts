@@ -1,0 +1,97 @@
+import { createHash } from 'node:crypto'
+import type { Redis } from 'ioredis'
+
+/** A Lua script run with EVALSHA (loaded on first use). Each script states its contract at its top. */
+export interface Script {
+  source: string
+  sha: string
+}
+
+function script (source: string): Script {
+  return { source, sha: createHash('sha1').update(source).digest('hex') }
+}
+
+export async function run (redis: Redis, s: Script, keys: readonly string[], args: ReadonlyArray<string | number>): Promise<unknown> {
+  try {
+    return await redis.evalsha(s.sha, keys.length, ...keys, ...args)
+  } catch (err) {
+    if (!(err instanceof Error) || !err.message.startsWith('NOSCRIPT')) throw err
+    return await redis.eval(s.source, keys.length, ...keys, ...args)
+  }
+}
+
+/**
+ * Compare-and-set of a task's status.
+ * KEYS[1] task hash. ARGV[1] prefix, ARGV[2] task id, ARGV[3] now (ms), ARGV[4] new status,
+ * ARGV[5] '1' to set the statusMessage to ARGV[6] (a JSON string or null), ARGV[7] '1' to set the outcome
+ * to ARGV[8] (JSON), ARGV[9..] the statuses the task may be in.
+ * Returns the task hash (HGETALL) after the move, or false when the task is unknown, expired, terminal
+ * or in none of the given statuses. Terminal moves also drop the task from the active sets.
+ */
+export const TRANSITION = script(`
+local status = redis.call('HGET', KEYS[1], 'status')
+if not status then return false end
+local exp = redis.call('HGET', KEYS[1], 'exp')
+if exp and exp ~= '' and tonumber(exp) <= tonumber(ARGV[3]) then return false end
+if status == 'completed' or status == 'failed' or status == 'cancelled' then return false end
+local allowed = false
+for i = 9, #ARGV do
+  if ARGV[i] == status then allowed = true end
+end
+if not allowed then return false end
+redis.call('HSET', KEYS[1], 'status', ARGV[4], 'upd', ARGV[3])
+if ARGV[5] == '1' then redis.call('HSET', KEYS[1], 'msg', ARGV[6]) end
+if ARGV[7] == '1' then redis.call('HSET', KEYS[1], 'out', ARGV[8]) end
+if ARGV[4] == 'completed' or ARGV[4] == 'failed' or ARGV[4] == 'cancelled' then
+  local principal = redis.call('HGET', KEYS[1], 'principal')
+  redis.call('ZREM', ARGV[1] .. 'active:' .. principal, ARGV[2])
+  redis.call('ZREM', ARGV[1] .. 'active', ARGV[2])
+end
+return redis.call('HGETALL', KEYS[1])
+`)
+
+/**
+ * Queues an input request unless its task already holds too many pending ones.
+ * KEYS[1] task hash, KEYS[2] the task's input list, KEYS[3] input hash. ARGV[1] max pending, ARGV[2] input
+ * body (JSON), ARGV[3] input key, ARGV[4] expiry of the keys in ms from now, ARGV[5] prefix of input hashes.
+ * Returns 1 when queued, -1 when the task is unknown, -2 when the limit is reached.
+ */
+export const ADD_INPUT = script(`
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+local pending = 0
+for _, key in ipairs(redis.call('LRANGE', KEYS[2], 0, -1)) do
+  if redis.call('HGET', ARGV[5] .. key, 'state') == 'pending' then pending = pending + 1 end
+end
+if pending >= tonumber(ARGV[1]) then return -2 end
+redis.call('HSET', KEYS[3], 'body', ARGV[2], 'state', 'pending', 'answer', '')
+redis.call('RPUSH', KEYS[2], ARGV[3])
+redis.call('PEXPIRE', KEYS[3], ARGV[4])
+redis.call('PEXPIRE', KEYS[2], ARGV[4])
+return 1
+`)
+
+/**
+ * Settles a pending input.
+ * KEYS[1] input hash. ARGV[1] new state, ARGV[2] answer (JSON or '').
+ * Returns 1 when the input was pending and is now settled, else 0.
+ */
+export const SETTLE_INPUT = script(`
+if redis.call('HGET', KEYS[1], 'state') ~= 'pending' then return 0 end
+redis.call('HSET', KEYS[1], 'state', ARGV[1], 'answer', ARGV[2])
+return 1
+`)
+
+/**
+ * Records use of a session, moving lastSeenAt forward only.
+ * KEYS[1] session hash, KEYS[2] sessions by last use (sorted set). ARGV[1] session id, ARGV[2] now.
+ * Returns 1 when the session exists.
+ */
+export const TOUCH_SESSION = script(`
+local seen = redis.call('HGET', KEYS[1], 'seen')
+if not seen then return 0 end
+if tonumber(ARGV[2]) > tonumber(seen) then
+  redis.call('HSET', KEYS[1], 'seen', ARGV[2])
+  redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])
+end
+return 1
+`)

@@ -1,0 +1,152 @@
+import { Redis } from 'ioredis'
+import { GatewayError, errorMessage } from '../../errors.ts'
+import type { JsonObject } from '../../protocol/jsonrpc.ts'
+import type { BusHandler, GatewayStore, SessionRecord, SessionStore, SignalBus, StoreHealth } from '../types.ts'
+import { run, TOUCH_SESSION } from './redis-scripts.ts'
+import { RedisTaskStore } from './redis-task-store.ts'
+
+export interface RedisStoreOptions {
+  url: string
+  prefix: string
+}
+
+/**
+ * Sessions: session:<id> (hash: body JSON, seen) and `sessions`, a sorted set of ids by last use.
+ */
+class RedisSessionStore implements SessionStore {
+  readonly #redis: Redis
+  readonly #p: string
+
+  constructor (redis: Redis, prefix: string) {
+    this.#redis = redis
+    this.#p = prefix
+  }
+
+  async create (session: SessionRecord): Promise<void> {
+    await this.#redis.multi()
+      .hset(`${this.#p}session:${session.id}`, { body: JSON.stringify(session), seen: String(session.lastSeenAt) })
+      .zadd(`${this.#p}sessions`, session.lastSeenAt, session.id)
+      .exec()
+  }
+
+  async get (id: string): Promise<SessionRecord | null> {
+    const [body, seen] = await this.#redis.hmget(`${this.#p}session:${id}`, 'body', 'seen')
+    if (body === null || body === undefined) return null
+    return { ...JSON.parse(body) as SessionRecord, lastSeenAt: Number(seen) }
+  }
+
+  async touch (id: string, at: number): Promise<void> {
+    await run(this.#redis, TOUCH_SESSION, [`${this.#p}session:${id}`, `${this.#p}sessions`], [id, at])
+  }
+
+  async delete (id: string): Promise<boolean> {
+    const [[, removed] = []] = await this.#redis.multi().del(`${this.#p}session:${id}`).zrem(`${this.#p}sessions`, id).exec() ?? []
+    return removed === 1
+  }
+
+  async sweep (before: number): Promise<string[]> {
+    const ids = await this.#redis.zrangebyscore(`${this.#p}sessions`, '-inf', `(${before}`)
+    if (ids.length === 0) return []
+    await this.#redis.multi().del(...ids.map((id) => `${this.#p}session:${id}`)).zrem(`${this.#p}sessions`, ...ids).exec()
+    return ids
+  }
+}
+
+/** Signals over Redis pub/sub: a process subscribes to the channels it has handlers for. */
+class RedisBus implements SignalBus {
+  readonly #publisher: Redis
+  readonly #subscriber: Redis
+  readonly #p: string
+  readonly #handlers = new Map<string, Set<BusHandler>>()
+  /** Subscriptions Redis has not confirmed yet: a publish waits for them, so a subscriber never misses it. */
+  readonly #pending = new Set<Promise<unknown>>()
+
+  constructor (publisher: Redis, subscriber: Redis, prefix: string) {
+    this.#publisher = publisher
+    this.#subscriber = subscriber
+    this.#p = prefix
+    subscriber.on('message', (channel: string, text: string) => {
+      const handlers = this.#handlers.get(channel.slice(this.#p.length + 4))
+      if (!handlers) return
+      let message: JsonObject
+      try {
+        message = JSON.parse(text) as JsonObject
+      } catch {
+        return
+      }
+      for (const handler of [...handlers]) handler(message)
+    })
+  }
+
+  async publish (channel: string, message: JsonObject): Promise<void> {
+    if (this.#pending.size > 0) await Promise.all([...this.#pending])
+    await this.#publisher.publish(`${this.#p}bus:${channel}`, JSON.stringify(message))
+  }
+
+  subscribe (channel: string, handler: BusHandler): () => void {
+    let handlers = this.#handlers.get(channel)
+    if (!handlers) {
+      handlers = new Set()
+      this.#handlers.set(channel, handlers)
+      const subscribed = this.#subscriber.subscribe(`${this.#p}bus:${channel}`).catch(() => {})
+      this.#pending.add(subscribed)
+      void subscribed.finally(() => this.#pending.delete(subscribed))
+    }
+    handlers.add(handler)
+    return () => {
+      const current = this.#handlers.get(channel)
+      if (!current?.delete(handler) || current.size > 0) return
+      this.#handlers.delete(channel)
+      this.#subscriber.unsubscribe(`${this.#p}bus:${channel}`).catch(() => {})
+    }
+  }
+}
+
+/**
+ * The shared store: several gateway processes on one Redis. Commands fail at once while Redis is
+ * unreachable (no offline queue), so clients get a clear error instead of a hang, and ioredis reconnects
+ * in the background.
+ */
+export class RedisStore implements GatewayStore {
+  readonly kind = 'redis'
+  readonly sessions: RedisSessionStore
+  readonly tasks: RedisTaskStore
+  readonly bus: RedisBus
+  readonly #redis: Redis
+  readonly #subscriber: Redis
+
+  constructor (options: RedisStoreOptions) {
+    const common = { lazyConnect: false, enableOfflineQueue: false, maxRetriesPerRequest: 1, connectTimeout: 5000 }
+    this.#redis = new Redis(options.url, common)
+    this.#subscriber = new Redis(options.url, { ...common, enableOfflineQueue: true })
+    for (const connection of [this.#redis, this.#subscriber]) connection.on('error', () => {})
+    this.sessions = new RedisSessionStore(this.#redis, options.prefix)
+    this.tasks = new RedisTaskStore(this.#redis, options.prefix)
+    this.bus = new RedisBus(this.#redis, this.#subscriber, options.prefix)
+  }
+
+  /** Resolves once the command connection is up (or fails with GW_ERR_STORE_UNAVAILABLE). */
+  async ready (): Promise<void> {
+    if (this.#redis.status === 'ready') return
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new GatewayError('GW_ERR_STORE_UNAVAILABLE', ['Redis did not answer within 5 s'])), 5000)
+      this.#redis.once('ready', () => {
+        clearTimeout(timer)
+        resolve()
+      })
+    })
+  }
+
+  async health (): Promise<StoreHealth> {
+    try {
+      await this.#redis.ping()
+      return { ok: true, kind: this.kind }
+    } catch (err) {
+      return { ok: false, kind: this.kind, detail: errorMessage(err) }
+    }
+  }
+
+  async close (): Promise<void> {
+    await Promise.all([this.#redis.quit().catch(() => {}), this.#subscriber.quit().catch(() => {})])
+  }
+}

@@ -1,0 +1,168 @@
+import type { Redis } from 'ioredis'
+import { GatewayError } from '../../errors.ts'
+import type { InputRecord, TaskCursor, TaskOutcome, TaskPatch, TaskRecord, TaskStatus, TaskStore } from '../types.ts'
+import { ADD_INPUT, run, SETTLE_INPUT, TRANSITION } from './redis-scripts.ts'
+
+/**
+ * Keys (all under the configured prefix):
+ *   task:<id>          hash: body (immutable JSON), status, msg (JSON), upd, out (JSON), exp, principal
+ *   tasks:<principal>  sorted set of the principal's task ids by createdAt (ties by id: listing order)
+ *   active:<principal> sorted set of its unfinished task ids by expiry (+inf: never)
+ *   active             sorted set of every unfinished task id by createdAt (recovery)
+ *   expiry             sorted set of task ids by expiry (sweeping)
+ *   input:<key>        hash: body (immutable JSON), state, answer (JSON)
+ *   inputs:<taskId>    list of the task's input keys in arrival order
+ * Expiry is decided by the store's callers' clock (`now`) and enforced by `sweep`; Redis key expiry is only
+ * a backstop a day after a task's TTL, so nothing grows without bound if sweeping stops.
+ */
+
+const BACKSTOP_MS = 24 * 60 * 60 * 1000
+const NO_TTL_BACKSTOP_MS = 366 * 24 * 60 * 60 * 1000
+const TERMINAL: ReadonlySet<string> = new Set(['completed', 'failed', 'cancelled'])
+
+type Body = Omit<TaskRecord, 'status' | 'statusMessage' | 'lastUpdatedAt' | 'outcome'>
+
+function expiresAt (task: Pick<TaskRecord, 'createdAt' | 'ttlMs'>): number | null {
+  return task.ttlMs === null ? null : task.createdAt + task.ttlMs
+}
+
+function toTask (hash: Record<string, string>): TaskRecord | null {
+  if (hash.body === undefined) return null
+  const body = JSON.parse(hash.body) as Body
+  return {
+    ...body,
+    status: hash.status as TaskStatus,
+    statusMessage: hash.msg ? JSON.parse(hash.msg) as string | null : null,
+    lastUpdatedAt: Number(hash.upd),
+    outcome: hash.out ? JSON.parse(hash.out) as TaskOutcome : null,
+  }
+}
+
+function pairs (flat: unknown): Record<string, string> {
+  const out: Record<string, string> = {}
+  const list = flat as string[]
+  for (let i = 0; i + 1 < list.length; i += 2) out[list[i]!] = list[i + 1]!
+  return out
+}
+
+function live (task: TaskRecord, now: number): boolean {
+  const exp = expiresAt(task)
+  return exp === null || exp > now
+}
+
+export class RedisTaskStore implements TaskStore {
+  readonly #redis: Redis
+  readonly #p: string
+
+  constructor (redis: Redis, prefix: string) {
+    this.#redis = redis
+    this.#p = prefix
+  }
+
+  async create (task: TaskRecord): Promise<void> {
+    const { status, statusMessage, lastUpdatedAt, outcome, ...body } = task
+    const key = `${this.#p}task:${task.id}`
+    const exp = expiresAt(task)
+    const tx = this.#redis.multi()
+      .hset(key, { body: JSON.stringify(body), status, msg: JSON.stringify(statusMessage), upd: String(lastUpdatedAt), out: outcome ? JSON.stringify(outcome) : '', exp: exp === null ? '' : String(exp), principal: task.principal })
+      .pexpire(key, exp === null ? NO_TTL_BACKSTOP_MS : task.ttlMs! + BACKSTOP_MS)
+      .zadd(`${this.#p}tasks:${task.principal}`, task.createdAt, task.id)
+    if (!TERMINAL.has(status)) {
+      tx.zadd(`${this.#p}active:${task.principal}`, exp === null ? '+inf' : exp, task.id)
+      tx.zadd(`${this.#p}active`, task.createdAt, task.id)
+    }
+    if (exp !== null) tx.zadd(`${this.#p}expiry`, exp, task.id)
+    await tx.exec()
+  }
+
+  async get (id: string, now: number): Promise<TaskRecord | null> {
+    const task = toTask(await this.#redis.hgetall(`${this.#p}task:${id}`))
+    return task && live(task, now) ? task : null
+  }
+
+  async list (principal: string, after: TaskCursor | undefined, limit: number, now: number): Promise<TaskRecord[]> {
+    const out: TaskRecord[] = []
+    const min = after ? String(after.createdAt) : '-inf'
+    let offset = 0
+    while (out.length < limit) {
+      const page = await this.#redis.zrangebyscore(`${this.#p}tasks:${principal}`, min, '+inf', 'WITHSCORES', 'LIMIT', offset, 200)
+      if (page.length === 0) break
+      const entries: Array<{ id: string, createdAt: number }> = []
+      for (let i = 0; i + 1 < page.length; i += 2) entries.push({ id: page[i]!, createdAt: Number(page[i + 1]) })
+      const wanted = entries.filter((e) => !after || e.createdAt > after.createdAt || e.id > after.id)
+      const pipeline = this.#redis.pipeline()
+      for (const entry of wanted) pipeline.hgetall(`${this.#p}task:${entry.id}`)
+      const results = await pipeline.exec() ?? []
+      for (const [, hash] of results) {
+        const task = toTask(hash as Record<string, string>)
+        if (task && live(task, now) && out.length < limit) out.push(task)
+      }
+      if (page.length < 400) break
+      offset += 200
+    }
+    return out
+  }
+
+  async transition (id: string, from: readonly TaskStatus[], to: TaskStatus, patch: TaskPatch, now: number): Promise<TaskRecord | null> {
+    const result = await run(this.#redis, TRANSITION, [`${this.#p}task:${id}`], [
+      this.#p, id, now, to,
+      patch.statusMessage === undefined ? '0' : '1', JSON.stringify(patch.statusMessage ?? null),
+      patch.outcome === undefined ? '0' : '1', patch.outcome === undefined ? '' : JSON.stringify(patch.outcome),
+      ...from,
+    ])
+    return result ? toTask(pairs(result)) : null
+  }
+
+  async countActive (principal: string, now: number, atMost = Number.MAX_SAFE_INTEGER): Promise<number> {
+    return Math.min(atMost, await this.#redis.zcount(`${this.#p}active:${principal}`, `(${now}`, '+inf'))
+  }
+
+  async unfinished (): Promise<TaskRecord[]> {
+    const ids = await this.#redis.zrange(`${this.#p}active`, '0', '-1')
+    const pipeline = this.#redis.pipeline()
+    for (const id of ids) pipeline.hgetall(`${this.#p}task:${id}`)
+    const results = await pipeline.exec() ?? []
+    return results.map(([, hash]) => toTask(hash as Record<string, string>)).filter((t): t is TaskRecord => t !== null && !TERMINAL.has(t.status))
+  }
+
+  async sweep (now: number): Promise<number> {
+    const ids = await this.#redis.zrangebyscore(`${this.#p}expiry`, '-inf', now)
+    for (const id of ids) {
+      const key = `${this.#p}task:${id}`
+      const principal = await this.#redis.hget(key, 'principal')
+      const inputs = await this.#redis.lrange(`${this.#p}inputs:${id}`, 0, -1)
+      const tx = this.#redis.multi().del(key, `${this.#p}inputs:${id}`).zrem(`${this.#p}expiry`, id).zrem(`${this.#p}active`, id)
+      for (const input of inputs) tx.del(`${this.#p}input:${input}`)
+      if (principal !== null) tx.zrem(`${this.#p}tasks:${principal}`, id).zrem(`${this.#p}active:${principal}`, id)
+      await tx.exec()
+    }
+    return ids.length
+  }
+
+  async addInput (input: InputRecord, maxPending: number): Promise<void> {
+    const { state: _state, answer: _answer, ...body } = input
+    const ttl = await this.#redis.pttl(`${this.#p}task:${input.taskId}`)
+    const outcome = await run(this.#redis, ADD_INPUT, [`${this.#p}task:${input.taskId}`, `${this.#p}inputs:${input.taskId}`, `${this.#p}input:${input.key}`], [
+      maxPending, JSON.stringify(body), input.key, ttl > 0 ? ttl : NO_TTL_BACKSTOP_MS, `${this.#p}input:`,
+    ])
+    if (outcome === -1) throw new GatewayError('GW_ERR_TASK_NOT_FOUND', [input.taskId])
+    if (outcome === -2) throw new GatewayError('GW_ERR_TASK_INPUT_LIMIT', [input.taskId, maxPending])
+  }
+
+  async getInput (key: string): Promise<InputRecord | null> {
+    const hash = await this.#redis.hgetall(`${this.#p}input:${key}`)
+    if (hash.body === undefined) return null
+    return { ...JSON.parse(hash.body) as Omit<InputRecord, 'state' | 'answer'>, state: hash.state as InputRecord['state'], answer: hash.answer ? JSON.parse(hash.answer) as TaskOutcome : null }
+  }
+
+  async pendingInputs (taskId: string): Promise<InputRecord[]> {
+    const keys = await this.#redis.lrange(`${this.#p}inputs:${taskId}`, 0, -1)
+    const inputs = await Promise.all(keys.map((key) => this.getInput(key)))
+    // Oldest first; inputs created in the same millisecond keep their arrival order (sort is stable).
+    return inputs.filter((input): input is InputRecord => input !== null && input.state === 'pending').sort((a, b) => a.createdAt - b.createdAt)
+  }
+
+  async settleInput (key: string, state: 'answered' | 'expired', answer: TaskOutcome | null): Promise<boolean> {
+    return await run(this.#redis, SETTLE_INPUT, [`${this.#p}input:${key}`], [state, answer === null ? '' : JSON.stringify(answer)]) === 1
+  }
+}

@@ -1,0 +1,33 @@
+import { randomUUID } from 'node:crypto'
+import { Redis } from 'ioredis'
+import { RedisStore } from '../../src/store/redis/redis-store.ts'
+
+/** The machine's Redis (also on CI); REDIS_URL overrides it. */
+export const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
+
+/** Deletes every key under `prefix`. */
+export async function purge (prefix: string): Promise<number> {
+  const redis = new Redis(REDIS_URL)
+  let deleted = 0
+  let cursor = '0'
+  do {
+    const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 500)
+    cursor = next
+    if (keys.length > 0) deleted += await redis.del(...keys)
+  } while (cursor !== '0')
+  await redis.quit()
+  return deleted
+}
+
+/** A Redis store under a fresh prefix whose keys are deleted when it is closed. */
+export async function isolatedRedisStore (): Promise<RedisStore> {
+  const prefix = `mcpgw-test:${randomUUID()}:`
+  const store = new RedisStore({ url: REDIS_URL, prefix })
+  await store.ready()
+  const close = store.close.bind(store)
+  store.close = async () => {
+    await close()
+    await purge(prefix)
+  }
+  return store
+}
