@@ -1,16 +1,9 @@
 import type { JSONRPCMessage, Transport, TransportSendOptions } from '@modelcontextprotocol/client'
 import type { Dispatcher } from 'undici'
+import { encodeHeaderValue, MCP_NAME_SOURCE } from '../protocol/mcp-name.ts'
 import { SseParser } from './sse-parser.ts'
 
 const PROTOCOL_VERSION_META_KEY = 'io.modelcontextprotocol/protocolVersion'
-const NAME_SOURCE: Record<string, string> = {
-  'tools/call': 'name',
-  'prompts/get': 'name',
-  'resources/read': 'uri',
-  'tasks/get': 'taskId',
-  'tasks/update': 'taskId',
-  'tasks/cancel': 'taskId',
-}
 /** Reconnect attempts of the standalone GET stream before the transport reports an error. */
 const GET_RETRIES = 3
 
@@ -124,11 +117,9 @@ export class StreamableHttpTransport implements Transport {
     if (typeof version !== 'string') return
     headers['mcp-protocol-version'] = version
     headers['mcp-method'] = msg.method
-    const field = NAME_SOURCE[msg.method]
+    const field = MCP_NAME_SOURCE[msg.method]
     const name = field === undefined ? undefined : msg.params?.[field]
-    if (typeof name !== 'string') return
-    const plain = name !== '' && name === name.trim() && /^[\x20-\x7e]*$/.test(name) && !(name.startsWith('=?base64?') && name.endsWith('?='))
-    headers['mcp-name'] = plain ? name : `=?base64?${Buffer.from(name, 'utf8').toString('base64')}?=`
+    if (typeof name === 'string') headers['mcp-name'] = encodeHeaderValue(name)
   }
 
   /** An HTTP error whose body is the JSON-RPC error for the request: hand it on, keeping its code. */

@@ -32,7 +32,7 @@ describe.each(['stdio', 'streamable-http'] as const)('sync calls through the gat
           : { action }
       },
       onSample: () => ({ role: 'assistant', model: 'test-model', content: { type: 'text', text: 'a short summary' } }),
-      onRoots: () => ({ roots: [{ uri: 'file:///work/project', name: 'project' }] }),
+      onRoots: () => ({ roots: [{ uri: 'file:///srv/project', name: 'project' }] }),
     })
   })
 
@@ -75,7 +75,7 @@ describe.each(['stdio', 'streamable-http'] as const)('sync calls through the gat
     const summary = await client.callTool({ name: 'demo__summarize', arguments: { text: 'a long text' } })
     expect(textOf(summary)).toContain('a short summary')
     const roots = await client.callTool({ name: 'demo__list_roots', arguments: {} })
-    expect(textOf(roots)).toContain('file:///work/project')
+    expect(textOf(roots)).toContain('file:///srv/project')
   })
 
   it('passes an isError result through and keeps an upstream JSON-RPC error code', async () => {

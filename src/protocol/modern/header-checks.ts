@@ -1,34 +1,11 @@
 import type { IncomingHttpHeaders } from 'node:http'
 import { GatewayError } from '../../errors.ts'
 import type { JsonObject, RpcRequest } from '../jsonrpc.ts'
-
-/** The body field each routed method mirrors in the Mcp-Name header. */
-const NAME_SOURCE: Readonly<Record<string, string>> = {
-  'tools/call': 'name',
-  'prompts/get': 'name',
-  'resources/read': 'uri',
-  'tasks/get': 'taskId',
-  'tasks/update': 'taskId',
-  'tasks/cancel': 'taskId',
-}
+import { decodeHeaderValue, MCP_NAME_SOURCE } from '../mcp-name.ts'
 
 function header (headers: IncomingHttpHeaders, name: string): string | undefined {
   const value = headers[name]
   return Array.isArray(value) ? value[0] : value
-}
-
-const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/
-
-/**
- * Header values that are not plain visible ASCII travel base64-encoded between `=?base64?` and `?=`;
- * undefined when such a value is not valid base64.
- */
-function decodeHeaderValue (value: string): string | undefined {
-  const trimmed = value.trim()
-  if (!trimmed.startsWith('=?base64?') || !trimmed.endsWith('?=') || trimmed.length < 11) return trimmed
-  const encoded = trimmed.slice(9, -2)
-  if (encoded.length % 4 !== 0 || !BASE64.test(encoded)) return undefined
-  return Buffer.from(encoded, 'base64').toString('utf8')
 }
 
 function mismatch (headerName: string, value: string | undefined, body: string): GatewayError {
@@ -69,7 +46,7 @@ export type ToolSchemaLookup = (name: string) => JsonObject | undefined
 export function checkHeaders (headers: IncomingHttpHeaders, request: RpcRequest, toolSchema: ToolSchemaLookup): void {
   const method = header(headers, 'mcp-method')
   if (method !== request.method) throw mismatch('Mcp-Method', method, `method ${request.method}`)
-  const field = NAME_SOURCE[request.method]
+  const field = MCP_NAME_SOURCE[request.method]
   if (field === undefined) return
   const expected = request.params?.[field]
   if (typeof expected !== 'string') return
