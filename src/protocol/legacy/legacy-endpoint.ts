@@ -10,7 +10,7 @@ import { classifyMessage, errorMessageFor, progressTokenOf, resultMessage, type 
 import { isLegacyVersion } from '../versions.ts'
 import type { ClientRequestBroker } from './client-requests.ts'
 import type { InflightRequests } from './inflight-requests.ts'
-import { PostExchange } from './post-exchange.ts'
+import { exchangeChannel, PostExchange } from './post-exchange.ts'
 import { initializeResult, validateInitialize } from './initialize.ts'
 import type { StreamHub } from './stream-hub.ts'
 
@@ -143,10 +143,7 @@ export class LegacyEndpoint {
       signal: inflight.signal,
       progressToken: progressTokenOf(params),
       log: deps.log,
-      disconnected: exchange.disconnected,
-      send: (message) => exchange.emit(message),
-      openStream: () => exchange.openStream(),
-      notify: (method, notificationParams) => exchange.emit({ jsonrpc: '2.0', method, params: notificationParams }),
+      ...exchangeChannel(exchange),
       request: (method, requestParams, signal) => deps.broker.send(session.id, (m) => exchange.emit(m), method, requestParams, signal),
     }
     try {

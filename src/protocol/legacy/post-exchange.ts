@@ -1,5 +1,6 @@
 import type { ServerResponse } from 'node:http'
 import { SseConnection } from '../../http/sse-connection.ts'
+import type { RequestContext } from '../../dispatch/context.ts'
 import type { RpcMessage, RpcResponse } from '../jsonrpc.ts'
 import type { EventStream } from './event-stream.ts'
 import type { StreamHub } from './stream-hub.ts'
@@ -77,5 +78,15 @@ export class PostExchange {
       this.#stream = this.#options.hub.openRequestStream(this.#options.sessionId, connection)
     }
     return this.#stream
+  }
+}
+
+/** The parts of a request's context that write to its exchange; the same in both eras. */
+export function exchangeChannel (exchange: PostExchange): Pick<RequestContext, 'disconnected' | 'send' | 'openStream' | 'notify'> {
+  return {
+    disconnected: exchange.disconnected,
+    send: (message) => exchange.emit(message),
+    openStream: () => exchange.openStream(),
+    notify: (method, params) => exchange.emit({ jsonrpc: '2.0', method, params }),
   }
 }

@@ -6,7 +6,7 @@ import type { Logger } from '../../observability/logger.ts'
 import type { SessionRecord } from '../../store/types.ts'
 import { classifyMessage, errorMessageFor, progressTokenOf, resultMessage, type JsonObject, type RpcRequest } from '../jsonrpc.ts'
 import { sendHttpError } from '../legacy/legacy-endpoint.ts'
-import { PostExchange } from '../legacy/post-exchange.ts'
+import { exchangeChannel, PostExchange } from '../legacy/post-exchange.ts'
 import type { StreamHub } from '../legacy/stream-hub.ts'
 import { checkHeaders, type ToolSchemaLookup } from './header-checks.ts'
 import { readEnvelope, withoutEnvelope, type Envelope } from './envelope.ts'
@@ -84,10 +84,7 @@ export class ModernEndpoint {
       signal,
       progressToken: progressTokenOf(params),
       log: deps.log,
-      disconnected: exchange.disconnected,
-      send: (message) => exchange.emit(message),
-      openStream: () => exchange.openStream(),
-      notify: (method, notificationParams) => exchange.emit({ jsonrpc: '2.0', method, params: notificationParams }),
+      ...exchangeChannel(exchange),
       request: () => Promise.reject(new GatewayError('GW_ERR_INTERNAL', ['server-to-client requests do not exist in the 2026-07-28 protocol'])),
     }
     try {
