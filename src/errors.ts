@@ -59,6 +59,7 @@ export const ERRORS = {
   GW_ERR_TASK_FORBIDDEN: { status: 200, rpc: -32601, message: "Method not found: tool '%s' cannot run as a task (taskSupport: forbidden)" },
   GW_ERR_TASK_REQUIRED: { status: 200, rpc: -32601, message: "Method not found: tool '%s' must be called as a task (taskSupport: required); add params.task" },
   GW_ERR_TASK_RESTARTED: { status: 200, rpc: -32603, message: 'gateway restarted during execution' },
+  GW_ERR_TASK_OWNER_LOST: { status: 200, rpc: -32603, message: 'gateway process lost during execution' },
   GW_ERR_INPUT_EXPIRED: { status: 200, rpc: -32603, message: 'the upstream stopped waiting for the answer to %s' },
 
   GW_ERR_AUTH_MISSING: { status: 401, rpc: -32001, message: 'Unauthorized: send Authorization: Bearer <token>' },
@@ -67,6 +68,7 @@ export const ERRORS = {
   GW_ERR_STORE_SCHEMA: { status: 500, rpc: -32603, message: 'store schema version %s is newer than this gateway supports (%s); upgrade the gateway' },
   GW_ERR_STORE_UNAVAILABLE: { status: 503, rpc: -32603, message: 'the store is unavailable: %s' },
 
+  GW_ERR_PEER_LOST: { status: 503, rpc: -32603, message: 'the gateway process holding this %s is gone; start the request again' },
   GW_ERR_SHUTTING_DOWN: { status: 503, rpc: -32603, message: 'the gateway is shutting down; retry on another instance' },
   GW_ERR_INTERNAL: { status: 500, rpc: -32603, message: 'internal gateway error: %s' },
 } as const satisfies Record<string, ErrorDef>

@@ -1,3 +1,5 @@
+import { randomBytes } from 'node:crypto'
+import { hostname } from 'node:os'
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify'
 import { CallEngine } from './calls/call-engine.ts'
 import { Catalog, describeCollisions } from './catalog/catalog.ts'
@@ -24,6 +26,8 @@ import { withLegacyTaskMethods } from './protocol/legacy/task-methods.ts'
 import { TaskInputs } from './tasks/task-inputs.ts'
 import { TaskRunner } from './tasks/task-runner.ts'
 import { TaskService } from './tasks/task-service.ts'
+import { ProcessLease } from './tasks/process-lease.ts'
+import { PeerRequests } from './cluster/peer-requests.ts'
 import { HeldCalls } from './calls/held-calls.ts'
 import { ListenHub } from './protocol/modern/listen-hub.ts'
 import { ModernEndpoint } from './protocol/modern/modern-endpoint.ts'
@@ -44,6 +48,8 @@ export interface Gateway {
   readonly pools: readonly UpstreamPool[]
   readonly catalog: Catalog
   readonly tasks: TaskService
+  /** This process among the gateway processes sharing the store (owner of the tasks it runs). */
+  readonly processId: string
   /** Stops taking requests, lets in-flight ones finish within `server.shutdownGrace`, then releases everything. */
   close (): Promise<void>
 }
@@ -95,8 +101,21 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
   hub.onGetStream = (sessionId) => delivery.onGetStream(sessionId)
   const inputs = new TaskInputs(store.tasks, delivery, config.tasks, store.bus)
   const runner = new TaskRunner({ store: store.tasks, pools: new Map(pools.map((p) => [p.name, p])), inputs, events: delivery, log, shutdown: shutdown.signal, bus: store.bus, isNativeTask: (upstream, tool) => catalog.isNativeTask(upstream, tool) })
-  const tasks = new TaskService({ store: store.tasks, runner, inputs, events: delivery, config: config.tasks, log, bus: store.bus })
-  await tasks.recover((task) => config.upstreams.find((u) => u.name === task.upstream)?.toolSettings[task.tool]?.idempotent === true)
+  const processId = `${hostname()}/${process.pid}/${randomBytes(6).toString('base64url')}`
+  const tasks = new TaskService({
+    store: store.tasks,
+    runner,
+    inputs,
+    events: delivery,
+    config: config.tasks,
+    log,
+    bus: store.bus,
+    owner: processId,
+    isIdempotent: (task) => config.upstreams.find((u) => u.name === task.upstream)?.toolSettings[task.tool]?.idempotent === true,
+  })
+  const peers = new PeerRequests(processId, store.bus, store.leases)
+  const lease = new ProcessLease({ processId, leases: store.leases, tasks, shared: store.shared, leaseMs: config.tasks.ownerLease, log })
+  await lease.start()
   /** What a session held dies with it; with auth off that includes its tasks, which nobody else can reach. */
   const endSession = async (sessionId: string): Promise<void> => {
     await subscriptions.dropSession(sessionId, 10_000)
@@ -186,6 +205,8 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
       shutdown.abort(new GatewayError('GW_ERR_SHUTTING_DOWN'))
       held.close(new GatewayError('GW_ERR_SHUTTING_DOWN'))
       await runner.settled()
+      await lease.stop()
+      peers.close()
       await new Promise((resolve) => setImmediate(resolve))
       hub.closeAll()
       await app.close()
@@ -194,5 +215,5 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
     return closed
   }
 
-  return { app, store, pools, catalog, tasks, close }
+  return { app, store, pools, catalog, tasks, processId, close }
 }

@@ -131,6 +131,8 @@ const tasksSchema = z.strictObject({
   maxQueuedInputs: z.number().int().min(1).prefault(10)
     .describe('unanswered input requests (elicitation, sampling, roots) one task may hold'),
   sweepInterval: duration('how often expired tasks are deleted').prefault('30s'),
+  ownerLease: duration('a process that has not renewed its lease for this long is lost; another process fails or re-runs its tasks (redis store)')
+    .refine((ms) => ms >= 1000, 'must be at least 1s').prefault('10s'),
   decide: z.union([
     z.literal('always'),
     z.strictObject({ after: duration('answer synchronously when the call ends within this time, else return the task') }),

@@ -66,6 +66,8 @@ export interface TaskRecord {
   /** The client's capabilities when it created the task: what may be relayed to it. */
   clientCapabilities: JsonObject
   outcome: TaskOutcome | null
+  /** The gateway process that runs (or last ran) the task's upstream call; it renews a lease while alive. */
+  owner: string
 }
 
 export interface TaskPatch {
@@ -111,6 +113,13 @@ export interface TaskStore {
   countActive (principal: string, now: number, atMost?: number): Promise<number>
   /** Every task not yet terminal (for recovery after a restart). */
   unfinished (): Promise<TaskRecord[]>
+  /** The live tasks not yet terminal whose owner is `owner`. */
+  ownedBy (owner: string, now: number): Promise<TaskRecord[]>
+  /**
+   * Compare-and-set of the owner: gives a task that is not terminal to `to` only if its owner is `from`;
+   * returns the updated task, or null. Of two processes claiming the same task, exactly one wins.
+   */
+  claim (id: string, from: string, to: string, now: number): Promise<TaskRecord | null>
   /** Deletes tasks past their TTL (and their inputs); returns how many. */
   sweep (now: number): Promise<number>
 
@@ -130,9 +139,25 @@ export type BusHandler = (message: JsonObject) => void
  * only to subscribers alive at publish time; durable data always goes through the record stores.
  */
 export interface SignalBus {
-  publish (channel: string, message: JsonObject): Promise<void>
+  /** Resolves with how many processes received the message (0: nobody was subscribed). */
+  publish (channel: string, message: JsonObject): Promise<number>
   /** Returns an unsubscribe function. Handlers must not throw. */
   subscribe (channel: string, handler: BusHandler): () => void
+}
+
+/**
+ * Liveness of gateway processes. Each process renews its lease while it runs; a process whose lease
+ * has lapsed is dead, and another takes over its unfinished tasks.
+ */
+export interface LeaseStore {
+  /** Records that `owner` is alive until `until` (epoch ms). */
+  renew (owner: string, until: number): Promise<void>
+  /** Whether `owner` holds a lease that runs past `now`. */
+  alive (owner: string, now: number): Promise<boolean>
+  /** Owners whose lease ended at or before `now` and that were not released. */
+  lapsed (now: number): Promise<string[]>
+  /** Forgets an owner: it stopped cleanly, or its tasks were taken over. */
+  release (owner: string): Promise<void>
 }
 
 export interface StoreHealth {
@@ -143,9 +168,12 @@ export interface StoreHealth {
 
 export interface GatewayStore {
   readonly kind: string
+  /** Whether several gateway processes may use the store at once (only then can another process be alive). */
+  readonly shared: boolean
   readonly sessions: SessionStore
   readonly tasks: TaskStore
   readonly bus: SignalBus
+  readonly leases: LeaseStore
   /** Liveness of the backend for /readyz. */
   health (): Promise<StoreHealth>
   /** Releases the backend; the store is unusable afterwards. */

@@ -43,6 +43,28 @@ export function effectiveTtl (requested: number | undefined, config: TasksConfig
   return Math.max(MIN_TTL_MS, Math.min(wanted, config.maxTtl))
 }
 
+export interface TaskServiceDeps {
+  store: TaskStore
+  runner: TaskRunner
+  inputs: TaskInputs
+  events: TaskEvents
+  config: TasksConfig
+  log: Logger
+  bus: SignalBus
+  /** This gateway process: the owner of the tasks it creates. */
+  owner: string
+  /** Whether a task's tool may run again after the process running it stopped. */
+  isIdempotent (task: TaskRecord): boolean
+}
+
+/** Why a task's call stopped before it ended: the gateway restarted, or its process was lost. */
+export type Interruption = 'restart' | 'lost'
+
+const INTERRUPTED = {
+  restart: { code: 'GW_ERR_TASK_RESTARTED', again: 'running again after a gateway restart' },
+  lost: { code: 'GW_ERR_TASK_OWNER_LOST', again: 'running again after the gateway process running it was lost' },
+} as const
+
 /**
  * The task lifecycle over the store: creation with limits, lookups that treat foreign ids exactly like
  * unknown ones, cancellation, and recovery of tasks that were running when the gateway stopped.
@@ -56,9 +78,13 @@ export class TaskService {
   readonly #log: Logger
 
   readonly #bus: SignalBus
+  readonly #owner: string
+  readonly #isIdempotent: (task: TaskRecord) => boolean
 
-  constructor (deps: { store: TaskStore, runner: TaskRunner, inputs: TaskInputs, events: TaskEvents, config: TasksConfig, log: Logger, bus: SignalBus }) {
+  constructor (deps: TaskServiceDeps) {
     this.#bus = deps.bus
+    this.#owner = deps.owner
+    this.#isIdempotent = deps.isIdempotent
     this.#tasks = deps.store
     this.#runner = deps.runner
     this.#inputs = deps.inputs
@@ -107,6 +133,7 @@ export class TaskService {
       progressToken: request.progressToken ?? null,
       clientCapabilities: request.clientCapabilities,
       outcome: null,
+      owner: this.#owner,
     }
     await this.#tasks.create(task)
     this.#log.info({ taskId: task.id, principal: task.principal, tool: task.tool, upstream: task.upstream, ttlMs: task.ttlMs }, 'task created')
@@ -157,28 +184,49 @@ export class TaskService {
     }
   }
 
+  /** Takes over every unfinished task in the store (a store only this process uses, after a restart). */
+  async recover (): Promise<{ rerun: number, failed: number }> {
+    const tally = await this.#takeOver(await this.#tasks.unfinished(), 'restart')
+    if (tally.rerun + tally.failed > 0) this.#log.warn(tally, 'recovered tasks interrupted by a restart')
+    return tally
+  }
+
+  /** Takes over the unfinished tasks of a gateway process whose lease lapsed. */
+  async adoptOrphans (owner: string): Promise<{ rerun: number, failed: number }> {
+    const tally = await this.#takeOver(await this.#tasks.ownedBy(owner, Date.now()), 'lost')
+    if (tally.rerun + tally.failed > 0) this.#log.warn({ ...tally, lostProcess: owner }, 'took over the tasks of a lost gateway process')
+    return tally
+  }
+
   /**
-   * Tasks that were running when the gateway stopped: run again when their tool is idempotent,
-   * otherwise failed with a statusMessage saying why.
+   * Claims each task (only one process wins it), then runs it again when its tool is idempotent,
+   * otherwise fails it with a statusMessage saying why.
    */
-  async recover (isIdempotent: (task: TaskRecord) => boolean): Promise<{ rerun: number, failed: number }> {
+  async #takeOver (tasks: TaskRecord[], why: Interruption): Promise<{ rerun: number, failed: number }> {
     let rerun = 0
     let failed = 0
-    for (const task of await this.#tasks.unfinished()) {
-      await this.#inputs.expireAll(task.id, new GatewayError('GW_ERR_TASK_RESTARTED'))
-      if (isIdempotent(task)) {
-        const restarted = await this.#tasks.transition(task.id, ['working', 'input_required'], 'working', { statusMessage: 'running again after a gateway restart' }, Date.now())
+    for (const task of tasks) {
+      const claimed = await this.#tasks.claim(task.id, task.owner, this.#owner, Date.now())
+      if (!claimed) continue
+      const error = new GatewayError(INTERRUPTED[why].code)
+      await this.#inputs.expireAll(task.id, error)
+      // A process declared lost may only be stalled: if it wakes up, it drops the call instead of racing us.
+      if (why === 'lost') await this.#bus.publish(cancelChannel(task.id), { taskId: task.id })
+      if (this.#isIdempotent(claimed)) {
+        const restarted = await this.#tasks.transition(task.id, ['working', 'input_required'], 'working', { statusMessage: INTERRUPTED[why].again }, Date.now())
         if (restarted) {
+          this.#events.status(restarted)
           this.#runner.start(restarted)
           rerun++
         }
         continue
       }
-      const error = new GatewayError('GW_ERR_TASK_RESTARTED')
       const updated = await this.#tasks.transition(task.id, ['working', 'input_required'], 'failed', { statusMessage: error.message, outcome: { error: toWireError(error) } }, Date.now())
-      if (updated) failed++
+      if (updated) {
+        this.#events.status(updated)
+        failed++
+      }
     }
-    if (rerun + failed > 0) this.#log.warn({ rerun, failed }, 'recovered tasks interrupted by a restart')
     return { rerun, failed }
   }
 

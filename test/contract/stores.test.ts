@@ -12,6 +12,7 @@ import { isolatedRedisStore } from '../helpers/redis.ts'
 import { sessionStoreContract } from './session-store.contract.ts'
 import { taskInputStoreContract } from './task-input-store.contract.ts'
 import { taskStoreContract } from './task-store.contract.ts'
+import { ownershipContract } from './ownership.contract.ts'
 
 const dir = mkdtempSync(join(tmpdir(), 'gw-sqlite-'))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
@@ -30,6 +31,9 @@ taskInputStoreContract('sqlite', async () => new SqliteStore(dbFile()))
 sessionStoreContract('redis', isolatedRedisStore)
 taskStoreContract('redis', isolatedRedisStore)
 taskInputStoreContract('redis', isolatedRedisStore)
+ownershipContract('memory', async () => new MemoryStore())
+ownershipContract('sqlite', async () => new SqliteStore(dbFile()))
+ownershipContract('redis', isolatedRedisStore)
 
 function task (id: string): TaskRecord {
   return {
@@ -43,6 +47,7 @@ function task (id: string): TaskRecord {
     lastUpdatedAt: 1,
     ttlMs: null,
     pollIntervalMs: 1_000,
+    owner: 'gateway-a',
     upstream: 'demo',
     tool: 'echo',
     request: { arguments: { text: 'x' } },
@@ -83,13 +88,17 @@ describe('sqlite store', () => {
   it('upgrades a database written by an older gateway in place', async () => {
     const file = dbFile()
     const old = new Database(file)
-    old.exec(MIGRATIONS[0]!)
-    old.pragma('user_version = 1')
+    for (const step of MIGRATIONS.slice(0, 3)) old.exec(step)
+    old.pragma('user_version = 3')
     old.prepare("INSERT INTO sessions VALUES ('s1', 'p', '2025-11-25', '{}', '{}', 1, 1)").run()
+    old.prepare(`INSERT INTO tasks (id, principal, era, status, created_at, last_updated_at, poll_interval_ms, upstream, tool, request, client_capabilities)
+      VALUES ('t0', 'p', 'legacy', 'working', 1, 1, 1000, 'demo', 'echo', '{}', '{}')`).run()
     old.close()
 
     const store = new SqliteStore(file)
     expect(await store.sessions.get('s1')).toMatchObject({ principal: 'p' })
+    // A task stored before owners were recorded belongs to no process: the next start takes it over.
+    expect(await store.tasks.unfinished()).toMatchObject([{ id: 't0', owner: '' }])
     await store.tasks.create(task('t1'))
     expect(await store.tasks.get('t1', 1)).toEqual(task('t1'))
     await store.close()
@@ -109,5 +118,18 @@ describe('sqlite store', () => {
     const failure = await store.tasks.get('t1', 1).catch((err: unknown) => err)
     expect(failure).toMatchObject({ code: 'GW_ERR_STORE_UNAVAILABLE' })
     expect((failure as Error).cause).toBeInstanceOf(Error)
+  })
+})
+
+describe('redis store', () => {
+  it('reports an unreachable Redis with its own code and keeps the backend error as the cause', async () => {
+    const store = await isolatedRedisStore()
+    await store.close()
+    for (const attempt of [store.tasks.get('t1', 1), store.sessions.get('s1'), store.leases.lapsed(1)]) {
+      const failure = await attempt.catch((err: unknown) => err)
+      expect(failure).toMatchObject({ code: 'GW_ERR_STORE_UNAVAILABLE', message: 'the store is unavailable: Redis is unreachable' })
+      expect((failure as Error).cause).toBeInstanceOf(Error)
+    }
+    expect(await store.bus.publish('nobody', {})).toBe(0)
   })
 })

@@ -22,6 +22,7 @@ export function task (overrides: Partial<TaskRecord> = {}): TaskRecord {
     progressToken: 'progress-1',
     clientCapabilities: { elicitation: { form: {}, url: {} }, sampling: {} },
     outcome: null,
+    owner: 'gateway-a',
     ...overrides,
   }
 }

@@ -5,10 +5,11 @@ import type { JsonObject } from '../../protocol/jsonrpc.ts'
 export class MemoryBus implements SignalBus {
   readonly #channels = new Map<string, Set<BusHandler>>()
 
-  async publish (channel: string, message: JsonObject): Promise<void> {
+  async publish (channel: string, message: JsonObject): Promise<number> {
     const handlers = this.#channels.get(channel)
-    if (!handlers) return
+    if (!handlers) return 0
     for (const handler of [...handlers]) handler(message)
+    return 1
   }
 
   subscribe (channel: string, handler: BusHandler): () => void {

@@ -1,4 +1,4 @@
-import type { GatewayStore, SessionRecord, SessionStore, StoreHealth } from '../types.ts'
+import type { GatewayStore, LeaseStore, SessionRecord, SessionStore, StoreHealth } from '../types.ts'
 import { MemoryBus } from './memory-bus.ts'
 import { MemoryTaskStore } from './memory-task-store.ts'
 
@@ -35,12 +35,35 @@ class MemorySessionStore implements SessionStore {
   }
 }
 
+/** Process leases in a Map (used by stores that serve one process; also the reference for the contract). */
+export class MemoryLeaseStore implements LeaseStore {
+  readonly #until = new Map<string, number>()
+
+  async renew (owner: string, until: number): Promise<void> {
+    this.#until.set(owner, until)
+  }
+
+  async alive (owner: string, now: number): Promise<boolean> {
+    return (this.#until.get(owner) ?? -Infinity) > now
+  }
+
+  async lapsed (now: number): Promise<string[]> {
+    return [...this.#until].filter(([, until]) => until <= now).map(([owner]) => owner)
+  }
+
+  async release (owner: string): Promise<void> {
+    this.#until.delete(owner)
+  }
+}
+
 /** Ephemeral store: everything is lost when the process exits. For tests and throwaway runs. */
 export class MemoryStore implements GatewayStore {
   readonly kind = 'memory'
+  readonly shared = false
   readonly sessions = new MemorySessionStore()
   readonly tasks = new MemoryTaskStore()
   readonly bus = new MemoryBus()
+  readonly leases = new MemoryLeaseStore()
 
   async health (): Promise<StoreHealth> {
     return { ok: true, kind: this.kind }

@@ -81,6 +81,20 @@ export class MemoryTaskStore implements TaskStore {
       .map((task) => structuredClone(task))
   }
 
+  async ownedBy (owner: string, now: number): Promise<TaskRecord[]> {
+    return [...this.#tasks.values()]
+      .filter((task) => task.owner === owner && !isTerminal(task.status) && live(task, now))
+      .sort(byPosition)
+      .map((task) => structuredClone(task))
+  }
+
+  async claim (id: string, from: string, to: string, now: number): Promise<TaskRecord | null> {
+    const task = this.#live(id, now)
+    if (!task || isTerminal(task.status) || task.owner !== from) return null
+    task.owner = to
+    return structuredClone(task)
+  }
+
   async sweep (now: number): Promise<number> {
     let swept = 0
     for (const [id, task] of this.#tasks) {

@@ -26,7 +26,8 @@ export async function run (redis: Redis, s: Script, keys: readonly string[], arg
  * ARGV[5] '1' to set the statusMessage to ARGV[6] (a JSON string or null), ARGV[7] '1' to set the outcome
  * to ARGV[8] (JSON), ARGV[9..] the statuses the task may be in.
  * Returns the task hash (HGETALL) after the move, or false when the task is unknown, expired, terminal
- * or in none of the given statuses. Terminal moves also drop the task from the active sets.
+ * or in none of the given statuses. Terminal moves also drop the task from the active sets and from its
+ * owner's set.
  */
 export const TRANSITION = script(`
 local status = redis.call('HGET', KEYS[1], 'status')
@@ -46,7 +47,33 @@ if ARGV[4] == 'completed' or ARGV[4] == 'failed' or ARGV[4] == 'cancelled' then
   local principal = redis.call('HGET', KEYS[1], 'principal')
   redis.call('ZREM', ARGV[1] .. 'active:' .. principal, ARGV[2])
   redis.call('ZREM', ARGV[1] .. 'active', ARGV[2])
+  local owner = redis.call('HGET', KEYS[1], 'owner')
+  if owner then redis.call('SREM', ARGV[1] .. 'owned:' .. owner, ARGV[2]) end
 end
+return redis.call('HGETALL', KEYS[1])
+`)
+
+/**
+ * Compare-and-set of a task's owner (a process taking over the tasks of one whose lease lapsed).
+ * KEYS[1] task hash, KEYS[2] the old owner's task set, KEYS[3] the new owner's task set. ARGV[1] task id,
+ * ARGV[2] the expected owner, ARGV[3] the new owner, ARGV[4] now (ms).
+ * Returns the task hash after the move, or false when the task is unknown, expired, terminal or owned by
+ * someone else; a task that is no longer the old owner's leaves the old owner's set either way.
+ */
+export const CLAIM = script(`
+local status = redis.call('HGET', KEYS[1], 'status')
+local owner = redis.call('HGET', KEYS[1], 'owner')
+local exp = redis.call('HGET', KEYS[1], 'exp')
+local expired = exp and exp ~= '' and tonumber(exp) <= tonumber(ARGV[4])
+if not status or expired or status == 'completed' or status == 'failed' or status == 'cancelled' or owner ~= ARGV[2] then
+  if owner ~= ARGV[2] or not status or status == 'completed' or status == 'failed' or status == 'cancelled' then
+    redis.call('SREM', KEYS[2], ARGV[1])
+  end
+  return false
+end
+redis.call('HSET', KEYS[1], 'owner', ARGV[3])
+redis.call('SREM', KEYS[2], ARGV[1])
+redis.call('SADD', KEYS[3], ARGV[1])
 return redis.call('HGETALL', KEYS[1])
 `)
 

@@ -1,7 +1,8 @@
 import { Redis } from 'ioredis'
 import { GatewayError, errorMessage } from '../../errors.ts'
 import type { JsonObject } from '../../protocol/jsonrpc.ts'
-import type { BusHandler, GatewayStore, SessionRecord, SessionStore, SignalBus, StoreHealth } from '../types.ts'
+import type { BusHandler, GatewayStore, LeaseStore, SessionRecord, SessionStore, SignalBus, StoreHealth } from '../types.ts'
+import { guarded } from './redis-errors.ts'
 import { run, TOUCH_SESSION } from './redis-scripts.ts'
 import { RedisTaskStore } from './redis-task-store.ts'
 
@@ -78,9 +79,10 @@ class RedisBus implements SignalBus {
     })
   }
 
-  async publish (channel: string, message: JsonObject): Promise<void> {
+  /** Resolves with the number of processes that received it; 0 when Redis is unreachable (signals are at most once). */
+  async publish (channel: string, message: JsonObject): Promise<number> {
     if (this.#pending.size > 0) await Promise.all([...this.#pending])
-    await this.#publisher.publish(`${this.#p}bus:${channel}`, JSON.stringify(message))
+    return await this.#publisher.publish(`${this.#p}bus:${channel}`, JSON.stringify(message)).catch(() => 0)
   }
 
   subscribe (channel: string, handler: BusHandler): () => void {
@@ -102,6 +104,34 @@ class RedisBus implements SignalBus {
   }
 }
 
+/** Leases: `owners`, a sorted set of gateway process ids by the end of their lease. */
+class RedisLeaseStore implements LeaseStore {
+  readonly #redis: Redis
+  readonly #key: string
+
+  constructor (redis: Redis, prefix: string) {
+    this.#redis = redis
+    this.#key = `${prefix}owners`
+  }
+
+  async renew (owner: string, until: number): Promise<void> {
+    await this.#redis.zadd(this.#key, until, owner)
+  }
+
+  async alive (owner: string, now: number): Promise<boolean> {
+    const until = await this.#redis.zscore(this.#key, owner)
+    return until !== null && Number(until) > now
+  }
+
+  async lapsed (now: number): Promise<string[]> {
+    return await this.#redis.zrangebyscore(this.#key, '-inf', now)
+  }
+
+  async release (owner: string): Promise<void> {
+    await this.#redis.zrem(this.#key, owner)
+  }
+}
+
 /**
  * The shared store: several gateway processes on one Redis. Commands fail at once while Redis is
  * unreachable (no offline queue), so clients get a clear error instead of a hang, and ioredis reconnects
@@ -109,9 +139,11 @@ class RedisBus implements SignalBus {
  */
 export class RedisStore implements GatewayStore {
   readonly kind = 'redis'
+  readonly shared = true
   readonly sessions: RedisSessionStore
   readonly tasks: RedisTaskStore
   readonly bus: RedisBus
+  readonly leases: RedisLeaseStore
   readonly #redis: Redis
   readonly #subscriber: Redis
 
@@ -120,9 +152,10 @@ export class RedisStore implements GatewayStore {
     this.#redis = new Redis(options.url, common)
     this.#subscriber = new Redis(options.url, { ...common, enableOfflineQueue: true })
     for (const connection of [this.#redis, this.#subscriber]) connection.on('error', () => {})
-    this.sessions = new RedisSessionStore(this.#redis, options.prefix)
-    this.tasks = new RedisTaskStore(this.#redis, options.prefix)
+    this.sessions = guarded(new RedisSessionStore(this.#redis, options.prefix))
+    this.tasks = guarded(new RedisTaskStore(this.#redis, options.prefix))
     this.bus = new RedisBus(this.#redis, this.#subscriber, options.prefix)
+    this.leases = guarded(new RedisLeaseStore(this.#redis, options.prefix))
   }
 
   /** Resolves once the command connection is up (or fails with GW_ERR_STORE_UNAVAILABLE). */

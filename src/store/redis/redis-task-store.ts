@@ -1,15 +1,16 @@
 import type { Redis } from 'ioredis'
 import { GatewayError } from '../../errors.ts'
 import type { InputRecord, TaskCursor, TaskOutcome, TaskPatch, TaskRecord, TaskStatus, TaskStore } from '../types.ts'
-import { ADD_INPUT, run, SETTLE_INPUT, TRANSITION } from './redis-scripts.ts'
+import { ADD_INPUT, CLAIM, run, SETTLE_INPUT, TRANSITION } from './redis-scripts.ts'
 
 /**
  * Keys (all under the configured prefix):
- *   task:<id>          hash: body (immutable JSON), status, msg (JSON), upd, out (JSON), exp, principal
+ *   task:<id>          hash: body (immutable JSON), status, msg (JSON), upd, out (JSON), exp, principal, owner
  *   tasks:<principal>  sorted set of the principal's task ids by createdAt (ties by id: listing order)
  *   active:<principal> sorted set of its unfinished task ids by expiry (+inf: never)
  *   active             sorted set of every unfinished task id by createdAt (recovery)
  *   expiry             sorted set of task ids by expiry (sweeping)
+ *   owned:<owner>      set of the unfinished task ids a gateway process runs (failover)
  *   input:<key>        hash: body (immutable JSON), state, answer (JSON)
  *   inputs:<taskId>    list of the task's input keys in arrival order
  * Expiry is decided by the store's callers' clock (`now`) and enforced by `sweep`; Redis key expiry is only
@@ -20,7 +21,7 @@ const BACKSTOP_MS = 24 * 60 * 60 * 1000
 const NO_TTL_BACKSTOP_MS = 366 * 24 * 60 * 60 * 1000
 const TERMINAL: ReadonlySet<string> = new Set(['completed', 'failed', 'cancelled'])
 
-type Body = Omit<TaskRecord, 'status' | 'statusMessage' | 'lastUpdatedAt' | 'outcome'>
+type Body = Omit<TaskRecord, 'status' | 'statusMessage' | 'lastUpdatedAt' | 'outcome' | 'owner'>
 
 function expiresAt (task: Pick<TaskRecord, 'createdAt' | 'ttlMs'>): number | null {
   return task.ttlMs === null ? null : task.createdAt + task.ttlMs
@@ -35,6 +36,7 @@ function toTask (hash: Record<string, string>): TaskRecord | null {
     statusMessage: hash.msg ? JSON.parse(hash.msg) as string | null : null,
     lastUpdatedAt: Number(hash.upd),
     outcome: hash.out ? JSON.parse(hash.out) as TaskOutcome : null,
+    owner: hash.owner ?? '',
   }
 }
 
@@ -60,16 +62,17 @@ export class RedisTaskStore implements TaskStore {
   }
 
   async create (task: TaskRecord): Promise<void> {
-    const { status, statusMessage, lastUpdatedAt, outcome, ...body } = task
+    const { status, statusMessage, lastUpdatedAt, outcome, owner, ...body } = task
     const key = `${this.#p}task:${task.id}`
     const exp = expiresAt(task)
     const tx = this.#redis.multi()
-      .hset(key, { body: JSON.stringify(body), status, msg: JSON.stringify(statusMessage), upd: String(lastUpdatedAt), out: outcome ? JSON.stringify(outcome) : '', exp: exp === null ? '' : String(exp), principal: task.principal })
+      .hset(key, { body: JSON.stringify(body), status, msg: JSON.stringify(statusMessage), upd: String(lastUpdatedAt), out: outcome ? JSON.stringify(outcome) : '', exp: exp === null ? '' : String(exp), principal: task.principal, owner })
       .pexpire(key, exp === null ? NO_TTL_BACKSTOP_MS : task.ttlMs! + BACKSTOP_MS)
       .zadd(`${this.#p}tasks:${task.principal}`, task.createdAt, task.id)
     if (!TERMINAL.has(status)) {
       tx.zadd(`${this.#p}active:${task.principal}`, exp === null ? '+inf' : exp, task.id)
       tx.zadd(`${this.#p}active`, task.createdAt, task.id)
+      tx.sadd(`${this.#p}owned:${owner}`, task.id)
     }
     if (exp !== null) tx.zadd(`${this.#p}expiry`, exp, task.id)
     await tx.exec()
@@ -125,15 +128,37 @@ export class RedisTaskStore implements TaskStore {
     return results.map(([, hash]) => toTask(hash as Record<string, string>)).filter((t): t is TaskRecord => t !== null && !TERMINAL.has(t.status))
   }
 
+  async ownedBy (owner: string, now: number): Promise<TaskRecord[]> {
+    const ids = await this.#redis.smembers(`${this.#p}owned:${owner}`)
+    const pipeline = this.#redis.pipeline()
+    for (const id of ids) pipeline.hgetall(`${this.#p}task:${id}`)
+    const results = await pipeline.exec() ?? []
+    const owned: TaskRecord[] = []
+    const stale: string[] = []
+    results.forEach(([, hash], i) => {
+      const task = toTask(hash as Record<string, string>)
+      if (task && task.owner === owner && !TERMINAL.has(task.status) && live(task, now)) owned.push(task)
+      else stale.push(ids[i]!)
+    })
+    if (stale.length > 0) await this.#redis.srem(`${this.#p}owned:${owner}`, ...stale)
+    return owned.sort((a, b) => a.createdAt - b.createdAt || (a.id < b.id ? -1 : 1))
+  }
+
+  async claim (id: string, from: string, to: string, now: number): Promise<TaskRecord | null> {
+    const result = await run(this.#redis, CLAIM, [`${this.#p}task:${id}`, `${this.#p}owned:${from}`, `${this.#p}owned:${to}`], [id, from, to, now])
+    return result ? toTask(pairs(result)) : null
+  }
+
   async sweep (now: number): Promise<number> {
     const ids = await this.#redis.zrangebyscore(`${this.#p}expiry`, '-inf', now)
     for (const id of ids) {
       const key = `${this.#p}task:${id}`
-      const principal = await this.#redis.hget(key, 'principal')
+      const [principal, owner] = await this.#redis.hmget(key, 'principal', 'owner')
       const inputs = await this.#redis.lrange(`${this.#p}inputs:${id}`, 0, -1)
       const tx = this.#redis.multi().del(key, `${this.#p}inputs:${id}`).zrem(`${this.#p}expiry`, id).zrem(`${this.#p}active`, id)
       for (const input of inputs) tx.del(`${this.#p}input:${input}`)
-      if (principal !== null) tx.zrem(`${this.#p}tasks:${principal}`, id).zrem(`${this.#p}active:${principal}`, id)
+      if (principal !== null && principal !== undefined) tx.zrem(`${this.#p}tasks:${principal}`, id).zrem(`${this.#p}active:${principal}`, id)
+      if (owner !== null && owner !== undefined) tx.srem(`${this.#p}owned:${owner}`, id)
       await tx.exec()
     }
     return ids.length

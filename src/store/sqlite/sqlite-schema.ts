@@ -51,6 +51,8 @@ export const MIGRATIONS: readonly string[] = [
   // Counting a principal's running tasks reads only their index entries (tasks.maxActivePerPrincipal).
   `CREATE INDEX tasks_principal_active ON tasks (principal, status, expires_at);
    DROP INDEX tasks_status;`,
+  // The gateway process running each task ('' for tasks stored before owners were recorded).
+  "ALTER TABLE tasks ADD COLUMN owner TEXT NOT NULL DEFAULT '';",
 ]
 
 export const SCHEMA_VERSION = MIGRATIONS.length

@@ -3,6 +3,7 @@ import { dirname } from 'node:path'
 import Database from 'better-sqlite3'
 import type { GatewayStore, SessionRecord, SessionStore, StoreHealth } from '../types.ts'
 import { MemoryBus } from '../memory/memory-bus.ts'
+import { MemoryLeaseStore } from '../memory/memory-store.ts'
 import { migrate } from './sqlite-schema.ts'
 import { Checkpointer } from './checkpointer.ts'
 import { SqliteTaskStore } from './sqlite-task-store.ts'
@@ -78,9 +79,12 @@ class SqliteSessionStore implements SessionStore {
 /** The embedded default: one SQLite file (WAL mode) that survives restarts. One process per file. */
 export class SqliteStore implements GatewayStore {
   readonly kind = 'sqlite'
+  /** One process per file: after a restart, nothing the file names can still be running. */
+  readonly shared = false
   readonly sessions: SqliteSessionStore
   readonly tasks: SqliteTaskStore
   readonly bus = new MemoryBus()
+  readonly leases = new MemoryLeaseStore()
   readonly #db: Database.Database
   readonly #checkpointer: Checkpointer | undefined
 

@@ -22,6 +22,7 @@ interface TaskRow {
   progress_token: string | null
   client_capabilities: string
   outcome: string | null
+  owner: string
 }
 
 interface InputRow {
@@ -67,6 +68,7 @@ function toTask (row: TaskRow): TaskRecord {
     progressToken: row.progress_token === null ? null : JSON.parse(row.progress_token) as string | number,
     clientCapabilities: JSON.parse(row.client_capabilities) as JsonObject,
     outcome: row.outcome === null ? null : JSON.parse(row.outcome) as TaskOutcome,
+    owner: row.owner,
   }
 }
 
@@ -107,6 +109,8 @@ export class SqliteTaskStore implements TaskStore {
   readonly #update: Database.Statement<[TransitionParams]>
   readonly #countActive: Database.Statement<[{ principal: string, now: number, limit: number }], { count: number }>
   readonly #unfinished: Database.Statement<[], TaskRow>
+  readonly #ownedBy: Database.Statement<[{ owner: string, now: number }], TaskRow>
+  readonly #claim: Database.Statement<[{ id: string, from: string, to: string, now: number }]>
   readonly #insertInput: Database.Statement<[InputRow]>
   readonly #selectInput: Database.Statement<[string], InputRow>
   readonly #pending: Database.Statement<[string], InputRow>
@@ -118,9 +122,9 @@ export class SqliteTaskStore implements TaskStore {
 
   constructor (db: Database.Database) {
     this.#insert = db.prepare(`INSERT INTO tasks (id, principal, session_id, era, status, status_message, created_at, last_updated_at,
-        ttl_ms, expires_at, poll_interval_ms, upstream, tool, request, progress_token, client_capabilities, outcome)
+        ttl_ms, expires_at, poll_interval_ms, upstream, tool, request, progress_token, client_capabilities, outcome, owner)
       VALUES (@id, @principal, @session_id, @era, @status, @status_message, @created_at, @last_updated_at,
-        @ttl_ms, @expires_at, @poll_interval_ms, @upstream, @tool, @request, @progress_token, @client_capabilities, @outcome)`)
+        @ttl_ms, @expires_at, @poll_interval_ms, @upstream, @tool, @request, @progress_token, @client_capabilities, @outcome, @owner)`)
     this.#select = db.prepare(`SELECT * FROM tasks WHERE id = @id AND ${LIVE}`)
     this.#selectAny = db.prepare('SELECT * FROM tasks WHERE id = ?')
     this.#listFirst = db.prepare(`SELECT * FROM tasks WHERE principal = @principal AND ${LIVE}
@@ -136,6 +140,8 @@ export class SqliteTaskStore implements TaskStore {
     this.#countActive = db.prepare(`SELECT COUNT(*) AS count FROM (SELECT 1 FROM tasks INDEXED BY tasks_principal_active
       WHERE principal = @principal AND ${ACTIVE} AND ${LIVE} LIMIT @limit)`)
     this.#unfinished = db.prepare(`SELECT * FROM tasks WHERE ${ACTIVE} ORDER BY created_at, id`)
+    this.#ownedBy = db.prepare(`SELECT * FROM tasks WHERE owner = @owner AND ${ACTIVE} AND ${LIVE} ORDER BY created_at, id`)
+    this.#claim = db.prepare(`UPDATE tasks SET owner = @to WHERE id = @id AND owner = @from AND ${ACTIVE} AND ${LIVE}`)
     this.#insertInput = db.prepare(`INSERT INTO task_inputs (key, task_id, principal, method, params, state, created_at, answer)
       VALUES (@key, @task_id, @principal, @method, @params, @state, @created_at, @answer)`)
     this.#selectInput = db.prepare('SELECT * FROM task_inputs WHERE key = ?')
@@ -190,6 +196,7 @@ export class SqliteTaskStore implements TaskStore {
         progress_token: json(task.progressToken),
         client_capabilities: JSON.stringify(task.clientCapabilities),
         outcome: json(task.outcome),
+        owner: task.owner,
       })
     })
   }
@@ -235,6 +242,18 @@ export class SqliteTaskStore implements TaskStore {
 
   async unfinished (): Promise<TaskRecord[]> {
     return backend(() => this.#unfinished.all().map(toTask))
+  }
+
+  async ownedBy (owner: string, now: number): Promise<TaskRecord[]> {
+    return backend(() => this.#ownedBy.all({ owner, now }).map(toTask))
+  }
+
+  async claim (id: string, from: string, to: string, now: number): Promise<TaskRecord | null> {
+    return backend(() => {
+      if (this.#claim.run({ id, from, to, now }).changes !== 1) return null
+      const row = this.#selectAny.get(id)
+      return row ? toTask(row) : null
+    })
   }
 
   async sweep (now: number): Promise<number> {

@@ -1,0 +1,90 @@
+import type { Logger } from '../observability/logger.ts'
+import type { LeaseStore } from '../store/types.ts'
+import type { TaskService } from './task-service.ts'
+
+export interface ProcessLeaseDeps {
+  /** This gateway process. */
+  processId: string
+  leases: LeaseStore
+  tasks: TaskService
+  /** Whether other gateway processes may share the store (only then can one of them be lost). */
+  shared: boolean
+  /** How long a lease lasts without renewal. */
+  leaseMs: number
+  log: Logger
+}
+
+/**
+ * This process's lease on the tasks it runs. It is renewed every third of the lease time. Every fifth
+ * of the lease time the process looks for processes whose lease lapsed and takes over their unfinished
+ * tasks, so those are terminal (or running again) within leaseMs + leaseMs/5 of the last renewal.
+ *
+ * After Redis was unreachable, every process's lease may have lapsed at once: a process takes over
+ * nothing until it has held Redis for half a lease, by which time every live process has renewed.
+ */
+export class ProcessLease {
+  readonly #deps: ProcessLeaseDeps
+  #renewer: NodeJS.Timeout | undefined
+  #scanner: NodeJS.Timeout | undefined
+  /** Since when renewals have succeeded without a failure in between; undefined while they fail. */
+  #healthySince: number | undefined
+  #scanning = false
+  #stopped = false
+
+  constructor (deps: ProcessLeaseDeps) {
+    this.#deps = deps
+  }
+
+  /** Takes the lease; with a store no other process uses, takes over what a previous run left unfinished. */
+  async start (): Promise<void> {
+    const deps = this.#deps
+    await deps.leases.renew(deps.processId, Date.now() + deps.leaseMs)
+    this.#healthySince = Date.now()
+    if (!deps.shared) {
+      await deps.tasks.recover()
+      return
+    }
+    this.#renewer = setInterval(() => { void this.#renew() }, Math.floor(deps.leaseMs / 3))
+    this.#renewer.unref()
+    this.#scanner = setInterval(() => { void this.scan() }, Math.floor(deps.leaseMs / 5))
+    this.#scanner.unref()
+  }
+
+  /** Takes over the tasks of every lost process (also run on a timer). */
+  async scan (): Promise<void> {
+    const { processId, leases, tasks, leaseMs, log } = this.#deps
+    const now = Date.now()
+    if (this.#scanning || this.#stopped || this.#healthySince === undefined || now - this.#healthySince < leaseMs / 2) return
+    this.#scanning = true
+    try {
+      for (const owner of await leases.lapsed(now)) {
+        if (owner === processId) continue
+        await tasks.adoptOrphans(owner)
+        await leases.release(owner)
+      }
+    } catch (err) {
+      log.warn({ err }, 'could not take over the tasks of a lost gateway process; trying again')
+    } finally {
+      this.#scanning = false
+    }
+  }
+
+  async #renew (): Promise<void> {
+    const { processId, leases, leaseMs, log } = this.#deps
+    try {
+      await leases.renew(processId, Date.now() + leaseMs)
+      this.#healthySince ??= Date.now()
+    } catch (err) {
+      if (this.#healthySince !== undefined) log.warn({ err }, 'could not renew this process\'s task lease')
+      this.#healthySince = undefined
+    }
+  }
+
+  /** Stops renewing and gives the lease up (every task of this process is terminal by then). */
+  async stop (): Promise<void> {
+    this.#stopped = true
+    clearInterval(this.#renewer)
+    clearInterval(this.#scanner)
+    await this.#deps.leases.release(this.#deps.processId).catch(() => {})
+  }
+}

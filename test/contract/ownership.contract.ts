@@ -1,0 +1,81 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import type { GatewayStore } from '../../src/store/types.ts'
+import { completed, T0, task } from './task-records.ts'
+
+/** Task owners and process leases (failover between gateway processes); runs unchanged against each backend. */
+export function ownershipContract (name: string, create: () => Promise<GatewayStore>): void {
+  describe(`store contract (owners, leases): ${name}`, () => {
+    let store: GatewayStore
+
+    beforeEach(async () => {
+      store = await create()
+    })
+
+    afterEach(async () => {
+      await store.close()
+    })
+
+    it('lists the unfinished, live tasks of an owner, oldest first', async () => {
+      const later = task({ owner: 'gw-a', createdAt: T0 + 5 })
+      const earlier = task({ owner: 'gw-a' })
+      const other = task({ owner: 'gw-b' })
+      const done = task({ owner: 'gw-a' })
+      const expired = task({ owner: 'gw-a', ttlMs: 10 })
+      for (const record of [later, earlier, other, done, expired]) await store.tasks.create(record)
+      await store.tasks.transition(done.id, ['working'], 'completed', { outcome: completed }, T0 + 1)
+      expect((await store.tasks.ownedBy('gw-a', T0 + 20)).map((t) => t.id)).toEqual([earlier.id, later.id])
+      expect((await store.tasks.ownedBy('gw-b', T0 + 20)).map((t) => t.id)).toEqual([other.id])
+      expect(await store.tasks.ownedBy('gw-c', T0 + 20)).toEqual([])
+    })
+
+    it('claims a task only from its current owner, and exactly one of two racing claims wins', async () => {
+      const record = task({ owner: 'gw-dead' })
+      await store.tasks.create(record)
+      expect(await store.tasks.claim(record.id, 'gw-wrong', 'gw-b', T0)).toBeNull()
+      const results = await Promise.all([
+        store.tasks.claim(record.id, 'gw-dead', 'gw-b', T0),
+        store.tasks.claim(record.id, 'gw-dead', 'gw-c', T0),
+      ])
+      const winners = results.filter((r) => r !== null)
+      expect(winners).toHaveLength(1)
+      expect(await store.tasks.get(record.id, T0)).toEqual({ ...record, owner: winners[0]!.owner })
+      expect(await store.tasks.ownedBy('gw-dead', T0)).toEqual([])
+      expect((await store.tasks.ownedBy(winners[0]!.owner, T0)).map((t) => t.id)).toEqual([record.id])
+    })
+
+    it('never claims a terminal, expired or unknown task', async () => {
+      const done = task({ owner: 'gw-dead' })
+      const expired = task({ owner: 'gw-dead', ttlMs: 10 })
+      await store.tasks.create(done)
+      await store.tasks.create(expired)
+      await store.tasks.transition(done.id, ['working'], 'failed', {}, T0 + 1)
+      expect(await store.tasks.claim(done.id, 'gw-dead', 'gw-b', T0 + 2)).toBeNull()
+      expect(await store.tasks.claim(expired.id, 'gw-dead', 'gw-b', T0 + 20)).toBeNull()
+      expect(await store.tasks.claim('no-such-task', 'gw-dead', 'gw-b', T0)).toBeNull()
+      expect((await store.tasks.get(done.id, T0 + 2))?.status).toBe('failed')
+    })
+
+    it('keeps the owner through status moves', async () => {
+      const record = task({ owner: 'gw-a' })
+      await store.tasks.create(record)
+      const moved = await store.tasks.transition(record.id, ['working'], 'input_required', { statusMessage: 'asking' }, T0 + 1)
+      expect(moved?.owner).toBe('gw-a')
+      expect((await store.tasks.ownedBy('gw-a', T0 + 1)).map((t) => t.status)).toEqual(['input_required'])
+    })
+
+    it('reports a lease as alive until it lapses, and lapsed until it is released', async () => {
+      await store.leases.renew('gw-a', T0 + 100)
+      await store.leases.renew('gw-b', T0 + 50)
+      expect(await store.leases.alive('gw-a', T0 + 60)).toBe(true)
+      expect(await store.leases.alive('gw-b', T0 + 60)).toBe(false)
+      expect(await store.leases.alive('gw-never', T0)).toBe(false)
+      expect(await store.leases.lapsed(T0 + 60)).toEqual(['gw-b'])
+      await store.leases.renew('gw-b', T0 + 200)
+      expect(await store.leases.lapsed(T0 + 60)).toEqual([])
+      expect((await store.leases.lapsed(T0 + 300)).sort()).toEqual(['gw-a', 'gw-b'])
+      await store.leases.release('gw-a')
+      expect(await store.leases.lapsed(T0 + 300)).toEqual(['gw-b'])
+      expect(await store.leases.alive('gw-a', T0)).toBe(false)
+    })
+  })
+}

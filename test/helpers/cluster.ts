@@ -1,0 +1,121 @@
+import { randomBytes, randomUUID } from 'node:crypto'
+import { once } from 'node:events'
+import { createServer, request as httpRequest, type Server } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { startGatewayProcess, writeConfig, type GatewayProcess } from './process.ts'
+import { purge, REDIS_URL } from './redis.ts'
+
+/**
+ * A plain round-robin HTTP balancer with no affinity: each request (and each SSE stream) goes to the next
+ * live backend in turn, bodies streamed both ways. A backend that refuses the connection is skipped.
+ */
+export class RoundRobinBalancer {
+  readonly #server: Server
+  readonly #backends: string[]
+  readonly #down = new Set<string>()
+  #next = 0
+  /** How many requests each backend received, by its base URL. */
+  readonly served = new Map<string, number>()
+  url = ''
+
+  constructor (backends: string[]) {
+    this.#backends = backends
+    this.#server = createServer((req, res) => {
+      const forward = (attempt: number): void => {
+        const live = this.#backends.filter((b) => !this.#down.has(b))
+        if (live.length === 0 || attempt >= live.length) {
+          res.writeHead(502).end('no backend')
+          return
+        }
+        const backend = new URL(live[this.#next++ % live.length]!)
+        const upstream = httpRequest({ host: backend.hostname, port: backend.port, method: req.method, path: req.url, headers: req.headers }, (response) => {
+          this.served.set(backend.origin, (this.served.get(backend.origin) ?? 0) + 1)
+          res.writeHead(response.statusCode ?? 502, response.headers)
+          response.pipe(res)
+        })
+        upstream.on('error', (err: NodeJS.ErrnoException) => {
+          if (err.code === 'ECONNREFUSED' && !res.headersSent) {
+            this.#down.add(backend.origin)
+            forward(attempt + 1)
+          } else {
+            res.destroy()
+          }
+        })
+        res.on('close', () => upstream.destroy())
+        req.pipe(upstream)
+      }
+      forward(0)
+    })
+  }
+
+  async listen (): Promise<string> {
+    this.#server.listen(0, '127.0.0.1')
+    await once(this.#server, 'listening')
+    this.url = `http://127.0.0.1:${(this.#server.address() as AddressInfo).port}/mcp`
+    return this.url
+  }
+
+  /** Stops sending requests to a backend (it was killed). */
+  markDown (backendUrl: string): void {
+    this.#down.add(new URL(backendUrl).origin)
+  }
+
+  async close (): Promise<void> {
+    this.#server.closeAllConnections()
+    this.#server.close()
+    await once(this.#server, 'close')
+  }
+}
+
+export interface Cluster {
+  /** The balancer's MCP endpoint. */
+  url: string
+  balancer: RoundRobinBalancer
+  processes: GatewayProcess[]
+  prefix: string
+  /** Kills one process with SIGKILL and takes it out of the balancer. */
+  kill (index: number): Promise<void>
+  close (): Promise<void>
+}
+
+export interface ClusterOptions {
+  count?: number
+  /** Entries of the `server` section (the helper adds a shared `stateSecret`). */
+  server?: Record<string, unknown>
+}
+
+/**
+ * `count` (default 3) real gateway processes (the CLI) on one Redis key prefix, sharing a requestState
+ * secret, behind a round-robin balancer. `yaml` is the rest of the config (tasks, upstreams, …) without
+ * `store` and `server`.
+ */
+export async function startCluster (yaml: string, options: ClusterOptions = {}): Promise<Cluster> {
+  const count = options.count ?? 3
+  const prefix = `mcpgw-cluster:${randomUUID()}:`
+  const server = { stateSecret: randomBytes(32).toString('hex'), ...options.server }
+  const file = writeConfig(`store: { kind: redis, url: ${JSON.stringify(REDIS_URL)}, prefix: ${JSON.stringify(prefix)} }
+server: ${JSON.stringify(server)}
+${yaml}
+`)
+  const processes = await Promise.all(Array.from({ length: count }, async () => await startGatewayProcess(file)))
+  const balancer = new RoundRobinBalancer(processes.map((p) => p.url))
+  const url = await balancer.listen()
+  return {
+    url,
+    balancer,
+    processes,
+    prefix,
+    kill: async (index) => {
+      const victim = processes[index]!
+      balancer.markDown(victim.url)
+      victim.child.kill('SIGKILL')
+      await victim.exited
+    },
+    close: async () => {
+      await balancer.close()
+      for (const p of processes) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGTERM')
+      await Promise.all(processes.map(async (p) => await p.exited))
+      await purge(prefix)
+    },
+  }
+}
