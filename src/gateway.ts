@@ -1,5 +1,4 @@
 import { randomBytes } from 'node:crypto'
-import { hostname } from 'node:os'
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify'
 import { CallEngine } from './calls/call-engine.ts'
 import { Catalog, describeCollisions } from './catalog/catalog.ts'
@@ -34,6 +33,7 @@ import { ModernEndpoint } from './protocol/modern/modern-endpoint.ts'
 import { buildModernMethods } from './protocol/modern/modern-methods.ts'
 import { modernPromptsGet, modernToolsCall } from './protocol/modern/modern-tools-call.ts'
 import { RequestStateCodec } from './protocol/modern/request-state.ts'
+import { RetryRouter } from './protocol/modern/retry-router.ts'
 
 export interface GatewayOptions {
   /** Logger to use instead of one built from `config.logging`. */
@@ -95,13 +95,14 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
   sync.started()
 
   const shutdown = new AbortController()
-  const inflight = new InflightRequests(shutdown.signal)
+  const inflight = new InflightRequests(shutdown.signal, store.bus)
   let closing = false
   const delivery = new LegacyTaskDelivery(hub, store.bus, store.tasks)
   hub.onGetStream = (sessionId) => delivery.onGetStream(sessionId)
   const inputs = new TaskInputs(store.tasks, delivery, config.tasks, store.bus)
   const runner = new TaskRunner({ store: store.tasks, pools: new Map(pools.map((p) => [p.name, p])), inputs, events: delivery, log, shutdown: shutdown.signal, bus: store.bus, isNativeTask: (upstream, tool) => catalog.isNativeTask(upstream, tool) })
-  const processId = `${hostname()}/${process.pid}/${randomBytes(6).toString('base64url')}`
+  // Opaque (it appears in ids clients see); the startup log line pairs it with the host and pid.
+  const processId = randomBytes(12).toString('base64url')
   const tasks = new TaskService({
     store: store.tasks,
     runner,
@@ -125,7 +126,7 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
   const calls = new CallEngine(catalog)
   const base = buildMethodTable({ catalog, calls, subscriptions, pageSize: config.server.pageSize })
   const held = new HeldCalls(config.server.inputHoldTimeout)
-  const states = new RequestStateCodec(config.server.stateSecret, config.server.inputHoldTimeout)
+  const retries = new RetryRouter({ processId, states: new RequestStateCodec(config.server.stateSecret, config.server.inputHoldTimeout), peers, log })
   const modern = new ModernEndpoint({
     hub,
     toolSchema: (name) => {
@@ -140,8 +141,8 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
     shutdown: shutdown.signal,
     methods: buildModernMethods(base, {
       catalog,
-      promptsGet: modernPromptsGet({ catalog, calls, held, states }),
-      toolsCall: modernToolsCall({ catalog, calls, held, states, tasks, inputs, config: config.tasks }),
+      promptsGet: modernPromptsGet({ catalog, calls, held, retries }),
+      toolsCall: modernToolsCall({ catalog, calls, held, retries, tasks, inputs, config: config.tasks }),
       listen,
       subscriptions,
       bus: store.bus,
@@ -154,14 +155,14 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
   const legacy = new LegacyEndpoint({
     store,
     hub,
-    broker: new ClientRequestBroker(),
+    broker: new ClientRequestBroker(peers),
     inflight,
     methods: withLegacyTaskMethods(base, { catalog, calls, tasks, delivery, bus: store.bus, pageSize: config.server.pageSize }),
     answerInput: (principal, response) => inputs.answer(principal, response),
     log,
     keepAliveMs: config.server.sseKeepAlive,
     shutdown: shutdown.signal,
-    onSessionClosed: (sessionId) => { void endSession(sessionId) },
+    onSessionClosed: (sessionId) => { endSession(sessionId).catch((err: unknown) => log.warn({ err, sessionId }, 'could not release what an ended session held')) },
   })
 
   const app: FastifyInstance = Fastify({
@@ -179,7 +180,7 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
     store.sessions.sweep(Date.now() - config.server.sessionIdleTimeout).then((ids) => {
       for (const id of ids) {
         hub.closeSession(id)
-        void endSession(id)
+        endSession(id).catch((err: unknown) => log.warn({ err, sessionId: id }, 'could not release what an expired session held'))
       }
       if (ids.length > 0) log.info({ count: ids.length }, 'expired idle sessions')
     }, (err: unknown) => log.warn({ err }, 'session sweep failed'))

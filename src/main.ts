@@ -93,7 +93,7 @@ async function main (): Promise<void> {
   try {
     gateway = await buildGateway(config, { logger: log })
     const address = await gateway.app.listen({ host: config.server.host, port: config.server.port })
-    log.info({ address: `${address}${config.server.path}` }, 'gateway listening')
+    log.info({ address: `${address}${config.server.path}`, processId: gateway.processId, pid: process.pid }, 'gateway listening')
   } catch (err) {
     log.fatal({ err }, 'gateway failed to start')
     await gateway?.close().catch(() => {})

@@ -29,15 +29,28 @@ export function parseAnswer (contentType: string, text: string, id: number): Rpc
   throw new Error(`SSE body has no answer for request ${id}: ${text.slice(0, 300)}`)
 }
 
-export class McpHttpSession {
+/** What the task sections need of a client: creating tasks and reading their status. */
+export interface TaskClient {
+  createTask (tool: string, args: Record<string, unknown>, ttlMs: number): Promise<string>
+  getTask (taskId: string): Promise<string>
+}
+
+function openPool (url: URL, connections: number): Pool {
+  return new Pool(url.origin, { connections, pipelining: 1, keepAliveTimeout: 60_000, headersTimeout: CALL_TIMEOUT_MS, bodyTimeout: CALL_TIMEOUT_MS })
+}
+
+export class McpHttpSession implements TaskClient {
   readonly url: URL
   readonly #pool: Pool
   readonly #headers: Record<string, string>
+  /** False for a session attached to another process: closing it leaves the session alone. */
+  readonly #owned: boolean
   #nextId = 1
 
-  private constructor (url: URL, pool: Pool, sessionId: string) {
+  private constructor (url: URL, pool: Pool, sessionId: string, owned = true) {
     this.url = url
     this.#pool = pool
+    this.#owned = owned
     this.#headers = {
       'content-type': 'application/json',
       accept: 'application/json, text/event-stream',
@@ -53,7 +66,7 @@ export class McpHttpSession {
   /** Opens a pool of `connections` keep-alive sockets and an MCP session on it. */
   static async open (endpoint: string, connections: number): Promise<McpHttpSession> {
     const url = new URL(endpoint)
-    const pool = new Pool(url.origin, { connections, pipelining: 1, keepAliveTimeout: 60_000, headersTimeout: CALL_TIMEOUT_MS, bodyTimeout: CALL_TIMEOUT_MS })
+    const pool = openPool(url, connections)
     try {
       const body = JSON.stringify({
         jsonrpc: '2.0',
@@ -87,6 +100,15 @@ export class McpHttpSession {
       await pool.close()
       throw err
     }
+  }
+
+  /**
+   * The same session through another gateway process (one sharing the store, which holds the session):
+   * its own pool of `connections` sockets to `endpoint`. Closing it closes the sockets only.
+   */
+  static attach (endpoint: string, sessionId: string, connections: number): McpHttpSession {
+    const url = new URL(endpoint)
+    return new McpHttpSession(url, openPool(url, connections), sessionId, false)
   }
 
   /** Sends one request and returns its result; a JSON-RPC error or a non-200 status throws. */
@@ -137,8 +159,12 @@ export class McpHttpSession {
     return result.status
   }
 
-  /** Ends the session (DELETE) and closes the sockets; never throws. */
+  /** Ends the session (DELETE) and closes the sockets; never throws. An attached session only closes its sockets. */
   async close (): Promise<void> {
+    if (!this.#owned) {
+      await this.#pool.close().catch(() => {})
+      return
+    }
     try {
       const res = await this.#pool.request({ path: this.url.pathname, method: 'DELETE', headers: this.#headers })
       await res.body.dump()

@@ -1,7 +1,8 @@
-// Bench settings, all overridable through the environment. Defaults keep a full run around ~60 s on
-// two cores: a few seconds of start-up, ~2 × BENCH_CALLS sequential calls, 2 × BENCH_SECONDS of load,
-// then the task sections (2 × BENCH_TASK_CREATES creations, BENCH_SECONDS of tasks/get, and
-// 2 × BENCH_MEMORY_TASKS creations for the memory measurement).
+// Bench settings, all overridable through the environment. Defaults keep a full run around two minutes
+// on two cores: a few seconds of start-up, ~2 × BENCH_CALLS sequential calls, 2 × BENCH_SECONDS of load,
+// then the task sections (3 × BENCH_TASK_CREATES creations and 3 × BENCH_SECONDS of tasks/get: memory,
+// sqlite and redis store; the same again on three processes sharing Redis; 2 × BENCH_MEMORY_TASKS
+// creations for the memory measurement).
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 
@@ -34,6 +35,8 @@ export interface Settings {
   taskCreates: number
   /** Tasks in flight when the memory per task is measured (BENCH_MEMORY_TASKS). */
   memoryTasks: number
+  /** Redis for the redis-store measurements (BENCH_REDIS_URL, else REDIS_URL, else the machine's); each gateway gets a fresh key prefix, deleted afterwards. */
+  redisUrl: string
   /** Section ids to run (BENCH_SECTIONS, comma separated); undefined runs every registered section. */
   sections: string[] | undefined
   /** When set, sections write V8 CPU profiles of the gateway's measured windows here (BENCH_PROFILE_DIR). */
@@ -82,6 +85,7 @@ export function readSettings (): Settings {
     tasksInFlight: integer('BENCH_TASKS_IN_FLIGHT', 1000, 0),
     taskCreates: integer('BENCH_TASK_CREATES', 2000, 1),
     memoryTasks: integer('BENCH_MEMORY_TASKS', 10_000, 1),
+    redisUrl: process.env.BENCH_REDIS_URL ?? process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',
     sections: sections === undefined || sections === '' ? undefined : sections.split(',').map((s) => s.trim()).filter((s) => s !== ''),
     profileDir: process.env.BENCH_PROFILE_DIR === '' ? undefined : process.env.BENCH_PROFILE_DIR,
     out: process.env.BENCH_OUT ?? join(tmpdir(), 'mcp-task-gateway-bench', 'latest.json'),

@@ -1,17 +1,29 @@
 // Shared by the task sections (bench/sections/task-*.ts): gateways configured for thousands of tasks,
 // creating tasks that stay in flight, measured windows with the gateway's own stats, CPU profiles of
-// those windows, and the pair of gateways (memory and sqlite store) that task-create sets up with
-// BENCH_TASKS_IN_FLIGHT tasks in flight and task-get reuses.
+// those windows, and the gateways (memory, sqlite and, when Redis answers, redis store) that
+// task-create sets up with BENCH_TASKS_IN_FLIGHT tasks in flight and task-get reuses.
 import { mkdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { GatewayHandle, ProbeStats } from './gateway.ts'
 import type { LoadRun } from './load.ts'
-import { McpHttpSession } from './mcp-http.ts'
+import { McpHttpSession, type TaskClient } from './mcp-http.ts'
 import { procCpuMs } from './processes.ts'
+import { freshRedisStore, printableRedisUrl, redisReachable, type RedisStoreConfig } from './redis.ts'
 import type { BenchContext } from './types.ts'
 
-export type StoreKind = 'memory' | 'sqlite'
+export type StoreKind = 'memory' | 'sqlite' | 'redis'
+/** The stores design.md §4 states its budgets for. */
 export const STORES: readonly StoreKind[] = ['memory', 'sqlite']
+
+/** The stores the task-create and task-get sections measure: the budget stores, and redis when it answers (numbers only, no budget). */
+export async function measuredStores (ctx: BenchContext): Promise<StoreKind[]> {
+  return await redisReachable(ctx.settings.redisUrl) ? [...STORES, 'redis'] : [...STORES]
+}
+
+/** The note a section prints when Redis did not answer. */
+export function redisSkippedNote (ctx: BenchContext): string {
+  return `redis store not measured: no Redis answered at ${printableRedisUrl(ctx.settings.redisUrl)} (set BENCH_REDIS_URL)`
+}
 
 export const LOOP_STALL_LIMIT_MS = 50
 /** The demo upstream's slow tool through the gateway. */
@@ -49,7 +61,13 @@ export interface TaskGatewayLimits {
  * tasks wait in the upstream pool's queue), and the shutdown grace is zero so closing it does not
  * wait for tasks that run for an hour.
  */
-export async function startTaskGateway (ctx: BenchContext, store: StoreKind, limits: TaskGatewayLimits): Promise<GatewayHandle> {
+export async function startTaskGateway (ctx: BenchContext, store: StoreKind | RedisStoreConfig, limits: TaskGatewayLimits): Promise<GatewayHandle> {
+  if (store === 'redis') {
+    // A fresh key prefix, deleted once this gateway has closed.
+    const redis = freshRedisStore(ctx.settings.redisUrl)
+    const gateway = await startTaskGateway(ctx, redis.config, limits)
+    return { ...gateway, close: async () => { await gateway.close(); await redis.purge() } }
+  }
   return await ctx.startGateway({
     store,
     tasks: { maxActivePerPrincipal: limits.maxTasks },
@@ -59,7 +77,7 @@ export async function startTaskGateway (ctx: BenchContext, store: StoreKind, lim
 }
 
 /** Creates `count` tasks of `args` on `session` with `workers` requests at a time; returns their ids. */
-export async function createTasks (session: McpHttpSession, count: number, workers: number, args: Record<string, unknown> = LONG_TASK): Promise<string[]> {
+export async function createTasks (session: TaskClient, count: number, workers: number, args: Record<string, unknown> = LONG_TASK): Promise<string[]> {
   const ids: string[] = []
   let started = 0
   const worker = async (): Promise<void> => {
@@ -73,7 +91,7 @@ export async function createTasks (session: McpHttpSession, count: number, worke
 }
 
 /** Polls `tasks/get` until every task has left `working`; throws after `timeoutMs`. */
-export async function awaitTerminal (session: McpHttpSession, ids: readonly string[], timeoutMs = 30_000): Promise<void> {
+export async function awaitTerminal (session: TaskClient, ids: readonly string[], timeoutMs = 30_000): Promise<void> {
   const deadline = Date.now() + timeoutMs
   let open = [...ids]
   while (open.length > 0) {

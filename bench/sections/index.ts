@@ -1,9 +1,10 @@
 // Registry of benchmark sections, run in this order. To add one: write bench/sections/<id>.ts
-// exporting a `Section` (see bench/lib/types.ts) and list it here. task-create and task-get share two
-// gateways (memory and sqlite store) with tasks in flight; task-get closes them, and task-memory makes
-// sure they are closed before it measures.
+// exporting a `Section` (see bench/lib/types.ts) and list it here. task-create and task-get share three
+// gateways (memory, sqlite and redis store) with tasks in flight; task-get closes them, and task-cluster
+// and task-memory make sure they are closed before they measure.
 import type { Section } from '../lib/types.ts'
 import { syncCallSection } from './sync-call.ts'
+import { taskClusterSection } from './task-cluster.ts'
 import { taskCreateSection } from './task-create.ts'
 import { taskGetSection } from './task-get.ts'
 import { taskMemorySection } from './task-memory.ts'
@@ -12,5 +13,6 @@ export const SECTIONS: readonly Section[] = [
   syncCallSection,
   taskCreateSection,
   taskGetSection,
+  taskClusterSection,
   taskMemorySection,
 ]

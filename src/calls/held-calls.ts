@@ -127,11 +127,17 @@ export class HeldCalls {
     this.#calls.clear()
   }
 
-  /** Waits until the call finishes, or holds input nobody has been shown yet; then reports it. */
+  /**
+   * Waits until the call finishes, or holds input nobody has been shown yet; then reports it. When the
+   * client stops waiting (`signal`), the call stays held for a later retry, for the hold time.
+   */
   async #next (call: HeldCall, signal: AbortSignal): Promise<HeldOutcome> {
     const deadline = call.windowMs === undefined ? undefined : Date.now() + call.windowMs
     while (call.final === undefined && call.pending.size === 0) {
-      if (signal.aborted) throw signal.reason
+      if (signal.aborted) {
+        this.#hold(call)
+        throw signal.reason
+      }
       if (deadline !== undefined && Date.now() >= deadline) return { kind: 'running', callId: call.id }
       await new Promise<void>((resolve) => {
         call.wake = resolve
@@ -150,11 +156,17 @@ export class HeldCalls {
     }
     const inputRequests: JsonObject = {}
     for (const [key, pending] of call.pending) inputRequests[key] = { method: pending.method, params: pending.params }
+    this.#hold(call)
+    return { kind: 'input', callId: call.id, inputRequests }
+  }
+
+  /** Keeps the call for the client's next retry; a call not resumed within the hold time is cancelled. */
+  #hold (call: HeldCall): void {
+    clearTimeout(call.expiry)
     call.expiry = setTimeout(() => {
       this.#calls.delete(call.id)
       call.abort.abort(new GatewayError('GW_ERR_REQUEST_CANCELLED', ['the client did not answer the input requests in time']))
     }, this.#holdMs)
     call.expiry.unref()
-    return { kind: 'input', callId: call.id, inputRequests }
   }
 }

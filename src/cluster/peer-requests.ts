@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto'
-import { GatewayError, RpcError, toWireError, type WireError } from '../errors.ts'
+import { ERRORS, GatewayError, RpcError, toWireError, type ErrorCode, type WireError } from '../errors.ts'
 import type { JsonObject } from '../protocol/jsonrpc.ts'
 import type { LeaseStore, SignalBus } from '../store/types.ts'
 
@@ -12,6 +12,24 @@ interface Waiting {
 }
 
 const CHECK_OWNER_MS = 1000
+
+/** An error as it crosses between processes: a GatewayError keeps its code (so its HTTP status too). */
+function packError (err: unknown): JsonObject {
+  const wire = toWireError(err)
+  return { ...wire, ...(err instanceof GatewayError && { gatewayCode: err.code }) } as unknown as JsonObject
+}
+
+function unpackError (packed: JsonObject): Error {
+  const wire = packed as unknown as WireError
+  const code = packed.gatewayCode
+  if (typeof code === 'string' && Object.hasOwn(ERRORS, code)) {
+    const error = new GatewayError(code as ErrorCode, [], wire.data === undefined ? {} : { data: wire.data })
+    // Formatted by the process that raised it, from arguments only it had.
+    error.message = wire.message
+    return error
+  }
+  return new RpcError(wire.code, wire.message, wire.data)
+}
 
 function inbox (processId: string): string {
   return `peer:${processId}`
@@ -43,8 +61,9 @@ export class PeerRequests {
     return this.#processId
   }
 
-  /** Registers what this process does with requests of `kind`. */
+  /** Registers what this process does with requests of `kind` (one handler per kind). */
   handle (kind: string, handler: PeerHandler): void {
+    if (this.#handlers.has(kind)) throw new GatewayError('GW_ERR_INTERNAL', [`peer requests of kind '${kind}' already have a handler`])
     this.#handlers.set(kind, handler)
   }
 
@@ -94,8 +113,7 @@ export class PeerRequests {
       const waiting = this.#waiting.get(id)
       if (!waiting) return
       if (message.error !== undefined) {
-        const error = message.error as unknown as WireError
-        waiting.reject(new RpcError(error.code, error.message, error.data))
+        waiting.reject(unpackError(message.error as JsonObject))
       } else {
         waiting.resolve(message.result as JsonObject)
       }
@@ -113,7 +131,7 @@ export class PeerRequests {
       if (!handler) throw new GatewayError('GW_ERR_INTERNAL', [`no handler for peer requests of kind '${kind}'`])
       reply = { type: 'reply', id, result: await handler(payload, controller.signal) }
     } catch (err) {
-      reply = { type: 'reply', id, error: toWireError(err) as unknown as JsonObject }
+      reply = { type: 'reply', id, error: packError(err) }
     } finally {
       this.#serving.delete(id)
     }

@@ -4,6 +4,7 @@ import { GatewayError, errorMessage } from '../errors.ts'
 import { sendHttpError, type LegacyEndpoint } from '../protocol/legacy/legacy-endpoint.ts'
 import { WWW_AUTHENTICATE, type Authenticate } from '../auth/bearer-tokens.ts'
 import { isModernMessage, MODERN_PROTOCOL_VERSIONS } from '../protocol/modern/envelope.ts'
+import type { RequestId } from '../protocol/jsonrpc.ts'
 import type { ModernEndpoint } from '../protocol/modern/modern-endpoint.ts'
 
 export interface McpRouteOptions {
@@ -37,6 +38,13 @@ function bodyError (err: FastifyError, maxBodyBytes: number): GatewayError | und
   return undefined
 }
 
+/** The id of a POSTed JSON-RPC request, so that an error ending its exchange still answers it; else null. */
+function requestIdOf (body: unknown): RequestId | null {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return null
+  const { method, id } = body as { method?: unknown, id?: unknown }
+  return typeof method === 'string' && (typeof id === 'string' || Number.isInteger(id)) ? id as RequestId : null
+}
+
 /** POST, GET and DELETE on the MCP path (Streamable HTTP). Everything after parsing writes the raw response. */
 export async function registerMcpRoute (app: FastifyInstance, options: McpRouteOptions): Promise<void> {
   const { config, legacy } = options
@@ -61,7 +69,9 @@ export async function registerMcpRoute (app: FastifyInstance, options: McpRouteO
       if (!reply.raw.headersSent) {
         if (!(err instanceof GatewayError)) request.log.error({ err }, 'MCP request failed')
         if (err instanceof GatewayError && err.statusCode === 401) reply.raw.setHeader('www-authenticate', WWW_AUTHENTICATE)
-        sendHttpError(reply.raw, err)
+        // The store being unavailable is transient (the Redis store reconnects by itself): say when to retry.
+        if (err instanceof GatewayError && err.code === 'GW_ERR_STORE_UNAVAILABLE') reply.raw.setHeader('retry-after', '1')
+        sendHttpError(reply.raw, err, requestIdOf(request.body))
       } else if (!reply.raw.writableEnded) {
         reply.raw.end()
       }

@@ -4,6 +4,7 @@ import { GatewayError, RpcError } from '../errors.ts'
 import type { JsonObject, RpcResponse } from '../protocol/jsonrpc.ts'
 import type { InputRecord, SignalBus, TaskRecord, TaskStore } from '../store/types.ts'
 import type { TaskEvents } from './task-events.ts'
+import { whileStoreUnavailable } from './store-retry.ts'
 
 interface Waiter {
   resolve (result: JsonObject): void
@@ -82,10 +83,18 @@ export class TaskInputs {
     }
   }
 
-  /** Resolves a local waiter from the answer another process stored. */
+  /**
+   * Resolves a local waiter from the answer another process stored. The signal came over the bus, so the
+   * answer is stored: while the store is unreachable the read is retried for as long as the upstream waits.
+   */
   async #deliverStored (key: string): Promise<void> {
+    let input: InputRecord | null
+    try {
+      input = await whileStoreUnavailable(async () => this.#waiting.has(key) ? await this.#store.getInput(key) : null, { until: undefined })
+    } catch {
+      return
+    }
     const waiter = this.#waiting.get(key)
-    const input = waiter && await this.#store.getInput(key)
     if (!waiter || !input || input.state !== 'answered' || input.answer === null) return
     if ('error' in input.answer) waiter.reject(new RpcError(input.answer.error.code, input.answer.error.message, input.answer.error.data))
     else waiter.resolve(input.answer.result)
@@ -102,7 +111,9 @@ export class TaskInputs {
     if (!waiter) await this.#bus.publish(inputChannel(input.key), { key: input.key })
     else if ('error' in response) waiter.reject(new RpcError(response.error.code, response.error.message, response.error.data))
     else waiter.resolve(response.result)
-    await this.#afterSettle(input, null)
+    // The answer is stored and on its way: a failure to move the task back to working must not fail it
+    // (the client would send it again and be told nobody waits). The task's next move corrects its status.
+    await this.#afterSettle(input, null).catch(() => {})
     return true
   }
 
@@ -113,10 +124,22 @@ export class TaskInputs {
     }
   }
 
+  /**
+   * The upstream stopped waiting (or the task cannot wait): settles the input as expired and rejects its
+   * waiter. Never rejects: it runs from abort listeners. When the store is unreachable the waiter is still
+   * released; the input stays pending in the store until the task ends, which expires all its inputs.
+   */
   async #expire (input: InputRecord, reason: unknown): Promise<void> {
-    if (!await this.#store.settleInput(input.key, 'expired', null)) return
+    let settled: boolean
+    try {
+      settled = await this.#store.settleInput(input.key, 'expired', null)
+    } catch {
+      this.#waiting.get(input.key)?.reject(reason)
+      return
+    }
+    if (!settled) return
     this.#waiting.get(input.key)?.reject(reason)
-    await this.#afterSettle(input, `the upstream stopped waiting for the answer to ${input.method}`)
+    await this.#afterSettle(input, `the upstream stopped waiting for the answer to ${input.method}`).catch(() => {})
   }
 
   /** Back to working once nothing is outstanding; the client is told either way. */

@@ -10,6 +10,7 @@ import type { TaskEvents } from './task-events.ts'
 import type { TaskInputs } from './task-inputs.ts'
 import { callUpstreamTool } from '../calls/upstream-call.ts'
 import { MAX_TIMER_MS } from '../config/units.ts'
+import { isStoreUnavailable, whileStoreUnavailable, type StoreRetryOptions } from './store-retry.ts'
 
 export interface TaskRunnerDeps {
   store: TaskStore
@@ -146,8 +147,9 @@ export class TaskRunner {
           return inputs.ask(task, method, params, AbortSignal.any([inputSignal, signal]))
         },
         notify: (method, params) => {
-          if (method === 'notifications/tasks/status') void this.#mirror(task, params)
-          else events.notification(task, method, params)
+          if (method === 'notifications/tasks/status') {
+            this.#mirror(task, params).catch((err: unknown) => this.#deps.log.warn({ err, taskId: task.id }, 'could not mirror the upstream task status'))
+          } else events.notification(task, method, params)
         },
       }
       lease.connection.bind(sink)
@@ -184,12 +186,51 @@ export class TaskRunner {
     if (updated) this.#deps.events.status(updated)
   }
 
+  /**
+   * Stores the outcome. While the store is unavailable the write is retried (backoff up to 5 s) until
+   * it is back, the task's TTL passes or the gateway shuts down, so an outcome that arrives during an
+   * outage is kept; one that cannot be stored in time is logged as lost, never dropped silently. The
+   * retry drops the outcome if another process took the task over meanwhile (this one was cut off long
+   * enough for its lease to lapse).
+   */
   async #finish (task: TaskRecord, outcome: TaskOutcome): Promise<void> {
+    const { store, log } = this.#deps
     const { status, statusMessage } = settle(outcome)
-    const updated = await this.#deps.store.transition(task.id, RUNNING, status, { statusMessage, outcome }, Date.now())
-    await this.#deps.inputs.expireAll(task.id, new GatewayError('GW_ERR_REQUEST_CANCELLED', ['the task ended before the client answered']))
+    const about = { taskId: task.id, principal: task.principal, status, tool: task.tool, upstream: task.upstream }
+    let retries = 0
+    const retry: StoreRetryOptions = {
+      until: task.ttlMs === null ? undefined : task.createdAt + task.ttlMs,
+      signal: this.#deps.shutdown,
+      onRetry: (err, attempt) => {
+        retries = attempt
+        if (attempt === 1) log.warn({ ...about, err }, 'could not store the outcome of a task; retrying until the store is back')
+      },
+    }
+    let updated: TaskRecord | null
+    try {
+      updated = await whileStoreUnavailable(async () => {
+        if (retries > 0) {
+          const current = await store.get(task.id, Date.now())
+          if (current !== null && current.owner !== task.owner) return null
+        }
+        return await store.transition(task.id, RUNNING, status, { statusMessage, outcome }, Date.now())
+      }, retry)
+    } catch (err) {
+      if (!isStoreUnavailable(err)) throw err
+      log.error({ ...about, err, attempts: retries + 1 }, this.#deps.shutdown.aborted
+        ? 'lost the outcome of a task: the store was still unavailable when the gateway shut down'
+        : 'lost the outcome of a task: the store stayed unavailable until the task\'s TTL passed')
+      return
+    }
+    if (retries > 0) {
+      log.info({ ...about, attempts: retries + 1 }, updated
+        ? 'the store is back: stored the outcome of a task that ended while it was unavailable'
+        : 'the store is back: dropped the outcome of a task that ended while it was unavailable (already terminal, or taken over by another process)')
+    }
+    await whileStoreUnavailable(() => this.#deps.inputs.expireAll(task.id, new GatewayError('GW_ERR_REQUEST_CANCELLED', ['the task ended before the client answered'])), { until: retry.until, signal: retry.signal })
+      .catch((err: unknown) => log.warn({ ...about, err }, 'could not expire the unanswered input requests of a finished task'))
     if (updated) {
-      this.#deps.log.info({ taskId: task.id, principal: task.principal, status, tool: task.tool, upstream: task.upstream }, 'task finished')
+      log.info(about, 'task finished')
       this.#deps.events.status(updated)
     }
   }

@@ -1,17 +1,10 @@
 import { randomUUID } from 'node:crypto'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { startGatewayProcess, writeConfig, type GatewayProcess } from '../helpers/process.ts'
+import { demoStdioYaml, startGatewayProcess, writeConfig, type GatewayProcess } from '../helpers/process.ts'
 import { next, RawSession } from '../helpers/raw-session.ts'
 import { purge, REDIS_URL } from '../helpers/redis.ts'
 
 type Json = Record<string, unknown>
-
-/** A session object that sends each request to whichever gateway process the test names. */
-function on (session: RawSession, url: string): RawSession {
-  const other = new RawSession(url)
-  other.sessionId = session.sessionId
-  return other
-}
 
 /** Two real gateway processes on one Redis: any process serves any request of a session or a task. */
 describe('gateway processes sharing one Redis', () => {
@@ -25,10 +18,7 @@ store: { kind: redis, url: ${JSON.stringify(REDIS_URL)}, prefix: ${JSON.stringif
 logging: { level: info }
 tasks: { pollInterval: 50ms }
 upstreams:
-  - name: demo
-    transport: stdio
-    command: ${JSON.stringify(process.execPath)}
-    args: [--import, tsx, src/demo/main.ts, --isolated]
+${demoStdioYaml()}
 `)
     ;[a, b] = await Promise.all([startGatewayProcess(file), startGatewayProcess(file)])
   })
@@ -41,13 +31,13 @@ upstreams:
 
   it('serves a session initialized on one process from the other', async () => {
     const session = await RawSession.open(a.url)
-    const tools = await on(session, b.url).request('tools/list')
+    const tools = await session.on(b.url).request('tools/list')
     expect(((tools.result as Json).tools as Json[]).map((t) => t.name)).toContain('demo__ask_user')
   })
 
   it('runs a task on one process while its input, answer and result travel through the other', async () => {
     const session = await RawSession.open(a.url, { elicitation: { form: {} } })
-    const viaB = on(session, b.url)
+    const viaB = session.on(b.url)
     const controller = new AbortController()
     const get = await viaB.stream('get', controller.signal)
     const created = await session.request('tools/call', { name: 'demo__ask_user', arguments: { message: 'Across?' }, task: {} })
@@ -67,7 +57,7 @@ upstreams:
     const session = await RawSession.open(a.url)
     const created = await session.request('tools/call', { name: 'demo__slow', arguments: { duration: 30_000, steps: 300 }, task: {} })
     const taskId = ((created.result as Json).task as Json).taskId as string
-    const cancelled = await on(session, b.url).request('tasks/cancel', { taskId })
+    const cancelled = await session.on(b.url).request('tasks/cancel', { taskId })
     expect((cancelled.result as Json).status).toBe('cancelled')
     expect((await session.waitFor(taskId, ['cancelled'])).status).toBe('cancelled')
     // The demo upstream runs under process A and says on stderr (logged by A) that its call was cancelled.

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { sha256Hex } from '../../src/auth/bearer-tokens.ts'
-import { startGatewayProcess, writeConfig } from '../helpers/process.ts'
+import { demoStdioYaml, startGatewayProcess, writeConfig } from '../helpers/process.ts'
 import { RawSession } from '../helpers/raw-session.ts'
 
 type Json = Record<string, unknown>
@@ -16,10 +16,7 @@ logging: { level: info }
 auth:
   tokens: [{ principal: ops, sha256: ${sha256Hex(TOKEN)} }]
 upstreams:
-  - name: demo
-    transport: stdio
-    command: ${JSON.stringify(process.execPath)}
-    args: [--import, tsx, src/demo/main.ts, --isolated]
+${demoStdioYaml()}
     toolSettings:
       slow: { idempotent: true }
 `

@@ -21,8 +21,12 @@ export class RoundRobinBalancer {
   constructor (backends: string[]) {
     this.#backends = backends
     this.#server = createServer((req, res) => {
-      const forward = (attempt: number): void => {
-        const live = this.#backends.filter((b) => !this.#down.has(b))
+      // Request bodies are small JSON-RPC messages: read them whole, so a refused connection can be retried.
+      const chunks: Buffer[] = []
+      req.on('data', (chunk: Buffer) => chunks.push(chunk))
+      req.on('end', () => { forward(Buffer.concat(chunks), 0) })
+      const forward = (body: Buffer, attempt: number): void => {
+        const live = this.#backends.filter((b) => !this.#down.has(new URL(b).origin))
         if (live.length === 0 || attempt >= live.length) {
           res.writeHead(502).end('no backend')
           return
@@ -36,15 +40,14 @@ export class RoundRobinBalancer {
         upstream.on('error', (err: NodeJS.ErrnoException) => {
           if (err.code === 'ECONNREFUSED' && !res.headersSent) {
             this.#down.add(backend.origin)
-            forward(attempt + 1)
+            forward(body, attempt + 1)
           } else {
             res.destroy()
           }
         })
         res.on('close', () => upstream.destroy())
-        req.pipe(upstream)
+        upstream.end(body)
       }
-      forward(0)
     })
   }
 

@@ -28,6 +28,13 @@ export class RawSession {
     return session
   }
 
+  /** The same session, with every request sent to `url` (another gateway process of a cluster). */
+  on (url: string): RawSession {
+    const other = new RawSession(url, this.#headers)
+    other.sessionId = this.sessionId
+    return other
+  }
+
   /** POSTs a message; `fresh` sends it over a new TCP connection. */
   async post (body: Json, options: { fresh?: boolean, signal?: AbortSignal, headers?: Record<string, string> } = {}) {
     const dispatcher = options.fresh ? new Agent({ pipelining: 0 }) : undefined

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto'
-import { RpcError } from '../../errors.ts'
-import type { JsonObject, RpcMessage, RpcResponse } from '../jsonrpc.ts'
+import type { PeerRequests } from '../../cluster/peer-requests.ts'
+import { GatewayError, RpcError } from '../../errors.ts'
+import { classifyMessage, type JsonObject, type RpcMessage, type RpcResponse } from '../jsonrpc.ts'
 
 interface Pending {
   sessionId: string
@@ -8,17 +9,44 @@ interface Pending {
   reject (err: unknown): void
 }
 
+const ID_PREFIX = 'gw-'
+/** The peer-request kind that carries a client's answer to the process that relayed the request. */
+const ANSWER = 'legacy/relayed-answer'
+
+/** The gateway process named in a relayed request's id (`gw-<base64url process id>.<uuid>`), if any. */
+function ownerOf (id: unknown): string | undefined {
+  if (typeof id !== 'string' || !id.startsWith(ID_PREFIX)) return undefined
+  const dot = id.lastIndexOf('.')
+  if (dot <= ID_PREFIX.length) return undefined
+  const owner = Buffer.from(id.slice(ID_PREFIX.length, dot), 'base64url').toString('utf8')
+  return owner === '' ? undefined : owner
+}
+
 /**
  * Server→client requests relayed live to a legacy client (elicitation, sampling, roots during a
- * call). Each gets a gateway-owned id; the client's answer arrives as a POSTed JSON-RPC response and
- * is matched by id and session: an answer from another session never resolves a request.
+ * call). Each gets a gateway-owned id that names the process relaying it; the client's answer arrives
+ * as a POSTed JSON-RPC response, on any process, and is matched by id and session where the request
+ * waits: an answer from another session never resolves a request.
  */
 export class ClientRequestBroker {
   readonly #pending = new Map<string, Pending>()
+  readonly #peers: PeerRequests | undefined
+  readonly #idPrefix: string
+
+  /** Without `peers`, answers are only matched in this process (one gateway process). */
+  constructor (peers?: PeerRequests) {
+    this.#peers = peers
+    this.#idPrefix = peers ? `${ID_PREFIX}${Buffer.from(peers.processId).toString('base64url')}.` : ID_PREFIX
+    peers?.handle(ANSWER, async (payload) => {
+      const inbound = classifyMessage(payload.response)
+      const accepted = typeof payload.sessionId === 'string' && inbound.kind === 'response' && this.#acceptLocal(payload.sessionId, inbound.message)
+      return { accepted }
+    })
+  }
 
   send (sessionId: string, emit: (message: RpcMessage) => void, method: string, params: JsonObject, signal: AbortSignal): Promise<JsonObject> {
     if (signal.aborted) return Promise.reject(signal.reason)
-    const id = `gw-${randomUUID()}`
+    const id = `${this.#idPrefix}${randomUUID()}`
     return new Promise<JsonObject>((resolve, reject) => {
       const onAbort = (): void => {
         if (!this.#pending.delete(id)) return
@@ -35,8 +63,25 @@ export class ClientRequestBroker {
     })
   }
 
-  /** Routes a client's response; false when no request of this session has that id. */
-  accept (sessionId: string, response: RpcResponse): boolean {
+  /**
+   * Routes a client's response to the request it answers, in this process or in the one its id names;
+   * false when no request of this session with that id waits anywhere. Throws GW_ERR_PEER_LOST when the
+   * process that relayed the request is gone (its call went with it).
+   */
+  async accept (sessionId: string, response: RpcResponse, signal: AbortSignal): Promise<boolean> {
+    if (this.#acceptLocal(sessionId, response)) return true
+    const owner = ownerOf(response.id)
+    if (!this.#peers || owner === undefined || owner === this.#peers.processId) return false
+    try {
+      const reply = await this.#peers.request(owner, ANSWER, { sessionId, response: response as unknown as JsonObject }, signal)
+      return reply.accepted === true
+    } catch (err) {
+      if (err instanceof GatewayError && err.code === 'GW_ERR_PEER_LOST') throw new GatewayError('GW_ERR_PEER_LOST', ['tools/call'], { cause: err })
+      throw err
+    }
+  }
+
+  #acceptLocal (sessionId: string, response: RpcResponse): boolean {
     const key = String(response.id)
     const pending = this.#pending.get(key)
     if (!pending || pending.sessionId !== sessionId) return false

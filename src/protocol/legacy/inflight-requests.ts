@@ -1,14 +1,26 @@
+import type { SignalBus } from '../../store/types.ts'
 import type { RequestId } from '../jsonrpc.ts'
+
+/** Where a process asks the others to cancel a request it does not serve itself. */
+const CANCEL_CHANNEL = 'legacy:cancel'
 
 /**
  * Abort handles of the requests this process is serving, so `notifications/cancelled` reaches them
- * and shutdown can cancel whatever is still running.
+ * (whichever gateway process the notification was posted to) and shutdown can cancel whatever is
+ * still running.
  */
 export class InflightRequests {
   readonly #controllers = new Map<string, AbortController>()
+  readonly #bus: SignalBus
 
-  constructor (shutdown: AbortSignal) {
+  constructor (shutdown: AbortSignal, bus: SignalBus) {
+    this.#bus = bus
+    const unsubscribe = bus.subscribe(CANCEL_CHANNEL, ({ sessionId, requestId, reason }) => {
+      if (typeof sessionId !== 'string' || typeof reason !== 'string') return
+      if (typeof requestId === 'string' || typeof requestId === 'number') this.#abort(sessionId, requestId, reason)
+    })
     shutdown.addEventListener('abort', () => {
+      unsubscribe()
       for (const controller of this.#controllers.values()) controller.abort(shutdown.reason)
     }, { once: true })
   }
@@ -29,14 +41,20 @@ export class InflightRequests {
     }
   }
 
-  cancel (sessionId: string, requestId: RequestId, reason: string): boolean {
-    const controller = this.#controllers.get(InflightRequests.key(sessionId, requestId))
-    if (!controller) return false
-    controller.abort(new Error(reason))
-    return true
+  /** Aborts the session's request here, or else asks every other gateway process to abort it. */
+  async cancel (sessionId: string, requestId: RequestId, reason: string): Promise<void> {
+    if (this.#abort(sessionId, requestId, reason)) return
+    await this.#bus.publish(CANCEL_CHANNEL, { sessionId, requestId, reason })
   }
 
   get size (): number {
     return this.#controllers.size
+  }
+
+  #abort (sessionId: string, requestId: RequestId, reason: string): boolean {
+    const controller = this.#controllers.get(InflightRequests.key(sessionId, requestId))
+    if (!controller) return false
+    controller.abort(new Error(reason))
+    return true
   }
 }

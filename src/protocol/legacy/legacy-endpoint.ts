@@ -37,6 +37,15 @@ function header (headers: IncomingHttpHeaders, name: string): string | undefined
   return Array.isArray(value) ? value[0] : value
 }
 
+/** Aborted when the client's connection closes before it was answered (it no longer waits). */
+function closedSignal (res: ServerResponse): AbortSignal {
+  const controller = new AbortController()
+  res.once('close', () => {
+    if (!res.writableFinished) controller.abort(new GatewayError('GW_ERR_REQUEST_CANCELLED', ['the client went away']))
+  })
+  return controller.signal
+}
+
 /** Writes an error that ends the HTTP exchange: its status, and a JSON-RPC error body. */
 export function sendHttpError (res: ServerResponse, err: unknown, id: string | number | null = null): void {
   const status = err instanceof GatewayError ? err.statusCode : 500
@@ -62,10 +71,10 @@ export class LegacyEndpoint {
     }
     const session = await this.#session(headers, inbound.kind === 'request' ? inbound.message.method : 'this message', principal)
     if (inbound.kind === 'notification') {
-      this.#notification(session, inbound.message)
+      await this.#notification(session, inbound.message)
       res.writeHead(202).end()
     } else if (inbound.kind === 'response') {
-      if (this.#deps.broker.accept(session.id, inbound.message) || await this.#deps.answerInput(session.principal, inbound.message)) {
+      if (await this.#deps.broker.accept(session.id, inbound.message, closedSignal(res)) || await this.#deps.answerInput(session.principal, inbound.message)) {
         res.writeHead(202).end()
       } else {
         sendHttpError(res, new GatewayError('GW_ERR_HTTP_INVALID_MESSAGE', [`no request with id ${JSON.stringify(inbound.message.id)} is waiting for an answer in this session`]))
@@ -122,12 +131,12 @@ export class LegacyEndpoint {
     return session
   }
 
-  #notification (session: SessionRecord, message: RpcNotification): void {
+  async #notification (session: SessionRecord, message: RpcNotification): Promise<void> {
     if (message.method === 'notifications/cancelled') {
       const requestId = message.params?.requestId
       if (typeof requestId === 'string' || typeof requestId === 'number') {
         const reason = typeof message.params?.reason === 'string' ? message.params.reason : 'cancelled by the client'
-        this.#deps.inflight.cancel(session.id, requestId, reason)
+        await this.#deps.inflight.cancel(session.id, requestId, reason)
       }
     }
   }

@@ -1,38 +1,80 @@
-import type { JsonObject, RpcMessage, RpcRequest } from '../jsonrpc.ts'
+import { randomBytes } from 'node:crypto'
+import { isObject, type JsonObject, type RpcMessage, type RpcRequest } from '../jsonrpc.ts'
 import type { InputRecord, SignalBus, TaskRecord, TaskStore } from '../../store/types.ts'
 import type { TaskEvents } from '../../tasks/task-events.ts'
-import { relatedTaskMeta, renderInputRequest, renderTask } from './task-wire.ts'
+import { isTerminal } from '../../tasks/task-state.ts'
+import { RELATED_TASK, relatedTaskMeta, renderInputRequest, renderTask } from './task-wire.ts'
 import type { StreamHub } from './stream-hub.ts'
 
 export function taskChannel (taskId: string): string {
   return `task:${taskId}`
 }
 
+/** What a task sends to its `tasks/result` streams; the processes holding one subscribe to it. */
+function resultStreamChannel (taskId: string): string {
+  return `task-stream:${taskId}`
+}
+
+/** Where a process announces that a session opened a GET stream on it. */
+const GET_STREAM_CHANNEL = 'legacy:get-stream'
+
+/** The inbox of one process for input requests to offer on a GET stream it holds. */
+function offerChannel (deliveryId: string): string {
+  return `legacy-offer:${deliveryId}`
+}
+
 type Send = (message: RpcMessage) => void
+
+interface ResultStreams {
+  sends: Send[]
+  unsubscribe (): void
+}
+
+function relatedTaskId (request: RpcRequest): string | undefined {
+  const related = (request.params?._meta as JsonObject | undefined)?.[RELATED_TASK]
+  return isObject(related) && typeof related.taskId === 'string' ? related.taskId : undefined
+}
 
 /**
  * Sends what a legacy-era task produces to its client. Input requests and progress go on the stream of
- * a pending `tasks/result` when there is one, else on the session's GET stream (some clients never call
- * `tasks/result` before the task ends). Unanswered inputs are offered again, with the same id, on every
- * new `tasks/result` and GET stream. Status changes go to the session and wake `tasks/result` waiters.
+ * a pending `tasks/result` when there is one, in this process or another, else on the session's GET
+ * stream (some clients never call `tasks/result` before the task ends); each goes on one stream only.
+ * Unanswered inputs are offered again, with the same id, on every new `tasks/result` and GET stream, in
+ * any process. Status changes go to the session and wake `tasks/result` waiters.
+ *
+ * Across processes: a process holding `tasks/result` streams of a task subscribes to the task's stream
+ * channel, and the process running the task publishes there what no local stream takes; when no process
+ * received it, it goes to the session's GET stream instead.
  */
 export class LegacyTaskDelivery implements TaskEvents {
   readonly #hub: StreamHub
   readonly #bus: SignalBus
   readonly #store: TaskStore
-  readonly #waiters = new Map<string, Send[]>()
-  /** Unanswered input requests per session, to offer again when a GET stream opens. */
+  /** This process's address for offers (input requests to show on a GET stream it holds). */
+  readonly #id = randomBytes(9).toString('base64url')
+  readonly #streams = new Map<string, ResultStreams>()
+  /** Per task, the messages on their way through the bus, so they arrive in order. */
+  readonly #inTransit = new Map<string, Promise<void>>()
+  /** Input requests of the tasks this process runs, per session, to offer again when a GET stream opens. */
   readonly #unanswered = new Map<string, Map<string, RpcRequest>>()
 
   constructor (hub: StreamHub, bus: SignalBus, store: TaskStore) {
     this.#hub = hub
     this.#bus = bus
     this.#store = store
+    bus.subscribe(GET_STREAM_CHANNEL, ({ sessionId, from }) => {
+      // A store failure here only means the inputs are not offered on this stream (they stay pending).
+      if (typeof sessionId === 'string' && typeof from === 'string') this.#offerUnanswered(sessionId, from).catch(() => {})
+    })
+    bus.subscribe(offerChannel(this.#id), ({ sessionId, message }) => {
+      if (typeof sessionId === 'string' && isObject(message)) hub.deliverLocal(sessionId, message as unknown as RpcMessage)
+    })
   }
 
   status (task: TaskRecord): void {
     void this.#bus.publish(taskChannel(task.id), { type: 'status', status: task.status })
     if (task.era !== 'legacy' || task.sessionId === null) return
+    if (isTerminal(task.status)) this.#forget(task.sessionId, task.id)
     void this.#hub.publish(task.sessionId, { jsonrpc: '2.0', method: 'notifications/tasks/status', params: renderTask(task) })
   }
 
@@ -69,34 +111,116 @@ export class LegacyTaskDelivery implements TaskEvents {
     this.#route(task, { jsonrpc: '2.0', method, params: { ...params, _meta: { ...meta, ...relatedTaskMeta(task.id) } } })
   }
 
-  /** Registers a `tasks/result` stream for the task and offers it every unanswered input; returns the unregister function. */
+  /**
+   * Registers a `tasks/result` stream for the task (also for the process running it, wherever that is)
+   * and offers it every unanswered input; returns the unregister function.
+   */
   async attachResultStream (taskId: string, send: Send): Promise<() => void> {
-    const list = this.#waiters.get(taskId) ?? []
-    list.push(send)
-    this.#waiters.set(taskId, list)
-    for (const input of await this.#store.pendingInputs(taskId)) send(renderInputRequest(input))
-    return () => {
-      const current = this.#waiters.get(taskId)
-      if (!current) return
-      const index = current.indexOf(send)
-      if (index >= 0) current.splice(index, 1)
-      if (current.length === 0) this.#waiters.delete(taskId)
+    let streams = this.#streams.get(taskId)
+    if (!streams) {
+      const channel = resultStreamChannel(taskId)
+      streams = { sends: [], unsubscribe: this.#bus.subscribe(channel, (payload) => { this.#received(taskId, payload) }) }
+      this.#streams.set(taskId, streams)
     }
+    streams.sends.push(send)
+    const unregister = (): void => {
+      const current = this.#streams.get(taskId)
+      if (!current) return
+      const index = current.sends.indexOf(send)
+      if (index >= 0) current.sends.splice(index, 1)
+      if (current.sends.length > 0) return
+      current.unsubscribe()
+      this.#streams.delete(taskId)
+    }
+    try {
+      // A publish waits until this process's own subscriptions are live: from here on, every input the
+      // task asks for reaches this stream, and the ones asked before are in the store.
+      await this.#bus.publish(resultStreamChannel(taskId), { probe: true })
+      for (const input of await this.#store.pendingInputs(taskId)) send(renderInputRequest(input))
+    } catch (err) {
+      unregister()
+      throw err
+    }
+    return unregister
   }
 
-  /** A GET stream opened for the session: offer it the inputs no `tasks/result` stream is carrying. */
+  /** A GET stream of the session opened here: every process offers it the inputs of the tasks it runs. */
   onGetStream (sessionId: string): void {
+    void this.#bus.publish(GET_STREAM_CHANNEL, { sessionId, from: this.#id })
+  }
+
+  /** Offers the process `to` the session's still unanswered inputs that no `tasks/result` stream carries. */
+  async #offerUnanswered (sessionId: string, to: string): Promise<void> {
     const pending = this.#unanswered.get(sessionId)
     if (!pending) return
-    for (const request of pending.values()) {
-      const taskId = ((request.params?._meta as JsonObject | undefined)?.['io.modelcontextprotocol/related-task'] as { taskId?: string } | undefined)?.taskId
-      if (taskId === undefined || !this.#waiters.has(taskId)) this.#hub.deliverLocal(sessionId, request)
+    for (const [key, request] of [...pending]) {
+      const taskId = relatedTaskId(request)
+      if (taskId !== undefined && await this.#carried(taskId)) continue
+      // The answer may have been posted to another process, which settled it without telling this one.
+      const input = await this.#store.getInput(key)
+      if (input?.state !== 'pending') {
+        pending.delete(key)
+        continue
+      }
+      if (to === this.#id) this.#hub.deliverLocal(sessionId, request)
+      else await this.#bus.publish(offerChannel(to), { sessionId, message: request as unknown as JsonObject })
     }
+    if (pending.size === 0 && this.#unanswered.get(sessionId) === pending) this.#unanswered.delete(sessionId)
   }
 
+  /** Whether some process holds a `tasks/result` stream of the task. */
+  async #carried (taskId: string): Promise<boolean> {
+    if (this.#streams.has(taskId)) return true
+    return await this.#bus.publish(resultStreamChannel(taskId), { probe: true }) > 0
+  }
+
+  /** A message of a task another process runs, for the `tasks/result` streams held here. */
+  #received (taskId: string, payload: JsonObject): void {
+    const { message, sessionId } = payload
+    if (!isObject(message)) return
+    const send = this.#streams.get(taskId)?.sends[0]
+    if (send) send(message as unknown as RpcMessage)
+    // The stream ended as the message travelled: the session's GET stream gets it instead.
+    else if (typeof sessionId === 'string') void this.#hub.publish(sessionId, message as unknown as RpcMessage)
+  }
+
+  /** Sends on a local `tasks/result` stream at once; anything else travels through the bus, in order. */
   #route (task: TaskRecord, message: RpcMessage): void {
-    const waiter = this.#waiters.get(task.id)?.[0]
-    if (waiter) waiter(message)
-    else if (task.sessionId !== null) void this.#hub.publish(task.sessionId, message)
+    const earlier = this.#inTransit.get(task.id)
+    if (earlier === undefined) {
+      const local = this.#streams.get(task.id)?.sends[0]
+      if (local) {
+        local(message)
+        return
+      }
+      if (task.sessionId === null) return
+    }
+    const sent = (earlier ?? Promise.resolve()).then(async () => await this.#deliver(task, message)).catch(() => {})
+    this.#inTransit.set(task.id, sent)
+    void sent.then(() => {
+      if (this.#inTransit.get(task.id) === sent) this.#inTransit.delete(task.id)
+    })
+  }
+
+  async #deliver (task: TaskRecord, message: RpcMessage): Promise<void> {
+    const local = this.#streams.get(task.id)?.sends[0]
+    if (local) {
+      local(message)
+      return
+    }
+    if (task.sessionId === null) return
+    const payload = { message: message as unknown as JsonObject, sessionId: task.sessionId }
+    if (await this.#bus.publish(resultStreamChannel(task.id), payload) > 0) return
+    await this.#hub.publish(task.sessionId, message)
+  }
+
+  /** Drops the inputs of a task that ended from the ones to offer again. */
+  #forget (sessionId: string, taskId: string): void {
+    const pending = this.#unanswered.get(sessionId)
+    if (!pending) return
+    for (const [key, request] of pending) {
+      if (relatedTaskId(request) === taskId) pending.delete(key)
+    }
+    if (pending.size === 0) this.#unanswered.delete(sessionId)
   }
 }

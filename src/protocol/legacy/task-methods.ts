@@ -32,6 +32,9 @@ function requestedTtl (params: JsonObject): number | undefined {
  * The 2025-11-25 task dialect: task-augmented `tools/call`, `tasks/get`, blocking `tasks/result`,
  * `tasks/list` and `tasks/cancel`, added to the era-neutral method table.
  */
+/** How often a waiting tasks/result reads the task again, in case a wake-up signal was lost. */
+const RECHECK_MS = 5000
+
 export function withLegacyTaskMethods (base: MethodTable, deps: LegacyTaskMethodDeps): MethodTable {
   const { catalog, calls, tasks, delivery, bus } = deps
   const table = new Map(base)
@@ -71,6 +74,7 @@ export function withLegacyTaskMethods (base: MethodTable, deps: LegacyTaskMethod
       const finish = (outcome: () => JsonObject | Promise<JsonObject>): void => {
         if (finished) return
         finished = true
+        clearInterval(recheck)
         unsubscribe()
         detach?.()
         ctx.signal.removeEventListener('abort', onAbort)
@@ -83,6 +87,12 @@ export function withLegacyTaskMethods (base: MethodTable, deps: LegacyTaskMethod
         }, (err: unknown) => finish(() => { throw err }))
       }
       const onAbort = (): void => finish(() => { throw ctx.signal.aborted ? ctx.signal.reason : ctx.disconnected.reason })
+      // Wake-ups are signals, at most once: one lost to a store outage must not leave the client waiting forever.
+      const recheck = setInterval(() => {
+        tasks.get(principal, taskId).then((task) => {
+          if (isTerminal(task.status)) finish(() => renderOutcome(task))
+        }, () => {})
+      }, RECHECK_MS)
       const unsubscribe = bus.subscribe(taskChannel(taskId), (event) => {
         if (typeof event.status === 'string' && isTerminal(event.status as never)) check()
       })

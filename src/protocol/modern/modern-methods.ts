@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import type { Catalog } from '../../catalog/catalog.ts'
 import type { ResourceSubscriptions } from '../../catalog/resource-subscriptions.ts'
-import type { Handler, MethodTable } from '../../dispatch/context.ts'
+import type { Handler, MethodTable, RequestContext } from '../../dispatch/context.ts'
 import { optionalObject } from '../../dispatch/params.ts'
 import type { SignalBus, TaskStore } from '../../store/types.ts'
 import type { TaskService } from '../../tasks/task-service.ts'
@@ -42,6 +42,28 @@ function flag (filter: JsonObject, key: string): boolean {
 function strings (filter: JsonObject, key: string): string[] {
   const value = filter[key]
   return Array.isArray(value) ? value.filter((v): v is string => typeof v === 'string') : []
+}
+
+/**
+ * Sends a listen stream the current DetailedTask of a task, in order (each read after the previous one was
+ * sent) and once per distinct state, so a late read never overtakes a newer one.
+ */
+function taskNotifier (deps: ModernMethodDeps, ctx: RequestContext): (taskId: string) => void {
+  let queue = Promise.resolve()
+  const lastSent = new Map<string, string>()
+  const notify = async (taskId: string): Promise<void> => {
+    const task = await deps.tasks.get(ctx.session.principal, taskId).catch(() => undefined)
+    if (!task) return
+    const pending = task.status === 'input_required' ? await deps.store.pendingInputs(task.id) : []
+    const params = renderDetailedTask(task, pending)
+    const text = JSON.stringify(params)
+    if (lastSent.get(taskId) === text) return
+    lastSent.set(taskId, text)
+    ctx.send(onSubscription(ctx.requestId, 'notifications/tasks', params))
+  }
+  return (taskId) => {
+    queue = queue.then(() => notify(taskId)).catch(() => {})
+  }
 }
 
 /** The method table of the modern era: the shared methods plus discovery, listen and the tasks extension. */
@@ -93,15 +115,14 @@ export function buildModernMethods (base: MethodTable, deps: ModernMethodDeps): 
     for (const [key, value] of Object.entries(filter)) {
       if (value === true || (Array.isArray(value) && value.length > 0)) honored[key] = value
     }
+    // A task may run on another gateway process: its changes arrive through the bus, so subscribe first.
+    const notifyTask = taskNotifier(deps, ctx)
+    const unsubscribers = taskIds.map((taskId) => deps.bus.subscribe(taskChannel(taskId), () => notifyTask(taskId)))
     ctx.openStream()
     ctx.send(onSubscription(ctx.requestId, 'notifications/subscriptions/acknowledged', { notifications: honored }))
     const removeListener = deps.listen.add(id, { subscriptionId: ctx.requestId, filter, send: (message) => ctx.send(message) })
-    const unsubscribers = taskIds.map((taskId) => deps.bus.subscribe(taskChannel(taskId), () => {
-      void deps.tasks.get(ctx.session.principal, taskId).then(async (task) => {
-        const pending = task.status === 'input_required' ? await deps.store.pendingInputs(task.id) : []
-        ctx.send(onSubscription(ctx.requestId, 'notifications/tasks', renderDetailedTask(task, pending)))
-      }, () => {})
-    }))
+    // Where each task stands now: it may have changed before the subscription took effect (or ended already).
+    for (const taskId of taskIds) notifyTask(taskId)
     await new Promise<void>((resolve) => ctx.signal.addEventListener('abort', () => resolve(), { once: true }))
     removeListener()
     for (const unsubscribe of unsubscribers) unsubscribe()

@@ -2,20 +2,20 @@ import type { Catalog, Route } from '../../catalog/catalog.ts'
 import type { CallEngine } from '../../calls/call-engine.ts'
 import type { HeldCalls, HeldOutcome } from '../../calls/held-calls.ts'
 import type { TasksConfig } from '../../config/schema.ts'
-import type { Handler, RequestContext } from '../../dispatch/context.ts'
+import type { Handler } from '../../dispatch/context.ts'
 import { optionalObject, optionalString, requireString } from '../../dispatch/params.ts'
 import type { TaskInputs } from '../../tasks/task-inputs.ts'
 import type { CreateTaskRequest, TaskService } from '../../tasks/task-service.ts'
 import type { JsonObject } from '../jsonrpc.ts'
 import { capabilityRequired, declaresTasks, tasksCapabilityRequired } from './envelope.ts'
-import type { RequestStateCodec } from './request-state.ts'
+import type { RetryRouter } from './retry-router.ts'
 import { renderCreateTaskResult } from './task-wire.ts'
 
 export interface ModernToolsCallDeps {
   catalog: Catalog
   calls: CallEngine
   held: HeldCalls
-  states: RequestStateCodec
+  retries: RetryRouter
   tasks: TaskService
   inputs: TaskInputs
   config: TasksConfig
@@ -31,16 +31,17 @@ interface TaskCandidate {
 /**
  * `tools/call` for 2026-07-28 clients. The call runs synchronously; input the upstream asks for comes back
  * as `input_required` (MRTR) and the client's retry resumes the same upstream call through its signed
- * requestState. When the client declares the tasks extension, the gateway decides: with `tasks.decide:
- * always` the call is a task from the start; with `{ after }` a call that is still running (and not
- * waiting for input) after that time becomes a task, so input rounds are resolved before a task exists.
+ * requestState, on the gateway process holding the call (see RetryRouter). When the client declares the
+ * tasks extension, the gateway decides: with `tasks.decide: always` the call is a task from the start; with
+ * `{ after }` a call that is still running (and not waiting for input) after that time becomes a task, so
+ * input rounds are resolved before a task exists.
  */
 export function modernToolsCall (deps: ModernToolsCallDeps): Handler {
-  const { catalog, calls, held, states } = deps
+  const { catalog, calls, held, retries } = deps
   const candidates = new Map<string, TaskCandidate>()
 
-  const taskRequest = (ctx: RequestContext, candidate: TaskCandidate): CreateTaskRequest => ({
-    principal: ctx.session.principal,
+  const taskRequest = (principal: string, candidate: TaskCandidate): CreateTaskRequest => ({
+    principal,
     sessionId: null,
     era: 'modern',
     route: candidate.route,
@@ -50,15 +51,15 @@ export function modernToolsCall (deps: ModernToolsCallDeps): Handler {
     clientCapabilities: candidate.capabilities,
   })
 
-  const render = async (outcome: HeldOutcome, ctx: RequestContext): Promise<JsonObject> => {
+  const render = async (outcome: HeldOutcome, principal: string): Promise<JsonObject> => {
     if (outcome.kind === 'result') return { ...outcome.result, resultType: 'complete' }
     if (outcome.kind === 'input') {
-      return { resultType: 'input_required', inputRequests: outcome.inputRequests, requestState: states.mint(outcome.callId, ctx.session.principal) }
+      return { resultType: 'input_required', inputRequests: outcome.inputRequests, requestState: retries.mint(outcome.callId, principal) }
     }
     const candidate = candidates.get(outcome.callId)
     candidates.delete(outcome.callId)
     if (!candidate) throw new Error('a running call without a task candidate')
-    const task = await deps.tasks.adopt(taskRequest(ctx, candidate), (created) => held.detach(outcome.callId, (method, params, signal) => deps.inputs.ask(created, method, params, signal)))
+    const task = await deps.tasks.adopt(taskRequest(principal, candidate), (created) => held.detach(outcome.callId, (method, params, signal) => deps.inputs.ask(created, method, params, signal)))
     return renderCreateTaskResult(task)
   }
 
@@ -68,6 +69,10 @@ export function modernToolsCall (deps: ModernToolsCallDeps): Handler {
     return outcome
   }
 
+  // Runs in the process holding the call, whichever process the retry reached.
+  const retry = retries.route('tools/call', async ({ callId, principal, inputResponses }, signal) =>
+    await render(settled(await held.resume(callId, principal, inputResponses, signal), callId), principal))
+
   return async (rawParams, ctx) => {
     // A `task` field is a 2025-11-25 request for a task; in this era the server decides, so it is dropped.
     const { task: _ignored, ...params } = rawParams
@@ -75,15 +80,12 @@ export function modernToolsCall (deps: ModernToolsCallDeps): Handler {
     const principal = ctx.session.principal
     const capabilities = ctx.session.clientCapabilities
     const requestState = optionalString(params, 'requestState')
-    if (requestState !== undefined) {
-      const callId = states.verify(requestState, principal)
-      return await render(settled(await held.resume(callId, principal, optionalObject(params, 'inputResponses') ?? {}, ctx.signal), callId), ctx)
-    }
+    if (requestState !== undefined) return await retry(requestState, principal, optionalObject(params, 'inputResponses') ?? {}, ctx.signal)
     const tasksDeclared = declaresTasks(capabilities)
     if (route.taskSupport === 'required' && !tasksDeclared) throw tasksCapabilityRequired()
     const eligible = tasksDeclared && route.taskSupport !== 'forbidden'
     const decide = deps.config.decide
-    if (eligible && decide === 'always') return renderCreateTaskResult(await deps.tasks.create(taskRequest(ctx, { route, params, capabilities })))
+    if (eligible && decide === 'always') return renderCreateTaskResult(await deps.tasks.create(taskRequest(principal, { route, params, capabilities })))
     const progressToken = ctx.progressToken
     let startedId: string | undefined
     const outcome = await held.start(principal, (ask, signal, fail) => calls.run(route, params, {
@@ -98,7 +100,7 @@ export function modernToolsCall (deps: ModernToolsCallDeps): Handler {
     }, signal), ctx.signal, eligible && decide !== 'always' ? decide.after : undefined)
     if (outcome.kind !== 'result') startedId = outcome.callId
     if (eligible && startedId !== undefined) candidates.set(startedId, { route, params, capabilities })
-    return await render(outcome, ctx)
+    return await render(outcome, principal)
   }
 }
 
@@ -106,22 +108,25 @@ export function modernToolsCall (deps: ModernToolsCallDeps): Handler {
  * `prompts/get` for 2026-07-28 clients: an upstream that asks for input while building a prompt gets it
  * through MRTR rounds, like a tool call (never as a task).
  */
-export function modernPromptsGet (deps: Pick<ModernToolsCallDeps, 'catalog' | 'calls' | 'held' | 'states'>): Handler {
-  const { catalog, calls, held, states } = deps
+export function modernPromptsGet (deps: Pick<ModernToolsCallDeps, 'catalog' | 'calls' | 'held' | 'retries'>): Handler {
+  const { catalog, calls, held, retries } = deps
+  const render = (outcome: HeldOutcome, principal: string): JsonObject => {
+    if (outcome.kind === 'result') return { ...outcome.result, resultType: 'complete' }
+    if (outcome.kind === 'input') return { resultType: 'input_required', inputRequests: outcome.inputRequests, requestState: retries.mint(outcome.callId, principal) }
+    throw new Error('prompts/get has no decision window')
+  }
+  const retry = retries.route('prompts/get', async ({ callId, principal, inputResponses }, signal) =>
+    render(await held.resume(callId, principal, inputResponses, signal), principal))
   return async (params, ctx) => {
     const route = catalog.prompt(requireString(params, 'name'))
     const principal = ctx.session.principal
     const requestState = optionalString(params, 'requestState')
-    const outcome = requestState !== undefined
-      ? await held.resume(states.verify(requestState, principal), principal, optionalObject(params, 'inputResponses') ?? {}, ctx.signal)
-      : await held.start(principal, (ask, signal, fail) => calls.run(route, params, {
-        capabilities: ctx.session.clientCapabilities,
-        ask,
-        refused: (capability) => fail(capabilityRequired(capability)),
-        notify: () => {},
-      }, signal, 'prompts/get'), ctx.signal)
-    if (outcome.kind === 'result') return { ...outcome.result, resultType: 'complete' }
-    if (outcome.kind === 'input') return { resultType: 'input_required', inputRequests: outcome.inputRequests, requestState: states.mint(outcome.callId, principal) }
-    throw new Error('prompts/get has no decision window')
+    if (requestState !== undefined) return await retry(requestState, principal, optionalObject(params, 'inputResponses') ?? {}, ctx.signal)
+    return render(await held.start(principal, (ask, signal, fail) => calls.run(route, params, {
+      capabilities: ctx.session.clientCapabilities,
+      ask,
+      refused: (capability) => fail(capabilityRequired(capability)),
+      notify: () => {},
+    }, signal, 'prompts/get'), ctx.signal), principal)
   }
 }

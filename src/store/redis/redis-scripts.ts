@@ -122,3 +122,31 @@ if tonumber(ARGV[2]) > tonumber(seen) then
 end
 return 1
 `)
+
+/**
+ * Deletes tasks past their TTL with everything that refers to them, atomically per call (so an input
+ * queued while a task is swept cannot outlive it).
+ * No KEYS (the keys derive from the ids found). ARGV[1] prefix, ARGV[2] now (ms), ARGV[3] at most this
+ * many tasks. Returns how many tasks were deleted.
+ */
+export const SWEEP = script(`
+local p = ARGV[1]
+local ids = redis.call('ZRANGEBYSCORE', p .. 'expiry', '-inf', ARGV[2], 'LIMIT', 0, tonumber(ARGV[3]))
+for _, id in ipairs(ids) do
+  local key = p .. 'task:' .. id
+  local principal = redis.call('HGET', key, 'principal')
+  local owner = redis.call('HGET', key, 'owner')
+  for _, input in ipairs(redis.call('LRANGE', p .. 'inputs:' .. id, 0, -1)) do
+    redis.call('DEL', p .. 'input:' .. input)
+  end
+  redis.call('DEL', key, p .. 'inputs:' .. id)
+  redis.call('ZREM', p .. 'expiry', id)
+  redis.call('ZREM', p .. 'active', id)
+  if principal then
+    redis.call('ZREM', p .. 'tasks:' .. principal, id)
+    redis.call('ZREM', p .. 'active:' .. principal, id)
+  end
+  if owner then redis.call('SREM', p .. 'owned:' .. owner, id) end
+end
+return #ids
+`)

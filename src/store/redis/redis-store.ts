@@ -1,10 +1,17 @@
-import { Redis } from 'ioredis'
-import { GatewayError, errorMessage } from '../../errors.ts'
+import { Redis, type RedisOptions } from 'ioredis'
+import { GatewayError } from '../../errors.ts'
 import type { JsonObject } from '../../protocol/jsonrpc.ts'
 import type { BusHandler, GatewayStore, LeaseStore, SessionRecord, SessionStore, SignalBus, StoreHealth } from '../types.ts'
-import { guarded } from './redis-errors.ts'
+import { guarded, unavailable } from './redis-errors.ts'
 import { run, TOUCH_SESSION } from './redis-scripts.ts'
 import { RedisTaskStore } from './redis-task-store.ts'
+
+/** Longest wait for a connection or a command before Redis counts as unreachable. */
+const TIMEOUT_MS = 5000
+/** Longest pause between reconnection attempts, so the store is back soon after Redis is. */
+const MAX_RECONNECT_DELAY_MS = 2000
+/** Channels per SUBSCRIBE when a new connection takes every channel again (one per running task). */
+const RESUBSCRIBE_BATCH = 1000
 
 export interface RedisStoreOptions {
   url: string
@@ -66,6 +73,12 @@ class RedisBus implements SignalBus {
     this.#publisher = publisher
     this.#subscriber = subscriber
     this.#p = prefix
+    // A new connection (after Redis was unreachable) starts with no subscriptions: take every channel that
+    // has handlers again, including those whose SUBSCRIBE failed during the outage.
+    subscriber.on('ready', () => {
+      const channels = [...this.#handlers.keys()].map((channel) => this.#channel(channel))
+      for (let i = 0; i < channels.length; i += RESUBSCRIBE_BATCH) this.#track(subscriber.subscribe(...channels.slice(i, i + RESUBSCRIBE_BATCH)))
+    })
     subscriber.on('message', (channel: string, text: string) => {
       const handlers = this.#handlers.get(channel.slice(this.#p.length + 4))
       if (!handlers) return
@@ -82,7 +95,7 @@ class RedisBus implements SignalBus {
   /** Resolves with the number of processes that received it; 0 when Redis is unreachable (signals are at most once). */
   async publish (channel: string, message: JsonObject): Promise<number> {
     if (this.#pending.size > 0) await Promise.all([...this.#pending])
-    return await this.#publisher.publish(`${this.#p}bus:${channel}`, JSON.stringify(message)).catch(() => 0)
+    return await this.#publisher.publish(this.#channel(channel), JSON.stringify(message)).catch(() => 0)
   }
 
   subscribe (channel: string, handler: BusHandler): () => void {
@@ -90,17 +103,26 @@ class RedisBus implements SignalBus {
     if (!handlers) {
       handlers = new Set()
       this.#handlers.set(channel, handlers)
-      const subscribed = this.#subscriber.subscribe(`${this.#p}bus:${channel}`).catch(() => {})
-      this.#pending.add(subscribed)
-      void subscribed.finally(() => this.#pending.delete(subscribed))
+      this.#track(this.#subscriber.subscribe(this.#channel(channel)))
     }
     handlers.add(handler)
     return () => {
       const current = this.#handlers.get(channel)
       if (!current?.delete(handler) || current.size > 0) return
       this.#handlers.delete(channel)
-      this.#subscriber.unsubscribe(`${this.#p}bus:${channel}`).catch(() => {})
+      this.#subscriber.unsubscribe(this.#channel(channel)).catch(() => {})
     }
+  }
+
+  #channel (channel: string): string {
+    return `${this.#p}bus:${channel}`
+  }
+
+  /** A SUBSCRIBE that publishes wait for; one that fails (Redis unreachable) is sent again on reconnection. */
+  #track (subscribing: Promise<unknown>): void {
+    const subscribed = subscribing.catch(() => {})
+    this.#pending.add(subscribed)
+    void subscribed.finally(() => this.#pending.delete(subscribed))
   }
 }
 
@@ -134,8 +156,9 @@ class RedisLeaseStore implements LeaseStore {
 
 /**
  * The shared store: several gateway processes on one Redis. Commands fail at once while Redis is
- * unreachable (no offline queue), so clients get a clear error instead of a hang, and ioredis reconnects
- * in the background.
+ * unreachable (no offline queue), so clients get a clear error instead of a hang; a command or a
+ * connection that gets no answer within 5 s fails too. ioredis reconnects in the background (at most
+ * 2 s apart) and the bus then takes its channels again.
  */
 export class RedisStore implements GatewayStore {
   readonly kind = 'redis'
@@ -148,9 +171,21 @@ export class RedisStore implements GatewayStore {
   readonly #subscriber: Redis
 
   constructor (options: RedisStoreOptions) {
-    const common = { lazyConnect: false, enableOfflineQueue: false, maxRetriesPerRequest: 1, connectTimeout: 5000 }
+    const common: RedisOptions = {
+      lazyConnect: false,
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 1,
+      connectTimeout: TIMEOUT_MS,
+      // Bound every command and give up on a connection that stops answering (a Redis behind a proxy
+      // that lost it accepts connections and never replies): ioredis then reconnects.
+      commandTimeout: TIMEOUT_MS,
+      socketTimeout: TIMEOUT_MS,
+      retryStrategy: (attempt) => Math.min(50 * 2 ** (attempt - 1), MAX_RECONNECT_DELAY_MS) + Math.floor(Math.random() * 100),
+    }
     this.#redis = new Redis(options.url, common)
-    this.#subscriber = new Redis(options.url, { ...common, enableOfflineQueue: true })
+    // The bus resubscribes by itself on every new connection (RedisBus), including channels whose
+    // SUBSCRIBE failed while Redis was unreachable, which ioredis's own resubscription would miss.
+    this.#subscriber = new Redis(options.url, { ...common, enableOfflineQueue: true, autoResubscribe: false })
     for (const connection of [this.#redis, this.#subscriber]) connection.on('error', () => {})
     this.sessions = guarded(new RedisSessionStore(this.#redis, options.prefix))
     this.tasks = guarded(new RedisTaskStore(this.#redis, options.prefix))
@@ -162,7 +197,7 @@ export class RedisStore implements GatewayStore {
   async ready (): Promise<void> {
     if (this.#redis.status === 'ready') return
     await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new GatewayError('GW_ERR_STORE_UNAVAILABLE', ['Redis did not answer within 5 s'])), 5000)
+      const timer = setTimeout(() => reject(new GatewayError('GW_ERR_STORE_UNAVAILABLE', [`Redis did not answer within ${TIMEOUT_MS / 1000} s`])), TIMEOUT_MS)
       this.#redis.once('ready', () => {
         clearTimeout(timer)
         resolve()
@@ -175,7 +210,8 @@ export class RedisStore implements GatewayStore {
       await this.#redis.ping()
       return { ok: true, kind: this.kind }
     } catch (err) {
-      return { ok: false, kind: this.kind, detail: errorMessage(err) }
+      // The gateway's own message, as for every store error; the backend's (which may name hosts) stays out.
+      return { ok: false, kind: this.kind, detail: unavailable(err).message }
     }
   }
 

@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis'
 import { GatewayError } from '../../errors.ts'
 import type { InputRecord, TaskCursor, TaskOutcome, TaskPatch, TaskRecord, TaskStatus, TaskStore } from '../types.ts'
-import { ADD_INPUT, CLAIM, run, SETTLE_INPUT, TRANSITION } from './redis-scripts.ts'
+import { ADD_INPUT, CLAIM, run, SETTLE_INPUT, SWEEP, TRANSITION } from './redis-scripts.ts'
 
 /**
  * Keys (all under the configured prefix):
@@ -20,6 +20,8 @@ import { ADD_INPUT, CLAIM, run, SETTLE_INPUT, TRANSITION } from './redis-scripts
 const BACKSTOP_MS = 24 * 60 * 60 * 1000
 const NO_TTL_BACKSTOP_MS = 366 * 24 * 60 * 60 * 1000
 const TERMINAL: ReadonlySet<string> = new Set(['completed', 'failed', 'cancelled'])
+/** Tasks deleted per sweep script run, so that Redis is never blocked for long. */
+const SWEEP_BATCH = 200
 
 type Body = Omit<TaskRecord, 'status' | 'statusMessage' | 'lastUpdatedAt' | 'outcome' | 'owner'>
 
@@ -150,18 +152,12 @@ export class RedisTaskStore implements TaskStore {
   }
 
   async sweep (now: number): Promise<number> {
-    const ids = await this.#redis.zrangebyscore(`${this.#p}expiry`, '-inf', now)
-    for (const id of ids) {
-      const key = `${this.#p}task:${id}`
-      const [principal, owner] = await this.#redis.hmget(key, 'principal', 'owner')
-      const inputs = await this.#redis.lrange(`${this.#p}inputs:${id}`, 0, -1)
-      const tx = this.#redis.multi().del(key, `${this.#p}inputs:${id}`).zrem(`${this.#p}expiry`, id).zrem(`${this.#p}active`, id)
-      for (const input of inputs) tx.del(`${this.#p}input:${input}`)
-      if (principal !== null && principal !== undefined) tx.zrem(`${this.#p}tasks:${principal}`, id).zrem(`${this.#p}active:${principal}`, id)
-      if (owner !== null && owner !== undefined) tx.srem(`${this.#p}owned:${owner}`, id)
-      await tx.exec()
+    let swept = 0
+    for (;;) {
+      const batch = Number(await run(this.#redis, SWEEP, [], [this.#p, now, SWEEP_BATCH]))
+      swept += batch
+      if (batch < SWEEP_BATCH) return swept
     }
-    return ids.length
   }
 
   async addInput (input: InputRecord, maxPending: number): Promise<void> {

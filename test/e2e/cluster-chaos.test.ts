@@ -1,0 +1,208 @@
+import { Redis } from 'ioredis'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { startUpstream, type StartedUpstream } from '../fixtures/spawn-upstream.ts'
+import { startCluster, type Cluster } from '../helpers/cluster.ts'
+import { ModernRaw } from '../helpers/modern-raw.ts'
+import { RawSession } from '../helpers/raw-session.ts'
+import { REDIS_URL } from '../helpers/redis.ts'
+
+type Json = Record<string, unknown>
+
+const LEASE_MS = 2000
+/** Failover bound: the lease lapses, then a survivor's next scan (every lease/5) takes the tasks over. */
+const FAILOVER_MS = LEASE_MS + LEASE_MS / 5
+/** Room for the machine: process scheduling, Redis round trips, the survivor's first scan after the kill. */
+const SLACK_MS = 1500
+const LOST = 'gateway process lost during execution'
+const TERMINAL = new Set(['completed', 'failed', 'cancelled'])
+
+/** One task of the run, whichever era created it. */
+interface Tracked {
+  id: string
+  era: 'legacy' | 'modern'
+  tool: string
+  asks: boolean
+  /** The legacy session that created it. */
+  session?: RawSession
+  /** Its status and result shortly before the kill. */
+  before?: { status: string, result: unknown }
+}
+
+function legacyStatus (reply: Json): Json {
+  return reply.result as Json
+}
+
+async function poll<T> (what: string, probe: () => Promise<T | undefined>, limitMs: number): Promise<T> {
+  const deadline = Date.now() + limitMs
+  for (;;) {
+    const value = await probe()
+    if (value !== undefined) return value
+    if (Date.now() > deadline) throw new Error(`${what} did not happen within ${limitMs} ms`)
+    await new Promise((resolve) => setTimeout(resolve, 100))
+  }
+}
+
+/**
+ * 300 tasks of both eras run on three gateway processes behind a round-robin balancer; one process is
+ * killed with SIGKILL in the middle. Its tasks are failed (or, for the idempotent tool, run again) by a
+ * survivor within the lease; nothing that had completed is lost; the survivors log no unhandled error.
+ */
+describe('chaos: one of three gateway processes killed with SIGKILL under 300 tasks', () => {
+  let demo: StartedUpstream
+  let cluster: Cluster
+  let redis: Redis
+
+  beforeAll(async () => {
+    demo = await startUpstream('src/demo/main.ts', ['--http', '0'])
+    cluster = await startCluster(`
+logging: { level: info }
+tasks: { pollInterval: 100ms, ownerLease: ${LEASE_MS}ms, maxActivePerPrincipal: 1000, decide: always }
+upstreams:
+  - name: demo
+    transport: streamable-http
+    url: ${JSON.stringify(demo.url)}
+    maxConcurrentCalls: 400
+  - name: redo
+    transport: streamable-http
+    url: ${JSON.stringify(demo.url)}
+    tools: { allow: [slow] }
+    prompts: { deny: ['*'] }
+    resources: { deny: ['*'] }
+    toolSettings: { slow: { idempotent: true } }
+    maxConcurrentCalls: 400
+`)
+    redis = new Redis(REDIS_URL)
+  }, 60_000)
+
+  afterAll(async () => {
+    await redis?.quit()
+    await cluster?.close()
+    await demo?.close()
+  })
+
+  it('leaves every task terminal, fails or re-runs the lost ones within the lease, and keeps every completed result', async () => {
+    const sessions = await Promise.all(Array.from({ length: 10 }, async () => await RawSession.open(cluster.url)))
+    const modern = ModernRaw.withTasks(cluster.url, { elicitation: { form: {} } })
+    const tracked: Tracked[] = []
+
+    // Every fifth task asks the user (answered for half of them, in both eras); the rest run 0.3–6 s.
+    const plan = Array.from({ length: 300 }, (_, i) => {
+      const asks = i % 10 === 3 || i % 10 === 6
+      const tool = asks ? 'demo__ask_user' : i % 3 === 0 ? 'redo__slow' : 'demo__slow'
+      const args = asks ? { message: `Task ${i}?`, timeoutMs: 5000 } : { duration: 300 + ((i * 197) % 5700), steps: 3 }
+      return { i, era: i % 2 === 0 ? 'legacy' as const : 'modern' as const, tool, asks, args }
+    })
+    for (let start = 0; start < plan.length; start += 30) {
+      await Promise.all(plan.slice(start, start + 30).map(async (p) => {
+        if (p.era === 'legacy') {
+          const session = sessions[p.i % sessions.length]!
+          const created = await session.request('tools/call', { name: p.tool, arguments: p.args, task: {} })
+          const task = (created.result as Json | undefined)?.task as Json | undefined
+          if (!task) throw new Error(`legacy task not created: ${JSON.stringify(created)}`)
+          tracked.push({ id: task.taskId as string, era: 'legacy', tool: p.tool, asks: p.asks, session })
+        } else {
+          const created = await modern.request('tools/call', { name: p.tool, arguments: p.args })
+          if (created.body.result === undefined) throw new Error(`modern task not created: ${JSON.stringify(created.body)}`)
+          tracked.push({ id: (created.body.result as Json).taskId as string, era: 'modern', tool: p.tool, asks: p.asks })
+        }
+      }))
+    }
+    expect(tracked).toHaveLength(300)
+
+    const read = async (task: Tracked): Promise<{ status: string, result: unknown, statusMessage: unknown, lastUpdatedAt: unknown }> => {
+      if (task.era === 'legacy') {
+        const got = legacyStatus(await task.session!.request('tasks/get', { taskId: task.id }))
+        const result = got.status === 'completed' ? (await task.session!.request('tasks/result', { taskId: task.id })).result : undefined
+        return { status: got.status as string, result, statusMessage: got.statusMessage, lastUpdatedAt: got.lastUpdatedAt }
+      }
+      const got = (await modern.request('tasks/get', { taskId: task.id })).body.result as Json
+      return { status: got.status as string, result: got.result, statusMessage: got.statusMessage, lastUpdatedAt: got.lastUpdatedAt }
+    }
+
+    // Answer half of the elicitations, whichever process runs their task and whichever gets the answer.
+    const answering = tracked.filter((t) => t.asks).filter((_, n) => n % 4 < 2).map(async (task) => {
+      await poll(`task ${task.id} asking`, async () => (await read(task)).status === 'input_required' ? true : undefined, 20_000).catch(() => {})
+      if (task.era === 'modern') {
+        const got = (await modern.request('tasks/get', { taskId: task.id })).body.result as Json
+        const responses: Json = {}
+        for (const key of Object.keys((got.inputRequests ?? {}) as Json)) responses[key] = { action: 'accept', content: { name: 'Chaos' } }
+        await modern.request('tasks/update', { taskId: task.id, inputResponses: responses })
+      } else {
+        const controller = new AbortController()
+        try {
+          const stream = await task.session!.stream({ taskResult: task.id }, controller.signal)
+          for await (const message of stream) {
+            if (message.method !== 'elicitation/create') continue
+            await (await task.session!.post({ jsonrpc: '2.0', id: message.id, result: { action: 'accept', content: { name: 'Chaos' } } })).text()
+            break
+          }
+        } catch {
+          // The stream's process may be the one that gets killed; the final status is checked below.
+        } finally {
+          controller.abort()
+        }
+      }
+    })
+
+    // Mid-run: some tasks have completed, most are still running.
+    await poll('the first completions', async () => {
+      const sample = await Promise.all(tracked.slice(0, 40).map(read))
+      return sample.filter((s) => s.status === 'completed').length >= 5 ? true : undefined
+    }, 20_000)
+    for (const task of tracked) {
+      const state = await read(task)
+      task.before = { status: state.status, result: state.result }
+    }
+    const victim = cluster.processes[1]!
+    const victimId = (JSON.parse(victim.lines.find((line) => line.includes('"gateway listening"'))!) as Json).processId as string
+    expect(await redis.zscore(`${cluster.prefix}owners`, victimId)).not.toBeNull()
+    const killedAt = Date.now()
+    await cluster.kill(1)
+    // What the victim left behind, read from Redis before any survivor can have taken it over.
+    const stored = await Promise.all(tracked.map(async (t) => await redis.hmget(`${cluster.prefix}task:${t.id}`, 'owner', 'status')))
+    const orphans = tracked.filter((_, n) => stored[n]![0] === victimId && !TERMINAL.has(stored[n]![1] ?? ''))
+    expect(orphans.length).toBeGreaterThan(10)
+
+    await Promise.all(answering)
+    const final = new Map<string, Awaited<ReturnType<typeof read>>>()
+    await poll('every task terminal', async () => {
+      for (const task of tracked) {
+        if (final.has(task.id)) continue
+        const state = await read(task)
+        if (TERMINAL.has(state.status)) final.set(task.id, state)
+      }
+      return final.size === tracked.length ? true : undefined
+    }, 60_000)
+
+    for (const task of tracked) {
+      const state = final.get(task.id)!
+      if (task.before!.status === 'completed') {
+        expect(state.status, `task ${task.id}`).toBe('completed')
+        expect(state.result, `task ${task.id}`).toEqual(task.before!.result)
+      }
+    }
+    for (const task of orphans) {
+      const state = final.get(task.id)!
+      if (task.tool === 'redo__slow') {
+        // Idempotent: run again by a survivor, to completion.
+        expect(state.status, `task ${task.id}`).toBe('completed')
+        expect(JSON.stringify(state.result)).toContain('slow finished')
+      } else {
+        expect(state, `task ${task.id}`).toMatchObject({ status: 'failed', statusMessage: LOST })
+        expect(Date.parse(state.lastUpdatedAt as string) - killedAt, `task ${task.id} failed late`).toBeLessThanOrEqual(FAILOVER_MS + SLACK_MS)
+      }
+    }
+
+    // Elicitations were answered through whichever process the balancer picked, for tasks of both eras.
+    const greeted = tracked.filter((t) => JSON.stringify(final.get(t.id)!.result ?? '').includes('Hello, Chaos!'))
+    expect(new Set(greeted.map((t) => t.era))).toEqual(new Set(['legacy', 'modern']))
+
+    const survivors = [cluster.processes[0]!, cluster.processes[2]!]
+    for (const survivor of survivors) {
+      expect(survivor.child.exitCode).toBeNull()
+      const errors = survivor.lines.filter((line) => /"level":(50|60)/.test(line) || /unhandled|uncaught/i.test(line))
+      expect(errors).toEqual([])
+    }
+    expect(survivors.some((s) => s.lines.some((line) => line.includes('took over the tasks of a lost gateway process')))).toBe(true)
+  }, 150_000)
+})

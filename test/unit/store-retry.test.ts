@@ -1,0 +1,53 @@
+import { describe, expect, it } from 'vitest'
+import { GatewayError } from '../../src/errors.ts'
+import { whileStoreUnavailable } from '../../src/tasks/store-retry.ts'
+
+const down = (): GatewayError => new GatewayError('GW_ERR_STORE_UNAVAILABLE', ['Redis is unreachable'])
+
+/** A store call that fails `failures` times with GW_ERR_STORE_UNAVAILABLE, then answers `value`. */
+function flaky<T> (failures: number, value: T): { work: () => Promise<T>, calls: () => number } {
+  let calls = 0
+  return {
+    work: async () => {
+      if (calls++ < failures) throw down()
+      return value
+    },
+    calls: () => calls,
+  }
+}
+
+describe('whileStoreUnavailable()', () => {
+  it('retries while the store is unavailable and returns once it answers', async () => {
+    const store = flaky(3, 'stored')
+    const retries: number[] = []
+    expect(await whileStoreUnavailable(store.work, { until: undefined, onRetry: (_err, attempt) => retries.push(attempt) })).toBe('stored')
+    expect(store.calls()).toBe(4)
+    expect(retries).toEqual([1, 2, 3])
+  })
+
+  it('gives up with the store error once `until` has passed', async () => {
+    const store = flaky(Number.POSITIVE_INFINITY, 'never')
+    const started = Date.now()
+    await expect(whileStoreUnavailable(store.work, { until: started + 250 })).rejects.toMatchObject({ code: 'GW_ERR_STORE_UNAVAILABLE' })
+    expect(Date.now() - started).toBeLessThan(1000)
+    expect(store.calls()).toBeGreaterThan(1)
+  })
+
+  it('makes one last attempt at once when the signal aborts, then gives up', async () => {
+    const store = flaky(Number.POSITIVE_INFINITY, 'never')
+    const controller = new AbortController()
+    const attempt = whileStoreUnavailable(store.work, { until: undefined, signal: controller.signal, onRetry: (_err, n) => { if (n === 2) controller.abort() } })
+    await expect(attempt).rejects.toMatchObject({ code: 'GW_ERR_STORE_UNAVAILABLE' })
+    expect(store.calls()).toBe(3)
+  })
+
+  it('does not retry any other error', async () => {
+    let calls = 0
+    const work = async (): Promise<never> => {
+      calls++
+      throw new GatewayError('GW_ERR_TASK_NOT_FOUND', ['t1'])
+    }
+    await expect(whileStoreUnavailable(work, { until: undefined })).rejects.toMatchObject({ code: 'GW_ERR_TASK_NOT_FOUND' })
+    expect(calls).toBe(1)
+  })
+})
