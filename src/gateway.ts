@@ -172,7 +172,7 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
     forceCloseConnections: true,
   })
   registerHostOriginGuard(app, config.server)
-  registerHealthRoutes(app, store, pools)
+  registerHealthRoutes(app, store, pools, () => closing)
   await registerMcpRoute(app, { config: config.server, legacy, modern, authenticate: createAuthenticator(config.auth), isClosing: () => closing })
 
   const sweepEvery = Math.min(60_000, Math.max(1000, Math.floor(config.server.sessionIdleTimeout / 4)))

@@ -45,6 +45,9 @@ ${demoStdioYaml()}
       else await res?.text()
     }
     expect(refused?.status).toBe(503)
+    const ready = await fetch(new URL('/readyz', leaving.url))
+    expect(ready.status).toBe(503)
+    expect(await ready.json()).toMatchObject({ status: 'draining' })
 
     const [code] = await leaving.exited
     expect(code).toBe(0)
