@@ -28,6 +28,8 @@ export interface CallChannel {
   refused? (capability: string, method: InputMethod): void
   progress? (progress: JsonObject): void
   notify (method: string, params: JsonObject): void
+  /** The request is on its way upstream: a connection was leased (time spent waiting for one is over). */
+  sent? (): void
 }
 
 /**
@@ -77,6 +79,7 @@ export class CallEngine {
       notify: (method, notificationParams) => channel.notify(method, notificationParams),
     }
     lease.connection.bind(sink)
+    channel.sent?.()
     const progress = channel.progress
     try {
       const { requestState: _state, inputResponses: _responses, ...forwarded } = withoutProgressToken(params)

@@ -35,6 +35,8 @@ interface HeldCall {
   expiry: NodeJS.Timeout | undefined
   /** After the first leg, each leg may end early as `running` once this many ms have passed. */
   windowMs: number | undefined
+  /** When the upstream request went out (a connection was leased); the first leg's window starts there. */
+  sentAt: number | undefined
   done: Promise<JsonObject> | undefined
   /** Where input goes once the call was detached. */
   detached: HeldInput | undefined
@@ -62,8 +64,8 @@ export class HeldCalls {
   }
 
   /** Starts a call; answers when it finishes or first needs input. */
-  async start (principal: string, run: (input: HeldInput, signal: AbortSignal, fail: (error: unknown) => void) => Promise<JsonObject>, signal: AbortSignal, windowMs?: number): Promise<HeldOutcome> {
-    const call: HeldCall = { id: randomBytes(16).toString('base64url'), principal, pending: new Map(), final: undefined, wake: undefined, abort: new AbortController(), expiry: undefined, windowMs, done: undefined, detached: undefined }
+  async start (principal: string, run: (input: HeldInput, signal: AbortSignal, fail: (error: unknown) => void, sent: () => void) => Promise<JsonObject>, signal: AbortSignal, windowMs?: number): Promise<HeldOutcome> {
+    const call: HeldCall = { id: randomBytes(16).toString('base64url'), principal, pending: new Map(), final: undefined, wake: undefined, abort: new AbortController(), expiry: undefined, windowMs, sentAt: undefined, done: undefined, detached: undefined }
     this.#calls.set(call.id, call)
     const onAbort = (): void => call.abort.abort(signal.reason)
     signal.addEventListener('abort', onAbort, { once: true })
@@ -83,7 +85,11 @@ export class HeldCalls {
       call.abort.abort(error)
       call.wake?.()
     }
-    call.done = run(input, call.abort.signal, fail)
+    const sent = (): void => {
+      call.sentAt ??= Date.now()
+      call.wake?.()
+    }
+    call.done = run(input, call.abort.signal, fail, sent)
     call.done.then(
       (result) => { call.final ??= { result } },
       (error: unknown) => { call.final ??= { error } },
@@ -132,8 +138,11 @@ export class HeldCalls {
    * client stops waiting (`signal`), the call stays held for a later retry, for the hold time.
    */
   async #next (call: HeldCall, signal: AbortSignal): Promise<HeldOutcome> {
-    const deadline = call.windowMs === undefined ? undefined : Date.now() + call.windowMs
+    const entered = Date.now()
+    // Waiting for an upstream connection does not count: the window measures the upstream's work.
+    const deadlineOf = (): number | undefined => call.windowMs === undefined || call.sentAt === undefined ? undefined : Math.max(entered, call.sentAt) + call.windowMs
     while (call.final === undefined && call.pending.size === 0) {
+      const deadline = deadlineOf()
       if (signal.aborted) {
         this.#hold(call)
         throw signal.reason

@@ -88,9 +88,10 @@ export function modernToolsCall (deps: ModernToolsCallDeps): Handler {
     if (eligible && decide === 'always') return renderCreateTaskResult(await deps.tasks.create(taskRequest(principal, { route, params, capabilities })))
     const progressToken = ctx.progressToken
     let startedId: string | undefined
-    const outcome = await held.start(principal, (ask, signal, fail) => calls.run(route, params, {
+    const outcome = await held.start(principal, (ask, signal, fail, sent) => calls.run(route, params, {
       capabilities,
       ask,
+      sent,
       // The client must learn what it lacks (-32021), not get a result built on a refused request.
       refused: (capability) => fail(capabilityRequired(capability)),
       ...(progressToken !== undefined && {
