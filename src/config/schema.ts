@@ -160,6 +160,13 @@ const storeSchema = z.discriminatedUnion('kind', [
     url: z.string().regex(/^rediss?:\/\//, 'must start with redis:// (or rediss:// for TLS)').prefault('redis://127.0.0.1:6379')
       .describe('Redis URL: redis://[user:password@]host:port[/db]; rediss:// for TLS; take the password from the environment'),
     prefix: z.string().min(1).prefault('mcp-task-gateway:').describe('prefix of every key the gateway writes'),
+    password: z.string().min(1).optional()
+      .describe('password (Redis AUTH) when the url carries none; take it from the environment, never write it inline'),
+    caFile: z.string().min(1).optional()
+      .describe('PEM file of the certificate authority that signed the Redis server certificate (rediss:// with a private CA)'),
+  }).refine((store) => store.caFile === undefined || store.url.startsWith('rediss://'), {
+    message: 'caFile needs a rediss:// url (TLS)',
+    path: ['caFile'],
   }),
 ])
 

@@ -8,7 +8,7 @@ export async function createStore (config: StoreConfig): Promise<GatewayStore> {
       return new MemoryStore()
     case 'redis': {
       const { RedisStore } = await import('./redis/redis-store.ts')
-      const store = new RedisStore({ url: config.url, prefix: config.prefix })
+      const store = new RedisStore(config)
       await store.ready()
       return store
     }

@@ -108,9 +108,18 @@ describe('the JSON Schema and the loader agree', () => {
     ['an empty prefix', { upstreams: [{ ...upstream, prefix: '' }] }, true],
     ['a memory store', { store: { kind: 'memory' }, upstreams: [upstream] }, true],
     ['a memory store with a path', { store: { kind: 'memory', path: 'x' }, upstreams: [upstream] }, false],
+    ['a TLS redis store with a password and a private CA', { store: { kind: 'redis', url: 'rediss://redis.internal:6380', password: 'p', caFile: 'ca.pem' }, upstreams: [upstream] }, true],
   ])('on %s', (_what, input, valid) => {
     expect(configSchema.safeParse(input).success).toBe(valid)
     expect(fromJsonSchema.safeParse(input).success).toBe(valid)
+  })
+})
+
+describe('store.caFile', () => {
+  it('needs a TLS url, and says so at its path', () => {
+    const parsed = configSchema.safeParse({ store: { kind: 'redis', url: 'redis://redis.internal:6379', caFile: 'ca.pem' }, upstreams: [{ name: 'a', transport: 'stdio', command: 'node' }] })
+    expect(parsed.success).toBe(false)
+    expect(parsed.error?.issues).toMatchObject([{ path: ['store', 'caFile'], message: 'caFile needs a rediss:// url (TLS)' }])
   })
 })
 

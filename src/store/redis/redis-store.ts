@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs'
 import { Redis, type RedisOptions } from 'ioredis'
 import { GatewayError } from '../../errors.ts'
 import type { JsonObject } from '../../protocol/jsonrpc.ts'
@@ -13,9 +14,21 @@ const MAX_RECONNECT_DELAY_MS = 2000
 /** Channels per SUBSCRIBE when a new connection takes every channel again (one per running task). */
 const RESUBSCRIBE_BATCH = 1000
 
+function readCa (file: string): Buffer {
+  try {
+    return readFileSync(file)
+  } catch (err) {
+    throw new GatewayError('GW_ERR_STORE_UNAVAILABLE', [`store.caFile '${file}' cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'})`], { cause: err })
+  }
+}
+
 export interface RedisStoreOptions {
   url: string
   prefix: string
+  /** AUTH password when the url carries none. */
+  password?: string
+  /** PEM file of the CA that signed the server's certificate (rediss://). */
+  caFile?: string
 }
 
 /**
@@ -181,6 +194,8 @@ export class RedisStore implements GatewayStore {
       commandTimeout: TIMEOUT_MS,
       socketTimeout: TIMEOUT_MS,
       retryStrategy: (attempt) => Math.min(50 * 2 ** (attempt - 1), MAX_RECONNECT_DELAY_MS) + Math.floor(Math.random() * 100),
+      ...(options.password !== undefined && { password: options.password }),
+      ...(options.caFile !== undefined && { tls: { ca: readCa(options.caFile) } }),
     }
     this.#redis = new Redis(options.url, common)
     // The bus resubscribes by itself on every new connection (RedisBus), including channels whose
