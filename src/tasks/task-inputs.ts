@@ -11,6 +11,9 @@ interface Waiter {
   reject (err: unknown): void
 }
 
+/** How often a waiting input request reads the store for an answer whose signal was lost. */
+const RECHECK_MS = 5000
+
 export function inputChannel (key: string): string {
   return `input:${key}`
 }
@@ -65,6 +68,9 @@ export class TaskInputs {
     })
     // The answer may be posted to another gateway process: it stores it and signals this one.
     const unsubscribe = this.#bus.subscribe(inputChannel(input.key), () => { void this.#deliverStored(input.key) })
+    // Signals are at most once (one can be lost to a Redis outage or race a new subscription): read the store now and then too.
+    const recheck = setInterval(() => { void this.#deliverStored(input.key) }, RECHECK_MS)
+    recheck.unref()
     const onAbort = (): void => { void this.#expire(input, signal.reason) }
     signal.addEventListener('abort', onAbort, { once: true })
     try {
@@ -78,6 +84,7 @@ export class TaskInputs {
       return await answered
     } finally {
       unsubscribe()
+      clearInterval(recheck)
       signal.removeEventListener('abort', onAbort)
       this.#waiting.delete(input.key)
     }
