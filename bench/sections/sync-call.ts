@@ -2,13 +2,12 @@
 // (`demo__echo`), at concurrency 1 (added latency) and at high concurrency (throughput ratio).
 // Budgets (design.md §4): added p50 ≤ 0.25 ms; gateway throughput ≥ 60 % of direct; no event-loop
 // stall over 50 ms.
-import { mkdir } from 'node:fs/promises'
 import { cpus } from 'node:os'
-import { join } from 'node:path'
 import { concurrent, sequential, type LoadRun } from '../lib/load.ts'
 import { McpHttpSession } from '../lib/mcp-http.ts'
 import type { GatewayHandle, ProbeStats } from '../lib/gateway.ts'
 import { procCpuMs } from '../lib/processes.ts'
+import { profiled } from '../lib/tasks.ts'
 import { concat, ms, signedMs, summarize, type LatencySummary, type Table } from '../lib/stats.ts'
 import type { BenchContext, Check, Section, SectionResult } from '../lib/types.ts'
 
@@ -97,19 +96,8 @@ async function run (ctx: BenchContext): Promise<SectionResult> {
   const { settings } = ctx
   const gateway = await ctx.gateway()
   const profiles: string[] = []
-  /** Runs `body` under a CPU profile of the gateway when BENCH_PROFILE_DIR is set (the gateway is idle during direct rounds). */
-  const profiled = async (name: string, body: () => Promise<void>): Promise<void> => {
-    if (settings.profileDir === undefined || !gateway.canProfile) return await body()
-    await mkdir(settings.profileDir, { recursive: true })
-    const file = join(settings.profileDir, `sync-call-${name}.cpuprofile`)
-    await gateway.startProfile()
-    try {
-      await body()
-    } finally {
-      await gateway.stopProfile(file)
-    }
-    profiles.push(file)
-  }
+  // The gateway is idle during direct rounds, so a profile of a whole round shows only the gateway path.
+  const profileAs = async (name: string, body: () => Promise<void>): Promise<void> => await profiled(ctx, gateway, `sync-call-${name}`, profiles, body)
   const sessions: Record<PathName, McpHttpSession | undefined> = { direct: undefined, gateway: undefined }
   try {
     sessions.direct = await McpHttpSession.open(ctx.upstream.url, settings.concurrency)
@@ -128,7 +116,7 @@ async function run (ctx: BenchContext): Promise<SectionResult> {
 
     const c1 = { direct: emptyTotals(), gateway: emptyTotals() }
     const rounds = split(settings.calls, settings.rounds)
-    await profiled('c1', async () => {
+    await profileAs('c1', async () => {
       for (const [round, count] of rounds.entries()) {
         for (const path of paths) {
           ctx.log(`concurrency 1, round ${round + 1}/${rounds.length}: ${count} calls ${path}`)
@@ -139,7 +127,7 @@ async function run (ctx: BenchContext): Promise<SectionResult> {
 
     const cN = { direct: emptyTotals(), gateway: emptyTotals() }
     const slice = settings.seconds * 1000 / settings.rounds
-    await profiled(`c${settings.concurrency}`, async () => {
+    await profileAs(`c${settings.concurrency}`, async () => {
       for (let round = 0; round < settings.rounds; round++) {
         for (const path of paths) {
           ctx.log(`concurrency ${settings.concurrency}, round ${round + 1}/${settings.rounds}: ${(slice / 1000).toFixed(1)} s ${path}`)
