@@ -64,6 +64,9 @@ export const ERRORS = {
 
   GW_ERR_AUTH_MISSING: { status: 401, rpc: -32001, message: 'Unauthorized: send Authorization: Bearer <token>' },
   GW_ERR_AUTH_INVALID: { status: 401, rpc: -32001, message: 'Unauthorized: the bearer token is not valid' },
+  GW_ERR_AUTH_EXPIRED: { status: 401, rpc: -32001, message: 'Unauthorized: the access token has expired or is not valid yet; get a new one' },
+  GW_ERR_AUTH_SCOPE: { status: 403, rpc: -32001, message: 'Forbidden: the access token lacks the scope %s' },
+  GW_ERR_AUTH_UNAVAILABLE: { status: 503, rpc: -32603, message: 'the authorization server\'s signing keys cannot be fetched: %s' },
 
   GW_ERR_STORE_SCHEMA: { status: 500, rpc: -32603, message: 'store schema version %s is newer than this gateway supports (%s); upgrade the gateway' },
   GW_ERR_STORE_UNAVAILABLE: { status: 503, rpc: -32603, message: 'the store is unavailable: %s' },

@@ -20,6 +20,7 @@ import type { GatewayStore } from './store/types.ts'
 import { UpstreamPool } from './upstream/upstream-pool.ts'
 import type { JsonObject } from './protocol/jsonrpc.ts'
 import { createAuthenticator } from './auth/bearer-tokens.ts'
+import { OAuthResource } from './auth/oauth-resource.ts'
 import { LegacyTaskDelivery } from './protocol/legacy/task-delivery.ts'
 import { withLegacyTaskMethods } from './protocol/legacy/task-methods.ts'
 import { TaskInputs } from './tasks/task-inputs.ts'
@@ -173,7 +174,9 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
   })
   registerHostOriginGuard(app, config.server)
   registerHealthRoutes(app, store, pools, () => closing)
-  await registerMcpRoute(app, { config: config.server, legacy, modern, authenticate: createAuthenticator(config.auth), isClosing: () => closing })
+  const oauth = config.auth.oauth === undefined ? undefined : new OAuthResource(config.auth.oauth)
+  oauth?.register(app)
+  await registerMcpRoute(app, { config: config.server, legacy, modern, authenticator: createAuthenticator(config.auth, oauth), isClosing: () => closing })
 
   const sweepEvery = Math.min(60_000, Math.max(1000, Math.floor(config.server.sessionIdleTimeout / 4)))
   const sweeper = setInterval(() => {

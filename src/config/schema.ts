@@ -146,7 +146,19 @@ const authSchema = z.strictObject({
     sha256: z.string().regex(/^[0-9a-fA-F]{64}$/, 'must be the hex SHA-256 of the token (64 hex digits), never the token itself')
       .describe('hex SHA-256 of the bearer token'),
   })).prefault([])
-    .describe('static bearer tokens; when the list is empty, auth is off and each session is its own principal'),
+    .describe('static bearer tokens; with no tokens and no oauth, auth is off and each session is its own principal'),
+  oauth: z.strictObject({
+    issuer: z.string().url().describe('the authorization server: the `iss` every access token must carry'),
+    jwksUri: z.string().url().describe('where the authorization server publishes its signing keys (JWKS); cached, refetched for an unknown key id'),
+    resource: z.string().url().describe('this MCP endpoint\'s public URL (https://…/mcp): the protected resource named in its metadata'),
+    audience: z.array(z.string().min(1)).min(1).optional()
+      .describe('accepted `aud` values; default: `resource`'),
+    principalClaim: z.string().min(1).prefault('sub').describe('the token claim that names the principal'),
+    scopesSupported: z.array(z.string().min(1)).prefault([]).describe('scopes advertised in the protected resource metadata'),
+    requiredScopes: z.array(z.string().min(1)).prefault([]).describe('scopes every token must carry (403 insufficient_scope otherwise)'),
+    clockTolerance: duration('accepted clock difference for `exp` and `nbf`').prefault('30s'),
+    jwksCooldown: duration('least time between two fetches of the JWKS (a token with an unknown key id triggers one)').prefault('30s'),
+  }).optional().describe('OAuth 2.1 resource server: JWT access tokens verified against the issuer\'s keys'),
 })
 
 const storeSchema = z.discriminatedUnion('kind', [

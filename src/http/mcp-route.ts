@@ -2,7 +2,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import type { ServerConfig } from '../config/schema.ts'
 import { GatewayError, errorMessage } from '../errors.ts'
 import { sendHttpError, type LegacyEndpoint } from '../protocol/legacy/legacy-endpoint.ts'
-import { WWW_AUTHENTICATE, type Authenticate } from '../auth/bearer-tokens.ts'
+import type { Authenticator } from '../auth/bearer-tokens.ts'
 import { isModernMessage, MODERN_PROTOCOL_VERSIONS } from '../protocol/modern/envelope.ts'
 import type { RequestId } from '../protocol/jsonrpc.ts'
 import type { ModernEndpoint } from '../protocol/modern/modern-endpoint.ts'
@@ -12,7 +12,7 @@ export interface McpRouteOptions {
   legacy: LegacyEndpoint
   modern: ModernEndpoint
   /** Resolves the caller's principal; undefined when auth is off. */
-  authenticate: Authenticate | undefined
+  authenticator: Authenticator | undefined
   /** True once shutdown began: new requests are refused with 503. */
   isClosing (): boolean
 }
@@ -64,11 +64,13 @@ export async function registerMcpRoute (app: FastifyInstance, options: McpRouteO
     reply.hijack()
     try {
       if (options.isClosing()) throw new GatewayError('GW_ERR_SHUTTING_DOWN')
-      await work(options.authenticate?.(request.headers))
+      await work(options.authenticator === undefined ? undefined : await options.authenticator.authenticate(request.headers))
     } catch (err) {
       if (!reply.raw.headersSent) {
         if (!(err instanceof GatewayError)) request.log.error({ err }, 'MCP request failed')
-        if (err instanceof GatewayError && err.statusCode === 401) reply.raw.setHeader('www-authenticate', WWW_AUTHENTICATE)
+        if (err instanceof GatewayError && err.code.startsWith('GW_ERR_AUTH_') && options.authenticator !== undefined && err.statusCode !== 503) {
+          reply.raw.setHeader('www-authenticate', options.authenticator.challenge(err))
+        }
         // The store being unavailable is transient (the Redis store reconnects by itself): say when to retry.
         if (err instanceof GatewayError && err.code === 'GW_ERR_STORE_UNAVAILABLE') reply.raw.setHeader('retry-after', '1')
         sendHttpError(reply.raw, err, requestIdOf(request.body))

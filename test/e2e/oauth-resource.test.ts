@@ -1,0 +1,149 @@
+import { once } from 'node:events'
+import { createServer, type Server } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'jose'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { sha256Hex } from '../../src/auth/bearer-tokens.ts'
+import { demoStdio, startGateway, type RunningGateway } from '../helpers/gateway.ts'
+import { RawSession } from '../helpers/raw-session.ts'
+
+type Json = Record<string, unknown>
+
+const RESOURCE = 'https://gateway.test/mcp'
+const STATIC_TOKEN = 'static-token-for-ops'
+
+interface SigningKey {
+  kid: string
+  privateKey: CryptoKey
+  jwk: JWK
+}
+
+async function signingKey (kid: string): Promise<SigningKey> {
+  const { privateKey, publicKey } = await generateKeyPair('ES256')
+  return { kid, privateKey, jwk: { ...await exportJWK(publicKey), kid, alg: 'ES256', use: 'sig' } }
+}
+
+/** An authorization server's JWKS endpoint, served by the test; `keys` is what it publishes now. */
+class JwksServer {
+  keys: SigningKey[] = []
+  fetches = 0
+  readonly #server: Server = createServer((_req, res) => {
+    this.fetches++
+    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys: this.keys.map((k) => k.jwk) }))
+  })
+
+  issuer = ''
+  jwksUri = ''
+
+  async listen (): Promise<void> {
+    this.#server.listen(0, '127.0.0.1')
+    await once(this.#server, 'listening')
+    const base = `http://127.0.0.1:${(this.#server.address() as AddressInfo).port}`
+    this.issuer = `${base}/`
+    this.jwksUri = `${base}/jwks.json`
+  }
+
+  async close (): Promise<void> {
+    this.#server.close()
+    await once(this.#server, 'close')
+  }
+
+  /** An access token signed by `key` with the usual claims, overridable. */
+  async token (key: SigningKey, claims: Json = {}, options: { expiresIn?: string | number, issuer?: string, audience?: string } = {}): Promise<string> {
+    return await new SignJWT({ scope: 'mcp tasks', ...claims })
+      .setProtectedHeader({ alg: 'ES256', kid: key.kid })
+      .setIssuer(options.issuer ?? this.issuer)
+      .setAudience(options.audience ?? RESOURCE)
+      .setSubject(typeof claims.sub === 'string' ? claims.sub : 'alice')
+      .setIssuedAt()
+      .setExpirationTime(options.expiresIn ?? '5m')
+      .sign(key.privateKey)
+  }
+}
+
+async function initialize (url: string, token: string | undefined): Promise<Response> {
+  return await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...(token !== undefined && { authorization: `Bearer ${token}` }) },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 't', version: '1' } } }),
+  })
+}
+
+/** The OAuth 2.1 resource server mode: JWT access tokens checked against a real JWKS endpoint. */
+describe('auth.oauth: JWT access tokens', () => {
+  const jwks = new JwksServer()
+  let first: SigningKey
+  let gw: RunningGateway
+
+  beforeAll(async () => {
+    await jwks.listen()
+    first = await signingKey('key-1')
+    jwks.keys = [first]
+    gw = await startGateway({
+      auth: {
+        tokens: [{ principal: 'ops', sha256: sha256Hex(STATIC_TOKEN) }],
+        oauth: { issuer: jwks.issuer, jwksUri: jwks.jwksUri, resource: RESOURCE, scopesSupported: ['mcp', 'tasks'], requiredScopes: ['mcp'], jwksCooldown: '0s' },
+      },
+      upstreams: [demoStdio()],
+    })
+  })
+
+  afterAll(async () => {
+    await gw?.close()
+    await jwks.close()
+  })
+
+  it('serves the protected resource metadata and points to it from every 401', async () => {
+    const metadata = await fetch(new URL('/.well-known/oauth-protected-resource/mcp', gw.base))
+    expect(metadata.status).toBe(200)
+    expect(await metadata.json()).toEqual({ resource: RESOURCE, authorization_servers: [jwks.issuer], bearer_methods_supported: ['header'], scopes_supported: ['mcp', 'tasks'] })
+    const refused = await initialize(gw.url, undefined)
+    expect(refused.status).toBe(401)
+    expect(refused.headers.get('www-authenticate')).toBe('Bearer realm="mcp-task-gateway", resource_metadata="https://gateway.test/.well-known/oauth-protected-resource/mcp"')
+  })
+
+  it('accepts a valid token, binds the session to its subject, and still accepts the static tokens', async () => {
+    const alice = await jwks.token(first, { sub: 'alice' })
+    const session = await RawSession.open(gw.url, {}, { authorization: `Bearer ${alice}` })
+    const tools = await session.request('tools/list')
+    expect(((tools.result as Json).tools as Json[]).length).toBeGreaterThan(0)
+    // Another principal's token cannot use alice's session.
+    const bob = new RawSession(gw.url, { authorization: `Bearer ${await jwks.token(first, { sub: 'bob' })}` })
+    bob.sessionId = session.sessionId
+    expect((await bob.post({ jsonrpc: '2.0', id: 2, method: 'tools/list' })).status).toBe(404)
+    expect((await initialize(gw.url, STATIC_TOKEN)).status).toBe(200)
+  })
+
+  it('refuses expired, foreign and tampered tokens with invalid_token, and a token without the required scope with 403', async () => {
+    const cases: Array<[string, string, number, string]> = [
+      ['expired', await jwks.token(first, {}, { expiresIn: Math.floor(Date.now() / 1000) - 120 }), 401, 'has expired'],
+      ['another issuer', await jwks.token(first, {}, { issuer: 'https://elsewhere.test/' }), 401, 'is not valid'],
+      ['another audience', await jwks.token(first, {}, { audience: 'https://other.test/mcp' }), 401, 'is not valid'],
+      ['tampered', `${(await jwks.token(first)).slice(0, -4)}AAAA`, 401, 'is not valid'],
+      ['no mcp scope', await jwks.token(first, { scope: 'tasks' }), 403, 'lacks the scope mcp'],
+    ]
+    for (const [what, token, status, message] of cases) {
+      const res = await initialize(gw.url, token)
+      expect(res.status, what).toBe(status)
+      const challenge = res.headers.get('www-authenticate') ?? ''
+      expect(challenge, what).toContain(status === 403 ? 'error="insufficient_scope"' : 'error="invalid_token"')
+      expect(challenge, what).toContain('resource_metadata=')
+      expect(JSON.stringify(await res.json()), what).toContain(message)
+    }
+  })
+
+  it('follows a key rotation: a token signed with a new key id is accepted once the issuer publishes it', async () => {
+    const second = await signingKey('key-2')
+    const token = await jwks.token(second, { sub: 'carol' })
+    expect((await initialize(gw.url, token)).status).toBe(401)
+    jwks.keys = [first, second]
+    const before = jwks.fetches
+    expect((await initialize(gw.url, token)).status).toBe(200)
+    expect(jwks.fetches).toBeGreaterThan(before)
+    // The old key still works while it is published; once withdrawn, and the keys fetched again, it does not.
+    jwks.keys = [second]
+    const stranger = await signingKey('key-3')
+    expect((await initialize(gw.url, await jwks.token(stranger))).status).toBe(401)
+    expect((await initialize(gw.url, await jwks.token(first))).status).toBe(401)
+  })
+})
