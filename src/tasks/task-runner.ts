@@ -230,7 +230,7 @@ export class TaskRunner {
     await whileStoreUnavailable(() => this.#deps.inputs.expireAll(task.id, new GatewayError('GW_ERR_REQUEST_CANCELLED', ['the task ended before the client answered'])), { until: retry.until, signal: retry.signal })
       .catch((err: unknown) => log.warn({ ...about, err }, 'could not expire the unanswered input requests of a finished task'))
     if (updated) {
-      log.info(about, 'task finished')
+      log.info({ ...about, audit: 'task.finished' }, 'task finished')
       this.#deps.events.status(updated)
     }
   }

@@ -136,7 +136,7 @@ export class TaskService {
       owner: this.#owner,
     }
     await this.#tasks.create(task)
-    this.#log.info({ taskId: task.id, principal: task.principal, tool: task.tool, upstream: task.upstream, ttlMs: task.ttlMs }, 'task created')
+    this.#log.info({ audit: 'task.created', taskId: task.id, principal: task.principal, tool: task.tool, upstream: task.upstream, ttlMs: task.ttlMs }, 'task created')
     return task
   }
 
@@ -145,6 +145,11 @@ export class TaskService {
     const task = await this.#tasks.get(taskId, Date.now())
     if (!task || task.principal !== principal) throw new GatewayError('GW_ERR_TASK_NOT_FOUND', [taskId])
     return task
+  }
+
+  /** Records (audit log) that a principal was handed a task's outcome. */
+  retrieved (task: TaskRecord, via: string): void {
+    this.#log.info({ audit: 'task.retrieved', taskId: task.id, principal: task.principal, status: task.status, via }, 'task outcome retrieved')
   }
 
   async list (principal: string, after: TaskCursor | undefined, limit: number): Promise<TaskRecord[]> {
@@ -163,7 +168,7 @@ export class TaskService {
     this.#runner.cancel(taskId, 'task cancelled by the client')
     await this.#bus.publish(cancelChannel(taskId), { taskId })
     await this.#inputs.expireAll(taskId, new GatewayError('GW_ERR_REQUEST_CANCELLED', ['task cancelled']))
-    this.#log.info({ taskId, principal }, 'task cancelled')
+    this.#log.info({ audit: 'task.cancelled', taskId, principal }, 'task cancelled')
     this.#events.status(updated)
     return updated
   }

@@ -132,6 +132,23 @@ describe('auth.oauth: JWT access tokens', () => {
     }
   })
 
+  it('writes audit lines with the principal for task create, finish, retrieve and cancel, and never a token', async () => {
+    const token = await jwks.token(first, { sub: 'dora' })
+    const session = await RawSession.open(gw.url, {}, { authorization: `Bearer ${token}` })
+    const quick = ((await session.request('tools/call', { name: 'demo__echo', arguments: { text: 'audited' }, task: {} })).result as Json).task as Json
+    const result = await session.request('tasks/result', { taskId: quick.taskId })
+    expect(JSON.stringify(result.result)).toContain('audited')
+    const slow = ((await session.request('tools/call', { name: 'demo__slow', arguments: { duration: 30_000 }, task: {} })).result as Json).task as Json
+    expect((await session.request('tasks/cancel', { taskId: slow.taskId })).result).toMatchObject({ status: 'cancelled' })
+    const audit = gw.logs().filter((line) => typeof line.audit === 'string' && line.principal === 'dora')
+    expect(audit.map((line) => [line.audit, line.taskId])).toEqual(expect.arrayContaining([
+      ['task.created', quick.taskId], ['task.finished', quick.taskId], ['task.retrieved', quick.taskId],
+      ['task.created', slow.taskId], ['task.cancelled', slow.taskId],
+    ]))
+    const text = JSON.stringify(gw.logs())
+    for (const secret of [token, token.split('.')[2]!, STATIC_TOKEN]) expect(text).not.toContain(secret)
+  })
+
   it('follows a key rotation: a token signed with a new key id is accepted once the issuer publishes it', async () => {
     const second = await signingKey('key-2')
     const token = await jwks.token(second, { sub: 'carol' })

@@ -3,7 +3,7 @@ import type { CallEngine } from '../../calls/call-engine.ts'
 import type { Handler, MethodTable } from '../../dispatch/context.ts'
 import { optionalObject, optionalString, requireString } from '../../dispatch/params.ts'
 import { GatewayError } from '../../errors.ts'
-import type { SignalBus } from '../../store/types.ts'
+import type { SignalBus, TaskRecord } from '../../store/types.ts'
 import type { TaskService } from '../../tasks/task-service.ts'
 import { isTerminal } from '../../tasks/task-state.ts'
 import type { JsonObject } from '../jsonrpc.ts'
@@ -66,7 +66,11 @@ export function withLegacyTaskMethods (base: MethodTable, deps: LegacyTaskMethod
     const taskId = requireString(params, 'taskId')
     const principal = ctx.session.principal
     const first = await tasks.get(principal, taskId)
-    if (isTerminal(first.status)) return renderOutcome(first)
+    const handOver = (task: TaskRecord): JsonObject => {
+      tasks.retrieved(task, 'tasks/result')
+      return renderOutcome(task)
+    }
+    if (isTerminal(first.status)) return handOver(first)
     ctx.openStream()
     return await new Promise<JsonObject>((resolve, reject) => {
       let detach: (() => void) | undefined
@@ -83,14 +87,14 @@ export function withLegacyTaskMethods (base: MethodTable, deps: LegacyTaskMethod
       }
       const check = (): void => {
         tasks.get(principal, taskId).then((task) => {
-          if (isTerminal(task.status)) finish(() => renderOutcome(task))
+          if (isTerminal(task.status)) finish(() => handOver(task))
         }, (err: unknown) => finish(() => { throw err }))
       }
       const onAbort = (): void => finish(() => { throw ctx.signal.aborted ? ctx.signal.reason : ctx.disconnected.reason })
       // Wake-ups are signals, at most once: one lost to a store outage must not leave the client waiting forever.
       const recheck = setInterval(() => {
         tasks.get(principal, taskId).then((task) => {
-          if (isTerminal(task.status)) finish(() => renderOutcome(task))
+          if (isTerminal(task.status)) finish(() => handOver(task))
         }, () => {})
       }, RECHECK_MS)
       const unsubscribe = bus.subscribe(taskChannel(taskId), (event) => {

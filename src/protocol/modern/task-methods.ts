@@ -28,6 +28,7 @@ export function modernTaskMethods (deps: ModernTaskMethodDeps): Array<[string, H
     guard(ctx.session.clientCapabilities)
     const task = await tasks.get(ctx.session.principal, requireString(params, 'taskId'))
     const pending = task.status === 'input_required' ? await store.pendingInputs(task.id) : []
+    if (isTerminal(task.status)) tasks.retrieved(task, 'tasks/get')
     return { ...renderDetailedTask(task, pending), resultType: 'complete' }
   }
 
