@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify'
-import { createRemoteJWKSet, errors as joseErrors, jwtVerify, type JWTPayload } from 'jose'
+import { createRemoteJWKSet, errors as joseErrors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose'
 import type { Config } from '../config/schema.ts'
 import { GatewayError } from '../errors.ts'
 
@@ -35,12 +35,22 @@ function scopesOf (payload: JWTPayload): Set<string> {
  */
 export class OAuthResource {
   readonly #config: OAuthConfig
-  readonly #keys: ReturnType<typeof createRemoteJWKSet>
+  readonly #keys: JWTVerifyGetKey
   readonly #audience: string[]
 
   constructor (config: OAuthConfig) {
     this.#config = config
-    this.#keys = createRemoteJWKSet(new URL(config.jwksUri), { cacheMaxAge: JWKS_MAX_AGE_MS, cooldownDuration: config.jwksCooldown, timeoutDuration: JWKS_TIMEOUT_MS })
+    const remote = createRemoteJWKSet(new URL(config.jwksUri), { cacheMaxAge: JWKS_MAX_AGE_MS, cooldownDuration: config.jwksCooldown, timeoutDuration: JWKS_TIMEOUT_MS })
+    // Key lookup fails either because of the token (no key with its id) or because the JWKS could not be
+    // fetched or read (network, status, timeout, bad document): only the first is the client's fault.
+    this.#keys = async (header, token) => {
+      try {
+        return await remote(header, token)
+      } catch (err) {
+        if (err instanceof joseErrors.JWKSNoMatchingKey || err instanceof joseErrors.JWKSMultipleMatchingKeys) throw err
+        throw new GatewayError('GW_ERR_AUTH_UNAVAILABLE', [err instanceof Error ? err.message : 'unexpected failure'], { cause: err })
+      }
+    }
     this.#audience = config.audience ?? [config.resource]
   }
 
@@ -57,10 +67,7 @@ export class OAuthResource {
       if (err instanceof joseErrors.JWTExpired || (err instanceof joseErrors.JWTClaimValidationFailed && err.claim === 'nbf')) {
         throw new GatewayError('GW_ERR_AUTH_EXPIRED', [], { cause: err })
       }
-      if (err instanceof joseErrors.JWKSTimeout || (err instanceof joseErrors.JOSEError && err.code === 'ERR_JOSE_GENERIC' && /fetch|network|status/i.test(err.message))) {
-        throw new GatewayError('GW_ERR_AUTH_UNAVAILABLE', [err.message], { cause: err })
-      }
-      if (err instanceof TypeError) throw new GatewayError('GW_ERR_AUTH_UNAVAILABLE', ['the issuer\'s JWKS could not be reached'], { cause: err })
+      if (err instanceof GatewayError) throw err
       throw new GatewayError('GW_ERR_AUTH_INVALID', [], { cause: err })
     }
     const granted = scopesOf(payload)

@@ -27,8 +27,14 @@ async function signingKey (kid: string): Promise<SigningKey> {
 class JwksServer {
   keys: SigningKey[] = []
   fetches = 0
+  /** While set, the endpoint answers 500 (the issuer is having trouble). */
+  failing = false
   readonly #server: Server = createServer((_req, res) => {
     this.fetches++
+    if (this.failing) {
+      res.writeHead(500).end()
+      return
+    }
     res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys: this.keys.map((k) => k.jwk) }))
   })
 
@@ -147,6 +153,17 @@ describe('auth.oauth: JWT access tokens', () => {
     ]))
     const text = JSON.stringify(gw.logs())
     for (const secret of [token, token.split('.')[2]!, STATIC_TOKEN]) expect(text).not.toContain(secret)
+  })
+
+  it('answers 503 when the issuer\'s keys cannot be fetched, not that the token is invalid', async () => {
+    jwks.failing = true
+    try {
+      const res = await initialize(gw.url, await jwks.token(await signingKey('key-unseen')))
+      expect(res.status).toBe(503)
+      expect(JSON.stringify(await res.json())).toContain('signing keys cannot be fetched')
+    } finally {
+      jwks.failing = false
+    }
   })
 
   it('follows a key rotation: a token signed with a new key id is accepted once the issuer publishes it', async () => {
