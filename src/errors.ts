@@ -68,6 +68,11 @@ export const ERRORS = {
   GW_ERR_AUTH_SCOPE: { status: 403, rpc: -32001, message: 'Forbidden: the access token lacks the scope %s' },
   GW_ERR_AUTH_UNAVAILABLE: { status: 503, rpc: -32603, message: 'the authorization server\'s signing keys cannot be fetched: %s' },
 
+  GW_ERR_RATE_LIMITED: { status: 429, rpc: -32056, message: 'Too Many Requests: %s (limits.%s); retry after %s s' },
+  GW_ERR_POLL_TOO_FAST: { status: 429, rpc: -32056, message: "Too Many Requests: task '%s' is polled faster than every %s ms (tasks.pollInterval, limits.pollBurst); retry after %s s" },
+  GW_ERR_SESSION_LIMIT: { status: 429, rpc: -32057, message: 'Too Many Requests: %s sessions are open for this principal (limits.sessionsPerPrincipal); end unused ones with DELETE or let them expire' },
+  GW_ERR_STREAM_LIMIT: { status: 429, rpc: -32058, message: 'Too Many Requests: this session already holds %s open SSE streams on this gateway process (limits.streamsPerSession); close one first' },
+
   GW_ERR_STORE_SCHEMA: { status: 500, rpc: -32603, message: 'store schema version %s is newer than this gateway supports (%s); upgrade the gateway' },
   GW_ERR_STORE_UNAVAILABLE: { status: 503, rpc: -32603, message: 'the store is unavailable: %s' },
 

@@ -4,7 +4,8 @@ import { CallEngine } from './calls/call-engine.ts'
 import { Catalog, describeCollisions } from './catalog/catalog.ts'
 import { catalogSync } from './catalog/catalog-sync.ts'
 import { ResourceSubscriptions } from './catalog/resource-subscriptions.ts'
-import type { Config } from './config/schema.ts'
+import type { Server as HttpServer } from 'node:http'
+import type { Config, ServerConfig } from './config/schema.ts'
 import { buildMethodTable } from './dispatch/method-table.ts'
 import { GatewayError } from './errors.ts'
 import { registerHealthRoutes } from './http/health-routes.ts'
@@ -53,6 +54,11 @@ export interface Gateway {
   readonly processId: string
   /** Stops taking requests, lets in-flight ones finish within `server.shutdownGrace`, then releases everything. */
   close (): Promise<void>
+}
+
+/** `server.trustProxy` as Fastify takes it: a number of trusted hops becomes a test by hop index. */
+function trustedProxies (trust: ServerConfig['trustProxy']): boolean | string[] | ((address: string, hop: number) => boolean) {
+  return typeof trust === 'number' ? (_address, hop) => hop < trust : trust
 }
 
 /** Wires the whole gateway for a configuration. It never listens: the caller decides (main.ts, tests). */
@@ -130,9 +136,9 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
   const retries = new RetryRouter({ processId, states: new RequestStateCodec(config.server.stateSecret, config.server.inputHoldTimeout), peers, log })
   const modern = new ModernEndpoint({
     hub,
-    toolSchema: (name) => {
+    toolSchema: (name, access) => {
       try {
-        return catalog.tool(name).entry?.inputSchema as JsonObject | undefined
+        return catalog.tool(name, access).entry?.inputSchema as JsonObject | undefined
       } catch {
         return undefined
       }
@@ -171,12 +177,19 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
     bodyLimit: config.server.maxBodyBytes,
     requestIdHeader: 'x-request-id',
     forceCloseConnections: true,
+    trustProxy: trustedProxies(config.server.trustProxy),
+    // Slow clients: the whole request (headers and body) must arrive in time; responses are not bounded by it.
+    requestTimeout: Math.max(config.limits.requestTimeout, config.limits.headersTimeout),
   })
+  const server = app.server as HttpServer
+  server.headersTimeout = config.limits.headersTimeout
+  server.maxConnections = config.limits.maxConnections
   registerHostOriginGuard(app, config.server)
   registerHealthRoutes(app, store, pools, () => closing)
+  const forwardsAuthorization = config.upstreams.some((u) => u.transport === 'streamable-http' && u.forwardAuthorization)
   const oauth = config.auth.oauth === undefined ? undefined : new OAuthResource(config.auth.oauth)
   oauth?.register(app)
-  await registerMcpRoute(app, { config: config.server, legacy, modern, authenticator: createAuthenticator(config.auth, oauth), isClosing: () => closing })
+  await registerMcpRoute(app, { config: config.server, legacy, modern, authenticator: createAuthenticator(config.auth, oauth, forwardsAuthorization), passAuthorization: forwardsAuthorization, isClosing: () => closing })
 
   const sweepEvery = Math.min(60_000, Math.max(1000, Math.floor(config.server.sessionIdleTimeout / 4)))
   const sweeper = setInterval(() => {

@@ -1,12 +1,13 @@
 import { createHash, timingSafeEqual } from 'node:crypto'
 import type { IncomingHttpHeaders } from 'node:http'
-import type { Config } from '../config/schema.ts'
+import type { AuthConfig } from '../config/schema.ts'
 import { GatewayError } from '../errors.ts'
+import { compilePermissions, type Caller } from './access.ts'
 import type { OAuthResource } from './oauth-resource.ts'
 
-/** Who is calling, from a request's headers: a principal name, or a GW_ERR_AUTH_* error. */
+/** Who is calling, from a request's headers: the principal and what its scopes grant, or a GW_ERR_AUTH_* error. */
 export interface Authenticator {
-  authenticate (headers: IncomingHttpHeaders): Promise<string>
+  authenticate (headers: IncomingHttpHeaders): Promise<Caller>
   /** The `WWW-Authenticate` value that goes with a refusal (401 or 403). */
   challenge (err: GatewayError): string
 }
@@ -21,10 +22,12 @@ export function sha256Hex (token: string): string {
  * Bearer tokens: static ones (the configuration holds SHA-256 hashes only; a request's token is hashed
  * and compared in constant time) and, with `auth.oauth`, JWT access tokens checked by the resource
  * server. Undefined when neither is configured: auth is off and every session is its own principal.
+ * The request's Authorization header is kept on the caller only when `forwardAuthorization` needs it.
  */
-export function createAuthenticator (config: Config['auth'], oauth: OAuthResource | undefined): Authenticator | undefined {
+export function createAuthenticator (config: AuthConfig, oauth: OAuthResource | undefined, keepAuthorization: boolean): Authenticator | undefined {
   if (config.tokens.length === 0 && oauth === undefined) return undefined
-  const known = config.tokens.map((t) => ({ principal: t.principal, hash: Buffer.from(t.sha256.toLowerCase(), 'hex') }))
+  const known = config.tokens.map((t) => ({ principal: t.principal, scopes: t.scopes, hash: Buffer.from(t.sha256.toLowerCase(), 'hex') }))
+  const accessOf = compilePermissions(config.permissions)
   const metadata = oauth === undefined ? '' : `, resource_metadata="${oauth.resourceMetadataUrl}"`
   return {
     authenticate: async (headers) => {
@@ -33,13 +36,13 @@ export function createAuthenticator (config: Config['auth'], oauth: OAuthResourc
       const match = /^Bearer\s+(\S+)\s*$/i.exec(header)
       if (!match) throw new GatewayError('GW_ERR_AUTH_INVALID')
       const hash = Buffer.from(sha256Hex(match[1]!), 'hex')
-      let principal: string | undefined
+      let identity: { principal: string, scopes: readonly string[] } | undefined
       for (const entry of known) {
-        if (timingSafeEqual(entry.hash, hash)) principal ??= entry.principal
+        if (timingSafeEqual(entry.hash, hash)) identity ??= entry
       }
-      if (principal !== undefined) return principal
-      if (oauth === undefined) throw new GatewayError('GW_ERR_AUTH_INVALID')
-      return await oauth.verify(match[1]!)
+      if (identity === undefined && oauth === undefined) throw new GatewayError('GW_ERR_AUTH_INVALID')
+      identity ??= await oauth!.verify(match[1]!)
+      return { principal: identity.principal, access: accessOf(identity.scopes), authorization: keepAuthorization ? header : undefined }
     },
     challenge: (err) => {
       const description = `error_description="${err.message.replaceAll('"', "'")}"`

@@ -54,8 +54,8 @@ export class OAuthResource {
     this.#audience = config.audience ?? [config.resource]
   }
 
-  /** The principal a valid token names; GW_ERR_AUTH_* otherwise. */
-  async verify (token: string): Promise<string> {
+  /** The principal a valid token names and the scopes it carries; GW_ERR_AUTH_* otherwise. */
+  async verify (token: string): Promise<{ principal: string, scopes: string[] }> {
     let payload: JWTPayload
     try {
       ({ payload } = await jwtVerify(token, this.#keys, {
@@ -75,7 +75,7 @@ export class OAuthResource {
     if (missing !== undefined) throw new GatewayError('GW_ERR_AUTH_SCOPE', [missing])
     const principal = payload[this.#config.principalClaim]
     if (typeof principal !== 'string' || principal === '') throw new GatewayError('GW_ERR_AUTH_INVALID')
-    return principal
+    return { principal, scopes: [...granted] }
   }
 
   /** The `WWW-Authenticate` parameter that points clients at the metadata (MCP authorization spec). */

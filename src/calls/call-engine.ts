@@ -4,6 +4,7 @@ import { optionalObject, requireString, withoutProgressToken } from '../dispatch
 import { GatewayError } from '../errors.ts'
 import type { JsonObject } from '../protocol/jsonrpc.ts'
 import { mirrorCapabilities, type CallSink, type InputMethod } from '../upstream/upstream-connection.ts'
+import type { UpstreamPool } from '../upstream/upstream-pool.ts'
 import { mapUpstreamError } from './upstream-errors.ts'
 import { callUpstreamTool } from './upstream-call.ts'
 
@@ -30,6 +31,13 @@ export interface CallChannel {
   notify (method: string, params: JsonObject): void
   /** The request is on its way upstream: a connection was leased (time spent waiting for one is over). */
   sent? (): void
+  /** The caller's own Authorization header, for upstreams configured with forwardAuthorization. */
+  authorization?: string | undefined
+}
+
+/** The caller's Authorization header when `pool` is configured to receive it (forwardAuthorization); else undefined. */
+export function forwardedAuthorization (pool: UpstreamPool, authorization: string | undefined): string | undefined {
+  return pool.config.transport === 'streamable-http' && pool.config.forwardAuthorization ? authorization : undefined
 }
 
 /**
@@ -46,7 +54,7 @@ export class CallEngine {
 
   /** A legacy-era synchronous call: input is relayed live on the request's stream. */
   async callTool (params: JsonObject, ctx: RequestContext): Promise<JsonObject> {
-    const route = this.#catalog.tool(requireString(params, 'name'))
+    const route = this.#catalog.tool(requireString(params, 'name'), ctx.caller.access)
     const progressToken = ctx.progressToken
     return await this.run(route, params, {
       capabilities: ctx.session.clientCapabilities,
@@ -55,6 +63,7 @@ export class CallEngine {
         progress: (progress: JsonObject) => ctx.notify('notifications/progress', { ...progress, progressToken }),
       }),
       notify: (method, notificationParams) => ctx.notify(method, notificationParams),
+      authorization: ctx.caller.authorization,
     }, ctx.signal)
   }
 
@@ -66,7 +75,7 @@ export class CallEngine {
     optionalObject(params, 'arguments')
     const pool = route.pool
     const timeout = method === 'tools/call' ? pool.config.toolSettings[route.target]?.timeout ?? pool.config.timeouts.call : pool.config.timeouts.request
-    const lease = await pool.lease(mirrorCapabilities(channel.capabilities), signal)
+    const lease = await pool.lease(mirrorCapabilities(channel.capabilities), signal, forwardedAuthorization(pool, channel.authorization))
     const sink: CallSink = {
       input: (method, inputParams, inputSignal) => {
         const missing = clientSupports(channel.capabilities, method, inputParams)

@@ -1,4 +1,5 @@
 import { UriTemplate } from '@modelcontextprotocol/client'
+import type { Access } from '../auth/access.ts'
 import { upstreamPrefix, type TaskSupport, type UpstreamConfig } from '../config/schema.ts'
 import { GatewayError } from '../errors.ts'
 import type { JsonObject } from '../protocol/jsonrpc.ts'
@@ -40,6 +41,8 @@ export class Catalog {
   #routes: Record<ListKind, Map<string, Route>> = { tools: new Map(), prompts: new Map(), resources: new Map(), resourceTemplates: new Map() }
   #templates: Array<{ template: UriTemplate, route: Route }> = []
   #collisions: Collision[] = []
+  /** Lists filtered for callers who may not see everything, by grants and kind; emptied on every rebuild. */
+  #filtered = new Map<string, readonly JsonObject[]>()
   /** Grows on every rebuild; part of list cursors so a stale cursor is detected. */
   version = 0
 
@@ -88,6 +91,7 @@ export class Catalog {
     this.#routes = routes
     this.#templates = templates
     this.#collisions = collisions
+    this.#filtered = new Map()
     this.version++
     return collisions
   }
@@ -96,33 +100,51 @@ export class Catalog {
     return this.#collisions
   }
 
-  list (kind: ListKind): readonly JsonObject[] {
-    return this.#lists[kind]
+  /** The entries of one kind that `access` may see. */
+  list (kind: ListKind, access: Access): readonly JsonObject[] {
+    if (access.all) return this.#lists[kind]
+    const cacheKey = `${kind} ${access.key}`
+    let list = this.#filtered.get(cacheKey)
+    if (!list) {
+      list = this.#lists[kind].filter((entry) => {
+        const name = String(entry[KEY_OF[kind]])
+        return allows(access, kind, this.#routes[kind].get(name)!.pool.name, name)
+      })
+      if (this.#filtered.size >= FILTERED_CACHE_LIMIT) this.#filtered.clear()
+      this.#filtered.set(cacheKey, list)
+    }
+    return list
   }
 
-  tool (name: string): Route {
-    return this.#routes.tools.get(name) ?? this.#missing('tools', name)
+  tool (name: string, access: Access): Route {
+    return this.#visible('tools', this.#routes.tools.get(name), name, access)
   }
 
-  prompt (name: string): Route {
-    return this.#routes.prompts.get(name) ?? this.#missing('prompts', name)
+  prompt (name: string, access: Access): Route {
+    return this.#visible('prompts', this.#routes.prompts.get(name), name, access)
   }
 
   /** The upstream that serves a URI: a listed resource, else the one whose template matches it. */
-  resource (uri: string): Route {
+  resource (uri: string, access: Access): Route {
     const listed = this.#routes.resources.get(uri)
-    if (listed) return listed
+    if (listed) return this.#visible('resources', listed, uri, access)
     for (const { template, route } of this.#templates) {
-      if (template.match(uri)) return { ...route, target: uri, entry: undefined }
+      if (template.match(uri)) return this.#visible('resources', { ...route, target: uri, entry: undefined }, uri, access)
     }
-    const withResources = this.#pools.filter((p) => p.state === 'ready' && this.#snapshots.get(p.name)?.hasResources)
+    const withResources = this.#pools.filter((p) => p.state === 'ready' && this.#snapshots.get(p.name)?.hasResources && access.upstream(p.name))
     if (withResources.length === 1) return { pool: withResources[0]!, target: uri, entry: undefined, taskSupport: 'forbidden', nativeTaskSupport: undefined }
-    return this.#missing('resources', uri)
+    return this.#missing('resources', uri, access)
   }
 
   /** The upstream owning a resource template, by its exact uriTemplate. */
-  resourceTemplate (uriTemplate: string): Route {
-    return this.#routes.resourceTemplates.get(uriTemplate) ?? this.#missing('resourceTemplates', uriTemplate)
+  resourceTemplate (uriTemplate: string, access: Access): Route {
+    return this.#visible('resourceTemplates', this.#routes.resourceTemplates.get(uriTemplate), uriTemplate, access)
+  }
+
+  /** A route `access` may use; one it may not is reported exactly like one that does not exist. */
+  #visible (kind: ListKind, route: Route | undefined, name: string, access: Access): Route {
+    if (route && allows(access, kind, route.pool.name, name)) return route
+    return this.#missing(kind, name, access)
   }
 
   /** Whether the upstream itself declared the tool (by its own name) as task-only. */
@@ -135,10 +157,10 @@ export class Catalog {
     return this.#pools.filter((p) => p.state === 'ready' && this.#snapshots.get(p.name)?.[capability] === true)
   }
 
-  /** Unknown name: if it belongs to an upstream that is down, say so; otherwise it does not exist. */
-  #missing (kind: ListKind, name: string): never {
+  /** Unknown name: if it belongs to an upstream that is down (and `access` may use), say so; otherwise it does not exist. */
+  #missing (kind: ListKind, name: string, access: Access): never {
     for (const pool of this.#pools) {
-      if (pool.state === 'ready') continue
+      if (pool.state === 'ready' || !allows(access, kind, pool.name, name)) continue
       const prefix = upstreamPrefix(pool.config)
       const snapshot = this.#snapshots.get(pool.name)
       const known = snapshot?.[kind].some((item) => String(item.entry[KEY_OF[kind]]) === name) ?? false
@@ -150,6 +172,13 @@ export class Catalog {
     if (kind === 'prompts') throw new GatewayError('GW_ERR_PROMPT_NOT_FOUND', [name])
     throw new GatewayError('GW_ERR_RESOURCE_NOT_FOUND', [name], { data: { uri: name } })
   }
+}
+
+/** Filtered lists kept at once (kinds × distinct sets of grants). */
+const FILTERED_CACHE_LIMIT = 400
+
+function allows (access: Access, kind: ListKind, upstream: string, name: string): boolean {
+  return kind === 'tools' ? access.tool(upstream, name) : access.upstream(upstream)
 }
 
 /** The task support the gateway advertises for a tool: its own setting, else the upstream's. */

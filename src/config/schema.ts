@@ -82,6 +82,8 @@ const httpCommon = {
 const streamableHttpUpstream = z.strictObject({
   ...httpCommon,
   transport: z.literal('streamable-http'),
+  forwardAuthorization: z.boolean().prefault(false)
+    .describe('send the caller\'s own Authorization header on the requests made for it (tools/call, prompts/get, resources/read, completion/complete) instead of the configured one; never done unless set'),
   era: z.enum(['legacy', 'auto']).prefault('auto')
     .describe('protocol era to speak to this upstream; auto probes server/discover first'),
 })
@@ -114,6 +116,8 @@ const serverSchema = z.strictObject({
   stateSecret: z.string().min(16, 'use at least 16 characters').optional()
     .describe('key that signs requestState values; give every gateway process the same one (from the environment); default: random per process'),
   listCacheTtl: duration('how long 2026-07-28 clients may cache discover and list results').prefault('60s'),
+  trustProxy: z.union([z.boolean(), z.number().int().min(1), z.array(z.string().min(1))]).prefault(false)
+    .describe('take the client address from X-Forwarded-For: true trusts every proxy, a number that many hops, a list those addresses or CIDR ranges; default false (the socket address)'),
 })
 
 const loggingSchema = z.strictObject({
@@ -145,8 +149,19 @@ const authSchema = z.strictObject({
     principal: z.string().min(1).describe('name the token authenticates as; tasks and sessions are bound to it'),
     sha256: z.string().regex(/^[0-9a-fA-F]{64}$/, 'must be the hex SHA-256 of the token (64 hex digits), never the token itself')
       .describe('hex SHA-256 of the bearer token'),
+    scopes: z.array(z.string().min(1)).prefault([])
+      .describe('scopes the token carries, matched against auth.permissions'),
   })).prefault([])
     .describe('static bearer tokens; with no tokens and no oauth, auth is off and each session is its own principal'),
+  permissions: z.array(z.strictObject({
+    scope: z.string().min(1).describe('a scope of the caller\'s token (static token scopes, or the JWT `scope`/`scp` claim)'),
+    upstreams: z.array(z.string().min(1)).prefault([])
+      .describe('upstream names (globs with *) whose tools, prompts and resources the scope grants'),
+    tools: z.array(z.string().min(1)).prefault([])
+      .describe('tool names as clients see them, prefix included (globs with *), that the scope grants'),
+  }).refine((rule) => rule.upstreams.length + rule.tools.length > 0, 'grant at least one upstream or tool'))
+    .prefault([])
+    .describe('what each scope grants; empty: every caller may use every upstream and tool. Entries a caller may not use are neither listed nor callable'),
   oauth: z.strictObject({
     issuer: z.string().url().describe('the authorization server: the `iss` every access token must carry'),
     jwksUri: z.string().url().describe('where the authorization server publishes its signing keys (JWKS); cached, refetched for an unknown key id'),
@@ -159,6 +174,32 @@ const authSchema = z.strictObject({
     clockTolerance: duration('accepted clock difference for `exp` and `nbf`').prefault('30s'),
     jwksCooldown: duration('least time between two fetches of the JWKS (a token with an unknown key id triggers one)').prefault('30s'),
   }).optional().describe('OAuth 2.1 resource server: JWT access tokens verified against the issuer\'s keys'),
+})
+
+const bucketSchema = z.strictObject({
+  rate: z.number().positive().describe('tokens added per second: the sustained rate allowed'),
+  burst: z.number().int().min(1).describe('bucket size: how many requests may come at once after a quiet spell'),
+})
+
+const limitsSchema = z.strictObject({
+  requestsPerIp: bucketSchema.optional()
+    .describe('token bucket for HTTP requests to the MCP path per client address, checked before authentication (429 when empty); default: off'),
+  requestsPerPrincipal: bucketSchema.optional()
+    .describe('token bucket for MCP requests per authenticated principal (429 when empty); default: off'),
+  taskOpsPerPrincipal: bucketSchema.optional()
+    .describe('token bucket for task creation and tasks/* requests per principal (429 when empty); default: off'),
+  pollBurst: z.number().int().min(1).optional()
+    .describe('polls of one task allowed ahead of tasks.pollInterval; further tasks/get of that task get 429 until the interval has passed; default: off'),
+  sessionsPerPrincipal: z.number().int().min(1).prefault(256)
+    .describe('sessions one authenticated principal may hold at once; initialize beyond it gets 429'),
+  streamsPerSession: z.number().int().min(1).prefault(100)
+    .describe('SSE streams a session may hold open at once on one gateway process (GET streams, streamed responses, listens)'),
+  streamStallTimeout: duration('close an SSE stream whose client has not read what is waiting for this long').prefault('60s'),
+  streamBufferBytes: size('close an SSE stream when this much is waiting unread by its client').prefault('16mb'),
+  headersTimeout: duration('time a client has to send a request\'s headers').prefault('10s'),
+  requestTimeout: duration('time a client has to send a whole request, body included').prefault('30s'),
+  maxConnections: z.number().int().min(1).prefault(10_000)
+    .describe('TCP connections the gateway accepts at once; further ones are closed at once'),
 })
 
 const storeSchema = z.discriminatedUnion('kind', [
@@ -188,7 +229,11 @@ export const configSchema = z.strictObject({
   store: storeSchema.prefault({ kind: 'sqlite', path: './data/gateway.db' }),
   tasks: tasksSchema.prefault({}),
   auth: authSchema.prefault({}),
+  limits: limitsSchema.prefault({}),
   upstreams: z.array(upstreamSchema).min(1, 'list at least one upstream'),
+}).refine((config) => config.auth.permissions.length === 0 || config.auth.tokens.length > 0 || config.auth.oauth !== undefined, {
+  message: 'permissions need callers with scopes: configure auth.tokens or auth.oauth',
+  path: ['auth', 'permissions'],
 })
 
 export type Config = z.output<typeof configSchema>
@@ -199,6 +244,8 @@ export type HttpUpstreamConfig = Exclude<UpstreamConfig, StdioUpstreamConfig>
 export type ServerConfig = Config['server']
 export type StoreConfig = Config['store']
 export type TasksConfig = Config['tasks']
+export type LimitsConfig = Config['limits']
+export type AuthConfig = Config['auth']
 export type TaskSupport = z.output<typeof taskSupportSchema>
 
 export function upstreamPrefix (upstream: UpstreamConfig): string {

@@ -1,3 +1,4 @@
+import type { Caller } from '../auth/access.ts'
 import type { Logger } from '../observability/logger.ts'
 import type { JsonObject, RequestId, RpcMessage } from '../protocol/jsonrpc.ts'
 import type { SessionRecord } from '../store/types.ts'
@@ -5,6 +6,8 @@ import type { SessionRecord } from '../store/types.ts'
 /** Everything a method handler may know about the request it serves, independent of the wire era. */
 export interface RequestContext {
   readonly session: SessionRecord
+  /** Who sent this request: what it may use, and its Authorization header where it is forwarded. */
+  readonly caller: Caller
   readonly requestId: RequestId
   /** Aborted when the client cancels the request or the gateway shuts down. */
   readonly signal: AbortSignal

@@ -1,6 +1,7 @@
 import type { Catalog, ListKind, Route } from '../catalog/catalog.ts'
 import type { ResourceSubscriptions } from '../catalog/resource-subscriptions.ts'
 import type { CallEngine } from '../calls/call-engine.ts'
+import { forwardedAuthorization } from '../calls/call-engine.ts'
 import { mapUpstreamError } from '../calls/upstream-errors.ts'
 import { GatewayError, RpcError } from '../errors.ts'
 import type { JsonObject } from '../protocol/jsonrpc.ts'
@@ -17,20 +18,29 @@ export interface MethodTableDeps {
 
 const LOG_LEVELS = new Set(['debug', 'info', 'notice', 'warning', 'error', 'critical', 'alert', 'emergency'])
 
-/** Forwards a read-type request to the upstream a route names, with the route's own name or URI. */
+/**
+ * Forwards a read-type request to the upstream a route names, with the route's own name or URI: on the
+ * shared connection, or on one that carries the caller's own Authorization header (forwardAuthorization).
+ */
 async function forward (route: Route, method: string, params: JsonObject, ctx: RequestContext, rename: JsonObject): Promise<JsonObject> {
   const pool = route.pool
   const timeout = pool.config.timeouts.request
+  const authorization = forwardedAuthorization(pool, ctx.caller.authorization)
   try {
-    return await pool.shared().request(method, { ...withoutProgressToken(params), ...rename }, { timeout, signal: ctx.signal })
+    const lease = authorization === undefined ? undefined : await pool.lease({}, ctx.signal, authorization)
+    try {
+      return await (lease?.connection ?? pool.shared()).request(method, { ...withoutProgressToken(params), ...rename }, { timeout, signal: ctx.signal })
+    } finally {
+      lease?.release()
+    }
   } catch (err) {
     throw mapUpstreamError(err, pool.name, method, timeout, ctx.signal)
   }
 }
 
 function lister (catalog: Catalog, kind: ListKind, key: string, pageSize: number): Handler {
-  return async (params) => {
-    const { page, nextCursor } = paginate(catalog.list(kind), params, pageSize)
+  return async (params, ctx) => {
+    const { page, nextCursor } = paginate(catalog.list(kind, ctx.caller.access), params, pageSize)
     return nextCursor === undefined ? { [key]: page } : { [key]: page, nextCursor }
   }
 }
@@ -51,12 +61,12 @@ export function buildMethodTable (deps: MethodTableDeps): MethodTable {
     ['resources/templates/list', lister(catalog, 'resourceTemplates', 'resourceTemplates', pageSize)],
     ['tools/call', (params, ctx) => calls.callTool(params, ctx)],
     ['prompts/get', async (params, ctx) => {
-      const route = catalog.prompt(requireString(params, 'name'))
+      const route = catalog.prompt(requireString(params, 'name'), ctx.caller.access)
       return await forward(route, 'prompts/get', params, ctx, { name: route.target })
     }],
     ['resources/read', async (params, ctx) => {
       const uri = requireString(params, 'uri')
-      const route = catalog.resource(uri)
+      const route = catalog.resource(uri, ctx.caller.access)
       try {
         return await forward(route, 'resources/read', params, ctx, {})
       } catch (err) {
@@ -69,7 +79,7 @@ export function buildMethodTable (deps: MethodTableDeps): MethodTable {
     }],
     ['resources/subscribe', async (params, ctx) => {
       const uri = requireString(params, 'uri')
-      const route = catalog.resource(uri)
+      const route = catalog.resource(uri, ctx.caller.access)
       try {
         await subscriptions.subscribe(ctx.session.id, uri, route.pool, route.pool.config.timeouts.request)
       } catch (err) {
@@ -86,16 +96,16 @@ export function buildMethodTable (deps: MethodTableDeps): MethodTable {
       const ref = requireObject(params, 'ref')
       requireObject(params, 'argument')
       if (ref.type === 'ref/prompt') {
-        const route = catalog.prompt(requireString(ref, 'name'))
+        const route = catalog.prompt(requireString(ref, 'name'), ctx.caller.access)
         return await forward(route, 'completion/complete', params, ctx, { ref: { ...ref, name: route.target } })
       }
       if (ref.type === 'ref/resource') {
         const uri = requireString(ref, 'uri')
         let route: Route
         try {
-          route = catalog.resourceTemplate(uri)
+          route = catalog.resourceTemplate(uri, ctx.caller.access)
         } catch {
-          route = catalog.resource(uri)
+          route = catalog.resource(uri, ctx.caller.access)
         }
         return await forward(route, 'completion/complete', params, ctx, {})
       }

@@ -2,6 +2,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import type { ServerConfig } from '../config/schema.ts'
 import { GatewayError, errorMessage } from '../errors.ts'
 import { sendHttpError, type LegacyEndpoint } from '../protocol/legacy/legacy-endpoint.ts'
+import { ANONYMOUS_CALLER, type Caller } from '../auth/access.ts'
 import type { Authenticator } from '../auth/bearer-tokens.ts'
 import { isModernMessage, MODERN_PROTOCOL_VERSIONS } from '../protocol/modern/envelope.ts'
 import type { RequestId } from '../protocol/jsonrpc.ts'
@@ -11,8 +12,10 @@ export interface McpRouteOptions {
   config: ServerConfig
   legacy: LegacyEndpoint
   modern: ModernEndpoint
-  /** Resolves the caller's principal; undefined when auth is off. */
+  /** Resolves the caller: its principal and what it may use; undefined when auth is off. */
   authenticator: Authenticator | undefined
+  /** With auth off: keep the request's Authorization header for upstreams that forward it (forwardAuthorization). */
+  passAuthorization: boolean
   /** True once shutdown began: new requests are refused with 503. */
   isClosing (): boolean
 }
@@ -60,11 +63,16 @@ export async function registerMcpRoute (app: FastifyInstance, options: McpRouteO
     return reply.code(internal.statusCode).type('application/json').send({ jsonrpc: '2.0', id: null, error: { code: internal.rpcCode, message: internal.message } })
   })
 
-  const run = async (request: FastifyRequest, reply: FastifyReply, work: (principal: string | undefined) => Promise<void>): Promise<void> => {
+  const anonymous = (request: FastifyRequest): Caller => {
+    const authorization = request.headers.authorization
+    return options.passAuthorization && authorization !== undefined ? { ...ANONYMOUS_CALLER, authorization } : ANONYMOUS_CALLER
+  }
+
+  const run = async (request: FastifyRequest, reply: FastifyReply, work: (caller: Caller) => Promise<void>): Promise<void> => {
     reply.hijack()
     try {
       if (options.isClosing()) throw new GatewayError('GW_ERR_SHUTTING_DOWN')
-      await work(options.authenticator === undefined ? undefined : await options.authenticator.authenticate(request.headers))
+      await work(options.authenticator === undefined ? anonymous(request) : await options.authenticator.authenticate(request.headers))
     } catch (err) {
       if (!reply.raw.headersSent) {
         if (!(err instanceof GatewayError)) request.log.error({ err }, 'MCP request failed')
@@ -81,7 +89,7 @@ export async function registerMcpRoute (app: FastifyInstance, options: McpRouteO
   }
 
   app.post(config.path, { bodyLimit: maxBodyBytes }, async (request, reply) => {
-    await run(request, reply, async (principal) => {
+    await run(request, reply, async (caller) => {
       if (!(request.headers['content-type'] ?? '').toLowerCase().startsWith('application/json')) throw new GatewayError('GW_ERR_HTTP_MEDIA_TYPE')
       if (!accepts(request, 'application/json') || !accepts(request, 'text/event-stream')) {
         throw new GatewayError('GW_ERR_HTTP_NOT_ACCEPTABLE', ['both application/json and text/event-stream'])
@@ -91,22 +99,22 @@ export async function registerMcpRoute (app: FastifyInstance, options: McpRouteO
       const version = request.headers['mcp-protocol-version']
       const modernHeader = typeof version === 'string' && (MODERN_PROTOCOL_VERSIONS as readonly string[]).includes(version)
       if (isModernMessage(request.body) || modernHeader) {
-        await options.modern.post(request.headers, reply.raw, request.body, principal)
+        await options.modern.post(request.headers, reply.raw, request.body, caller)
         return
       }
-      await legacy.post(request.headers, reply.raw, request.body, principal)
+      await legacy.post(request.headers, reply.raw, request.body, caller)
     })
   })
 
   app.get(config.path, async (request, reply) => {
-    await run(request, reply, async (principal) => {
+    await run(request, reply, async (caller) => {
       if (!accepts(request, 'text/event-stream')) throw new GatewayError('GW_ERR_HTTP_NOT_ACCEPTABLE', ['text/event-stream'])
-      await legacy.get(request.headers, reply.raw, principal)
+      await legacy.get(request.headers, reply.raw, caller.principal)
     })
   })
 
   app.delete(config.path, async (request, reply) => {
-    await run(request, reply, (principal) => legacy.delete(request.headers, reply.raw, principal))
+    await run(request, reply, (caller) => legacy.delete(request.headers, reply.raw, caller.principal))
   })
 
   for (const method of ['PUT', 'PATCH'] as const) {

@@ -1,4 +1,4 @@
-import { clientSupports } from '../calls/call-engine.ts'
+import { clientSupports, forwardedAuthorization } from '../calls/call-engine.ts'
 import { mapUpstreamError } from '../calls/upstream-errors.ts'
 import { GatewayError, toWireError, type WireError } from '../errors.ts'
 import type { Logger } from '../observability/logger.ts'
@@ -62,8 +62,8 @@ export class TaskRunner {
     return this.#running.size
   }
 
-  start (task: TaskRecord): void {
-    this.#track(task, (controller) => this.#run(task, controller))
+  start (task: TaskRecord, authorization?: string): void {
+    this.#track(task, (controller) => this.#run(task, controller, authorization))
   }
 
   /**
@@ -122,7 +122,8 @@ export class TaskRunner {
     await Promise.all([...this.#running.values()].map((r) => r.done))
   }
 
-  async #run (task: TaskRecord, controller: AbortController): Promise<void> {
+  /** `authorization`: the creator's own Authorization header, sent to an upstream with forwardAuthorization (a restarted task has none). */
+  async #run (task: TaskRecord, controller: AbortController, authorization: string | undefined): Promise<void> {
     const { store, events, inputs } = this.#deps
     const signal = AbortSignal.any([controller.signal, this.#deps.shutdown])
     const pool = this.#deps.pools.get(task.upstream)
@@ -139,7 +140,7 @@ export class TaskRunner {
         if (updated) events.status(updated)
         queued = updated !== null
       }
-      const lease = await pool.lease(mirrorCapabilities(task.clientCapabilities), signal)
+      const lease = await pool.lease(mirrorCapabilities(task.clientCapabilities), signal, forwardedAuthorization(pool, authorization))
       const sink: CallSink = {
         input: (method, params, inputSignal) => {
           const missing = clientSupports(task.clientCapabilities, method, params)

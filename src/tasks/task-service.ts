@@ -22,6 +22,8 @@ export interface CreateTaskRequest {
   requestedTtl: number | undefined
   progressToken: RequestId | undefined
   clientCapabilities: JsonObject
+  /** The caller's own Authorization header for an upstream that forwards it; kept in memory only, never stored. */
+  authorization?: string | undefined
 }
 
 const RELATED_TASK = 'io.modelcontextprotocol/related-task'
@@ -100,7 +102,7 @@ export class TaskService {
   /** Stores the task durably, then starts its upstream call in the background. */
   async create (request: CreateTaskRequest): Promise<TaskRecord> {
     const task = await this.#store(request)
-    this.#runner.start(task)
+    this.#runner.start(task, request.authorization)
     return task
   }
 

@@ -73,14 +73,24 @@ function stdioTransport (config: Extract<UpstreamConfig, { transport: 'stdio' }>
   return new ResponseAfterNotifications(transport)
 }
 
-/** Builds a fresh client transport for one connection to the upstream. */
-export function createTransport (config: UpstreamConfig, http: UpstreamHttp | undefined, hooks: TransportHooks): Transport {
+/** The configured headers with the Authorization header (whatever its case) replaced by a caller's own. */
+function withAuthorization (headers: Readonly<Record<string, string>>, authorization: string | undefined): Readonly<Record<string, string>> {
+  if (authorization === undefined) return headers
+  const others = Object.entries(headers).filter(([name]) => name.toLowerCase() !== 'authorization')
+  return { ...Object.fromEntries(others), authorization }
+}
+
+/**
+ * Builds a fresh client transport for one connection to the upstream; `authorization`, when given, is a
+ * caller's own Authorization header, sent instead of the configured one (forwardAuthorization).
+ */
+export function createTransport (config: UpstreamConfig, http: UpstreamHttp | undefined, hooks: TransportHooks, authorization?: string): Transport {
   switch (config.transport) {
     case 'stdio':
       return stdioTransport(config, hooks)
     case 'streamable-http':
       if (!http) throw new Error(`upstream '${config.name}' has no HTTP pool`)
-      return new StreamableHttpTransport({ url: new URL(config.url), dispatcher: http.dispatcher, headers: config.headers })
+      return new StreamableHttpTransport({ url: new URL(config.url), dispatcher: http.dispatcher, headers: withAuthorization(config.headers, authorization) })
     case 'sse':
       return new ResponseAfterNotifications(new SSEClientTransport(new URL(config.url), {
         requestInit: { headers: { ...config.headers } },

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto'
 import { Client, ProtocolError, type ClientCapabilities, type PriorDiscovery, type RequestOptions } from '@modelcontextprotocol/client'
 import { z } from 'zod'
 import type { UpstreamConfig } from '../config/schema.ts'
@@ -41,8 +42,13 @@ export function mirrorCapabilities (downstream: JsonObject | undefined): ClientC
   return mirrored as ClientCapabilities
 }
 
-export function capabilitySignature (capabilities: ClientCapabilities): string {
-  return JSON.stringify(capabilities, Object.keys(capabilities).sort())
+/**
+ * What makes two connections interchangeable: the capabilities they declare and, for an upstream that
+ * is sent each caller's own Authorization header, that header (as a hash: signatures are compared, not kept).
+ */
+export function connectionSignature (capabilities: ClientCapabilities, authorization?: string): string {
+  const declared = JSON.stringify(capabilities, Object.keys(capabilities).sort())
+  return authorization === undefined ? declared : `${declared} ${createHash('sha256').update(authorization).digest('base64url')}`
 }
 
 /** One SDK client connection to one upstream: a spawned process for stdio, an MCP session for HTTP. */
@@ -67,17 +73,19 @@ export class UpstreamConnection {
     events: ConnectionEvents
     log: Logger
     prior: PriorDiscovery | undefined
+    /** The caller's own Authorization header, sent instead of the configured one (forwardAuthorization). */
+    authorization?: string
   }): Promise<UpstreamConnection> {
-    const { config, capabilities, events, log } = options
+    const { config, capabilities, events, log, authorization } = options
     const client = new Client(
       { name: 'mcp-task-gateway', version: '0.1.0' },
       { capabilities, versionNegotiation: { mode: config.transport === 'sse' ? 'legacy' : config.era } },
     )
-    const connection = new UpstreamConnection(client, capabilitySignature(capabilities))
+    const connection = new UpstreamConnection(client, connectionSignature(capabilities, authorization))
     connection.#install(capabilities, events)
     const transport = createTransport(config, options.http, {
       onStderr: (line) => log.info({ stderr: line }, 'upstream stderr'),
-    })
+    }, authorization)
     client.onclose = () => {
       connection.#closed = true
       events.onClosed(connection)

@@ -4,7 +4,7 @@ import { GatewayError, errorMessage } from '../errors.ts'
 import type { JsonObject } from '../protocol/jsonrpc.ts'
 import type { Logger } from '../observability/logger.ts'
 import { createUpstreamHttp, type UpstreamHttp } from './http-dispatcher.ts'
-import { UpstreamConnection, capabilitySignature, type ConnectionEvents } from './upstream-connection.ts'
+import { UpstreamConnection, connectionSignature, type ConnectionEvents } from './upstream-connection.ts'
 
 export type UpstreamState = 'starting' | 'ready' | 'down' | 'closed'
 
@@ -24,6 +24,7 @@ export interface Lease {
 
 interface Waiter {
   capabilities: ClientCapabilities
+  authorization: string | undefined
   signature: string
   resolve (lease: Lease): void
   reject (err: unknown): void
@@ -97,12 +98,15 @@ export class UpstreamPool {
     throw this.#unavailable()
   }
 
-  /** Waits for an exclusive connection declaring `capabilities`. */
-  lease (capabilities: ClientCapabilities, signal?: AbortSignal): Promise<Lease> {
+  /**
+   * Waits for an exclusive connection declaring `capabilities`. With `authorization` (a caller's own
+   * header, for forwardAuthorization) the connection sends it on every request and serves only that caller.
+   */
+  lease (capabilities: ClientCapabilities, signal?: AbortSignal, authorization?: string): Promise<Lease> {
     if (this.state === 'closed') return Promise.reject(new GatewayError('GW_ERR_SHUTTING_DOWN'))
     if (this.state !== 'ready') return Promise.reject(this.#unavailable())
     return new Promise<Lease>((resolve, reject) => {
-      const waiter: Waiter = { capabilities, signature: capabilitySignature(capabilities), resolve, reject }
+      const waiter: Waiter = { capabilities, authorization, signature: connectionSignature(capabilities, authorization), resolve, reject }
       if (this.#tryGrant(waiter)) return
       if (this.#waiters.length >= this.config.maxQueuedCalls) {
         reject(new GatewayError('GW_ERR_UPSTREAM_BUSY', [this.name, this.#waiters.length]))
@@ -143,7 +147,7 @@ export class UpstreamPool {
       void this.#idle.shift()?.close()
     }
     this.#held++
-    this.#open(waiter.capabilities, this.#callEvents()).then(
+    this.#open(waiter.capabilities, this.#callEvents(), waiter.authorization).then(
       (connection) => waiter.resolve(this.#leaseOf(connection)),
       (err: unknown) => {
         this.#held--
@@ -177,8 +181,8 @@ export class UpstreamPool {
     }
   }
 
-  #open (capabilities: ClientCapabilities, events: ConnectionEvents): Promise<UpstreamConnection> {
-    return UpstreamConnection.open({ config: this.config, http: this.#http, capabilities, events, log: this.#log, prior: this.#prior })
+  #open (capabilities: ClientCapabilities, events: ConnectionEvents, authorization?: string): Promise<UpstreamConnection> {
+    return UpstreamConnection.open({ config: this.config, http: this.#http, capabilities, events, log: this.#log, prior: this.#prior, ...(authorization !== undefined && { authorization }) })
   }
 
   #sharedEvents (): ConnectionEvents {

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http'
+import type { Caller } from '../../auth/access.ts'
 import type { RequestContext, MethodTable } from '../../dispatch/context.ts'
 import { lookupHandler } from '../../dispatch/method-table.ts'
 import { GatewayError, toWireError } from '../../errors.ts'
@@ -62,8 +63,9 @@ export class LegacyEndpoint {
     this.#deps = deps
   }
 
-  /** `principal` is the authenticated caller, or undefined when auth is off. */
-  async post (headers: IncomingHttpHeaders, res: ServerResponse, body: unknown, principal: string | undefined): Promise<void> {
+  /** `caller.principal` is the authenticated caller, or undefined when auth is off. */
+  async post (headers: IncomingHttpHeaders, res: ServerResponse, body: unknown, caller: Caller): Promise<void> {
+    const principal = caller.principal
     const inbound = classifyMessage(body)
     if (inbound.kind === 'request' && inbound.message.method === 'initialize') {
       await this.#initialize(inbound.message, res, principal)
@@ -80,7 +82,7 @@ export class LegacyEndpoint {
         sendHttpError(res, new GatewayError('GW_ERR_HTTP_INVALID_MESSAGE', [`no request with id ${JSON.stringify(inbound.message.id)} is waiting for an answer in this session`]))
       }
     } else {
-      await this.#request(session, inbound.message, res)
+      await this.#request(session, caller, inbound.message, res)
     }
   }
 
@@ -141,13 +143,14 @@ export class LegacyEndpoint {
     }
   }
 
-  async #request (session: SessionRecord, request: RpcRequest, res: ServerResponse): Promise<void> {
+  async #request (session: SessionRecord, caller: Caller, request: RpcRequest, res: ServerResponse): Promise<void> {
     const deps = this.#deps
     const exchange = new PostExchange(res, { hub: deps.hub, sessionId: session.id, keepAliveMs: deps.keepAliveMs, headers: { 'mcp-session-id': session.id } })
     const inflight = deps.inflight.start(session.id, request.id)
     const params = request.params ?? {}
     const ctx: RequestContext = {
       session,
+      caller,
       requestId: request.id,
       signal: inflight.signal,
       progressToken: progressTokenOf(params),

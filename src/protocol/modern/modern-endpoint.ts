@@ -1,4 +1,5 @@
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http'
+import type { Access, Caller } from '../../auth/access.ts'
 import type { MethodTable, RequestContext } from '../../dispatch/context.ts'
 import { lookupHandler } from '../../dispatch/method-table.ts'
 import { GatewayError } from '../../errors.ts'
@@ -17,7 +18,8 @@ export interface ModernEndpointDeps {
   log: Logger
   keepAliveMs: number
   shutdown: AbortSignal
-  toolSchema: ToolSchemaLookup
+  /** The input schema of a tool `access` may use; undefined for any other. */
+  toolSchema (name: string, access: Access): ReturnType<ToolSchemaLookup>
 }
 
 /** The principal of a modern request without auth: no sessions exist, task ids act as bearer capabilities. */
@@ -48,7 +50,7 @@ export class ModernEndpoint {
     this.#deps = deps
   }
 
-  async post (headers: IncomingHttpHeaders, res: ServerResponse, body: unknown, principal: string | undefined): Promise<void> {
+  async post (headers: IncomingHttpHeaders, res: ServerResponse, body: unknown, caller: Caller): Promise<void> {
     const inbound = classifyMessage(body)
     if (inbound.kind === 'notification') {
       res.writeHead(202).end()
@@ -63,23 +65,24 @@ export class ModernEndpoint {
     try {
       const version = headers['mcp-protocol-version']
       envelope = readEnvelope(request.params, Array.isArray(version) ? version[0] : version)
-      checkHeaders(headers, request, deps.toolSchema)
+      checkHeaders(headers, request, (name) => deps.toolSchema(name, caller.access))
       if (!deps.methods.has(request.method)) throw new GatewayError('GW_ERR_MODERN_METHOD_NOT_FOUND', [request.method])
     } catch (err) {
       sendHttpError(res, err, request.id)
       return
     }
-    await this.#request(request, envelope, res, principal ?? ANONYMOUS_MODERN)
+    await this.#request(request, envelope, res, caller)
   }
 
-  async #request (request: RpcRequest, envelope: Envelope, res: ServerResponse, principal: string): Promise<void> {
+  async #request (request: RpcRequest, envelope: Envelope, res: ServerResponse, caller: Caller): Promise<void> {
     const deps = this.#deps
-    const session = requestSession(principal, envelope, Date.now())
+    const session = requestSession(caller.principal ?? ANONYMOUS_MODERN, envelope, Date.now())
     const exchange = new PostExchange(res, { hub: deps.hub, sessionId: session.id, keepAliveMs: deps.keepAliveMs, headers: {} })
     const signal = AbortSignal.any([exchange.disconnected, deps.shutdown])
     const params = withoutEnvelope(request.params ?? {})
     const ctx: RequestContext = {
       session,
+      caller,
       requestId: request.id,
       signal,
       progressToken: progressTokenOf(params),

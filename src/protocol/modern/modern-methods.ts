@@ -81,7 +81,8 @@ export function buildModernMethods (base: MethodTable, deps: ModernMethodDeps): 
   }))
   for (const method of ['tools/list', 'prompts/list', 'resources/list', 'resources/templates/list', 'resources/read']) {
     const list = table.get(method)!
-    table.set(method, async (params, ctx) => ({ ...await list(params, ctx), ttlMs: deps.listTtlMs, cacheScope: 'public' }))
+    // What a caller sees depends on its grants when auth.permissions is set: then no cache may share it.
+    table.set(method, async (params, ctx) => ({ ...await list(params, ctx), ttlMs: deps.listTtlMs, cacheScope: ctx.caller.access.all ? 'public' : 'private' }))
   }
   table.set('tools/call', deps.toolsCall)
   table.set('prompts/get', deps.promptsGet)
@@ -99,7 +100,7 @@ export function buildModernMethods (base: MethodTable, deps: ModernMethodDeps): 
     const resourceSubscriptions: string[] = []
     for (const uri of strings(requested, 'resourceSubscriptions')) {
       try {
-        const route = deps.catalog.resource(uri)
+        const route = deps.catalog.resource(uri, ctx.caller.access)
         await deps.subscriptions.subscribe(id, uri, route.pool, route.pool.config.timeouts.request)
         resourceSubscriptions.push(uri)
       } catch {}

@@ -26,6 +26,7 @@ interface TaskCandidate {
   route: Route
   params: JsonObject
   capabilities: JsonObject
+  authorization: string | undefined
 }
 
 /**
@@ -49,6 +50,7 @@ export function modernToolsCall (deps: ModernToolsCallDeps): Handler {
     requestedTtl: undefined,
     progressToken: undefined,
     clientCapabilities: candidate.capabilities,
+    authorization: candidate.authorization,
   })
 
   const render = async (outcome: HeldOutcome, principal: string): Promise<JsonObject> => {
@@ -76,7 +78,7 @@ export function modernToolsCall (deps: ModernToolsCallDeps): Handler {
   return async (rawParams, ctx) => {
     // A `task` field is a 2025-11-25 request for a task; in this era the server decides, so it is dropped.
     const { task: _ignored, ...params } = rawParams
-    const route = catalog.tool(requireString(params, 'name'))
+    const route = catalog.tool(requireString(params, 'name'), ctx.caller.access)
     const principal = ctx.session.principal
     const capabilities = ctx.session.clientCapabilities
     const requestState = optionalString(params, 'requestState')
@@ -85,7 +87,8 @@ export function modernToolsCall (deps: ModernToolsCallDeps): Handler {
     if (route.taskSupport === 'required' && !tasksDeclared) throw tasksCapabilityRequired()
     const eligible = tasksDeclared && route.taskSupport !== 'forbidden'
     const decide = deps.config.decide
-    if (eligible && decide === 'always') return renderCreateTaskResult(await deps.tasks.create(taskRequest(principal, { route, params, capabilities })))
+    const authorization = ctx.caller.authorization
+    if (eligible && decide === 'always') return renderCreateTaskResult(await deps.tasks.create(taskRequest(principal, { route, params, capabilities, authorization })))
     const progressToken = ctx.progressToken
     let startedId: string | undefined
     const outcome = await held.start(principal, (ask, signal, fail, sent) => calls.run(route, params, {
@@ -98,9 +101,10 @@ export function modernToolsCall (deps: ModernToolsCallDeps): Handler {
         progress: (progress: JsonObject) => ctx.notify('notifications/progress', { ...progress, progressToken }),
       }),
       notify: () => {},
+      authorization,
     }, signal), ctx.signal, eligible && decide !== 'always' ? decide.after : undefined)
     if (outcome.kind !== 'result') startedId = outcome.callId
-    if (eligible && startedId !== undefined) candidates.set(startedId, { route, params, capabilities })
+    if (eligible && startedId !== undefined) candidates.set(startedId, { route, params, capabilities, authorization })
     return await render(outcome, principal)
   }
 }
@@ -119,7 +123,7 @@ export function modernPromptsGet (deps: Pick<ModernToolsCallDeps, 'catalog' | 'c
   const retry = retries.route('prompts/get', async ({ callId, principal, inputResponses }, signal) =>
     render(await held.resume(callId, principal, inputResponses, signal), principal))
   return async (params, ctx) => {
-    const route = catalog.prompt(requireString(params, 'name'))
+    const route = catalog.prompt(requireString(params, 'name'), ctx.caller.access)
     const principal = ctx.session.principal
     const requestState = optionalString(params, 'requestState')
     if (requestState !== undefined) return await retry(requestState, principal, optionalObject(params, 'inputResponses') ?? {}, ctx.signal)
@@ -128,6 +132,7 @@ export function modernPromptsGet (deps: Pick<ModernToolsCallDeps, 'catalog' | 'c
       ask,
       refused: (capability) => fail(capabilityRequired(capability)),
       notify: () => {},
+      authorization: ctx.caller.authorization,
     }, signal, 'prompts/get'), ctx.signal), principal)
   }
 }

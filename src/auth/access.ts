@@ -1,0 +1,63 @@
+import type { AuthConfig } from '../config/schema.ts'
+import { compileFilter } from '../catalog/name-filter.ts'
+
+/**
+ * What one caller may use. With no `auth.permissions` every caller may use everything; otherwise an
+ * upstream's prompts and resources need a scope granting the upstream, and a tool needs a scope granting
+ * its upstream or the tool itself (by the name clients see). What a caller may not use is neither listed
+ * nor callable: it looks exactly like something that does not exist.
+ */
+export interface Access {
+  /** True when nothing is withheld (lists need no filtering). */
+  readonly all: boolean
+  /** A key naming this set of grants, for caching what it filters. */
+  readonly key: string
+  upstream (name: string): boolean
+  tool (upstream: string, exposedName: string): boolean
+}
+
+/** Who is calling, as one request authenticated it. */
+export interface Caller {
+  /** The authenticated principal; undefined when auth is off. */
+  readonly principal: string | undefined
+  readonly access: Access
+  /** The request's own Authorization header, kept only for upstreams configured with forwardAuthorization. */
+  readonly authorization: string | undefined
+}
+
+export const FULL_ACCESS: Access = { all: true, key: '*', upstream: () => true, tool: () => true }
+
+export const ANONYMOUS_CALLER: Caller = { principal: undefined, access: FULL_ACCESS, authorization: undefined }
+
+const NO_ACCESS: Access = { all: false, key: '', upstream: () => false, tool: () => false }
+
+/** Distinct scope sets compiled at most this many at a time (tokens rarely carry more than a few sets). */
+const CACHE_LIMIT = 1000
+
+/** Compiles `auth.permissions` into a function from a token's scopes to what they grant. */
+export function compilePermissions (permissions: AuthConfig['permissions']): (scopes: readonly string[]) => Access {
+  if (permissions.length === 0) return () => FULL_ACCESS
+  const rules = permissions.map((rule) => ({
+    scope: rule.scope,
+    upstream: compileFilter({ allow: rule.upstreams, deny: [] }),
+    tool: compileFilter({ allow: rule.tools, deny: [] }),
+  }))
+  const cache = new Map<string, Access>()
+  return (scopes) => {
+    const key = [...new Set(scopes)].sort().join(' ')
+    const cached = cache.get(key)
+    if (cached) return cached
+    const granted = rules.filter((rule) => scopes.includes(rule.scope))
+    const access: Access = granted.length === 0
+      ? NO_ACCESS
+      : {
+          all: false,
+          key,
+          upstream: (name) => granted.some((rule) => rule.upstream(name)),
+          tool: (upstream, exposedName) => granted.some((rule) => rule.upstream(upstream) || rule.tool(exposedName)),
+        }
+    if (cache.size >= CACHE_LIMIT) cache.clear()
+    cache.set(key, access)
+    return access
+  }
+}
