@@ -11,6 +11,7 @@ import { GatewayError } from './errors.ts'
 import { registerHealthRoutes } from './http/health-routes.ts'
 import { registerHostOriginGuard } from './http/host-origin-guard.ts'
 import { registerMcpRoute } from './http/mcp-route.ts'
+import { createRateLimiter } from './limits/rate-limiter.ts'
 import { createLogger, type Logger } from './observability/logger.ts'
 import { ClientRequestBroker } from './protocol/legacy/client-requests.ts'
 import { InflightRequests } from './protocol/legacy/inflight-requests.ts'
@@ -65,7 +66,13 @@ function trustedProxies (trust: ServerConfig['trustProxy']): boolean | string[] 
 export async function buildGateway (config: Config, options: GatewayOptions = {}): Promise<Gateway> {
   const log = options.logger ?? createLogger(config.logging)
   const store = options.store ?? await createStore(config.store)
-  const hub = new StreamHub(store.bus)
+  const hub = new StreamHub(store.bus, {
+    log,
+    keepAliveMs: config.server.sseKeepAlive,
+    streamsPerSession: config.limits.streamsPerSession,
+    stallTimeoutMs: config.limits.streamStallTimeout,
+    bufferBytes: config.limits.streamBufferBytes,
+  })
   const listen = new ListenHub()
   const pools: UpstreamPool[] = []
   const catalog = new Catalog(pools)
@@ -144,7 +151,6 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
       }
     },
     log,
-    keepAliveMs: config.server.sseKeepAlive,
     shutdown: shutdown.signal,
     methods: buildModernMethods(base, {
       catalog,
@@ -167,8 +173,8 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
     methods: withLegacyTaskMethods(base, { catalog, calls, tasks, delivery, bus: store.bus, pageSize: config.server.pageSize }),
     answerInput: (principal, response) => inputs.answer(principal, response),
     log,
-    keepAliveMs: config.server.sseKeepAlive,
     shutdown: shutdown.signal,
+    sessionsPerPrincipal: config.limits.sessionsPerPrincipal,
     onSessionClosed: (sessionId) => { endSession(sessionId).catch((err: unknown) => log.warn({ err, sessionId }, 'could not release what an ended session held')) },
   })
 
@@ -180,6 +186,8 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
     trustProxy: trustedProxies(config.server.trustProxy),
     // Slow clients: the whole request (headers and body) must arrive in time; responses are not bounded by it.
     requestTimeout: Math.max(config.limits.requestTimeout, config.limits.headersTimeout),
+    // How often those two are checked (Node's default, 30 s, would let a slow client hold on far longer).
+    http: { connectionsCheckingInterval: Math.min(1000, config.limits.headersTimeout) },
   })
   const server = app.server as HttpServer
   server.headersTimeout = config.limits.headersTimeout
@@ -189,7 +197,8 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
   const forwardsAuthorization = config.upstreams.some((u) => u.transport === 'streamable-http' && u.forwardAuthorization)
   const oauth = config.auth.oauth === undefined ? undefined : new OAuthResource(config.auth.oauth)
   oauth?.register(app)
-  await registerMcpRoute(app, { config: config.server, legacy, modern, authenticator: createAuthenticator(config.auth, oauth, forwardsAuthorization), passAuthorization: forwardsAuthorization, isClosing: () => closing })
+  const limiter = createRateLimiter({ limits: config.limits, pollIntervalMs: config.tasks.pollInterval, store: store.rateLimits, log })
+  await registerMcpRoute(app, { config: config.server, legacy, modern, authenticator: createAuthenticator(config.auth, oauth, forwardsAuthorization), passAuthorization: forwardsAuthorization, limiter, isClosing: () => closing })
 
   const sweepEvery = Math.min(60_000, Math.max(1000, Math.floor(config.server.sessionIdleTimeout / 4)))
   const sweeper = setInterval(() => {

@@ -193,9 +193,9 @@ const limitsSchema = z.strictObject({
   sessionsPerPrincipal: z.number().int().min(1).prefault(256)
     .describe('sessions one authenticated principal may hold at once; initialize beyond it gets 429'),
   streamsPerSession: z.number().int().min(1).prefault(100)
-    .describe('SSE streams a session may hold open at once on one gateway process (GET streams, streamed responses, listens)'),
+    .describe('SSE streams a session may hold open at once on one gateway process (GET streams, tasks/result waits, 2026-07-28 listens per principal)'),
   streamStallTimeout: duration('close an SSE stream whose client has not read what is waiting for this long').prefault('60s'),
-  streamBufferBytes: size('close an SSE stream when this much is waiting unread by its client').prefault('16mb'),
+  streamBufferBytes: size('close an SSE stream instead of writing more when this much already waits unread by its client').prefault('16mb'),
   headersTimeout: duration('time a client has to send a request\'s headers').prefault('10s'),
   requestTimeout: duration('time a client has to send a whole request, body included').prefault('30s'),
   maxConnections: z.number().int().min(1).prefault(10_000)

@@ -7,6 +7,7 @@ import type { Authenticator } from '../auth/bearer-tokens.ts'
 import { isModernMessage, MODERN_PROTOCOL_VERSIONS } from '../protocol/modern/envelope.ts'
 import type { RequestId } from '../protocol/jsonrpc.ts'
 import type { ModernEndpoint } from '../protocol/modern/modern-endpoint.ts'
+import { RateLimitError, type RateLimiter } from '../limits/rate-limiter.ts'
 
 export interface McpRouteOptions {
   config: ServerConfig
@@ -16,6 +17,8 @@ export interface McpRouteOptions {
   authenticator: Authenticator | undefined
   /** With auth off: keep the request's Authorization header for upstreams that forward it (forwardAuthorization). */
   passAuthorization: boolean
+  /** The request rate limits (limits.*); undefined when all are off. */
+  limiter: RateLimiter | undefined
   /** True once shutdown began: new requests are refused with 503. */
   isClosing (): boolean
 }
@@ -50,7 +53,7 @@ function requestIdOf (body: unknown): RequestId | null {
 
 /** POST, GET and DELETE on the MCP path (Streamable HTTP). Everything after parsing writes the raw response. */
 export async function registerMcpRoute (app: FastifyInstance, options: McpRouteOptions): Promise<void> {
-  const { config, legacy } = options
+  const { config, legacy, limiter } = options
   const maxBodyBytes = config.maxBodyBytes
 
   app.setErrorHandler(async (err: FastifyError, request, reply) => {
@@ -72,7 +75,11 @@ export async function registerMcpRoute (app: FastifyInstance, options: McpRouteO
     reply.hijack()
     try {
       if (options.isClosing()) throw new GatewayError('GW_ERR_SHUTTING_DOWN')
-      await work(options.authenticator === undefined ? anonymous(request) : await options.authenticator.authenticate(request.headers))
+      // Per address before authentication (it guards the authenticator too), per principal after it.
+      if (limiter !== undefined) await limiter.checkAddress(request.ip)
+      const caller = options.authenticator === undefined ? anonymous(request) : await options.authenticator.authenticate(request.headers)
+      if (limiter !== undefined) await limiter.checkCaller(caller.principal, request.ip, request.body)
+      await work(caller)
     } catch (err) {
       if (!reply.raw.headersSent) {
         if (!(err instanceof GatewayError)) request.log.error({ err }, 'MCP request failed')
@@ -81,6 +88,7 @@ export async function registerMcpRoute (app: FastifyInstance, options: McpRouteO
         }
         // The store being unavailable is transient (the Redis store reconnects by itself): say when to retry.
         if (err instanceof GatewayError && err.code === 'GW_ERR_STORE_UNAVAILABLE') reply.raw.setHeader('retry-after', '1')
+        if (err instanceof RateLimitError) reply.raw.setHeader('retry-after', String(err.retryAfter))
         sendHttpError(reply.raw, err, requestIdOf(request.body))
       } else if (!reply.raw.writableEnded) {
         reply.raw.end()
@@ -106,7 +114,8 @@ export async function registerMcpRoute (app: FastifyInstance, options: McpRouteO
     })
   })
 
-  app.get(config.path, async (request, reply) => {
+  // HEAD would open a stream without a body to carry it: it is refused like the other methods below.
+  app.get(config.path, { exposeHeadRoute: false }, async (request, reply) => {
     await run(request, reply, async (caller) => {
       if (!accepts(request, 'text/event-stream')) throw new GatewayError('GW_ERR_HTTP_NOT_ACCEPTABLE', ['text/event-stream'])
       await legacy.get(request.headers, reply.raw, caller.principal)
@@ -117,7 +126,7 @@ export async function registerMcpRoute (app: FastifyInstance, options: McpRouteO
     await run(request, reply, (caller) => legacy.delete(request.headers, reply.raw, caller.principal))
   })
 
-  for (const method of ['PUT', 'PATCH'] as const) {
+  for (const method of ['PUT', 'PATCH', 'OPTIONS', 'HEAD'] as const) {
     app.route({
       method,
       url: config.path,

@@ -46,10 +46,27 @@ function isId (value: unknown): value is RequestId {
   return typeof value === 'string' || (typeof value === 'number' && Number.isInteger(value))
 }
 
+/** Deepest nesting of objects and arrays a message may have; deeper ones are refused before anything re-serializes them. */
+export const MAX_NESTING = 100
+
+/** Whether objects and arrays nest deeper than `limit` (iterative: a hostile depth cannot overflow the stack). */
+function nestedDeeperThan (value: unknown, limit: number): boolean {
+  const stack: Array<[unknown, number]> = [[value, 0]]
+  while (stack.length > 0) {
+    const [current, depth] = stack.pop()!
+    if (depth > limit) return true
+    for (const child of Array.isArray(current) ? current : Object.values(current as object)) {
+      if (child !== null && typeof child === 'object') stack.push([child, depth + 1])
+    }
+  }
+  return false
+}
+
 /** Classifies one parsed JSON value as a JSON-RPC message, or throws GW_ERR_HTTP_INVALID_MESSAGE saying what is wrong. */
 export function classifyMessage (body: unknown): InboundMessage {
   if (Array.isArray(body)) throw new GatewayError('GW_ERR_HTTP_BATCH_UNSUPPORTED')
   if (!isObject(body)) throw new GatewayError('GW_ERR_HTTP_INVALID_MESSAGE', ['the body must be a JSON-RPC 2.0 object'])
+  if (nestedDeeperThan(body, MAX_NESTING)) throw new GatewayError('GW_ERR_HTTP_INVALID_MESSAGE', [`objects and arrays nest more than ${MAX_NESTING} levels deep`])
   if (body.jsonrpc !== '2.0') throw new GatewayError('GW_ERR_HTTP_INVALID_MESSAGE', ['"jsonrpc" must be "2.0"'])
   if ('params' in body && body.params !== undefined && !isObject(body.params)) {
     throw new GatewayError('GW_ERR_HTTP_INVALID_MESSAGE', ['"params" must be an object'])
@@ -62,8 +79,8 @@ export function classifyMessage (body: unknown): InboundMessage {
   if ('method' in body) throw new GatewayError('GW_ERR_HTTP_INVALID_MESSAGE', ['"method" must be a string'])
   if (('result' in body) !== ('error' in body) && (isId(body.id) || body.id === null)) {
     if ('result' in body && !isObject(body.result)) throw new GatewayError('GW_ERR_HTTP_INVALID_MESSAGE', ['"result" must be an object'])
-    if ('error' in body && !(isObject(body.error) && typeof body.error.code === 'number')) {
-      throw new GatewayError('GW_ERR_HTTP_INVALID_MESSAGE', ['"error" must be an object with a numeric "code"'])
+    if ('error' in body && !(isObject(body.error) && Number.isInteger(body.error.code) && typeof body.error.message === 'string')) {
+      throw new GatewayError('GW_ERR_HTTP_INVALID_MESSAGE', ['"error" must be an object with an integer "code" and a string "message"'])
     }
     return { kind: 'response', message: body as unknown as RpcResponse }
   }

@@ -34,6 +34,8 @@ export interface SessionStore {
   delete (id: string): Promise<boolean>
   /** Deletes sessions last seen before `before` (epoch ms); returns their ids. */
   sweep (before: number): Promise<string[]>
+  /** Sessions of `principal` that exist (not deleted, not swept), counted up to `atMost` (enough to check a limit). */
+  countOf (principal: string, atMost: number): Promise<number>
 }
 
 export type TaskStatus = 'working' | 'input_required' | 'completed' | 'failed' | 'cancelled'
@@ -160,6 +162,20 @@ export interface LeaseStore {
   release (owner: string): Promise<void>
 }
 
+/**
+ * Token buckets for the rate limits (`limits.*`). A bucket holds at most `burst` tokens and gains `rate`
+ * tokens per second; a bucket never used (or forgotten) is full. On a shared store every process takes from
+ * the same buckets, on the backend's clock (Redis: the server's TIME, so processes with skewed clocks agree).
+ * Idle buckets cost nothing once refilled: the backend forgets them by itself (no sweep needed).
+ */
+export interface RateLimitStore {
+  /**
+   * Atomically takes one token from the bucket `key` (at most about 100 characters; the caller hashes long
+   * identities): 0 when taken, else the milliseconds until one token will be there (nothing is taken).
+   */
+  take (key: string, rate: number, burst: number): Promise<number>
+}
+
 export interface StoreHealth {
   ok: boolean
   kind: string
@@ -174,6 +190,7 @@ export interface GatewayStore {
   readonly tasks: TaskStore
   readonly bus: SignalBus
   readonly leases: LeaseStore
+  readonly rateLimits: RateLimitStore
   /** Liveness of the backend for /readyz. */
   health (): Promise<StoreHealth>
   /** Releases the backend; the store is unusable afterwards. */

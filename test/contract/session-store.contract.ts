@@ -65,6 +65,22 @@ export function sessionStoreContract (name: string, create: () => Promise<Gatewa
       expect(await store.sessions.get(fresh.id)).not.toBeNull()
     })
 
+    it('countOf() counts a principal\'s sessions until they are deleted or swept, up to atMost', async () => {
+      const principal = `alice-${randomUUID()}`
+      const old = session({ principal, lastSeenAt: 1_000 })
+      const kept = session({ principal, lastSeenAt: 9_000 })
+      const ended = session({ principal, lastSeenAt: 9_000 })
+      for (const s of [old, kept, ended, session({ lastSeenAt: 9_000 })]) await store.sessions.create(s)
+      expect(await store.sessions.countOf(principal, 100)).toBe(3)
+      expect(await store.sessions.countOf(principal, 2)).toBe(2)
+      expect(await store.sessions.delete(ended.id)).toBe(true)
+      expect(await store.sessions.delete(ended.id)).toBe(false)
+      expect(await store.sessions.sweep(5_000)).toContain(old.id)
+      expect(await store.sessions.countOf(principal, 100)).toBe(1)
+      expect(await store.sessions.get(kept.id)).not.toBeNull()
+      expect(await store.sessions.countOf(`nobody-${randomUUID()}`, 100)).toBe(0)
+    })
+
     it('the bus delivers to current subscribers of a channel only', async () => {
       const seen: unknown[] = []
       const unsubscribe = store.bus.subscribe('session:a', (message) => seen.push(message))

@@ -13,6 +13,7 @@ import { sessionStoreContract } from './session-store.contract.ts'
 import { taskInputStoreContract } from './task-input-store.contract.ts'
 import { taskStoreContract } from './task-store.contract.ts'
 import { ownershipContract } from './ownership.contract.ts'
+import { rateLimitStoreContract } from './rate-limit-store.contract.ts'
 
 const dir = mkdtempSync(join(tmpdir(), 'gw-sqlite-'))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
@@ -34,6 +35,7 @@ taskInputStoreContract('redis', isolatedRedisStore)
 ownershipContract('memory', async () => new MemoryStore())
 ownershipContract('sqlite', async () => new SqliteStore(dbFile()))
 ownershipContract('redis', isolatedRedisStore)
+rateLimitStoreContract({ memory: async () => new MemoryStore(), sqlite: async () => new SqliteStore(dbFile()), redis: isolatedRedisStore })
 
 function task (id: string): TaskRecord {
   return {

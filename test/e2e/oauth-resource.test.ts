@@ -87,8 +87,9 @@ describe('auth.oauth: JWT access tokens', () => {
     jwks.keys = [first]
     gw = await startGateway({
       auth: {
-        tokens: [{ principal: 'ops', sha256: sha256Hex(STATIC_TOKEN) }],
+        tokens: [{ principal: 'ops', sha256: sha256Hex(STATIC_TOKEN), scopes: ['tasks'] }],
         oauth: { issuer: jwks.issuer, jwksUri: jwks.jwksUri, resource: RESOURCE, scopesSupported: ['mcp', 'tasks'], requiredScopes: ['mcp'], jwksCooldown: '0s' },
+        permissions: [{ scope: 'tasks', upstreams: ['demo'] }, { scope: 'echo', tools: ['demo__echo'] }],
       },
       upstreams: [demoStdio()],
     })
@@ -118,6 +119,17 @@ describe('auth.oauth: JWT access tokens', () => {
     bob.sessionId = session.sessionId
     expect((await bob.post({ jsonrpc: '2.0', id: 2, method: 'tools/list' })).status).toBe(404)
     expect((await initialize(gw.url, STATIC_TOKEN)).status).toBe(200)
+  })
+
+  it('maps the token\'s scope claim to the tools it may list and call', async () => {
+    const listed = async (scope: string | string[], claim = 'scope'): Promise<string[]> => {
+      const session = await RawSession.open(gw.url, {}, { authorization: `Bearer ${await jwks.token(first, { scope: undefined, [claim]: scope })}` })
+      return ((await session.request('tools/list')).result as { tools: Json[] }).tools.map((tool) => String(tool.name))
+    }
+    expect(await listed('mcp echo')).toEqual(['demo__echo'])
+    expect(await listed(['mcp', 'echo'], 'scp')).toEqual(['demo__echo'])
+    expect(await listed('mcp')).toEqual([])
+    expect((await listed('mcp tasks')).length).toBeGreaterThan(1)
   })
 
   it('refuses expired, foreign and tampered tokens with invalid_token, and a token without the required scope with 403', async () => {

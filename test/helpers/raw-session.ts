@@ -81,6 +81,13 @@ export class RawSession {
     return messages()
   }
 
+  /** Ends the session (DELETE); throws unless the gateway confirms it. */
+  async close (): Promise<void> {
+    const res = await undiciFetch(this.url, { method: 'DELETE', headers: { 'mcp-session-id': this.sessionId, ...this.#headers } })
+    await res.text()
+    if (res.status !== 200) throw new Error(`DELETE failed: HTTP ${res.status}`)
+  }
+
   /** Polls tasks/get until the task reaches one of `statuses` (bounded). */
   async waitFor (taskId: string, statuses: string[]): Promise<Json> {
     for (let i = 0; i < 400; i++) {

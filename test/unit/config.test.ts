@@ -209,6 +209,17 @@ describe('problems', () => {
     expect(problems[0]!.message).toContain('gateway.example.yaml')
   })
 
+  it('refuses permissions nobody could hold and rules that grant nothing, and forwardAuthorization outside streamable-http', () => {
+    const text = 'auth:\n  permissions:\n    - { scope: admin, upstreams: ["*"] }\n    - { scope: empty }\n' +
+      'upstreams:\n  - { name: a, transport: sse, url: "http://127.0.0.1/sse", forwardAuthorization: true }\n'
+    const { problems } = problemsOf(text)
+    expect(problems).toEqual(expect.arrayContaining([
+      { path: 'auth.permissions', message: expect.stringContaining('configure auth.tokens or auth.oauth') },
+      { path: 'auth.permissions[1]', message: expect.stringContaining('grant at least one upstream or tool') },
+      { path: 'upstreams[0]', message: expect.stringContaining("'forwardAuthorization'") },
+    ]))
+  })
+
   it('reports options of another transport as unknown', () => {
     const { problems } = problemsOf(withUpstream('url: "http://127.0.0.1/mcp"'))
     expect(problems).toEqual([{ path: 'upstreams[0]', message: expect.stringContaining("'url'") }])

@@ -33,6 +33,11 @@ export class EventStream {
     return this.#connection?.open === true
   }
 
+  /** The open connection carrying the stream, if any. */
+  get connection (): SseConnection | undefined {
+    return this.#connection?.open === true ? this.#connection : undefined
+  }
+
   /** Attaches a connection (replacing one still attached), first writing every kept event after `afterSeq`. */
   attach (connection: SseConnection, afterSeq = 0): void {
     const previous = this.#connection

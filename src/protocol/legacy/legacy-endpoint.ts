@@ -4,7 +4,6 @@ import type { Caller } from '../../auth/access.ts'
 import type { RequestContext, MethodTable } from '../../dispatch/context.ts'
 import { lookupHandler } from '../../dispatch/method-table.ts'
 import { GatewayError, toWireError } from '../../errors.ts'
-import { SseConnection } from '../../http/sse-connection.ts'
 import type { Logger } from '../../observability/logger.ts'
 import type { GatewayStore, SessionRecord } from '../../store/types.ts'
 import { classifyMessage, errorMessageFor, progressTokenOf, resultMessage, type RpcNotification, type RpcRequest, type RpcResponse } from '../jsonrpc.ts'
@@ -22,11 +21,12 @@ export interface LegacyEndpointDeps {
   inflight: InflightRequests
   methods: MethodTable
   log: Logger
-  keepAliveMs: number
   /** Aborted when the gateway gives up on in-flight requests during shutdown. */
   shutdown: AbortSignal
   /** Routes a client's answer to a queued task input; false when no pending input of the principal has that id. */
   answerInput (principal: string, response: RpcResponse): Promise<boolean>
+  /** Sessions one authenticated principal may hold (limits.sessionsPerPrincipal). */
+  sessionsPerPrincipal: number
   /** Called when a session ends (DELETE), to release what it held. */
   onSessionClosed (sessionId: string): void
 }
@@ -88,8 +88,8 @@ export class LegacyEndpoint {
 
   async get (headers: IncomingHttpHeaders, res: ServerResponse, principal: string | undefined): Promise<void> {
     const session = await this.#session(headers, 'GET', principal)
-    const connection = new SseConnection(res, { keepAliveMs: this.#deps.keepAliveMs, headers: { 'mcp-session-id': session.id } })
-    this.#deps.hub.openGetStream(session.id, connection, header(headers, 'last-event-id'))
+    // Over limits.streamsPerSession this throws before writing: the route answers 429.
+    this.#deps.hub.openGetStream(session.id, res, header(headers, 'last-event-id'), { 'mcp-session-id': session.id })
   }
 
   async delete (headers: IncomingHttpHeaders, res: ServerResponse, principal: string | undefined): Promise<void> {
@@ -108,6 +108,10 @@ export class LegacyEndpoint {
       const body = JSON.stringify(errorMessageFor(request.id, err))
       res.writeHead(200, { 'content-type': 'application/json' }).end(body)
       return
+    }
+    if (principal !== undefined) {
+      const limit = this.#deps.sessionsPerPrincipal
+      if (await this.#deps.store.sessions.countOf(principal, limit) >= limit) throw new GatewayError('GW_ERR_SESSION_LIMIT', [limit])
     }
     const now = Date.now()
     const id = randomUUID()
@@ -145,7 +149,7 @@ export class LegacyEndpoint {
 
   async #request (session: SessionRecord, caller: Caller, request: RpcRequest, res: ServerResponse): Promise<void> {
     const deps = this.#deps
-    const exchange = new PostExchange(res, { hub: deps.hub, sessionId: session.id, keepAliveMs: deps.keepAliveMs, headers: { 'mcp-session-id': session.id } })
+    const exchange = new PostExchange(res, { hub: deps.hub, sessionId: session.id, requestId: request.id, headers: { 'mcp-session-id': session.id } })
     const inflight = deps.inflight.start(session.id, request.id)
     const params = request.params ?? {}
     const ctx: RequestContext = {

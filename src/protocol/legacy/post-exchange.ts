@@ -1,14 +1,15 @@
 import type { ServerResponse } from 'node:http'
-import { SseConnection } from '../../http/sse-connection.ts'
 import type { RequestContext } from '../../dispatch/context.ts'
-import type { RpcMessage, RpcResponse } from '../jsonrpc.ts'
+import { GatewayError } from '../../errors.ts'
+import { errorMessageFor, type RequestId, type RpcMessage, type RpcResponse } from '../jsonrpc.ts'
 import type { EventStream } from './event-stream.ts'
 import type { StreamHub } from './stream-hub.ts'
 
 export interface ExchangeOptions {
   hub: StreamHub
   sessionId: string
-  keepAliveMs: number
+  /** The request answered, for an error that refuses its stream. */
+  requestId: RequestId
   headers: Record<string, string>
 }
 
@@ -32,7 +33,10 @@ export class PostExchange {
     })
   }
 
-  /** Aborted when the client's connection closes before the response was written. */
+  /**
+   * Aborted when the client's connection closes before the response was written (also when the
+   * gateway closed it because the client stopped reading, or refused its stream).
+   */
   get disconnected (): AbortSignal {
     return this.#disconnected.signal
   }
@@ -40,7 +44,7 @@ export class PostExchange {
   /** Sends a message related to the request before its response; switches to SSE on first use. */
   emit (message: RpcMessage): void {
     if (this.#done) return
-    this.#ensureStream().send(message)
+    this.#ensureStream(false).send(message)
   }
 
   respond (message: RpcResponse): void {
@@ -60,24 +64,51 @@ export class PostExchange {
     this.#res.end(body)
   }
 
-  /** Switches to SSE now, so a long wait keeps the connection alive and can carry messages later. */
+  /**
+   * Switches to SSE now, so a long wait keeps the connection alive and can carry messages later. Such a
+   * stream counts against the session's limit; over it, the exchange ends at once with the HTTP error
+   * (429) instead, and the handler learns it as if its client had gone away: `disconnected` aborts on
+   * the next turn of the event loop, after the handler, still running synchronously, has installed its
+   * listeners (a real disconnect arrives the same way, later).
+   */
   openStream (): void {
-    if (!this.#done) this.#ensureStream()
+    if (this.#done || this.#stream) return
+    try {
+      this.#ensureStream(true)
+    } catch (err) {
+      if (this.#res.headersSent) throw err
+      this.#refuse(err)
+    }
   }
 
   /** Ends without a response (the client cancelled the request, so none is expected). */
   abandon (): void {
     if (this.#done) return
     this.#done = true
-    this.#options.hub.finishRequestStream(this.#ensureStream())
+    this.#options.hub.finishRequestStream(this.#ensureStream(false))
   }
 
-  #ensureStream (): EventStream {
-    if (!this.#stream) {
-      const connection = new SseConnection(this.#res, { keepAliveMs: this.#options.keepAliveMs, headers: this.#options.headers })
-      this.#stream = this.#options.hub.openRequestStream(this.#options.sessionId, connection)
-    }
+  /**
+   * A stream that merely carries what the request sends before its result (progress, input requests)
+   * is not `held`: it is not counted against the session's stream limit. It lasts as long as its request,
+   * so request concurrency bounds it already, and it could not be refused cleanly anyway: the request
+   * is running and has something to say. The stall timeout and buffer limit apply to it all the same.
+   */
+  #ensureStream (held: boolean): EventStream {
+    this.#stream ??= this.#options.hub.openRequestStream(this.#options.sessionId, this.#res, this.#options.headers, held)
     return this.#stream
+  }
+
+  #refuse (err: unknown): void {
+    this.#done = true
+    const body = JSON.stringify(errorMessageFor(this.#options.requestId, err))
+    this.#res.writeHead(err instanceof GatewayError ? err.statusCode : 500, {
+      ...this.#options.headers,
+      'content-type': 'application/json',
+      'content-length': Buffer.byteLength(body),
+    })
+    this.#res.end(body)
+    setImmediate(() => this.#disconnected.abort(err))
   }
 }
 

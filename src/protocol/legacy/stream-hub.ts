@@ -1,5 +1,8 @@
 import { randomBytes } from 'node:crypto'
-import type { SseConnection } from '../../http/sse-connection.ts'
+import type { ServerResponse } from 'node:http'
+import { GatewayError } from '../../errors.ts'
+import { SseConnection, type SseSettings } from '../../http/sse-connection.ts'
+import type { Logger } from '../../observability/logger.ts'
 import type { SignalBus } from '../../store/types.ts'
 import type { RpcMessage, JsonObject } from '../jsonrpc.ts'
 import { EventStream, parseEventId } from './event-stream.ts'
@@ -11,25 +14,44 @@ export function sessionChannel (sessionId: string): string {
   return `session:${sessionId}`
 }
 
+export interface StreamHubOptions extends SseSettings {
+  /** Held SSE connections (see `StreamHub`) one session may have open at once in this process. */
+  streamsPerSession: number
+  log: Logger
+}
+
 /**
  * The SSE streams this process holds, per session. Messages addressed to a session (list changes,
  * resource updates, later task status) are published on the store's bus, so whichever process holds
  * the session's GET stream delivers them; each message goes out on exactly one stream.
+ *
+ * It also writes every SSE connection, and bounds the ones a session holds on purpose: GET streams and
+ * POST exchanges opened as streams before their first message (a `tasks/result` wait, a modern
+ * `subscriptions/listen`, whose session is `modern:<principal>`). One more is refused with
+ * GW_ERR_STREAM_LIMIT before anything is written.
  */
 export class StreamHub {
   readonly #bus: SignalBus
+  readonly #options: StreamHubOptions
   readonly #streams = new Map<string, EventStream>()
   readonly #standalone = new Map<string, EventStream[]>()
   readonly #subscriptions = new Map<string, () => void>()
+  /** The open held connections, per session. */
+  readonly #held = new Map<string, Set<SseConnection>>()
   /** Called when a session opens a new standalone GET stream (to offer it what is waiting). */
   onGetStream: ((sessionId: string) => void) | undefined
 
-  constructor (bus: SignalBus) {
+  constructor (bus: SignalBus, options: StreamHubOptions) {
     this.#bus = bus
+    this.#options = options
   }
 
-  /** A new stream for the response to one POSTed request. */
-  openRequestStream (sessionId: string, connection: SseConnection): EventStream {
+  /**
+   * A new stream for the response to one POSTed request, written on `res`. `held`: the request waits
+   * on it on purpose, so it counts against the session's limit (and may be refused, see `StreamHub`).
+   */
+  openRequestStream (sessionId: string, res: ServerResponse, headers: Record<string, string>, held: boolean): EventStream {
+    const connection = this.#connect(sessionId, res, headers, held ? {} : undefined)
     const stream = new EventStream(randomBytes(9).toString('base64url'), sessionId, 'request')
     this.#streams.set(stream.id, stream)
     stream.attach(connection)
@@ -43,24 +65,59 @@ export class StreamHub {
   }
 
   /**
-   * Serves a GET: resumes the stream named by Last-Event-ID when this process holds it, else opens a
-   * standalone stream that receives the session's server-initiated messages.
+   * Serves a GET on `res`: resumes the stream named by Last-Event-ID when this process holds it, else
+   * opens a standalone stream that receives the session's server-initiated messages. A held connection:
+   * one the session may not have beyond its limit (resuming a stream frees the connection it replaces).
    */
-  openGetStream (sessionId: string, connection: SseConnection, lastEventId: string | undefined): EventStream {
+  openGetStream (sessionId: string, res: ServerResponse, lastEventId: string | undefined, headers: Record<string, string>): EventStream {
     const resume = parseEventId(lastEventId)
     const existing = resume && this.#streams.get(resume.streamId)
     if (existing && existing.sessionId === sessionId) {
       const wasAttached = existing.attached
-      existing.attach(connection, resume.seq)
-      if (existing.kind === 'standalone' && !wasAttached) this.#addStandalone(existing)
+      existing.attach(this.#connect(sessionId, res, headers, { replacing: existing.connection }), resume.seq)
+      // A replay its client did not read may have closed the connection already.
+      if (existing.kind === 'standalone' && !wasAttached && existing.attached) this.#addStandalone(existing)
       return existing
     }
     const stream = new EventStream(randomBytes(9).toString('base64url'), sessionId, 'standalone')
     this.#streams.set(stream.id, stream)
-    stream.attach(connection)
+    stream.attach(this.#connect(sessionId, res, headers, {}))
     this.#addStandalone(stream)
     this.onGetStream?.(sessionId)
     return stream
+  }
+
+  /**
+   * Writes the SSE head on `res`. With `held`, the connection counts against the session's limit until
+   * it closes, and is refused (nothing written) when the session already holds that many, not counting
+   * `held.replacing`, which the new one is about to close.
+   */
+  #connect (sessionId: string, res: ServerResponse, headers: Record<string, string>, held: { replacing?: SseConnection | undefined } | undefined): SseConnection {
+    const { log, streamsPerSession, keepAliveMs, stallTimeoutMs, bufferBytes } = this.#options
+    if (held) {
+      const holding = this.#held.get(sessionId)
+      const count = (holding?.size ?? 0) - (held.replacing !== undefined && holding?.has(held.replacing) === true ? 1 : 0)
+      if (count >= streamsPerSession) {
+        log.debug({ sessionId, limit: streamsPerSession }, 'refused an SSE stream over limits.streamsPerSession')
+        throw new GatewayError('GW_ERR_STREAM_LIMIT', [streamsPerSession])
+      }
+    }
+    const connection = new SseConnection(res, {
+      keepAliveMs,
+      stallTimeoutMs,
+      bufferBytes,
+      headers,
+      onStalled: (reason, unreadBytes) => log.warn({ sessionId, reason, unreadBytes }, 'closed an SSE stream whose client stopped reading it'),
+    })
+    if (!held) return connection
+    const holding = this.#held.get(sessionId) ?? new Set<SseConnection>()
+    this.#held.set(sessionId, holding)
+    holding.add(connection)
+    connection.onClose(() => {
+      holding.delete(connection)
+      if (holding.size === 0 && this.#held.get(sessionId) === holding) this.#held.delete(sessionId)
+    })
+    return connection
   }
 
   #addStandalone (stream: EventStream): void {

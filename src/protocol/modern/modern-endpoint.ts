@@ -16,7 +16,6 @@ export interface ModernEndpointDeps {
   hub: StreamHub
   methods: MethodTable
   log: Logger
-  keepAliveMs: number
   shutdown: AbortSignal
   /** The input schema of a tool `access` may use; undefined for any other. */
   toolSchema (name: string, access: Access): ReturnType<ToolSchemaLookup>
@@ -77,7 +76,7 @@ export class ModernEndpoint {
   async #request (request: RpcRequest, envelope: Envelope, res: ServerResponse, caller: Caller): Promise<void> {
     const deps = this.#deps
     const session = requestSession(caller.principal ?? ANONYMOUS_MODERN, envelope, Date.now())
-    const exchange = new PostExchange(res, { hub: deps.hub, sessionId: session.id, keepAliveMs: deps.keepAliveMs, headers: {} })
+    const exchange = new PostExchange(res, { hub: deps.hub, sessionId: session.id, requestId: request.id, headers: {} })
     const signal = AbortSignal.any([exchange.disconnected, deps.shutdown])
     const params = withoutEnvelope(request.params ?? {})
     const ctx: RequestContext = {

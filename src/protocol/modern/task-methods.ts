@@ -1,5 +1,6 @@
 import type { Handler } from '../../dispatch/context.ts'
 import { optionalObject, requireString } from '../../dispatch/params.ts'
+import { GatewayError } from '../../errors.ts'
 import type { TaskStore } from '../../store/types.ts'
 import type { TaskInputs } from '../../tasks/task-inputs.ts'
 import type { TaskService } from '../../tasks/task-service.ts'
@@ -36,12 +37,18 @@ export function modernTaskMethods (deps: ModernTaskMethodDeps): Array<[string, H
     guard(ctx.session.clientCapabilities)
     const task = await tasks.get(ctx.session.principal, requireString(params, 'taskId'))
     const responses = optionalObject(params, 'inputResponses') ?? {}
+    const answers: Array<[string, JsonObject]> = []
     for (const [key, answer] of Object.entries(responses)) {
       const input = await store.getInput(key)
       // Keys that are not outstanding inputs of this task are ignored, as the extension asks.
-      if (!input || input.taskId !== task.id || answer === null || typeof answer !== 'object') continue
-      await inputs.answer(ctx.session.principal, { jsonrpc: '2.0', id: key, result: answer as JsonObject })
+      if (!input || input.taskId !== task.id) continue
+      // An answer is the result of the input request: an object. Nothing is answered unless every one is.
+      if (answer === null || typeof answer !== 'object' || Array.isArray(answer)) {
+        throw new GatewayError('GW_ERR_RPC_INVALID_PARAMS', [`'inputResponses.${key}' must be an object: the result of that input request`])
+      }
+      answers.push([key, answer as JsonObject])
     }
+    for (const [key, answer] of answers) await inputs.answer(ctx.session.principal, { jsonrpc: '2.0', id: key, result: answer })
     return { resultType: 'complete' }
   }
 

@@ -1,12 +1,17 @@
 import type { GatewayStore, LeaseStore, SessionRecord, SessionStore, StoreHealth } from '../types.ts'
+import { MemoryRateLimits } from '../../limits/memory-rate-limits.ts'
 import { MemoryBus } from './memory-bus.ts'
 import { MemoryTaskStore } from './memory-task-store.ts'
 
 class MemorySessionStore implements SessionStore {
   readonly #sessions = new Map<string, SessionRecord>()
+  /** Session ids of each principal, so counting them does not scan every session. */
+  readonly #byPrincipal = new Map<string, Set<string>>()
 
   async create (session: SessionRecord): Promise<void> {
     this.#sessions.set(session.id, { ...session })
+    const ids = this.#byPrincipal.get(session.principal) ?? new Set()
+    this.#byPrincipal.set(session.principal, ids.add(session.id))
   }
 
   async get (id: string): Promise<SessionRecord | null> {
@@ -20,18 +25,32 @@ class MemorySessionStore implements SessionStore {
   }
 
   async delete (id: string): Promise<boolean> {
-    return this.#sessions.delete(id)
+    const session = this.#sessions.get(id)
+    if (!session) return false
+    this.#forget(session)
+    return true
   }
 
   async sweep (before: number): Promise<string[]> {
     const gone: string[] = []
     for (const [id, session] of this.#sessions) {
       if (session.lastSeenAt < before) {
-        this.#sessions.delete(id)
+        this.#forget(session)
         gone.push(id)
       }
     }
     return gone
+  }
+
+  async countOf (principal: string, atMost: number): Promise<number> {
+    return Math.min(atMost, this.#byPrincipal.get(principal)?.size ?? 0)
+  }
+
+  #forget (session: SessionRecord): void {
+    this.#sessions.delete(session.id)
+    const ids = this.#byPrincipal.get(session.principal)
+    ids?.delete(session.id)
+    if (ids?.size === 0) this.#byPrincipal.delete(session.principal)
   }
 }
 
@@ -64,6 +83,7 @@ export class MemoryStore implements GatewayStore {
   readonly tasks = new MemoryTaskStore()
   readonly bus = new MemoryBus()
   readonly leases = new MemoryLeaseStore()
+  readonly rateLimits = new MemoryRateLimits()
 
   async health (): Promise<StoreHealth> {
     return { ok: true, kind: this.kind }

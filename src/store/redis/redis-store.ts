@@ -6,6 +6,7 @@ import type { BusHandler, GatewayStore, LeaseStore, SessionRecord, SessionStore,
 import { guarded, unavailable } from './redis-errors.ts'
 import { run, TOUCH_SESSION } from './redis-scripts.ts'
 import { RedisTaskStore } from './redis-task-store.ts'
+import { RedisRateLimits } from './redis-rate-limits.ts'
 
 /** Longest wait for a connection or a command before Redis counts as unreachable. */
 const TIMEOUT_MS = 5000
@@ -32,7 +33,8 @@ export interface RedisStoreOptions {
 }
 
 /**
- * Sessions: session:<id> (hash: body JSON, seen) and `sessions`, a sorted set of ids by last use.
+ * Sessions: session:<id> (hash: body JSON, seen, principal), `sessions`, a sorted set of ids by last use,
+ * and psessions:<principal>, the set of each principal's session ids (for limits.sessionsPerPrincipal).
  */
 class RedisSessionStore implements SessionStore {
   readonly #redis: Redis
@@ -45,8 +47,9 @@ class RedisSessionStore implements SessionStore {
 
   async create (session: SessionRecord): Promise<void> {
     await this.#redis.multi()
-      .hset(`${this.#p}session:${session.id}`, { body: JSON.stringify(session), seen: String(session.lastSeenAt) })
+      .hset(`${this.#p}session:${session.id}`, { body: JSON.stringify(session), seen: String(session.lastSeenAt), principal: session.principal })
       .zadd(`${this.#p}sessions`, session.lastSeenAt, session.id)
+      .sadd(`${this.#p}psessions:${session.principal}`, session.id)
       .exec()
   }
 
@@ -61,15 +64,31 @@ class RedisSessionStore implements SessionStore {
   }
 
   async delete (id: string): Promise<boolean> {
-    const [[, removed] = []] = await this.#redis.multi().del(`${this.#p}session:${id}`).zrem(`${this.#p}sessions`, id).exec() ?? []
-    return removed === 1
+    return (await this.#remove([id])) > 0
   }
 
   async sweep (before: number): Promise<string[]> {
     const ids = await this.#redis.zrangebyscore(`${this.#p}sessions`, '-inf', `(${before}`)
-    if (ids.length === 0) return []
-    await this.#redis.multi().del(...ids.map((id) => `${this.#p}session:${id}`)).zrem(`${this.#p}sessions`, ...ids).exec()
+    if (ids.length > 0) await this.#remove(ids)
     return ids
+  }
+
+  async countOf (principal: string, atMost: number): Promise<number> {
+    return Math.min(atMost, await this.#redis.scard(`${this.#p}psessions:${principal}`))
+  }
+
+  /** Deletes sessions and their index entries; returns how many existed. */
+  async #remove (ids: readonly string[]): Promise<number> {
+    const read = this.#redis.pipeline()
+    for (const id of ids) read.hget(`${this.#p}session:${id}`, 'principal')
+    const principals = (await read.exec() ?? []).map(([, principal]) => principal as string | null)
+    const tx = this.#redis.multi().del(...ids.map((id) => `${this.#p}session:${id}`)).zrem(`${this.#p}sessions`, ...ids)
+    ids.forEach((id, i) => {
+      const principal = principals[i]
+      if (typeof principal === 'string') tx.srem(`${this.#p}psessions:${principal}`, id)
+    })
+    const [[, removed] = []] = await tx.exec() ?? []
+    return Number(removed ?? 0)
   }
 }
 
@@ -180,6 +199,7 @@ export class RedisStore implements GatewayStore {
   readonly tasks: RedisTaskStore
   readonly bus: RedisBus
   readonly leases: RedisLeaseStore
+  readonly rateLimits: RedisRateLimits
   readonly #redis: Redis
   readonly #subscriber: Redis
 
@@ -206,6 +226,7 @@ export class RedisStore implements GatewayStore {
     this.tasks = guarded(new RedisTaskStore(this.#redis, options.prefix))
     this.bus = new RedisBus(this.#redis, this.#subscriber, options.prefix)
     this.leases = guarded(new RedisLeaseStore(this.#redis, options.prefix))
+    this.rateLimits = guarded(new RedisRateLimits(this.#redis, options.prefix))
   }
 
   /** Resolves once the command connection is up (or fails with GW_ERR_STORE_UNAVAILABLE). */

@@ -53,6 +53,8 @@ export const MIGRATIONS: readonly string[] = [
    DROP INDEX tasks_status;`,
   // The gateway process running each task ('' for tasks stored before owners were recorded).
   "ALTER TABLE tasks ADD COLUMN owner TEXT NOT NULL DEFAULT '';",
+  // Counting a principal's sessions reads only their index entries (limits.sessionsPerPrincipal).
+  'CREATE INDEX sessions_principal ON sessions (principal);',
 ]
 
 export const SCHEMA_VERSION = MIGRATIONS.length

@@ -2,6 +2,7 @@ import { mkdirSync } from 'node:fs'
 import { dirname } from 'node:path'
 import Database from 'better-sqlite3'
 import type { GatewayStore, SessionRecord, SessionStore, StoreHealth } from '../types.ts'
+import { MemoryRateLimits } from '../../limits/memory-rate-limits.ts'
 import { MemoryBus } from '../memory/memory-bus.ts'
 import { MemoryLeaseStore } from '../memory/memory-store.ts'
 import { migrate } from './sqlite-schema.ts'
@@ -37,6 +38,7 @@ class SqliteSessionStore implements SessionStore {
   readonly #delete: Database.Statement
   readonly #expired: Database.Statement<[number], { id: string }>
   readonly #sweep: Database.Statement
+  readonly #count: Database.Statement<[{ principal: string, limit: number }], { count: number }>
 
   constructor (db: Database.Database) {
     this.#insert = db.prepare(`INSERT INTO sessions (id, principal, protocol_version, client_capabilities, client_info, created_at, last_seen_at)
@@ -46,6 +48,7 @@ class SqliteSessionStore implements SessionStore {
     this.#delete = db.prepare('DELETE FROM sessions WHERE id = ?')
     this.#expired = db.prepare('SELECT id FROM sessions WHERE last_seen_at < ?')
     this.#sweep = db.prepare('DELETE FROM sessions WHERE last_seen_at < ?')
+    this.#count = db.prepare('SELECT COUNT(*) AS count FROM (SELECT 1 FROM sessions WHERE principal = @principal LIMIT @limit)')
   }
 
   async create (session: SessionRecord): Promise<void> {
@@ -74,6 +77,10 @@ class SqliteSessionStore implements SessionStore {
     if (ids.length > 0) this.#sweep.run(before)
     return ids
   }
+
+  async countOf (principal: string, atMost: number): Promise<number> {
+    return this.#count.get({ principal, limit: atMost })!.count
+  }
 }
 
 /** The embedded default: one SQLite file (WAL mode) that survives restarts. One process per file. */
@@ -85,6 +92,8 @@ export class SqliteStore implements GatewayStore {
   readonly tasks: SqliteTaskStore
   readonly bus = new MemoryBus()
   readonly leases = new MemoryLeaseStore()
+  /** In process: one process per file, so its buckets need not be shared (nor survive a restart). */
+  readonly rateLimits = new MemoryRateLimits()
   readonly #db: Database.Database
   readonly #checkpointer: Checkpointer | undefined
 

@@ -1,0 +1,60 @@
+import { randomUUID } from 'node:crypto'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import type { GatewayStore, RateLimitStore } from '../../src/store/types.ts'
+
+/** The token-bucket contract, run against every backend with the backend's own clock. */
+export function rateLimitStoreContract (backends: Record<string, () => Promise<GatewayStore>>): void {
+  for (const [name, create] of Object.entries(backends)) {
+    describe(`RateLimitStore contract: ${name}`, () => {
+      let gateway: GatewayStore
+      let store: RateLimitStore
+      beforeEach(async () => {
+        gateway = await create()
+        store = gateway.rateLimits
+      })
+      afterEach(async () => { await gateway.close() })
+
+      it('take() lets a burst of `burst` through, then names the wait for the next token', async () => {
+        const key = `ip:${randomUUID()}`
+        const waits: number[] = []
+        for (let i = 0; i < 4; i++) waits.push(await store.take(key, 2, 3))
+        expect(waits.slice(0, 3)).toEqual([0, 0, 0])
+        expect(waits[3]).toBeGreaterThan(0)
+        expect(waits[3]).toBeLessThanOrEqual(500)
+      })
+
+      it('keeps buckets apart by key', async () => {
+        const [a, b] = [`principal:${randomUUID()}`, `principal:${randomUUID()}`]
+        expect(await store.take(a, 0.01, 1)).toBe(0)
+        expect(await store.take(a, 0.01, 1)).toBeGreaterThan(0)
+        expect(await store.take(b, 0.01, 1)).toBe(0)
+      })
+
+      it('has a token again once the wait it named has passed', async () => {
+        const key = `poll:${randomUUID()}`
+        expect(await store.take(key, 50, 1)).toBe(0)
+        const wait = await store.take(key, 50, 1)
+        expect(wait).toBeGreaterThan(0)
+        expect(wait).toBeLessThanOrEqual(20)
+        await sleep(wait)
+        expect(await store.take(key, 50, 1)).toBe(0)
+      })
+
+      it('refills up to `burst` and no further', async () => {
+        const key = `task-ops:${randomUUID()}`
+        expect(await store.take(key, 100, 2)).toBe(0)
+        await sleep(60)
+        const waits = await Promise.all([1, 2, 3].map(async () => await store.take(key, 100, 2)))
+        expect(waits.filter((w) => w === 0)).toHaveLength(2)
+      })
+
+      it('is atomic: of many concurrent takes from one bucket, exactly `burst` get a token', async () => {
+        const key = `ip:${randomUUID()}`
+        const waits = await Promise.all(Array.from({ length: 30 }, async () => await store.take(key, 0.001, 5)))
+        expect(waits.filter((w) => w === 0)).toHaveLength(5)
+        expect(Math.min(...waits.filter((w) => w > 0))).toBeGreaterThan(0)
+      })
+    })
+  }
+}

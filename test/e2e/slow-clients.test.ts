@@ -1,0 +1,84 @@
+import { once } from 'node:events'
+import { connect, type Socket } from 'node:net'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { demoStdio, startGateway, type RunningGateway } from '../helpers/gateway.ts'
+import { RawSession } from '../helpers/raw-session.ts'
+
+/** Opens a raw TCP connection to the gateway; resolves once connected. */
+async function open (gw: RunningGateway): Promise<Socket> {
+  const { hostname, port } = new URL(gw.base)
+  const socket = connect({ host: hostname, port: Number(port) })
+  socket.setEncoding('utf8')
+  await once(socket, 'connect')
+  return socket
+}
+
+/** Resolves with everything the server sent once it closes the connection, and how long that took. */
+async function closedByServer (socket: Socket, bound: number): Promise<{ received: string, afterMs: number }> {
+  const started = Date.now()
+  let received = ''
+  socket.on('data', (chunk: string) => { received += chunk })
+  const timer = setTimeout(() => socket.destroy(new Error(`the gateway kept the connection open for ${bound} ms`)), bound)
+  try {
+    await once(socket, 'close')
+  } finally {
+    clearTimeout(timer)
+  }
+  if (socket.errored) throw socket.errored
+  return { received, afterMs: Date.now() - started }
+}
+
+describe('slow and abusive connections', () => {
+  let gw: RunningGateway
+
+  beforeAll(async () => {
+    gw = await startGateway({
+      limits: { headersTimeout: '500ms', requestTimeout: '1s' },
+      upstreams: [demoStdio()],
+    })
+  })
+
+  afterAll(async () => {
+    await gw?.close()
+  })
+
+  it('closes a connection whose headers never finish (limits.headersTimeout)', async () => {
+    const socket = await open(gw)
+    socket.write('POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n')
+    const { afterMs } = await closedByServer(socket, 10_000)
+    expect(afterMs).toBeGreaterThanOrEqual(400)
+  })
+
+  it('answers 408 and closes a connection whose body never arrives (limits.requestTimeout)', async () => {
+    const socket = await open(gw)
+    socket.write('POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: 1000\r\n\r\n{"jsonrpc":')
+    const { received } = await closedByServer(socket, 10_000)
+    expect(received).toMatch(/^HTTP\/1\.1 408/)
+  })
+
+  it('refuses connections beyond limits.maxConnections and accepts again once some close', async () => {
+    const small = await startGateway({ limits: { maxConnections: 3 }, upstreams: [demoStdio()] })
+    const held: Socket[] = []
+    let refused: Socket | undefined
+    for (let i = 0; i < 4 && refused === undefined; i++) {
+      const socket = await open(small)
+      const closed = socket.closed ? Promise.resolve(true) : once(socket, 'close').then(() => true)
+      const alive = new Promise<boolean>((resolve) => setTimeout(() => resolve(false), 300))
+      if (await Promise.race([closed, alive])) refused = socket
+      else held.push(socket)
+    }
+    expect(refused, 'the fourth connection is closed at once').toBeDefined()
+    expect(held).toHaveLength(3)
+    for (const socket of held) socket.destroy()
+    await Promise.all(held.map((socket) => socket.closed ? Promise.resolve() : once(socket, 'close')))
+    // The gateway sees the closes a moment later: wait (bounded) until it counts no connection.
+    const server = small.gateway.app.server
+    for (let i = 0; i < 100 && await new Promise<number>((resolve) => server.getConnections((_err, n) => resolve(n))) > 0; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 20))
+    }
+    const session = await RawSession.open(small.url)
+    expect((await session.request('ping')).result).toEqual({})
+    await session.close()
+    await small.close()
+  })
+})
