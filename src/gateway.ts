@@ -15,7 +15,7 @@ import { createRateLimiter } from './limits/rate-limiter.ts'
 import { createLogger, type Logger } from './observability/logger.ts'
 import { ClientRequestBroker } from './protocol/legacy/client-requests.ts'
 import { InflightRequests } from './protocol/legacy/inflight-requests.ts'
-import { LegacyEndpoint } from './protocol/legacy/legacy-endpoint.ts'
+import { LegacyEndpoint, touchInterval } from './protocol/legacy/legacy-endpoint.ts'
 import { StreamHub } from './protocol/legacy/stream-hub.ts'
 import { createStore } from './store/create-store.ts'
 import type { GatewayStore } from './store/types.ts'
@@ -65,7 +65,7 @@ function trustedProxies (trust: ServerConfig['trustProxy']): boolean | string[] 
 /** Wires the whole gateway for a configuration. It never listens: the caller decides (main.ts, tests). */
 export async function buildGateway (config: Config, options: GatewayOptions = {}): Promise<Gateway> {
   const log = options.logger ?? createLogger(config.logging)
-  const store = options.store ?? await createStore(config.store)
+  const store = options.store ?? await createStore(config.store, log)
   const hub = new StreamHub(store.bus, {
     log,
     keepAliveMs: config.server.sseKeepAlive,
@@ -175,6 +175,7 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
     log,
     shutdown: shutdown.signal,
     sessionsPerPrincipal: config.limits.sessionsPerPrincipal,
+    touchIntervalMs: touchInterval(config.server.sessionIdleTimeout),
     onSessionClosed: (sessionId) => { endSession(sessionId).catch((err: unknown) => log.warn({ err, sessionId }, 'could not release what an ended session held')) },
   })
 

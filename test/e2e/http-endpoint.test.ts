@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { FastifyInstance } from 'fastify'
 import { demoStdio, startGateway, type RunningGateway } from '../helpers/gateway.ts'
+import { RawSession } from '../helpers/raw-session.ts'
 
 const JSON_HEADERS = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', host: 'localhost' }
 
@@ -141,5 +142,26 @@ describe('the Streamable HTTP endpoint', () => {
     const ready = await app.inject({ url: '/readyz' })
     expect(ready.statusCode).toBe(200)
     expect(ready.json()).toMatchObject({ status: 'ready', store: { ok: true }, upstreams: [{ name: 'demo', state: 'ready' }] })
+  })
+})
+
+describe('session idle timeout', () => {
+  it('keeps a session in use alive however short the timeout, and deletes an idle one', async () => {
+    const gw = await startGateway({ upstreams: [demoStdio()], server: { sessionIdleTimeout: '2s' } })
+    try {
+      const busy = await RawSession.open(gw.url)
+      const idle = await RawSession.open(gw.url)
+      // Used every 300 ms for more than twice the timeout: every request finds the session.
+      const until = Date.now() + 5000
+      while (Date.now() < until) {
+        expect((await busy.request('ping')).result).toEqual({})
+        await new Promise((resolve) => setTimeout(resolve, 300))
+      }
+      const stale = await idle.post({ jsonrpc: '2.0', id: 9, method: 'ping' })
+      expect(stale.status).toBe(404)
+      await stale.text()
+    } finally {
+      await gw.close()
+    }
   })
 })

@@ -140,6 +140,12 @@ ${demoStdioYaml()}
 
     await proxy.restore()
     for (const gateway of [a, b]) await until('/readyz to be 200 again', async () => (await readyz(gateway)).status === 200 || undefined)
+    // Each process told its operator once that Redis was gone and once that it is back, not once per retry.
+    for (const gateway of [a, b]) {
+      await until('the process to log that Redis is back', async () => logged(gateway, 'Redis connection restored').length > 0 || undefined)
+      expect(logged(gateway, 'Redis connection lost')).toHaveLength(1)
+      expect(logged(gateway, 'Redis connection restored')).toHaveLength(1)
+    }
 
     // Stored before the outage: intact.
     expect((await legacy.request('tasks/result', { taskId: done })).result).toEqual(doneResult.result)

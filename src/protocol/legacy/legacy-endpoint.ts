@@ -25,13 +25,18 @@ export interface LegacyEndpointDeps {
   shutdown: AbortSignal
   /** Routes a client's answer to a queued task input; false when no pending input of the principal has that id. */
   answerInput (principal: string, response: RpcResponse): Promise<boolean>
+  /** Least time between two records of a session's use (see touchInterval). */
+  touchIntervalMs: number
   /** Sessions one authenticated principal may hold (limits.sessionsPerPrincipal). */
   sessionsPerPrincipal: number
   /** Called when a session ends (DELETE), to release what it held. */
   onSessionClosed (sessionId: string): void
 }
 
-const TOUCH_INTERVAL_MS = 10_000
+/** Records a session's use at most this often, and at least four times per idle timeout. */
+export function touchInterval (sessionIdleTimeoutMs: number): number {
+  return Math.max(1, Math.min(10_000, Math.floor(sessionIdleTimeoutMs / 4)))
+}
 
 function header (headers: IncomingHttpHeaders, name: string): string | undefined {
   const value = headers[name]
@@ -133,7 +138,7 @@ export class LegacyEndpoint {
     const session = await this.#deps.store.sessions.get(id)
     if (!session || (principal !== undefined && session.principal !== principal)) throw new GatewayError('GW_ERR_SESSION_NOT_FOUND')
     const now = Date.now()
-    if (now - session.lastSeenAt > TOUCH_INTERVAL_MS) await this.#deps.store.sessions.touch(id, now)
+    if (now - session.lastSeenAt > this.#deps.touchIntervalMs) await this.#deps.store.sessions.touch(id, now)
     return session
   }
 

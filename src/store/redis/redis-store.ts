@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs'
 import { Redis, type RedisOptions } from 'ioredis'
 import { GatewayError } from '../../errors.ts'
+import type { Logger } from '../../observability/logger.ts'
 import type { JsonObject } from '../../protocol/jsonrpc.ts'
 import type { BusHandler, GatewayStore, LeaseStore, SessionRecord, SessionStore, SignalBus, StoreHealth } from '../types.ts'
 import { guarded, unavailable } from './redis-errors.ts'
@@ -30,6 +31,8 @@ export interface RedisStoreOptions {
   password?: string
   /** PEM file of the CA that signed the server's certificate (rediss://). */
   caFile?: string
+  /** Told once when the connection is lost and once when it is back. */
+  log?: Logger
 }
 
 /**
@@ -202,6 +205,7 @@ export class RedisStore implements GatewayStore {
   readonly rateLimits: RedisRateLimits
   readonly #redis: Redis
   readonly #subscriber: Redis
+  #closing = false
 
   constructor (options: RedisStoreOptions) {
     const common: RedisOptions = {
@@ -222,11 +226,29 @@ export class RedisStore implements GatewayStore {
     // SUBSCRIBE failed while Redis was unreachable, which ioredis's own resubscription would miss.
     this.#subscriber = new Redis(options.url, { ...common, enableOfflineQueue: true, autoResubscribe: false })
     for (const connection of [this.#redis, this.#subscriber]) connection.on('error', () => {})
+    if (options.log !== undefined) this.#reportOutages(options.log)
     this.sessions = guarded(new RedisSessionStore(this.#redis, options.prefix))
     this.tasks = guarded(new RedisTaskStore(this.#redis, options.prefix))
     this.bus = new RedisBus(this.#redis, this.#subscriber, options.prefix)
     this.leases = guarded(new RedisLeaseStore(this.#redis, options.prefix))
     this.rateLimits = guarded(new RedisRateLimits(this.#redis, options.prefix))
+  }
+
+  /** Logs an outage of the command connection once when it begins and once when it ends, not per retry. */
+  #reportOutages (log: Logger): void {
+    let lostAt: number | undefined
+    const lost = (err?: Error): void => {
+      if (lostAt !== undefined || this.#closing) return
+      lostAt = Date.now()
+      log.warn({ err: err?.message ?? 'connection closed' }, 'Redis connection lost; requests that need the store fail until it is back')
+    }
+    this.#redis.on('error', lost)
+    this.#redis.on('close', () => lost())
+    this.#redis.on('ready', () => {
+      if (lostAt === undefined) return
+      log.info({ downMs: Date.now() - lostAt }, 'Redis connection restored')
+      lostAt = undefined
+    })
   }
 
   /** Resolves once the command connection is up (or fails with GW_ERR_STORE_UNAVAILABLE). */
@@ -252,6 +274,7 @@ export class RedisStore implements GatewayStore {
   }
 
   async close (): Promise<void> {
+    this.#closing = true
     await Promise.all([this.#redis.quit().catch(() => {}), this.#subscriber.quit().catch(() => {})])
   }
 }
