@@ -37,7 +37,7 @@ function refused (what: string, option: string, waitMs: number): RateLimitError 
 }
 
 /**
- * The task operation a POSTed message is, or undefined: any tasks/* request (tasks/get, tasks/result,
+ * The task operation a POSTed message is, or undefined: every tasks/* request (tasks/get, tasks/result,
  * tasks/list, tasks/cancel, tasks/update) and a legacy tools/call asking for a task (`params.task`).
  * A 2026-07-28 tools/call is not counted, even from a client that declared the tasks extension: whether it
  * becomes a task is decided later by the gateway (tasks.decide), and its tasks/* requests are counted.
