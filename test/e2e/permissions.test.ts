@@ -139,6 +139,10 @@ describe('permissions by scope, and upstream credentials', () => {
     const clientTokens = new Set(Object.values(TOKENS).map((t) => `Bearer ${t}`))
     expect(echo.seen.filter((h) => !clientTokens.has(h) && h !== UPSTREAM_SECRET)).toEqual([])
     expect(echo.seen.filter((h) => h === `Bearer ${TOKENS.bob}` || h === `Bearer ${TOKENS.carol}`)).toEqual([])
+
+    // Forwarded or not, no token and no upstream credential reaches the log (captured at debug level).
+    const log = JSON.stringify(gw.logs())
+    for (const secret of [...Object.values(TOKENS), UPSTREAM_SECRET.slice('Bearer '.length)]) expect(log).not.toContain(secret)
   })
 
   it('limits the sessions one principal holds at once (limits.sessionsPerPrincipal)', async () => {
