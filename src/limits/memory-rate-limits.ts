@@ -40,11 +40,6 @@ export class MemoryRateLimits implements RateLimitStore {
   }
 
   async take (key: string, rate: number, burst: number): Promise<number> {
-    return this.takeNow(key, rate, burst)
-  }
-
-  /** take(), synchronously. */
-  takeNow (key: string, rate: number, burst: number): number {
     const limit = { rate, burst }
     const now = this.#now()
     const held = this.#buckets.get(key)

@@ -70,23 +70,23 @@ describe('MemoryRateLimits', () => {
     expect(await store.take('a', 10, 3)).toBe(100)
   })
 
-  it('stays within maxBuckets, dropping refilled buckets first and then the least recently used', () => {
+  it('stays within maxBuckets, dropping refilled buckets first and then the least recently used', async () => {
     let now = 0
     const store = new MemoryRateLimits({ now: () => now, maxBuckets: 10 })
-    for (let i = 0; i < 10; i++) store.takeNow(`k${i}`, 1, 2)
+    for (let i = 0; i < 10; i++) await store.take(`k${i}`, 1, 2)
     expect(store.size).toBe(10)
     // k0 is used again (most recent); k1..k9 are not.
-    store.takeNow('k0', 1, 2)
-    store.takeNow('k0', 1, 2)
-    store.takeNow('new-1', 1, 2)
+    await store.take('k0', 1, 2)
+    await store.take('k0', 1, 2)
+    await store.take('new-1', 1, 2)
     expect(store.size).toBeLessThanOrEqual(10)
     // k0 was kept (recently used and still empty): its next take waits.
-    expect(store.takeNow('k0', 1, 2)).toBeGreaterThan(0)
+    expect(await store.take('k0', 1, 2)).toBeGreaterThan(0)
 
     // Once every bucket has refilled, making room drops them all: they are the same as new ones.
     now = 10_000
-    for (let i = 0; i < 5; i++) store.takeNow(`later-${i}`, 1, 2)
+    for (let i = 0; i < 5; i++) await store.take(`later-${i}`, 1, 2)
     expect(store.size).toBeLessThanOrEqual(10)
-    expect(store.takeNow('k0', 1, 2)).toBe(0)
+    expect(await store.take('k0', 1, 2)).toBe(0)
   })
 })
