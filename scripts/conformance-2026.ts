@@ -20,7 +20,7 @@ import { existsSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { parseConfig } from '../src/config/load.ts'
 import { buildGateway } from '../src/gateway.ts'
-import { mirrorCapabilities } from '../src/upstream/upstream-connection.ts'
+import { principalClient } from '../src/upstream/client-ref.ts'
 
 const SUITE = '@modelcontextprotocol/conformance@0.2.0-alpha.12'
 const SPEC_VERSION = '2026-07-28'
@@ -76,11 +76,12 @@ const userArgs = process.argv.slice(2)
 const gateway = await buildGateway(config)
 let failed = false
 try {
-  // A few probes allow a call 500–600 ms to produce its first frame; a call with a capability set the pool has
-  // not seen yet first starts a stdio process of the fixture, which can take longer on a busy machine. Open the
-  // connections those probes use now (they stay idle in the pool), so the suite measures the gateway.
+  // A few probes allow a call 500–600 ms to produce its first frame; the first call of a client (the suite's
+  // requests carry no credentials, so each capability set is one client) first starts a stdio process of the
+  // fixture, which can take longer on a busy machine. Open the sessions those probes use now (they stay open
+  // until idle), so the suite measures the gateway.
   for (const capabilities of [{}, { elicitation: {} }]) {
-    const lease = await gateway.pools[0]!.lease(mirrorCapabilities(capabilities), AbortSignal.timeout(30_000))
+    const lease = await gateway.upstreams[0]!.acquire(principalClient('anonymous', capabilities), 'call')
     lease.release()
   }
   const address = await gateway.app.listen({ host: '127.0.0.1', port: 0 })

@@ -47,8 +47,10 @@ export const ERRORS = {
   GW_ERR_UPSTREAM_TIMEOUT: { status: 504, rpc: -32001, message: "upstream '%s' did not answer %s within %s" },
   GW_ERR_UPSTREAM_CONNECTION_LOST: { status: 502, rpc: -32051, message: "upstream '%s' connection was lost during %s: %s" },
   GW_ERR_UPSTREAM_FAILED: { status: 502, rpc: -32052, message: "upstream '%s' failed on %s: %s" },
-  GW_ERR_UPSTREAM_BUSY: { status: 503, rpc: -32053, message: "upstream '%s' has %s calls waiting for a connection (upstreams[].maxQueuedCalls); try again later" },
+  GW_ERR_UPSTREAM_BUSY: { status: 503, rpc: -32053, message: "upstream '%s' has %s calls waiting for a free call slot (upstreams[].maxQueuedCalls); try again later" },
+  GW_ERR_UPSTREAM_SESSION_LIMIT: { status: 503, rpc: -32059, message: "upstream '%s' already has %s sessions open (upstreams[].maxSessions); try again later, or raise maxSessions, shorten idleTimeout, or use sessions: shared for a server that keeps no per-client state" },
 
+  GW_ERR_CLIENT_UNREACHABLE: { status: 200, rpc: -32603, message: "the upstream sent '%s' while no call of its client was in flight, and %s" },
   GW_ERR_CLIENT_CAPABILITY_MISSING: { status: 200, rpc: -32601, message: "the downstream client did not declare the '%s' capability, so '%s' cannot be relayed to it" },
   GW_ERR_REQUEST_CANCELLED: { status: 200, rpc: -32800, message: 'request was cancelled by the client: %s' },
 

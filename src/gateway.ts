@@ -1,12 +1,14 @@
 import { randomBytes } from 'node:crypto'
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify'
 import { CallEngine } from './calls/call-engine.ts'
-import { Catalog, describeCollisions } from './catalog/catalog.ts'
+import { Catalog } from './catalog/catalog.ts'
+import { describeCollisions } from './catalog/catalog-view.ts'
 import { catalogSync } from './catalog/catalog-sync.ts'
 import { ResourceSubscriptions } from './catalog/resource-subscriptions.ts'
 import type { Server as HttpServer } from 'node:http'
 import type { Config, ServerConfig } from './config/schema.ts'
 import { buildMethodTable } from './dispatch/method-table.ts'
+import type { MethodTable } from './dispatch/context.ts'
 import { GatewayError } from './errors.ts'
 import { registerHealthRoutes } from './http/health-routes.ts'
 import { registerHostOriginGuard } from './http/host-origin-guard.ts'
@@ -19,8 +21,9 @@ import { LegacyEndpoint, touchInterval } from './protocol/legacy/legacy-endpoint
 import { StreamHub } from './protocol/legacy/stream-hub.ts'
 import { createStore } from './store/create-store.ts'
 import type { GatewayStore } from './store/types.ts'
-import { UpstreamPool } from './upstream/upstream-pool.ts'
-import type { JsonObject } from './protocol/jsonrpc.ts'
+import { Upstream, type UpstreamEvents } from './upstream/upstream.ts'
+import { sessionIdOf } from './upstream/client-ref.ts'
+import type { JsonObject, RpcNotification } from './protocol/jsonrpc.ts'
 import { createAuthenticator } from './auth/bearer-tokens.ts'
 import { OAuthResource } from './auth/oauth-resource.ts'
 import { LegacyTaskDelivery } from './protocol/legacy/task-delivery.ts'
@@ -30,6 +33,9 @@ import { TaskRunner } from './tasks/task-runner.ts'
 import { TaskService } from './tasks/task-service.ts'
 import { ProcessLease } from './tasks/process-lease.ts'
 import { PeerRequests } from './cluster/peer-requests.ts'
+import { ClientHomes } from './cluster/client-homes.ts'
+import { HomeRouting } from './cluster/home-routing.ts'
+import { compilePermissions } from './auth/access.ts'
 import { HeldCalls } from './calls/held-calls.ts'
 import { ListenHub } from './protocol/modern/listen-hub.ts'
 import { ModernEndpoint } from './protocol/modern/modern-endpoint.ts'
@@ -48,7 +54,7 @@ export interface GatewayOptions {
 export interface Gateway {
   readonly app: FastifyInstance
   readonly store: GatewayStore
-  readonly pools: readonly UpstreamPool[]
+  readonly upstreams: readonly Upstream[]
   readonly catalog: Catalog
   readonly tasks: TaskService
   /** This process among the gateway processes sharing the store (owner of the tasks it runs). */
@@ -56,6 +62,11 @@ export interface Gateway {
   /** Stops taking requests, lets in-flight ones finish within `server.shutdownGrace`, then releases everything. */
   close (): Promise<void>
 }
+
+/** Where a change of the lists every client starts from is announced to every gateway process. */
+const LIST_CHANGED_CHANNEL = 'catalog:list-changed'
+/** Where the end of a client, and its notifications for its upstream sessions, reach the process holding them. */
+const CLIENT_CHANNEL = 'upstream:clients'
 
 /** `server.trustProxy` as Fastify takes it: a number of trusted hops becomes a test by hop index. */
 function trustedProxies (trust: ServerConfig['trustProxy']): boolean | string[] | ((address: string, hop: number) => boolean) {
@@ -74,37 +85,79 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
     bufferBytes: config.limits.streamBufferBytes,
   })
   const listen = new ListenHub()
-  const pools: UpstreamPool[] = []
-  const catalog = new Catalog(pools)
-  const subscriptions = new ResourceSubscriptions(log)
+  // Opaque (it appears in ids clients see); the startup log line pairs it with the host and pid.
+  const processId = randomBytes(12).toString('base64url')
+  const peers = new PeerRequests(processId, store.bus, store.leases)
+  const broker = new ClientRequestBroker(peers)
+  const upstreams: Upstream[] = []
+  const homes = new ClientHomes({
+    processId,
+    homes: store.homes,
+    shared: store.shared,
+    ttlMs: 3 * config.tasks.ownerLease,
+    holdsSessions: (clientKey) => upstreams.some((upstream) => upstream.sessionByKey(clientKey) !== undefined),
+    log,
+  })
+  const subscriptions = new ResourceSubscriptions(log, (subscriber, message) => {
+    if (subscriber.startsWith('listen:')) listen.deliver(subscriber, message)
+    else void hub.publish(subscriber, message)
+  })
+  const broadcastLocal = (message: RpcNotification): void => {
+    hub.broadcastLocal(message)
+    listen.listChanged(message.method)
+  }
+  const unsubscribeBroadcasts = store.bus.subscribe(LIST_CHANGED_CHANNEL, ({ method }) => {
+    if (typeof method === 'string') broadcastLocal({ jsonrpc: '2.0', method })
+  })
+  // A client's upstream sessions live on its home process: what concerns them is announced to all.
+  const unsubscribeClients = store.bus.subscribe(CLIENT_CHANNEL, ({ type, clientKey, method, params }) => {
+    if (typeof clientKey !== 'string') return
+    for (const upstream of upstreams) {
+      if (type === 'ended') upstream.endClient(clientKey)
+      else if (type === 'notify' && typeof method === 'string') void upstream.sessionByKey(clientKey)?.notify(method, (params ?? {}) as JsonObject).catch(() => {})
+    }
+  })
   const sync = catalogSync({
-    catalog,
+    catalog: () => catalog,
     subscriptions,
     log,
-    broadcast: (message) => {
-      hub.broadcastLocal(message)
-      listen.listChanged(message.method)
+    broadcast: (message, everywhere) => {
+      if (everywhere) void store.bus.publish(LIST_CHANGED_CHANNEL, { method: message.method }).catch(() => broadcastLocal(message))
+      else broadcastLocal(message)
     },
-    sendTo: (sessionId, message) => {
-      if (sessionId.startsWith('listen:')) listen.deliver(sessionId, message)
-      else void hub.publish(sessionId, message)
+    notifyClient: (clientKey, message) => {
+      const sessionId = sessionIdOf(clientKey)
+      if (sessionId !== undefined) void hub.publish(sessionId, message).catch(() => {})
+      else listen.listChangedFor(clientKey, message.method)
+    },
+    askClient: async (clientKey, method, params, signal) => {
+      const sessionId = sessionIdOf(clientKey)
+      if (sessionId === undefined) throw new GatewayError('GW_ERR_CLIENT_UNREACHABLE', [method, 'a 2026-07-28 client can only be asked during a call'])
+      return await broker.send(sessionId, (message) => { void hub.publish(sessionId, message).catch(() => {}) }, method, params, signal)
     },
   })
-  for (const upstream of config.upstreams) pools.push(new UpstreamPool(upstream, log, sync))
+  const events: UpstreamEvents = {
+    ...sync,
+    onSessionClosed: (upstream, session) => {
+      sync.onSessionClosed(upstream, session)
+      if (!upstreams.some((u) => u.sessionByKey(session.key) !== undefined)) void homes.release(session.key)
+    },
+  }
+  for (const upstream of config.upstreams) upstreams.push(new Upstream(upstream, log, events))
+  const catalog = new Catalog(upstreams, log, (change) => sync.changed(change))
 
   const releaseAll = async (): Promise<void> => {
-    await Promise.all(pools.map((pool) => pool.close()))
+    unsubscribeBroadcasts()
+    unsubscribeClients()
+    await Promise.all(upstreams.map((upstream) => upstream.close()))
     if (!options.store) await store.close()
   }
 
-  await Promise.all(pools.map((pool) => pool.start()))
-  for (const pool of pools) {
-    if (pool.state !== 'ready') continue
-    await catalog.refresh(pool).catch((err: unknown) => log.warn({ upstream: pool.name, err }, 'could not read upstream lists'))
-  }
-  if (catalog.collisions.length > 0) {
+  await Promise.all(upstreams.map((upstream) => upstream.start()))
+  const startView = await catalog.start()
+  if (startView.collisions.length > 0) {
     await releaseAll()
-    throw new GatewayError('GW_ERR_CATALOG_COLLISION', [describeCollisions(catalog.collisions)])
+    throw new GatewayError('GW_ERR_CATALOG_COLLISION', [describeCollisions(startView.collisions)])
   }
   sync.started()
 
@@ -114,9 +167,8 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
   const delivery = new LegacyTaskDelivery(hub, store.bus, store.tasks)
   hub.onGetStream = (sessionId) => delivery.onGetStream(sessionId)
   const inputs = new TaskInputs(store.tasks, delivery, config.tasks, store.bus)
-  const runner = new TaskRunner({ store: store.tasks, pools: new Map(pools.map((p) => [p.name, p])), inputs, events: delivery, log, shutdown: shutdown.signal, bus: store.bus, isNativeTask: (upstream, tool) => catalog.isNativeTask(upstream, tool) })
-  // Opaque (it appears in ids clients see); the startup log line pairs it with the host and pid.
-  const processId = randomBytes(12).toString('base64url')
+  const calls = new CallEngine(catalog)
+  const runner = new TaskRunner({ store: store.tasks, upstreams: new Map(upstreams.map((u) => [u.name, u])), calls, inputs, events: delivery, log, shutdown: shutdown.signal, bus: store.bus, isNativeTask: (upstream, tool) => catalog.isNativeTask(upstream, tool) })
   const tasks = new TaskService({
     store: store.tasks,
     runner,
@@ -128,31 +180,34 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
     owner: processId,
     isIdempotent: (task) => config.upstreams.find((u) => u.name === task.upstream)?.toolSettings[task.tool]?.idempotent === true,
   })
-  const peers = new PeerRequests(processId, store.bus, store.leases)
   const lease = new ProcessLease({ processId, leases: store.leases, tasks, shared: store.shared, leaseMs: config.tasks.ownerLease, log })
   await lease.start()
   /** What a session held dies with it; with auth off that includes its tasks, which nobody else can reach. */
   const endSession = async (sessionId: string): Promise<void> => {
-    await subscriptions.dropSession(sessionId, 10_000)
+    await store.bus.publish(CLIENT_CHANNEL, { type: 'ended', clientKey: `session:${sessionId}` })
+    await subscriptions.dropSubscriber(sessionId)
     const cancelled = await tasks.cancelAllOf(`anonymous:${sessionId}`)
     if (cancelled > 0) log.info({ sessionId, cancelled }, 'cancelled the tasks of an ended anonymous session')
   }
-  const calls = new CallEngine(catalog)
+  const accessOf = compilePermissions(config.auth.permissions)
+  const routing = new HomeRouting({ homes, peers, access: (key) => accessOf(key === '' ? [] : key.split(' ')), log })
+  // With one process per store every client's home is this process: nothing is routed.
+  const routed = (name: string, table: MethodTable): MethodTable => store.shared ? routing.route(name, table) : table
   const base = buildMethodTable({ catalog, calls, subscriptions, pageSize: config.server.pageSize })
   const held = new HeldCalls(config.server.inputHoldTimeout)
   const retries = new RetryRouter({ processId, states: new RequestStateCodec(config.server.stateSecret, config.server.inputHoldTimeout), peers, log })
   const modern = new ModernEndpoint({
     hub,
-    toolSchema: (name, access) => {
+    toolSchema: (name, access, client) => {
       try {
-        return catalog.tool(name, access).entry?.inputSchema as JsonObject | undefined
+        return catalog.peek(client).tool(name, access).entry?.inputSchema as JsonObject | undefined
       } catch {
         return undefined
       }
     },
     log,
     shutdown: shutdown.signal,
-    methods: buildModernMethods(base, {
+    methods: routed('modern', buildModernMethods(base, {
       catalog,
       promptsGet: modernPromptsGet({ catalog, calls, held, retries }),
       toolsCall: modernToolsCall({ catalog, calls, held, retries, tasks, inputs, config: config.tasks }),
@@ -163,20 +218,23 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
       tasks,
       inputs,
       listTtlMs: config.server.listCacheTtl,
-    }),
+    })),
   })
   const legacy = new LegacyEndpoint({
     store,
     hub,
-    broker: new ClientRequestBroker(peers),
+    broker,
     inflight,
-    methods: withLegacyTaskMethods(base, { catalog, calls, tasks, delivery, bus: store.bus, pageSize: config.server.pageSize }),
+    methods: routed('legacy', withLegacyTaskMethods(base, { catalog, calls, tasks, delivery, bus: store.bus, pageSize: config.server.pageSize })),
     answerInput: (principal, response) => inputs.answer(principal, response),
     log,
     shutdown: shutdown.signal,
     sessionsPerPrincipal: config.limits.sessionsPerPrincipal,
     touchIntervalMs: touchInterval(config.server.sessionIdleTimeout),
     onSessionClosed: (sessionId) => { endSession(sessionId).catch((err: unknown) => log.warn({ err, sessionId }, 'could not release what an ended session held')) },
+    onClientNotification: (clientKey, method, params) => {
+      void store.bus.publish(CLIENT_CHANNEL, { type: 'notify', clientKey, method, params }).catch(() => {})
+    },
   })
 
   const app: FastifyInstance = Fastify({
@@ -194,7 +252,7 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
   server.headersTimeout = config.limits.headersTimeout
   server.maxConnections = config.limits.maxConnections
   registerHostOriginGuard(app, config.server)
-  registerHealthRoutes(app, store, pools, () => closing)
+  registerHealthRoutes(app, store, upstreams, () => closing)
   const forwardsAuthorization = config.upstreams.some((u) => u.transport === 'streamable-http' && u.forwardAuthorization)
   const oauth = config.auth.oauth === undefined ? undefined : new OAuthResource(config.auth.oauth)
   oauth?.register(app)
@@ -233,6 +291,7 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
       held.close(new GatewayError('GW_ERR_SHUTTING_DOWN'))
       await runner.settled()
       await lease.stop()
+      await homes.close()
       peers.close()
       await new Promise((resolve) => setImmediate(resolve))
       hub.closeAll()
@@ -242,5 +301,5 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
     return closed
   }
 
-  return { app, store, pools, catalog, tasks, processId, close }
+  return { app, store, upstreams, catalog, tasks, processId, close }
 }

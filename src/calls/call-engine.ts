@@ -1,24 +1,14 @@
-import type { Catalog, Route } from '../catalog/catalog.ts'
+import type { Catalog } from '../catalog/catalog.ts'
+import type { Route } from '../catalog/catalog-view.ts'
 import type { RequestContext } from '../dispatch/context.ts'
 import { optionalObject, requireString, withoutProgressToken } from '../dispatch/params.ts'
 import { GatewayError } from '../errors.ts'
 import type { JsonObject } from '../protocol/jsonrpc.ts'
-import { mirrorCapabilities, type CallSink, type InputMethod } from '../upstream/upstream-connection.ts'
-import type { UpstreamPool } from '../upstream/upstream-pool.ts'
+import type { CallSink, InputMethod } from '../upstream/call-attribution.ts'
+import { clientSupports, type ClientRef } from '../upstream/client-ref.ts'
+import type { Upstream } from '../upstream/upstream.ts'
 import { mapUpstreamError } from './upstream-errors.ts'
-import { callUpstreamTool } from './upstream-call.ts'
-
-/** The client capability an input request needs, and whether the client declared it. */
-export function clientSupports (capabilities: JsonObject, method: InputMethod, params: JsonObject): string | undefined {
-  if (method === 'sampling/createMessage') return capabilities.sampling ? undefined : 'sampling'
-  if (method === 'roots/list') return capabilities.roots ? undefined : 'roots'
-  const elicitation = capabilities.elicitation as JsonObject | undefined
-  if (!elicitation) return 'elicitation'
-  const mode = params.mode === 'url' ? 'url' : 'form'
-  // An empty elicitation capability means form mode only (2025-06-18 clients).
-  const declared = Object.keys(elicitation).length === 0 ? ['form'] : Object.keys(elicitation)
-  return declared.includes(mode) ? undefined : `elicitation.${mode}`
-}
+import { callUpstream } from './upstream-call.ts'
 
 /** How one call reaches its client: input requests, progress and other notifications. */
 export interface CallChannel {
@@ -29,21 +19,48 @@ export interface CallChannel {
   refused? (capability: string, method: InputMethod): void
   progress? (progress: JsonObject): void
   notify (method: string, params: JsonObject): void
-  /** The request is on its way upstream: a connection was leased (time spent waiting for one is over). */
+  /** The call has to wait for a free call slot of its upstream (maxConcurrentCalls). */
+  queued? (): void
+  /** The request is on its way upstream: it has a call slot and its session (waiting for them is over). */
   sent? (): void
   /** The caller's own Authorization header, for upstreams configured with forwardAuthorization. */
   authorization?: string | undefined
 }
 
-/** The caller's Authorization header when `pool` is configured to receive it (forwardAuthorization); else undefined. */
-export function forwardedAuthorization (pool: UpstreamPool, authorization: string | undefined): string | undefined {
-  return pool.config.transport === 'streamable-http' && pool.config.forwardAuthorization ? authorization : undefined
+/** What a call runs: an upstream, the upstream's own name for the tool or prompt, and whether the upstream runs the tool only as a task. */
+export interface CallTarget {
+  upstream: Upstream
+  target: string
+  native: boolean
+}
+
+/** The caller's Authorization header when `upstream` is configured to receive it (forwardAuthorization); else undefined. */
+export function forwardedAuthorization (upstream: Upstream, authorization: string | undefined): string | undefined {
+  return upstream.config.transport === 'streamable-http' && upstream.config.forwardAuthorization ? authorization : undefined
+}
+
+export function callTarget (route: Route): CallTarget {
+  return { upstream: route.upstream, target: route.target, native: route.nativeTaskSupport === 'required' }
+}
+
+/** The channel of a legacy-era request: input, progress and notifications go live on its own stream. */
+function liveChannel (ctx: RequestContext): CallChannel {
+  const progressToken = ctx.progressToken
+  return {
+    capabilities: ctx.session.clientCapabilities,
+    ask: (method, params, signal) => ctx.request(method, params, signal),
+    ...(progressToken !== undefined && {
+      progress: (progress: JsonObject) => ctx.notify('notifications/progress', { ...progress, progressToken }),
+    }),
+    notify: (method, params) => ctx.notify(method, params),
+    authorization: ctx.caller.authorization,
+  }
 }
 
 /**
- * Runs upstream tools/call requests. Each call holds an exclusive upstream connection for its whole
- * life, so every elicitation, sampling or roots request that arrives on it belongs to this call and goes
- * to this call's client; progress is forwarded with the client's own token.
+ * Runs upstream tools/call (and prompts/get) requests, synchronous or for a task. Each call runs on its
+ * client's upstream session, within its upstream's call slots; what the upstream asks during the call
+ * goes to the call's channel, and progress is forwarded with the client's own token.
  */
 export class CallEngine {
   readonly #catalog: Catalog
@@ -52,53 +69,60 @@ export class CallEngine {
     this.#catalog = catalog
   }
 
-  /** A legacy-era synchronous call: input is relayed live on the request's stream. */
+  /** A legacy-era synchronous tools/call: input is relayed live on the request's stream. */
   async callTool (params: JsonObject, ctx: RequestContext): Promise<JsonObject> {
-    const route = this.#catalog.tool(requireString(params, 'name'), ctx.caller.access)
-    const progressToken = ctx.progressToken
-    return await this.run(route, params, {
-      capabilities: ctx.session.clientCapabilities,
-      ask: (method, inputParams, signal) => ctx.request(method, inputParams, signal),
-      ...(progressToken !== undefined && {
-        progress: (progress: JsonObject) => ctx.notify('notifications/progress', { ...progress, progressToken }),
-      }),
-      notify: (method, notificationParams) => ctx.notify(method, notificationParams),
-      authorization: ctx.caller.authorization,
-    }, ctx.signal)
+    const route = (await this.#catalog.view(ctx.client)).tool(requireString(params, 'name'), ctx.caller.access)
+    return await this.run(callTarget(route), ctx.client, params, liveChannel(ctx), ctx.signal)
   }
 
-  /**
-   * Runs one upstream request of `route` (a tools/call, or a prompts/get that may ask for input too) on a
-   * leased connection; what the upstream asks goes to `channel`.
-   */
-  async run (route: Route, params: JsonObject, channel: CallChannel, signal: AbortSignal, method: 'tools/call' | 'prompts/get' = 'tools/call'): Promise<JsonObject> {
+  /** A legacy-era prompts/get: an upstream that asks for input while building the prompt is answered live too. */
+  async getPrompt (params: JsonObject, ctx: RequestContext): Promise<JsonObject> {
+    const route = (await this.#catalog.view(ctx.client)).prompt(requireString(params, 'name'), ctx.caller.access)
+    return await this.run(callTarget(route), ctx.client, params, liveChannel(ctx), ctx.signal, 'prompts/get')
+  }
+
+  /** Runs one upstream request of `target` for `client` (a tools/call, or a prompts/get that may ask for input too). */
+  async run (target: CallTarget, client: ClientRef, params: JsonObject, channel: CallChannel, signal: AbortSignal, method: 'tools/call' | 'prompts/get' = 'tools/call'): Promise<JsonObject> {
     optionalObject(params, 'arguments')
-    const pool = route.pool
-    const timeout = method === 'tools/call' ? pool.config.toolSettings[route.target]?.timeout ?? pool.config.timeouts.call : pool.config.timeouts.request
-    const lease = await pool.lease(mirrorCapabilities(channel.capabilities), signal, forwardedAuthorization(pool, channel.authorization))
+    const upstream = target.upstream
+    const timeout = method === 'tools/call' ? upstream.config.toolSettings[target.target]?.timeout ?? upstream.config.timeouts.call : upstream.config.timeouts.request
     const sink: CallSink = {
-      input: (method, inputParams, inputSignal) => {
-        const missing = clientSupports(channel.capabilities, method, inputParams)
+      input: (inputMethod, inputParams, inputSignal) => {
+        const missing = clientSupports(channel.capabilities, inputMethod, inputParams)
         if (missing) {
-          channel.refused?.(missing, method)
-          return Promise.reject(new GatewayError('GW_ERR_CLIENT_CAPABILITY_MISSING', [missing, method]))
+          channel.refused?.(missing, inputMethod)
+          return Promise.reject(new GatewayError('GW_ERR_CLIENT_CAPABILITY_MISSING', [missing, inputMethod]))
         }
-        return channel.ask(method, inputParams, AbortSignal.any([inputSignal, signal]))
+        return channel.ask(inputMethod, inputParams, AbortSignal.any([inputSignal, signal]))
       },
-      notify: (method, notificationParams) => channel.notify(method, notificationParams),
+      notify: (notification, notificationParams) => channel.notify(notification, notificationParams),
     }
-    lease.connection.bind(sink)
-    channel.sent?.()
-    const progress = channel.progress
+    let freeSlot: (() => void) | undefined
     try {
-      const { requestState: _state, inputResponses: _responses, ...forwarded } = withoutProgressToken(params)
-      const options = { timeout, signal, ...(progress && { onprogress: (p: unknown) => progress(p as JsonObject) }) }
-      if (method === 'prompts/get') return await lease.connection.request(method, { ...forwarded, name: route.target }, options)
-      return await callUpstreamTool(lease.connection, { ...forwarded, name: route.target }, route.nativeTaskSupport === 'required', options)
+      if (upstream.slots.full) channel.queued?.()
+      freeSlot = await upstream.slots.take(signal)
+      const lease = await upstream.acquire(client, 'call')
+      const session = lease.session
+      const call = session.calls.begin(client.key, sink)
+      session.pristine = false
+      try {
+        channel.sent?.()
+        const { requestState: _state, inputResponses: _responses, ...forwarded } = withoutProgressToken(params)
+        // Every call asks for progress: its token also ties what the upstream asks during the call to it.
+        return await callUpstream(session, call, method, { ...forwarded, name: target.target }, target.native, {
+          timeout,
+          signal,
+          onprogress: (progress) => channel.progress?.(progress),
+          authorization: forwardedAuthorization(upstream, channel.authorization),
+        })
+      } finally {
+        session.calls.end(call)
+        lease.release()
+      }
     } catch (err) {
-      throw mapUpstreamError(err, pool.name, `${method} '${route.target}'`, timeout, signal)
+      throw mapUpstreamError(err, upstream.name, `${method} '${target.target}'`, timeout, signal)
     } finally {
-      lease.release()
+      freeSlot?.()
     }
   }
 }

@@ -1,10 +1,15 @@
-import type { RequestOptions } from '@modelcontextprotocol/client'
+import { GatewayError } from '../errors.ts'
 import type { JsonObject } from '../protocol/jsonrpc.ts'
-import type { UpstreamConnection } from '../upstream/upstream-connection.ts'
+import { isInputMethod, type InflightCall } from '../upstream/call-attribution.ts'
+import type { SessionRequestOptions, UpstreamSession } from '../upstream/upstream-session.ts'
 
 const RELATED_TASK = 'io.modelcontextprotocol/related-task'
 /** Retention asked of an upstream for its own task when we run a native task tool. */
 const UPSTREAM_TASK_TTL_MS = 24 * 60 * 60 * 1000
+/** Input rounds one call of a 2026-07-28 upstream may take before the gateway gives up on it. */
+const MAX_INPUT_ROUNDS = 64
+
+type CallOptions = Omit<SessionRequestOptions, 'call'> & { signal: AbortSignal }
 
 function withoutRelatedTask (result: JsonObject): JsonObject {
   const meta = result._meta as JsonObject | undefined
@@ -14,25 +19,57 @@ function withoutRelatedTask (result: JsonObject): JsonObject {
 }
 
 /**
- * One upstream tools/call on an exclusive connection, returning the upstream's result untouched.
- *
- * A tool the upstream itself only runs as a task (`taskSupport: required`) is called as an upstream
- * task: create it, then wait on the upstream's blocking `tasks/result`, whose stream also carries the
- * upstream's input requests (they reach the connection's handlers like any other). A cancel is passed
- * on as `tasks/cancel`. The caller never sees the upstream's task.
+ * A 2026-07-28 upstream asks for input by answering `input_required`: each input request goes to the
+ * call's sink (the client), and the request is sent again with the answers and the upstream's
+ * requestState, until the upstream answers for good.
  */
-export async function callUpstreamTool (connection: UpstreamConnection, params: JsonObject, nativeTask: boolean, options: RequestOptions & { signal: AbortSignal }): Promise<JsonObject> {
-  if (!nativeTask) return await connection.request('tools/call', params, options)
+async function withInputRounds (session: UpstreamSession, call: InflightCall, method: string, params: JsonObject, options: CallOptions): Promise<JsonObject> {
+  // Only a 2026-07-28 result can ask for input; in the legacy era `resultType` is just another field.
+  if (session.client.getProtocolEra?.() !== 'modern') return await session.request(method, params, { ...options, call })
+  let result = await session.request(method, params, { ...options, call, allowInputRequired: true })
+  for (let round = 1; result.resultType === 'input_required'; round++) {
+    if (round > MAX_INPUT_ROUNDS) throw new GatewayError('GW_ERR_UPSTREAM_FAILED', [session.key, method, `it asked for input ${MAX_INPUT_ROUNDS} times in a row`])
+    const requests = (result.inputRequests ?? {}) as Record<string, JsonObject>
+    const responses: JsonObject = {}
+    await Promise.all(Object.entries(requests).map(async ([key, request]) => {
+      const inputMethod = String(request.method)
+      if (!isInputMethod(inputMethod)) throw new GatewayError('GW_ERR_UPSTREAM_FAILED', [session.key, method, `it asked for '${inputMethod}', which is not an input request`])
+      call.waiting++
+      try {
+        responses[key] = await call.sink.input(inputMethod, (request.params ?? {}) as JsonObject, options.signal)
+      } finally {
+        call.waiting--
+      }
+    }))
+    const retry: JsonObject = { ...params, inputResponses: responses }
+    if (result.requestState !== undefined) retry.requestState = result.requestState
+    result = await session.request(method, retry, { ...options, call, allowInputRequired: true })
+  }
+  return result
+}
+
+/**
+ * One upstream tools/call or prompts/get of `call` on its client's session, returning the upstream's
+ * result untouched.
+ *
+ * A tool the upstream itself only runs as a task (`native`) is called as an upstream task: create it,
+ * then wait on the upstream's blocking `tasks/result`, whose stream also carries the upstream's input
+ * requests (they name the upstream task, so they reach this call). A cancel is passed on as
+ * `tasks/cancel`. The caller never sees the upstream's task.
+ */
+export async function callUpstream (session: UpstreamSession, call: InflightCall, method: 'tools/call' | 'prompts/get', params: JsonObject, native: boolean, options: CallOptions): Promise<JsonObject> {
+  if (method !== 'tools/call' || !native) return await withInputRounds(session, call, method, params, options)
   const { onprogress: _progress, ...plain } = options
-  const created = await connection.request('tools/call', { ...params, task: { ttl: UPSTREAM_TASK_TTL_MS } }, plain)
+  const created = await session.request('tools/call', { ...params, task: { ttl: UPSTREAM_TASK_TTL_MS } }, { ...plain, call })
   const upstreamTaskId = (created.task as JsonObject | undefined)?.taskId
   if (typeof upstreamTaskId !== 'string') return created
+  call.upstreamTaskId = upstreamTaskId
   const cancelUpstream = (): void => {
-    void connection.request('tasks/cancel', { taskId: upstreamTaskId }, { timeout: 10_000 }).catch(() => {})
+    void session.request('tasks/cancel', { taskId: upstreamTaskId }, { timeout: 10_000 }).catch(() => {})
   }
   options.signal.addEventListener('abort', cancelUpstream, { once: true })
   try {
-    return withoutRelatedTask(await connection.request('tasks/result', { taskId: upstreamTaskId }, plain))
+    return withoutRelatedTask(await session.request('tasks/result', { taskId: upstreamTaskId }, { ...plain, call }))
   } finally {
     options.signal.removeEventListener('abort', cancelUpstream)
   }

@@ -1,81 +1,79 @@
-import { errorMessage } from '../errors.ts'
+import { errorMessage, GatewayError } from '../errors.ts'
 import type { Logger } from '../observability/logger.ts'
-import type { RpcNotification } from '../protocol/jsonrpc.ts'
-import type { UpstreamPool, UpstreamPoolEvents } from '../upstream/upstream-pool.ts'
-import { describeCollisions, type Catalog, type Collision } from './catalog.ts'
+import type { JsonObject, RpcNotification } from '../protocol/jsonrpc.ts'
+import type { InputMethod } from '../upstream/call-attribution.ts'
+import { clientSupports } from '../upstream/client-ref.ts'
+import type { UpstreamEvents } from '../upstream/upstream.ts'
+import type { Catalog, CatalogChange, ListChange } from './catalog.ts'
 import type { ResourceSubscriptions } from './resource-subscriptions.ts'
 
 export interface CatalogSyncTargets {
-  catalog: Catalog
+  catalog: () => Catalog
   subscriptions: ResourceSubscriptions
   log: Logger
-  /** Sends a notification to every connected session. */
-  broadcast (message: RpcNotification): void
-  /** Sends a notification to one session. */
-  sendTo (sessionId: string, message: RpcNotification): void
+  /** Tells every client that one of its lists changed: on this gateway process, or on every one (`everywhere`). */
+  broadcast (message: RpcNotification, everywhere: boolean): void
+  /** Sends a notification to one client (by its ClientRef key). */
+  notifyClient (clientKey: string, message: RpcNotification): void
+  /** Asks one client something outside any call (rejects when the client cannot be asked). */
+  askClient (clientKey: string, method: InputMethod, params: JsonObject, signal: AbortSignal): Promise<JsonObject>
 }
 
-const LIST_CHANGED = {
+const LIST_CHANGED: Record<ListChange, string> = {
   tools: 'notifications/tools/list_changed',
   prompts: 'notifications/prompts/list_changed',
   resources: 'notifications/resources/list_changed',
-} as const
+}
 
 function notification (method: string): RpcNotification {
   return { jsonrpc: '2.0', method }
 }
 
 /**
- * Keeps the catalog in step with the upstreams: an upstream that comes up or reports a list change is
- * re-read, one that goes down drops out; clients are told with list_changed notifications. Collisions
- * found after start are logged and the later upstream's entry stays hidden.
+ * Keeps the catalog and the clients in step with the upstreams: an upstream that comes up is re-read and
+ * one that goes down drops out (every client is told); a session's list change is re-read, and told to
+ * the client it serves (to every client when it changed what new sessions list); resource updates go to
+ * the subscribers; what a client's session asks or says outside any call goes to that client.
  */
-export function catalogSync (targets: CatalogSyncTargets): UpstreamPoolEvents & { started (): void } {
-  const { catalog, subscriptions, log } = targets
+export function catalogSync (targets: CatalogSyncTargets): UpstreamEvents & { started (): void, changed (change: CatalogChange): void } {
+  const { subscriptions, log } = targets
   let started = false
-
-  const reportCollisions = (collisions: readonly Collision[]): void => {
-    if (started && collisions.length > 0) log.error({ collisions }, describeCollisions(collisions))
-  }
   const broadcastAll = (): void => {
     if (!started) return
-    for (const method of Object.values(LIST_CHANGED)) targets.broadcast(notification(method))
-  }
-  const refresh = async (pool: UpstreamPool): Promise<boolean> => {
-    try {
-      reportCollisions(await catalog.refresh(pool))
-      return true
-    } catch (err) {
-      log.warn({ upstream: pool.name, err: errorMessage(err) }, 'could not read upstream lists')
-      return false
-    }
+    // Every gateway process sees an upstream come and go by itself.
+    for (const method of Object.values(LIST_CHANGED)) targets.broadcast(notification(method), false)
   }
 
   return {
     started: () => { started = true },
-    onReady: (pool) => {
+    changed: (change) => {
       if (!started) return
-      void refresh(pool).then(async (ok) => {
-        if (!ok) return
-        broadcastAll()
-        await subscriptions.renew(pool)
-      })
-    },
-    onDown: () => {
-      reportCollisions(catalog.rebuild())
-      broadcastAll()
-    },
-    onListChanged: (pool, kind) => {
-      void refresh(pool).then((ok) => {
-        if (ok && started) targets.broadcast(notification(LIST_CHANGED[kind]))
-      })
-    },
-    onResourceUpdated: (pool, params) => {
-      const uri = typeof params.uri === 'string' ? params.uri : undefined
-      if (uri === undefined) return
-      for (const sessionId of subscriptions.sessionsFor(pool, uri)) {
-        targets.sendTo(sessionId, { jsonrpc: '2.0', method: 'notifications/resources/updated', params })
+      const messages = change.kinds.map((kind) => notification(LIST_CHANGED[kind]))
+      if (!change.template && change.upstream.config.sessions === 'per-client') {
+        for (const message of messages) targets.notifyClient(change.session.key, message)
+      } else {
+        for (const message of messages) targets.broadcast(message, true)
       }
     },
+    onReady: (upstream) => {
+      if (!started) return
+      void targets.catalog().upstreamReady(upstream).then(async () => {
+        broadcastAll()
+        await subscriptions.renew(upstream)
+      }, (err: unknown) => log.warn({ upstream: upstream.name, err: errorMessage(err) }, 'could not read upstream lists'))
+    },
+    onDown: () => {
+      targets.catalog().upstreamDown()
+      broadcastAll()
+    },
+    onListChanged: (upstream, session) => targets.catalog().listChanged(upstream, session),
+    onResourceUpdated: (_upstream, session, params) => subscriptions.updated(session, params),
+    onSessionClosed: (upstream, session) => subscriptions.sessionClosed(upstream, session),
+    onOrphanRequest: async (_upstream, session, method, params, signal) => {
+      const missing = clientSupports(session.capabilities as JsonObject, method, params)
+      if (missing) throw new GatewayError('GW_ERR_CLIENT_CAPABILITY_MISSING', [missing, method])
+      return await targets.askClient(session.key, method, params, signal)
+    },
+    onOrphanNotification: (_upstream, session, method, params) => targets.notifyClient(session.key, { jsonrpc: '2.0', method, params }),
   }
 }

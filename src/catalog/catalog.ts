@@ -1,194 +1,227 @@
-import { UriTemplate } from '@modelcontextprotocol/client'
-import type { Access } from '../auth/access.ts'
-import { upstreamPrefix, type TaskSupport, type UpstreamConfig } from '../config/schema.ts'
-import { GatewayError } from '../errors.ts'
-import type { JsonObject } from '../protocol/jsonrpc.ts'
-import type { UpstreamPool } from '../upstream/upstream-pool.ts'
-import { compileFilter, exposedName, PREFIX_SEPARATOR } from './name-filter.ts'
+import type { TaskSupport, UpstreamConfig } from '../config/schema.ts'
+import { upstreamPrefix } from '../config/schema.ts'
+import { errorMessage } from '../errors.ts'
+import type { Logger } from '../observability/logger.ts'
+import type { ClientRef } from '../upstream/client-ref.ts'
+import type { Upstream } from '../upstream/upstream.ts'
+import type { UpstreamSession } from '../upstream/upstream-session.ts'
+import { CatalogView, type ViewPart } from './catalog-view.ts'
+import { compileFilter } from './name-filter.ts'
 import { fetchSnapshot, type UpstreamSnapshot } from './snapshot.ts'
 
-export type ListKind = 'tools' | 'prompts' | 'resources' | 'resourceTemplates'
+export type ListChange = 'tools' | 'prompts' | 'resources'
 
-/** Where a name or URI of the merged namespace leads. */
-export interface Route {
-  pool: UpstreamPool
-  /** The upstream's own name (tools, prompts) or the URI (resources). */
-  target: string
-  entry: JsonObject | undefined
-  /** Tools: the task support the gateway advertises (its policy) and the one the upstream declared. */
-  taskSupport: TaskSupport
-  nativeTaskSupport: TaskSupport | undefined
+/** Lists that changed on one session; `template`: they are now what every new session with its capabilities lists. */
+export interface CatalogChange {
+  upstream: Upstream
+  session: UpstreamSession
+  kinds: ListChange[]
+  template: boolean
 }
 
-export interface Collision {
-  kind: ListKind
-  name: string
-  first: string
-  second: string
+interface Snapshot extends UpstreamSnapshot {
+  /** Unique per load: views are cached by the snapshots they are made of. */
+  readonly id: number
 }
 
-const KEY_OF: Record<ListKind, string> = { tools: 'name', prompts: 'name', resources: 'uri', resourceTemplates: 'uriTemplate' }
-
-/**
- * The merged namespace of every upstream: tools and prompts carry their upstream's prefix, resource
- * URIs pass through unchanged. Only ready upstreams are listed; what a down upstream last offered is
- * kept so that a call to it gets "unavailable" instead of "unknown".
- */
-export class Catalog {
-  readonly #pools: readonly UpstreamPool[]
-  readonly #snapshots = new Map<string, UpstreamSnapshot>()
-  #lists: Record<ListKind, JsonObject[]> = { tools: [], prompts: [], resources: [], resourceTemplates: [] }
-  #routes: Record<ListKind, Map<string, Route>> = { tools: new Map(), prompts: new Map(), resources: new Map(), resourceTemplates: new Map() }
-  #templates: Array<{ template: UriTemplate, route: Route }> = []
-  #collisions: Collision[] = []
-  /** Lists filtered for callers who may not see everything, by grants and kind; emptied on every rebuild. */
-  #filtered = new Map<string, readonly JsonObject[]>()
-  /** Grows on every rebuild; part of list cursors so a stale cursor is detected. */
-  version = 0
-
-  constructor (pools: readonly UpstreamPool[]) {
-    this.#pools = pools
-  }
-
-  /** Re-reads the lists of one upstream from its shared connection and rebuilds the namespace. */
-  async refresh (pool: UpstreamPool): Promise<Collision[]> {
-    const connection = pool.shared()
-    const filters = {
-      tools: compileFilter(pool.config.tools),
-      prompts: compileFilter(pool.config.prompts),
-      resources: compileFilter(pool.config.resources),
-    }
-    const snapshot = await fetchSnapshot(connection, upstreamPrefix(pool.config), filters, pool.config.timeouts.request, (name) => taskPolicy(pool.config, name))
-    this.#snapshots.set(pool.name, snapshot)
-    return this.rebuild()
-  }
-
-  /** Rebuilds the merged lists from the snapshots of ready upstreams, in configuration order. */
-  rebuild (): Collision[] {
-    const lists: Record<ListKind, JsonObject[]> = { tools: [], prompts: [], resources: [], resourceTemplates: [] }
-    const routes: Record<ListKind, Map<string, Route>> = { tools: new Map(), prompts: new Map(), resources: new Map(), resourceTemplates: new Map() }
-    const templates: Array<{ template: UriTemplate, route: Route }> = []
-    const collisions: Collision[] = []
-    for (const pool of this.#pools) {
-      const snapshot = this.#snapshots.get(pool.name)
-      if (!snapshot || pool.state !== 'ready') continue
-      for (const kind of Object.keys(lists) as ListKind[]) {
-        for (const item of snapshot[kind]) {
-          const key = String(item.entry[KEY_OF[kind]])
-          const existing = routes[kind].get(key)
-          if (existing) {
-            collisions.push({ kind, name: key, first: existing.pool.name, second: pool.name })
-            continue
-          }
-          const route: Route = { pool, target: item.target, entry: item.entry, taskSupport: item.taskSupport ?? 'forbidden', nativeTaskSupport: item.nativeTaskSupport }
-          routes[kind].set(key, route)
-          lists[kind].push(item.entry)
-          if (kind === 'resourceTemplates') templates.push({ template: new UriTemplate(key), route })
-        }
-      }
-    }
-    this.#lists = lists
-    this.#routes = routes
-    this.#templates = templates
-    this.#collisions = collisions
-    this.#filtered = new Map()
-    this.version++
-    return collisions
-  }
-
-  get collisions (): readonly Collision[] {
-    return this.#collisions
-  }
-
-  /** The entries of one kind that `access` may see. */
-  list (kind: ListKind, access: Access): readonly JsonObject[] {
-    if (access.all) return this.#lists[kind]
-    const cacheKey = `${kind} ${access.key}`
-    let list = this.#filtered.get(cacheKey)
-    if (!list) {
-      list = this.#lists[kind].filter((entry) => {
-        const name = String(entry[KEY_OF[kind]])
-        return allows(access, kind, this.#routes[kind].get(name)!.pool.name, name)
-      })
-      if (this.#filtered.size >= FILTERED_CACHE_LIMIT) this.#filtered.clear()
-      this.#filtered.set(cacheKey, list)
-    }
-    return list
-  }
-
-  tool (name: string, access: Access): Route {
-    return this.#visible('tools', this.#routes.tools.get(name), name, access)
-  }
-
-  prompt (name: string, access: Access): Route {
-    return this.#visible('prompts', this.#routes.prompts.get(name), name, access)
-  }
-
-  /** The upstream that serves a URI: a listed resource, else the one whose template matches it. */
-  resource (uri: string, access: Access): Route {
-    const listed = this.#routes.resources.get(uri)
-    if (listed) return this.#visible('resources', listed, uri, access)
-    for (const { template, route } of this.#templates) {
-      if (template.match(uri)) return this.#visible('resources', { ...route, target: uri, entry: undefined }, uri, access)
-    }
-    const withResources = this.#pools.filter((p) => p.state === 'ready' && this.#snapshots.get(p.name)?.hasResources && access.upstream(p.name))
-    if (withResources.length === 1) return { pool: withResources[0]!, target: uri, entry: undefined, taskSupport: 'forbidden', nativeTaskSupport: undefined }
-    return this.#missing('resources', uri, access)
-  }
-
-  /** The upstream owning a resource template, by its exact uriTemplate. */
-  resourceTemplate (uriTemplate: string, access: Access): Route {
-    return this.#visible('resourceTemplates', this.#routes.resourceTemplates.get(uriTemplate), uriTemplate, access)
-  }
-
-  /** A route `access` may use; one it may not is reported exactly like one that does not exist. */
-  #visible (kind: ListKind, route: Route | undefined, name: string, access: Access): Route {
-    if (route && allows(access, kind, route.pool.name, name)) return route
-    return this.#missing(kind, name, access)
-  }
-
-  /** Whether the upstream itself declared the tool (by its own name) as task-only. */
-  isNativeTask (upstream: string, tool: string): boolean {
-    return this.#snapshots.get(upstream)?.tools.some((item) => item.target === tool && item.nativeTaskSupport === 'required') ?? false
-  }
-
-  /** Every ready upstream whose snapshot offers this kind of entry. */
-  poolsWith (capability: 'hasResources' | 'hasPrompts' | 'hasTools'): UpstreamPool[] {
-    return this.#pools.filter((p) => p.state === 'ready' && this.#snapshots.get(p.name)?.[capability] === true)
-  }
-
-  /** Unknown name: if it belongs to an upstream that is down (and `access` may use), say so; otherwise it does not exist. */
-  #missing (kind: ListKind, name: string, access: Access): never {
-    for (const pool of this.#pools) {
-      if (pool.state === 'ready' || !allows(access, kind, pool.name, name)) continue
-      const prefix = upstreamPrefix(pool.config)
-      const snapshot = this.#snapshots.get(pool.name)
-      const known = snapshot?.[kind].some((item) => String(item.entry[KEY_OF[kind]]) === name) ?? false
-      if (known || (prefix !== '' && (kind === 'tools' || kind === 'prompts') && name.startsWith(prefix + PREFIX_SEPARATOR))) {
-        throw new GatewayError('GW_ERR_UPSTREAM_UNAVAILABLE', [pool.name, pool.lastError ?? pool.state])
-      }
-    }
-    if (kind === 'tools') throw new GatewayError('GW_ERR_TOOL_NOT_FOUND', [name])
-    if (kind === 'prompts') throw new GatewayError('GW_ERR_PROMPT_NOT_FOUND', [name])
-    throw new GatewayError('GW_ERR_RESOURCE_NOT_FOUND', [name], { data: { uri: name } })
-  }
+interface SessionLists {
+  snapshot: Snapshot | undefined
+  loading: Promise<Snapshot> | undefined
+  /** A list change arrived while loading: load again before answering. */
+  dirty: boolean
 }
 
-/** Filtered lists kept at once (kinds × distinct sets of grants). */
-const FILTERED_CACHE_LIMIT = 400
-
-function allows (access: Access, kind: ListKind, upstream: string, name: string): boolean {
-  return kind === 'tools' ? access.tool(upstream, name) : access.upstream(upstream)
-}
+/** Merged views kept at once (one per distinct combination of upstream lists). */
+const VIEW_CACHE_LIMIT = 256
 
 /** The task support the gateway advertises for a tool: its own setting, else the upstream's. */
 export function taskPolicy (config: UpstreamConfig, tool: string): TaskSupport {
   return config.toolSettings[tool]?.taskSupport ?? config.taskSupport
 }
 
-export function describeCollisions (collisions: readonly Collision[]): string {
-  const lines = collisions.map((c) => `  - ${c.kind} '${c.name}' is offered by upstream '${c.first}' and by upstream '${c.second}'`)
-  return `name collisions in the merged catalog (give one of the upstreams a prefix for tools and prompts; deny the entry for resources and templates):\n${lines.join('\n')}`
+function changedKinds (before: UpstreamSnapshot, after: UpstreamSnapshot): ListChange[] {
+  const same = (a: unknown, b: unknown): boolean => JSON.stringify(a) === JSON.stringify(b)
+  const kinds: ListChange[] = []
+  if (!same(before.tools, after.tools)) kinds.push('tools')
+  if (!same(before.prompts, after.prompts)) kinds.push('prompts')
+  if (!same(before.resources, after.resources) || !same(before.resourceTemplates, after.resourceTemplates)) kinds.push('resources')
+  return kinds
 }
 
-export { exposedName }
+/**
+ * What each client sees of the upstreams. A client's view of an upstream is what its own upstream session
+ * lists; before it has one, what a new session with its capabilities lists (the template of its list key,
+ * taken from a session on which no call has run yet, such as the gateway's own). Lists are read once per
+ * session and again, coalesced, when the session reports a change; a client is told of a change of its
+ * own session's lists, and every client of a change of a template.
+ */
+export class Catalog {
+  readonly #upstreams: readonly Upstream[]
+  readonly #log: Logger
+  readonly #onChange: (change: CatalogChange) => void
+  readonly #sessions = new WeakMap<UpstreamSession, SessionLists>()
+  /** Per upstream, by list key: what a new session lists. */
+  readonly #templates = new Map<string, Map<string, Snapshot>>()
+  readonly #views = new Map<string, CatalogView>()
+  /** The last view built for each client, for lookups that cannot wait (bounded like the views). */
+  readonly #recent = new Map<string, CatalogView>()
+  readonly #native = new Map<string, Set<string>>()
+  #ids = 0
+  #base: CatalogView | undefined
+
+  constructor (upstreams: readonly Upstream[], log: Logger, onChange: (change: CatalogChange) => void) {
+    this.#upstreams = upstreams
+    this.#log = log
+    this.#onChange = onChange
+  }
+
+  /** Reads the lists of every ready upstream's own session; returns the collisions of the result. */
+  async start (): Promise<CatalogView> {
+    await Promise.all(this.#upstreams.filter((u) => u.state === 'ready').map(async (upstream) => {
+      await this.#listsOf(upstream, upstream.gatewaySession()).catch((err: unknown) => {
+        this.#log.warn({ upstream: upstream.name, err: errorMessage(err) }, 'could not read upstream lists')
+      })
+    }))
+    return this.base()
+  }
+
+  /** What a client with no capabilities and no session sees. */
+  base (): CatalogView {
+    const parts: ViewPart[] = []
+    for (const upstream of this.#upstreams) {
+      const snapshot = upstream.state === 'ready' ? this.#templates.get(upstream.name)?.get(upstream.listKeyOf({ signature: '{}', principal: '' })) : undefined
+      if (snapshot) parts.push({ upstream, snapshot })
+    }
+    this.#base = this.#cached(parts)
+    return this.#base
+  }
+
+  /** The merged namespace `client` sees; opens the client's upstream sessions where no template tells. */
+  async view (client: ClientRef): Promise<CatalogView> {
+    let complete = true
+    const parts = await Promise.all(this.#upstreams.map(async (upstream): Promise<ViewPart | undefined> => {
+      try {
+        const snapshot = await this.#snapshotFor(upstream, client)
+        return snapshot && { upstream, snapshot }
+      } catch (err) {
+        complete = false
+        this.#log.warn({ upstream: upstream.name, client: client.key, err: errorMessage(err) }, 'could not read upstream lists for a client')
+        return undefined
+      }
+    }))
+    const present = parts.filter((p): p is ViewPart => p !== undefined)
+    const view = complete ? this.#cached(present) : this.#build(present)
+    this.#recent.delete(client.key)
+    this.#recent.set(client.key, view)
+    if (this.#recent.size > VIEW_CACHE_LIMIT * 4) this.#recent.delete(this.#recent.keys().next().value!)
+    return view
+  }
+
+  /** Without waiting: the last view built for `client`, else the base view. */
+  peek (client: ClientRef): CatalogView {
+    return this.#recent.get(client.key) ?? this.#base ?? this.base()
+  }
+
+  /** Whether the upstream itself declared the tool (by its own name) as task-only. */
+  isNativeTask (upstream: string, tool: string): boolean {
+    return this.#native.get(upstream)?.has(tool) ?? false
+  }
+
+  /** A session reported a list change: read its lists again (coalesced with a read under way). */
+  listChanged (upstream: Upstream, session: UpstreamSession): void {
+    const state = this.#sessions.get(session)
+    if (state?.loading !== undefined) {
+      state.dirty = true
+      return
+    }
+    this.#listsOf(upstream, session, true).catch((err: unknown) => {
+      this.#log.warn({ upstream: upstream.name, err: errorMessage(err) }, 'could not read upstream lists after a change')
+    })
+  }
+
+  /** The upstream came back: its gateway session is new, and what new sessions list may have changed. */
+  async upstreamReady (upstream: Upstream): Promise<void> {
+    this.#templates.delete(upstream.name)
+    await this.#listsOf(upstream, upstream.gatewaySession())
+    this.base()
+  }
+
+  /** The upstream went down: it leaves the views of clients that have no session with it. */
+  upstreamDown (): void {
+    this.base()
+  }
+
+  async #snapshotFor (upstream: Upstream, client: ClientRef): Promise<Snapshot | undefined> {
+    const session = upstream.sessionOf(client)
+    if (session !== undefined) return await this.#listsOf(upstream, session)
+    if (upstream.state !== 'ready') return undefined
+    const template = this.#templates.get(upstream.name)?.get(upstream.listKeyOf(client))
+    if (template) return template
+    const lease = await upstream.acquire(client, 'call')
+    try {
+      return await this.#listsOf(upstream, lease.session)
+    } finally {
+      lease.release()
+    }
+  }
+
+  /** The session's lists: read once, then again after each change it reports (`refresh`). */
+  async #listsOf (upstream: Upstream, session: UpstreamSession, refresh = false): Promise<Snapshot> {
+    let state = this.#sessions.get(session)
+    if (state === undefined) {
+      state = { snapshot: undefined, loading: undefined, dirty: false }
+      this.#sessions.set(session, state)
+    }
+    if (state.loading !== undefined) return await state.loading
+    if (state.snapshot !== undefined && !refresh) return state.snapshot
+    state.loading = this.#load(upstream, session, state)
+    return await state.loading
+  }
+
+  async #load (upstream: Upstream, session: UpstreamSession, state: SessionLists): Promise<Snapshot> {
+    const config = upstream.config
+    const filters = { tools: compileFilter(config.tools), prompts: compileFilter(config.prompts), resources: compileFilter(config.resources) }
+    let snapshot: Snapshot
+    try {
+      do {
+        state.dirty = false
+        const fetched = await fetchSnapshot(session, upstreamPrefix(config), filters, config.timeouts.request, (name) => taskPolicy(config, name))
+        snapshot = { ...fetched, id: ++this.#ids }
+      } while (state.dirty)
+    } finally {
+      state.loading = undefined
+    }
+    const templates = this.#templates.get(upstream.name) ?? new Map<string, Snapshot>()
+    this.#templates.set(upstream.name, templates)
+    const before = state.snapshot ?? templates.get(session.listKey)
+    state.snapshot = snapshot
+    const native = this.#native.get(upstream.name) ?? new Set<string>()
+    this.#native.set(upstream.name, native)
+    for (const item of snapshot.tools) if (item.nativeTaskSupport === 'required') native.add(item.target)
+    // A session on which no call ran lists what any new session with its capabilities lists.
+    const template = session.pristine || config.sessions !== 'per-client'
+    const templateBefore = templates.get(session.listKey)
+    if (template) templates.set(session.listKey, snapshot)
+    const kinds = before === undefined ? [] : changedKinds(before, snapshot)
+    const templateChanged = template && templateBefore !== undefined && changedKinds(templateBefore, snapshot).length > 0
+    if (kinds.length > 0 || templateChanged) this.#onChange({ upstream, session, kinds: kinds.length > 0 ? kinds : changedKinds(templateBefore!, snapshot), template: templateChanged })
+    if (template && session.listKey === upstream.listKeyOf({ signature: '{}', principal: '' })) this.base()
+    return snapshot
+  }
+
+  #cached (parts: readonly ViewPart[]): CatalogView {
+    const key = parts.map((p) => `${p.upstream.name}:${(p.snapshot as Snapshot).id}`).join('|')
+    let view = this.#views.get(key)
+    if (view === undefined) {
+      view = this.#build(parts)
+      if (view.collisions.length > 0 && this.#base !== undefined) this.#log.error({ collisions: view.collisions }, 'name collisions in a client\'s view of the upstreams: the later upstream\'s entries stay hidden')
+      if (this.#views.size >= VIEW_CACHE_LIMIT) this.#views.delete(this.#views.keys().next().value!)
+      this.#views.set(key, view)
+    }
+    return view
+  }
+
+  #build (parts: readonly ViewPart[]): CatalogView {
+    return new CatalogView(parts, this.#upstreams, (name) => this.#templates.get(name)?.values().next().value)
+  }
+}

@@ -1,64 +1,136 @@
+import { mapUpstreamError } from '../calls/upstream-errors.ts'
 import type { Logger } from '../observability/logger.ts'
-import type { UpstreamPool } from '../upstream/upstream-pool.ts'
+import type { JsonObject, RpcNotification } from '../protocol/jsonrpc.ts'
+import type { ClientRef } from '../upstream/client-ref.ts'
+import { GATEWAY_KEY, type SessionLease, type Upstream } from '../upstream/upstream.ts'
+import type { UpstreamSession } from '../upstream/upstream-session.ts'
 
+/** One URI subscribed upstream on one session, for one or more subscribers. */
 interface Entry {
-  pool: UpstreamPool
-  sessions: Set<string>
+  upstream: Upstream
+  lease: SessionLease
+  uri: string
+  subscribers: Set<string>
 }
 
+/** Sends a resource update to a subscriber: a 2025-era session id, or a `listen:` stream id. */
+export type DeliverUpdate = (subscriber: string, message: RpcNotification) => void
+
+const UNSUBSCRIBE_TIMEOUT_MS = 10_000
+
 /**
- * Resource subscriptions of all sessions. The gateway subscribes upstream once per URI, on the owning
- * upstream's shared connection, and fans `notifications/resources/updated` out to every session that
- * subscribed. Subscriptions are renewed when an upstream reconnects.
+ * Resource subscriptions. A subscription is made on the subscriber's client's upstream session (for
+ * `per-call` upstreams on the gateway's own session), once per URI and session however many subscribers
+ * share it, and holds that session open; `notifications/resources/updated` from the session goes to its
+ * subscribers of that URI. Subscriptions on the gateway's own session are renewed when the upstream
+ * reconnects; those on a client's session end with it.
  */
 export class ResourceSubscriptions {
-  readonly #byUri = new Map<string, Entry>()
+  readonly #bySession = new Map<UpstreamSession, Map<string, Entry>>()
+  /** Subscriptions of a gateway session that closed, to take up again on the next one. */
+  readonly #detached = new Map<Upstream, Entry[]>()
   readonly #log: Logger
+  readonly #deliver: DeliverUpdate
 
-  constructor (log: Logger) {
+  constructor (log: Logger, deliver: DeliverUpdate) {
     this.#log = log
+    this.#deliver = deliver
   }
 
-  async subscribe (sessionId: string, uri: string, pool: UpstreamPool, timeout: number): Promise<void> {
-    const entry = this.#byUri.get(uri)
-    if (entry) {
-      entry.sessions.add(sessionId)
+  async subscribe (subscriber: string, uri: string, upstream: Upstream, client: ClientRef): Promise<void> {
+    const timeout = upstream.config.timeouts.request
+    let lease: SessionLease
+    try {
+      lease = await upstream.acquire(client, 'read')
+    } catch (err) {
+      throw mapUpstreamError(err, upstream.name, 'resources/subscribe', timeout)
+    }
+    const existing = this.#bySession.get(lease.session)?.get(uri)
+    if (existing) {
+      existing.subscribers.add(subscriber)
+      lease.release()
       return
     }
-    await pool.shared().request('resources/subscribe', { uri }, { timeout })
-    const fresh = this.#byUri.get(uri)
-    if (fresh) fresh.sessions.add(sessionId)
-    else this.#byUri.set(uri, { pool, sessions: new Set([sessionId]) })
+    try {
+      await lease.session.request('resources/subscribe', { uri }, { timeout })
+    } catch (err) {
+      lease.release()
+      throw mapUpstreamError(err, upstream.name, 'resources/subscribe', timeout)
+    }
+    const entries = this.#bySession.get(lease.session) ?? new Map<string, Entry>()
+    this.#bySession.set(lease.session, entries)
+    const raced = entries.get(uri)
+    if (raced) {
+      raced.subscribers.add(subscriber)
+      lease.release()
+      return
+    }
+    entries.set(uri, { upstream, lease, uri, subscribers: new Set([subscriber]) })
   }
 
-  async unsubscribe (sessionId: string, uri: string, timeout: number): Promise<void> {
-    const entry = this.#byUri.get(uri)
-    if (!entry?.sessions.delete(sessionId) || entry.sessions.size > 0) return
-    this.#byUri.delete(uri)
-    if (entry.pool.state !== 'ready') return
-    await entry.pool.shared().request('resources/unsubscribe', { uri }, { timeout }).catch((err: unknown) => {
-      this.#log.debug({ uri, upstream: entry.pool.name, err }, 'upstream unsubscribe failed')
-    })
+  async unsubscribe (subscriber: string, uri: string): Promise<void> {
+    const emptied: Entry[] = []
+    for (const [session, entries] of this.#bySession) {
+      const entry = entries.get(uri)
+      if (!entry?.subscribers.delete(subscriber) || entry.subscribers.size > 0) continue
+      entries.delete(uri)
+      if (entries.size === 0) this.#bySession.delete(session)
+      emptied.push(entry)
+    }
+    await Promise.all(emptied.map(async (entry) => await this.#unsubscribeUpstream(entry)))
   }
 
-  /** Sessions subscribed to `uri` on this upstream. */
-  sessionsFor (pool: UpstreamPool, uri: string): string[] {
-    const entry = this.#byUri.get(uri)
-    return entry && entry.pool === pool ? [...entry.sessions] : []
+  /** Ends every subscription of a subscriber (its session ended, its listen stream closed). */
+  async dropSubscriber (subscriber: string): Promise<void> {
+    const uris = new Set<string>()
+    for (const entries of this.#bySession.values()) {
+      for (const entry of entries.values()) if (entry.subscribers.has(subscriber)) uris.add(entry.uri)
+    }
+    await Promise.all([...uris].map(async (uri) => await this.unsubscribe(subscriber, uri)))
   }
 
-  async dropSession (sessionId: string, timeout: number): Promise<void> {
-    const uris = [...this.#byUri].filter(([, entry]) => entry.sessions.has(sessionId)).map(([uri]) => uri)
-    await Promise.all(uris.map((uri) => this.unsubscribe(sessionId, uri, timeout)))
+  /** An update the upstream sent on `session`: to that session's subscribers of the URI. */
+  updated (session: UpstreamSession, params: JsonObject): void {
+    const uri = typeof params.uri === 'string' ? params.uri : undefined
+    const entry = uri === undefined ? undefined : this.#bySession.get(session)?.get(uri)
+    if (!entry) return
+    for (const subscriber of entry.subscribers) this.#deliver(subscriber, { jsonrpc: '2.0', method: 'notifications/resources/updated', params })
   }
 
-  /** Subscribes again upstream after a reconnect of `pool`. */
-  async renew (pool: UpstreamPool): Promise<void> {
-    for (const [uri, entry] of this.#byUri) {
-      if (entry.pool !== pool) continue
-      await pool.shared().request('resources/subscribe', { uri }, { timeout: pool.config.timeouts.request }).catch((err: unknown) => {
-        this.#log.warn({ uri, upstream: pool.name, err }, 'could not renew resource subscription')
+  /** A session closed: its subscriptions end, except the gateway session's, which `renew` takes up again. */
+  sessionClosed (upstream: Upstream, session: UpstreamSession): void {
+    const entries = this.#bySession.get(session)
+    if (!entries) return
+    this.#bySession.delete(session)
+    for (const entry of entries.values()) entry.lease.release()
+    if (session.key === GATEWAY_KEY) {
+      this.#detached.set(upstream, [...entries.values()])
+    } else if (!session.ended) {
+      this.#log.info({ upstream: upstream.name, session: session.key, uris: [...entries.keys()] }, 'resource subscriptions ended with their upstream session')
+    }
+  }
+
+  /** Subscribes again on the upstream's new gateway session (after a reconnect). */
+  async renew (upstream: Upstream): Promise<void> {
+    const entries = this.#detached.get(upstream) ?? []
+    this.#detached.delete(upstream)
+    for (const entry of entries) {
+      await Promise.all([...entry.subscribers].map(async (subscriber) => {
+        await this.subscribe(subscriber, entry.uri, upstream, { key: GATEWAY_KEY, principal: '', capabilities: {}, signature: '{}' })
+      })).catch((err: unknown) => {
+        this.#log.warn({ uri: entry.uri, upstream: upstream.name, err }, 'could not renew resource subscription')
       })
+    }
+  }
+
+  async #unsubscribeUpstream (entry: Entry): Promise<void> {
+    const session = entry.lease.session
+    try {
+      if (!session.closed) await session.request('resources/unsubscribe', { uri: entry.uri }, { timeout: UNSUBSCRIBE_TIMEOUT_MS })
+    } catch (err) {
+      this.#log.debug({ uri: entry.uri, upstream: entry.upstream.name, err }, 'upstream unsubscribe failed')
+    } finally {
+      entry.lease.release()
     }
   }
 }

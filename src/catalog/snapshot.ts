@@ -1,5 +1,5 @@
 import type { JsonObject } from '../protocol/jsonrpc.ts'
-import type { UpstreamConnection } from '../upstream/upstream-connection.ts'
+import type { UpstreamSession } from '../upstream/upstream-session.ts'
 import type { TaskSupport } from '../config/schema.ts'
 import { exposedName } from './name-filter.ts'
 
@@ -12,7 +12,7 @@ export interface SnapshotItem {
   nativeTaskSupport?: TaskSupport
 }
 
-/** What one upstream offered at its last refresh, already filtered and renamed. */
+/** What one upstream session listed at its last refresh, already filtered and renamed. */
 export interface UpstreamSnapshot {
   tools: SnapshotItem[]
   prompts: SnapshotItem[]
@@ -28,11 +28,11 @@ type Filter = (name: string) => boolean
 /** Upper bound of pages read from one upstream list, against a server that never stops paginating. */
 const MAX_PAGES = 1000
 
-async function readAll (connection: UpstreamConnection, method: string, key: string, timeout: number): Promise<JsonObject[]> {
+async function readAll (session: UpstreamSession, method: string, key: string, timeout: number): Promise<JsonObject[]> {
   const items: JsonObject[] = []
   let cursor: string | undefined
   for (let page = 0; page < MAX_PAGES; page++) {
-    const result = await connection.request(method, cursor === undefined ? undefined : { cursor }, { timeout })
+    const result = await session.request(method, cursor === undefined ? undefined : { cursor }, { timeout })
     const list = result[key]
     if (Array.isArray(list)) items.push(...list.filter((i): i is JsonObject => i !== null && typeof i === 'object'))
     cursor = typeof result.nextCursor === 'string' && result.nextCursor !== '' ? result.nextCursor : undefined
@@ -74,21 +74,21 @@ function withTaskPolicy (items: SnapshotItem[], tools: JsonObject[], policy: (na
 }
 
 export async function fetchSnapshot (
-  connection: UpstreamConnection,
+  session: UpstreamSession,
   prefix: string,
   filters: { tools: Filter, prompts: Filter, resources: Filter },
   timeout: number,
   taskPolicy: (name: string) => TaskSupport,
 ): Promise<UpstreamSnapshot> {
-  const capabilities = connection.client.getServerCapabilities() ?? {}
+  const capabilities = session.client.getServerCapabilities() ?? {}
   const hasTools = capabilities.tools !== undefined
   const hasPrompts = capabilities.prompts !== undefined
   const hasResources = capabilities.resources !== undefined
   const [tools, prompts, resources, templates] = await Promise.all([
-    hasTools ? readAll(connection, 'tools/list', 'tools', timeout) : [],
-    hasPrompts ? readAll(connection, 'prompts/list', 'prompts', timeout) : [],
-    hasResources ? readAll(connection, 'resources/list', 'resources', timeout) : [],
-    hasResources ? readAll(connection, 'resources/templates/list', 'resourceTemplates', timeout).catch(() => []) : [],
+    hasTools ? readAll(session, 'tools/list', 'tools', timeout) : [],
+    hasPrompts ? readAll(session, 'prompts/list', 'prompts', timeout) : [],
+    hasResources ? readAll(session, 'resources/list', 'resources', timeout) : [],
+    hasResources ? readAll(session, 'resources/templates/list', 'resourceTemplates', timeout).catch(() => []) : [],
   ])
   return {
     tools: withTaskPolicy(renamed(tools, prefix, filters.tools), tools, taskPolicy),

@@ -3,15 +3,27 @@ import { ERRORS, GatewayError, RpcError, toWireError, type ErrorCode, type WireE
 import type { JsonObject } from '../protocol/jsonrpc.ts'
 import type { LeaseStore, SignalBus } from '../store/types.ts'
 
-/** Handles a request another gateway process sent to this one; its result (or error) goes back to the sender. */
-export type PeerHandler = (payload: JsonObject, signal: AbortSignal) => Promise<JsonObject>
+/**
+ * Handles a request another gateway process sent to this one; its result (or error) goes back to the
+ * sender. `emit` sends the sender an event before the result (in order), `from` names the sender.
+ */
+export type PeerHandler = (payload: JsonObject, signal: AbortSignal, emit: (event: JsonObject) => void, from: string) => Promise<JsonObject>
 
 interface Waiting {
   resolve (result: JsonObject): void
   reject (err: unknown): void
+  onEvent: ((event: JsonObject) => void) | undefined
 }
 
 const CHECK_OWNER_MS = 1000
+
+/** The cause of a GW_ERR_PEER_LOST raised because no process received the request (it never ran anywhere). */
+const UNDELIVERED = new Error('no gateway process received the request')
+
+/** Whether a peer request failed because nobody received it: the target is gone and nothing of it ran. */
+export function wasUndelivered (err: unknown): boolean {
+  return err instanceof GatewayError && err.cause === UNDELIVERED
+}
 
 /** An error as it crosses between processes: a GatewayError keeps its code (so its HTTP status too). */
 function packError (err: unknown): JsonObject {
@@ -48,6 +60,9 @@ export class PeerRequests {
   readonly #handlers = new Map<string, PeerHandler>()
   readonly #waiting = new Map<string, Waiting>()
   readonly #serving = new Map<string, AbortController>()
+  /** What this process serves, by the process that asked: aborted when that process is gone. */
+  readonly #servingFor = new Map<string, Set<AbortController>>()
+  #senderCheck: NodeJS.Timeout | undefined
   readonly #unsubscribe: () => void
 
   constructor (processId: string, bus: SignalBus, leases: LeaseStore) {
@@ -67,11 +82,14 @@ export class PeerRequests {
     this.#handlers.set(kind, handler)
   }
 
-  /** Sends a request of `kind` to process `target`; resolves with its handler's result, rejects with its error. */
-  async request (target: string, kind: string, payload: JsonObject, signal: AbortSignal): Promise<JsonObject> {
+  /**
+   * Sends a request of `kind` to process `target`; resolves with its handler's result, rejects with its
+   * error. The handler's events reach `onEvent`, in order and before the result.
+   */
+  async request (target: string, kind: string, payload: JsonObject, signal: AbortSignal, onEvent?: (event: JsonObject) => void): Promise<JsonObject> {
     if (signal.aborted) throw signal.reason
     const id = randomBytes(12).toString('base64url')
-    const answered = new Promise<JsonObject>((resolve, reject) => this.#waiting.set(id, { resolve, reject }))
+    const answered = new Promise<JsonObject>((resolve, reject) => this.#waiting.set(id, { resolve, reject, onEvent }))
     let watcher: NodeJS.Timeout | undefined
     const gone = new Promise<never>((_resolve, reject) => {
       const check = (): void => {
@@ -89,7 +107,7 @@ export class PeerRequests {
     signal.addEventListener('abort', onAbort, { once: true })
     try {
       const delivered = await this.#bus.publish(inbox(target), { type: 'request', id, kind, from: this.#processId, payload })
-      if (delivered === 0) throw new GatewayError('GW_ERR_PEER_LOST', [kind])
+      if (delivered === 0) throw new GatewayError('GW_ERR_PEER_LOST', [kind], { cause: UNDELIVERED })
       return await Promise.race([answered, gone])
     } finally {
       clearTimeout(watcher)
@@ -100,6 +118,7 @@ export class PeerRequests {
 
   close (): void {
     this.#unsubscribe()
+    clearInterval(this.#senderCheck)
     for (const controller of this.#serving.values()) controller.abort(new GatewayError('GW_ERR_SHUTTING_DOWN'))
     for (const waiting of this.#waiting.values()) waiting.reject(new GatewayError('GW_ERR_SHUTTING_DOWN'))
   }
@@ -109,6 +128,9 @@ export class PeerRequests {
     if (id === undefined) return
     if (message.type === 'abort') {
       this.#serving.get(id)?.abort(new GatewayError('GW_ERR_REQUEST_CANCELLED', ['the client stopped waiting']))
+    } else if (message.type === 'event') {
+      const event = message.event
+      if (event !== null && typeof event === 'object') this.#waiting.get(id)?.onEvent?.(event as JsonObject)
     } else if (message.type === 'reply') {
       const waiting = this.#waiting.get(id)
       if (!waiting) return
@@ -126,15 +148,48 @@ export class PeerRequests {
     const handler = this.#handlers.get(kind)
     const controller = new AbortController()
     this.#serving.set(id, controller)
+    this.#watchSender(from, controller)
+    const emit = (event: JsonObject): void => {
+      if (!controller.signal.aborted) void this.#bus.publish(inbox(from), { type: 'event', id, event }).catch(() => {})
+    }
     let reply: JsonObject
     try {
       if (!handler) throw new GatewayError('GW_ERR_INTERNAL', [`no handler for peer requests of kind '${kind}'`])
-      reply = { type: 'reply', id, result: await handler(payload, controller.signal) }
+      reply = { type: 'reply', id, result: await handler(payload, controller.signal, emit, from) }
     } catch (err) {
       reply = { type: 'reply', id, error: packError(err) }
     } finally {
       this.#serving.delete(id)
+      this.#servingFor.get(from)?.delete(controller)
     }
     await this.#bus.publish(inbox(from), reply)
+  }
+
+  /**
+   * A request served for a process that dies would wait for ever (a listen stream, say): one check a second
+   * over all senders aborts what was served for those whose lease lapsed.
+   */
+  #watchSender (from: string, controller: AbortController): void {
+    const set = this.#servingFor.get(from) ?? new Set<AbortController>()
+    this.#servingFor.set(from, set)
+    set.add(controller)
+    this.#senderCheck ??= setInterval(() => { void this.#checkSenders() }, CHECK_OWNER_MS).unref()
+  }
+
+  async #checkSenders (): Promise<void> {
+    for (const [from, controllers] of this.#servingFor) {
+      if (controllers.size === 0) {
+        this.#servingFor.delete(from)
+        continue
+      }
+      const alive = await this.#leases.alive(from, Date.now()).catch(() => true)
+      if (alive) continue
+      for (const controller of controllers) controller.abort(new GatewayError('GW_ERR_PEER_LOST', ['request']))
+      this.#servingFor.delete(from)
+    }
+    if (this.#servingFor.size === 0) {
+      clearInterval(this.#senderCheck)
+      this.#senderCheck = undefined
+    }
   }
 }

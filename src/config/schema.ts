@@ -49,11 +49,15 @@ const upstreamCommon = {
   toolSettings: z.record(z.string(), toolSettingsSchema).prefault({}),
   taskSupport: taskSupportSchema.prefault('optional')
     .describe('task support advertised for this upstream\'s tools; required breaks clients that cannot do tasks'),
+  sessions: z.enum(['per-client', 'shared', 'per-call']).prefault('per-client')
+    .describe('how clients share upstream sessions: per-client (one session per client, for servers that keep state), shared (one for all clients with the same capabilities, for stateless servers), per-call (one per call, for stateless stdio servers that ask the client for input from concurrent calls)'),
+  maxSessions: z.number().int().min(1).max(100_000).prefault(100)
+    .describe('upstream sessions (per-client or shared) open at once; a client that needs one more gets GW_ERR_UPSTREAM_SESSION_LIMIT'),
   maxConcurrentCalls: z.number().int().min(1).max(10_000).prefault(16)
-    .describe('upstream connections a tools/call may hold at once; further calls wait'),
+    .describe('tools/call and prompts/get requests running on this upstream at once, over all its sessions; further calls wait'),
   maxQueuedCalls: z.number().int().min(0).prefault(1000)
-    .describe('calls that may wait for a connection; beyond this a call fails at once'),
-  idleTimeout: duration('close a call connection unused for this long').prefault('5m'),
+    .describe('calls that may wait for a call slot; beyond this a call fails at once'),
+  idleTimeout: duration('close an upstream session that no request, call, task or subscription has used for this long').prefault('1h'),
   timeouts: timeoutsSchema,
   restart: restartSchema,
 }
@@ -76,7 +80,7 @@ const httpCommon = {
   headers: z.record(z.string(), z.string()).prefault({})
     // eslint-disable-next-line no-template-curly-in-string
     .describe('headers sent on every upstream request; write secrets as ${ENV_VAR}'),
-  connections: z.number().int().min(1).prefault(64).describe('sockets in the upstream HTTP pool; raised to at least 2 × (maxConcurrentCalls + 1), since every connection holds one for its SSE stream'),
+  connections: z.number().int().min(1).prefault(64).describe('sockets in the upstream HTTP pool; raised to at least maxSessions + 2 × (maxConcurrentCalls + 1), since every upstream session holds one for its SSE stream'),
 }
 
 const streamableHttpUpstream = z.strictObject({

@@ -58,7 +58,7 @@ const INSTRUCTIONS = [
 
 /** Builds the shared state (tool list, resource revisions) for a set of demo servers. */
 export function createDemoWorld (log: DemoLog = stderrLog): DemoWorld {
-  const world = new DemoWorld(log)
+  const world = new DemoWorld()
   registerDemoTools(world, log)
   return world
 }

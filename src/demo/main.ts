@@ -12,29 +12,22 @@
  * to stdout. Everything else (diagnostics) goes to stderr, because in stdio
  * mode stdout is the protocol channel.
  *
- * Over stdio, processes started by the same parent share resource revisions
- * and tool availability through a state directory (by default
- * `<tmpdir>/mcp-task-gateway-demo-<parent pid>`), so a gateway that runs
- * several processes of this upstream sees one consistent server.
+ * Its state (resource revisions, tool availability) lives in the process's
+ * memory, like a real server's: each stdio process has its own, and the HTTP
+ * server's sessions share one.
  */
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { StdioServerTransport } from '@modelcontextprotocol/server/stdio'
 import { startDemoHttpServer } from './demo-http.ts'
 import { createDemoServer, createDemoWorld, stderrLog } from './demo-server.ts'
 
-const USAGE = `Usage: demo [--http <port>] [--host <address>] [--path <path>] [--state-dir <dir> | --isolated]
+const USAGE = `Usage: demo [--http <port>] [--host <address>] [--path <path>]
 
 Serves the gateway's demo MCP server.
   (no options)       serve over stdio
   --http <port>      serve Streamable HTTP (sessionful) instead; 0 = any free port
   --host <address>   bind address for --http (default 127.0.0.1)
   --path <path>      endpoint path for --http (default /mcp)
-  --state-dir <dir>  share resource revisions and tool availability with the other
-                     demo processes using <dir> (stdio default: <tmpdir>/mcp-task-gateway-demo-<parent pid>;
-                     HTTP default: none, the one process shares them between its sessions)
-  --isolated         share nothing with other processes
   -h, --help         show this help
 `
 
@@ -42,8 +35,6 @@ interface CliOptions {
   httpPort?: number
   host: string
   path: string
-  stateDir?: string
-  isolated: boolean
 }
 
 function parseCli (argv: string[]): CliOptions {
@@ -53,8 +44,6 @@ function parseCli (argv: string[]): CliOptions {
       http: { type: 'string' },
       host: { type: 'string', default: '127.0.0.1' },
       path: { type: 'string', default: '/mcp' },
-      'state-dir': { type: 'string' },
-      isolated: { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
     },
     strict: true,
@@ -63,11 +52,7 @@ function parseCli (argv: string[]): CliOptions {
     process.stderr.write(USAGE)
     process.exit(0)
   }
-  const options: CliOptions = { host: values.host, path: values.path, isolated: values.isolated }
-  if (values['state-dir'] !== undefined) {
-    if (values.isolated) throw new Error('--state-dir and --isolated exclude each other')
-    options.stateDir = values['state-dir']
-  }
+  const options: CliOptions = { host: values.host, path: values.path }
   if (values.http !== undefined) {
     const port = Number(values.http)
     if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`--http expects a port number (0-65535), got "${values.http}"`)
@@ -102,13 +87,6 @@ async function main (): Promise<void> {
   const options = parseCli(process.argv.slice(2))
   // One world per process: all HTTP sessions share the tool list and resource state.
   const world = createDemoWorld(stderrLog)
-  const stateDir = options.isolated
-    ? undefined
-    : options.stateDir ?? (options.httpPort === undefined ? join(tmpdir(), `mcp-task-gateway-demo-${process.ppid}`) : undefined)
-  if (stateDir !== undefined) {
-    world.shareVia(stateDir)
-    stderrLog(`sharing state via ${stateDir}`)
-  }
 
   if (options.httpPort === undefined) {
     // Hand-wired on purpose, not `serveStdio()`: that entry would let a client that probes
@@ -117,11 +95,6 @@ async function main (): Promise<void> {
     // speaks only the 2025 era (initialize), and probing clients fall back to it.
     const server = createDemoServer({ world })
     await server.connect(new StdioServerTransport())
-    const leave = server.server.onclose
-    server.server.onclose = () => { // stdin ended or the server was closed
-      leave?.()
-      world.close()
-    }
     exitOnSignals(() => server.close())
     stderrLog('serving over stdio')
     return
@@ -134,10 +107,7 @@ async function main (): Promise<void> {
     createServer: () => createDemoServer({ world }),
     log: stderrLog,
   })
-  exitOnSignals(async () => {
-    await http.close()
-    world.close()
-  })
+  exitOnSignals(async () => { await http.close() })
   stderrLog(`serving Streamable HTTP at ${http.url}`)
   process.stdout.write(`listening ${http.port}\n`)
 }

@@ -2,10 +2,13 @@ import type { Caller } from '../auth/access.ts'
 import type { Logger } from '../observability/logger.ts'
 import type { JsonObject, RequestId, RpcMessage } from '../protocol/jsonrpc.ts'
 import type { SessionRecord } from '../store/types.ts'
+import type { ClientRef } from '../upstream/client-ref.ts'
 
 /** Everything a method handler may know about the request it serves, independent of the wire era. */
 export interface RequestContext {
   readonly session: SessionRecord
+  /** The client whose upstream sessions serve this request. */
+  readonly client: ClientRef
   /** Who sent this request: what it may use, and its Authorization header where it is forwarded. */
   readonly caller: Caller
   readonly requestId: RequestId

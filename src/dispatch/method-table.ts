@@ -1,4 +1,5 @@
-import type { Catalog, ListKind, Route } from '../catalog/catalog.ts'
+import type { Catalog } from '../catalog/catalog.ts'
+import type { CatalogKind, Route } from '../catalog/catalog-view.ts'
 import type { ResourceSubscriptions } from '../catalog/resource-subscriptions.ts'
 import type { CallEngine } from '../calls/call-engine.ts'
 import { forwardedAuthorization } from '../calls/call-engine.ts'
@@ -19,28 +20,27 @@ export interface MethodTableDeps {
 const LOG_LEVELS = new Set(['debug', 'info', 'notice', 'warning', 'error', 'critical', 'alert', 'emergency'])
 
 /**
- * Forwards a read-type request to the upstream a route names, with the route's own name or URI: on the
- * shared connection, or on one that carries the caller's own Authorization header (forwardAuthorization).
+ * Forwards a read-type request to the upstream a route names, with the route's own name or URI, on the
+ * client's upstream session (with the caller's own Authorization header where it is forwarded).
  */
 async function forward (route: Route, method: string, params: JsonObject, ctx: RequestContext, rename: JsonObject): Promise<JsonObject> {
-  const pool = route.pool
-  const timeout = pool.config.timeouts.request
-  const authorization = forwardedAuthorization(pool, ctx.caller.authorization)
+  const upstream = route.upstream
+  const timeout = upstream.config.timeouts.request
   try {
-    const lease = authorization === undefined ? undefined : await pool.lease({}, ctx.signal, authorization)
+    const lease = await upstream.acquire(ctx.client, 'read')
     try {
-      return await (lease?.connection ?? pool.shared()).request(method, { ...withoutProgressToken(params), ...rename }, { timeout, signal: ctx.signal })
+      return await lease.session.request(method, { ...withoutProgressToken(params), ...rename }, { timeout, signal: ctx.signal, authorization: forwardedAuthorization(upstream, ctx.caller.authorization) })
     } finally {
-      lease?.release()
+      lease.release()
     }
   } catch (err) {
-    throw mapUpstreamError(err, pool.name, method, timeout, ctx.signal)
+    throw mapUpstreamError(err, upstream.name, method, timeout, ctx.signal)
   }
 }
 
-function lister (catalog: Catalog, kind: ListKind, key: string, pageSize: number): Handler {
+function lister (catalog: Catalog, kind: CatalogKind, key: string, pageSize: number): Handler {
   return async (params, ctx) => {
-    const { page, nextCursor } = paginate(catalog.list(kind, ctx.caller.access), params, pageSize)
+    const { page, nextCursor } = paginate((await catalog.view(ctx.client)).list(kind, ctx.caller.access), params, pageSize)
     return nextCursor === undefined ? { [key]: page } : { [key]: page, nextCursor }
   }
 }
@@ -60,13 +60,10 @@ export function buildMethodTable (deps: MethodTableDeps): MethodTable {
     ['resources/list', lister(catalog, 'resources', 'resources', pageSize)],
     ['resources/templates/list', lister(catalog, 'resourceTemplates', 'resourceTemplates', pageSize)],
     ['tools/call', (params, ctx) => calls.callTool(params, ctx)],
-    ['prompts/get', async (params, ctx) => {
-      const route = catalog.prompt(requireString(params, 'name'), ctx.caller.access)
-      return await forward(route, 'prompts/get', params, ctx, { name: route.target })
-    }],
+    ['prompts/get', (params, ctx) => calls.getPrompt(params, ctx)],
     ['resources/read', async (params, ctx) => {
       const uri = requireString(params, 'uri')
-      const route = catalog.resource(uri, ctx.caller.access)
+      const route = (await catalog.view(ctx.client)).resource(uri, ctx.caller.access)
       try {
         return await forward(route, 'resources/read', params, ctx, {})
       } catch (err) {
@@ -79,33 +76,30 @@ export function buildMethodTable (deps: MethodTableDeps): MethodTable {
     }],
     ['resources/subscribe', async (params, ctx) => {
       const uri = requireString(params, 'uri')
-      const route = catalog.resource(uri, ctx.caller.access)
-      try {
-        await subscriptions.subscribe(ctx.session.id, uri, route.pool, route.pool.config.timeouts.request)
-      } catch (err) {
-        throw mapUpstreamError(err, route.pool.name, 'resources/subscribe', route.pool.config.timeouts.request)
-      }
+      const route = (await catalog.view(ctx.client)).resource(uri, ctx.caller.access)
+      await subscriptions.subscribe(ctx.session.id, uri, route.upstream, ctx.client)
       return {}
     }],
     ['resources/unsubscribe', async (params, ctx) => {
       const uri = requireString(params, 'uri')
-      await subscriptions.unsubscribe(ctx.session.id, uri, 10_000)
+      await subscriptions.unsubscribe(ctx.session.id, uri)
       return {}
     }],
     ['completion/complete', async (params, ctx) => {
       const ref = requireObject(params, 'ref')
       requireObject(params, 'argument')
+      const view = await catalog.view(ctx.client)
       if (ref.type === 'ref/prompt') {
-        const route = catalog.prompt(requireString(ref, 'name'), ctx.caller.access)
+        const route = view.prompt(requireString(ref, 'name'), ctx.caller.access)
         return await forward(route, 'completion/complete', params, ctx, { ref: { ...ref, name: route.target } })
       }
       if (ref.type === 'ref/resource') {
         const uri = requireString(ref, 'uri')
         let route: Route
         try {
-          route = catalog.resourceTemplate(uri, ctx.caller.access)
+          route = view.resourceTemplate(uri, ctx.caller.access)
         } catch {
-          route = catalog.resource(uri, ctx.caller.access)
+          route = view.resource(uri, ctx.caller.access)
         }
         return await forward(route, 'completion/complete', params, ctx, {})
       }

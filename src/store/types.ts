@@ -163,6 +163,23 @@ export interface LeaseStore {
 }
 
 /**
+ * Which gateway process serves each client's upstream sessions (the client's home), so that all of a
+ * client's requests reach the one upstream session that serves it, whichever process they land on. An
+ * entry lasts `ttlMs` unless its home renews it; a home that died is replaced by compare-and-set.
+ */
+export interface HomeStore {
+  /**
+   * Makes `to` the home of `client` when it has none, or when its home is `from` (a process known to be
+   * gone) or already `to`; returns the home after the call. Atomic: of two processes claiming, one wins.
+   */
+  claim (client: string, from: string | null, to: string, ttlMs: number): Promise<string>
+  /** Extends the entries of `clients` whose home is `home`; returns those whose home is no longer `home`. */
+  renew (home: string, clients: readonly string[], ttlMs: number): Promise<string[]>
+  /** Forgets the home of `client` if it is `home`. */
+  release (client: string, home: string): Promise<void>
+}
+
+/**
  * Token buckets for the rate limits (`limits.*`). A bucket holds at most `burst` tokens and gains `rate`
  * tokens per second; a bucket never used (or forgotten) is full. On a shared store every process takes from
  * the same buckets, on the backend's clock (Redis: the server's TIME, so processes with skewed clocks agree).
@@ -190,6 +207,7 @@ export interface GatewayStore {
   readonly tasks: TaskStore
   readonly bus: SignalBus
   readonly leases: LeaseStore
+  readonly homes: HomeStore
   readonly rateLimits: RateLimitStore
   /** Liveness of the backend for /readyz. */
   health (): Promise<StoreHealth>

@@ -1,20 +1,19 @@
-import { clientSupports, forwardedAuthorization } from '../calls/call-engine.ts'
-import { mapUpstreamError } from '../calls/upstream-errors.ts'
+import type { CallChannel, CallEngine } from '../calls/call-engine.ts'
 import { GatewayError, toWireError, type WireError } from '../errors.ts'
 import type { Logger } from '../observability/logger.ts'
 import type { JsonObject } from '../protocol/jsonrpc.ts'
 import type { SignalBus, TaskOutcome, TaskRecord, TaskStatus, TaskStore } from '../store/types.ts'
-import { mirrorCapabilities, type CallSink } from '../upstream/upstream-connection.ts'
-import type { UpstreamPool } from '../upstream/upstream-pool.ts'
+import { taskClient } from '../upstream/client-ref.ts'
+import type { Upstream } from '../upstream/upstream.ts'
 import type { TaskEvents } from './task-events.ts'
 import type { TaskInputs } from './task-inputs.ts'
-import { callUpstreamTool } from '../calls/upstream-call.ts'
 import { MAX_TIMER_MS } from '../config/units.ts'
 import { isStoreUnavailable, whileStoreUnavailable, type StoreRetryOptions } from './store-retry.ts'
 
 export interface TaskRunnerDeps {
   store: TaskStore
-  pools: ReadonlyMap<string, UpstreamPool>
+  upstreams: ReadonlyMap<string, Upstream>
+  calls: CallEngine
   inputs: TaskInputs
   events: TaskEvents
   log: Logger
@@ -46,8 +45,8 @@ export function settle (outcome: TaskOutcome): { status: TaskStatus, statusMessa
 }
 
 /**
- * Runs the upstream call of each task in the background, on an upstream connection of its own, and
- * stores the outcome. A cancel aborts the call; an outcome that arrives after a cancel is discarded by
+ * Runs the upstream call of each task in the background, on its client's upstream session (which the
+ * task keeps open until it ends, even when the client's session ended), and stores the outcome. A cancel aborts the call; an outcome that arrives after a cancel is discarded by
  * the store's compare-and-set.
  */
 export class TaskRunner {
@@ -124,57 +123,49 @@ export class TaskRunner {
 
   /** `authorization`: the creator's own Authorization header, sent to an upstream with forwardAuthorization (a restarted task has none). */
   async #run (task: TaskRecord, controller: AbortController, authorization: string | undefined): Promise<void> {
-    const { store, events, inputs } = this.#deps
+    const { events, inputs } = this.#deps
     const signal = AbortSignal.any([controller.signal, this.#deps.shutdown])
-    const pool = this.#deps.pools.get(task.upstream)
-    if (!pool) {
+    const upstream = this.#deps.upstreams.get(task.upstream)
+    if (!upstream) {
       await this.#finish(task, { error: toWireError(new GatewayError('GW_ERR_UPSTREAM_UNAVAILABLE', [task.upstream, 'no longer configured'])) })
       return
     }
-    const timeout = pool.config.toolSettings[task.tool]?.timeout ?? pool.config.timeouts.call
+    // Status messages are written in order: a "queued" write never lands after the one that clears it.
+    let statusWrites = Promise.resolve()
+    let queued = false
+    const statusMessage = (message: string | null): void => {
+      statusWrites = statusWrites.then(async () => {
+        const updated = await this.#deps.store.transition(task.id, ['working'], 'working', { statusMessage: message }, Date.now())
+        if (updated) events.status(updated)
+      }).catch((err: unknown) => this.#deps.log.warn({ err, taskId: task.id }, 'could not record the queue state of a task'))
+    }
+    const channel: CallChannel = {
+      capabilities: task.clientCapabilities,
+      ask: (method, params, inputSignal) => inputs.ask(task, method, params, inputSignal),
+      progress: (progress) => events.progress(task, progress),
+      notify: (method, params) => {
+        if (method === 'notifications/tasks/status') {
+          this.#mirror(task, params).catch((err: unknown) => this.#deps.log.warn({ err, taskId: task.id }, 'could not mirror the upstream task status'))
+        } else events.notification(task, method, params)
+      },
+      queued: () => {
+        queued = true
+        statusMessage(`queued: upstream '${upstream.name}' already runs its maxConcurrentCalls calls`)
+      },
+      sent: () => {
+        if (queued) statusMessage(null)
+      },
+      authorization,
+    }
     let outcome: TaskOutcome
     try {
-      let queued = false
-      if (pool.load.active >= pool.config.maxConcurrentCalls) {
-        const updated = await store.transition(task.id, ['working'], 'working', { statusMessage: `queued: waiting for a free connection to upstream '${pool.name}'` }, Date.now())
-        if (updated) events.status(updated)
-        queued = updated !== null
-      }
-      const lease = await pool.lease(mirrorCapabilities(task.clientCapabilities), signal, forwardedAuthorization(pool, authorization))
-      const sink: CallSink = {
-        input: (method, params, inputSignal) => {
-          const missing = clientSupports(task.clientCapabilities, method, params)
-          if (missing) return Promise.reject(new GatewayError('GW_ERR_CLIENT_CAPABILITY_MISSING', [missing, method]))
-          return inputs.ask(task, method, params, AbortSignal.any([inputSignal, signal]))
-        },
-        notify: (method, params) => {
-          if (method === 'notifications/tasks/status') {
-            this.#mirror(task, params).catch((err: unknown) => this.#deps.log.warn({ err, taskId: task.id }, 'could not mirror the upstream task status'))
-          } else events.notification(task, method, params)
-        },
-      }
-      lease.connection.bind(sink)
-      try {
-        if (queued) {
-          const started = await store.transition(task.id, ['working'], 'working', { statusMessage: null }, Date.now())
-          if (started) events.status(started)
-        }
-        const result = await callUpstreamTool(lease.connection, { ...task.request, name: task.tool }, this.#deps.isNativeTask(task.upstream, task.tool), {
-          timeout,
-          signal,
-          onprogress: (progress) => events.progress(task, progress as unknown as JsonObject),
-        })
-        outcome = { result }
-      } finally {
-        lease.release()
-      }
+      const target = { upstream, target: task.tool, native: this.#deps.isNativeTask(task.upstream, task.tool) }
+      outcome = { result: await this.#deps.calls.run(target, taskClient(task), task.request, channel, signal) }
     } catch (err) {
       if (controller.signal.aborted) return
-      const mapped = this.#deps.shutdown.aborted
-        ? new GatewayError('GW_ERR_SHUTTING_DOWN', [], { cause: err })
-        : mapUpstreamError(err, pool.name, `tools/call '${task.tool}'`, timeout, signal)
-      outcome = { error: toWireError(mapped) as WireError }
+      outcome = { error: toWireError(this.#deps.shutdown.aborted ? new GatewayError('GW_ERR_SHUTTING_DOWN', [], { cause: err }) : err) as WireError }
     }
+    await statusWrites
     await this.#finish(task, outcome)
   }
 

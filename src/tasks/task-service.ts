@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto'
-import type { Route } from '../catalog/catalog.ts'
+import type { Route } from '../catalog/catalog-view.ts'
 import type { TasksConfig } from '../config/schema.ts'
 import { withoutProgressToken } from '../dispatch/params.ts'
 import { GatewayError, toWireError } from '../errors.ts'
@@ -129,7 +129,7 @@ export class TaskService {
       lastUpdatedAt: now,
       ttlMs: effectiveTtl(request.requestedTtl, this.#config),
       pollIntervalMs: this.#config.pollInterval,
-      upstream: request.route.pool.name,
+      upstream: request.route.upstream.name,
       tool: request.route.target,
       request: rest,
       progressToken: request.progressToken ?? null,

@@ -15,11 +15,11 @@ export interface UpstreamHttp {
 }
 
 /**
- * Sockets the pool may open: every connection of the upstream holds one for its standalone SSE stream
- * and needs one for the request in flight, so the configured number is raised to what the calls need.
+ * Sockets the pool may open: every upstream session holds one for its standalone SSE stream, and every
+ * call in flight needs one (per-call sessions: two), so the configured number is raised to what they need.
  */
 export function socketsFor (config: HttpUpstreamConfig): number {
-  return Math.max(config.connections, 2 * (config.maxConcurrentCalls + 1))
+  return Math.max(config.connections, config.maxSessions + 2 * (config.maxConcurrentCalls + 1))
 }
 
 export function createUpstreamHttp (config: HttpUpstreamConfig): UpstreamHttp {

@@ -1,6 +1,8 @@
+import { setMaxListeners } from 'node:events'
 import type { JSONRPCMessage, Transport, TransportSendOptions } from '@modelcontextprotocol/client'
 import type { Dispatcher } from 'undici'
 import { encodeHeaderValue, MCP_NAME_SOURCE } from '../protocol/mcp-name.ts'
+import type { ArrivalInfo } from './call-attribution.ts'
 import { SseParser } from './sse-parser.ts'
 
 const PROTOCOL_VERSION_META_KEY = 'io.modelcontextprotocol/protocolVersion'
@@ -41,6 +43,8 @@ export class StreamableHttpTransport implements Transport {
   constructor (options: StreamableHttpTransportOptions) {
     this.#options = options
     this.#path = `${options.url.pathname}${options.url.search}`
+    // Every request in flight on the session listens to it: as many as the session's calls and reads.
+    setMaxListeners(0, this.#closed.signal)
   }
 
   async start (): Promise<void> {}
@@ -51,7 +55,7 @@ export class StreamableHttpTransport implements Transport {
 
   async send (message: JSONRPCMessage, options?: TransportSendOptions): Promise<void> {
     const msg = message as Message
-    const headers = this.#headers('application/json, text/event-stream')
+    const headers = this.#headers('application/json, text/event-stream', options?.headers)
     headers['content-type'] = 'application/json'
     this.#bodyDerivedHeaders(headers, msg)
     const signal = options?.requestSignal ? AbortSignal.any([options.requestSignal, this.#closed.signal]) : this.#closed.signal
@@ -78,7 +82,7 @@ export class StreamableHttpTransport implements Transport {
       throw new Error(`HTTP ${res.statusCode} from upstream: ${text.slice(0, 300)}`)
     }
     if (type.includes('text/event-stream')) {
-      void this.#readStream(res.body, undefined)
+      void this.#readStream(res.body, undefined, msg.id as string | number | undefined)
       return
     }
     const text = await res.body.text()
@@ -102,8 +106,12 @@ export class StreamableHttpTransport implements Transport {
     this.onclose?.()
   }
 
-  #headers (accept: string): Record<string, string> {
-    const headers: Record<string, string> = { ...this.#options.headers, accept }
+  /** The configured headers, with `extra` (a caller's own Authorization, say) replacing those of the same name in any case. */
+  #headers (accept: string, extra?: Readonly<Record<string, string>>): Record<string, string> {
+    const configured = extra === undefined
+      ? this.#options.headers
+      : Object.fromEntries(Object.entries(this.#options.headers).filter(([name]) => !Object.keys(extra).some((e) => e.toLowerCase() === name.toLowerCase())))
+    const headers: Record<string, string> = { ...configured, ...extra, accept }
     if (this.sessionId !== undefined) headers['mcp-session-id'] = this.sessionId
     if (this.#protocolVersion !== undefined) headers['mcp-protocol-version'] = this.#protocolVersion
     return headers
@@ -134,19 +142,20 @@ export class StreamableHttpTransport implements Transport {
     }
   }
 
-  #deliver (message: Message): void {
+  /** `viaRequest`: the request on whose response stream the message arrived. */
+  #deliver (message: Message, viaRequest?: string | number): void {
     if (isResponse(message)) setImmediate(() => this.onmessage?.(message))
-    else this.onmessage?.(message)
+    else this.onmessage?.(message, viaRequest === undefined ? undefined : { viaRequest } satisfies ArrivalInfo as never)
   }
 
-  /** Reads one SSE body to its end; returns the id of the last event seen. */
-  async #readStream (body: AsyncIterable<Buffer>, lastEventId: string | undefined): Promise<string | undefined> {
+  /** Reads one SSE body to its end (the response stream of request `viaRequest`, if any); returns the id of the last event seen. */
+  async #readStream (body: AsyncIterable<Buffer>, lastEventId: string | undefined, viaRequest?: string | number): Promise<string | undefined> {
     let last = lastEventId
     const parser = new SseParser((event) => {
       if (event.id !== undefined) last = event.id
       if (event.data === '' || (event.event !== undefined && event.event !== 'message')) return
       try {
-        this.#deliver(JSON.parse(event.data) as Message)
+        this.#deliver(JSON.parse(event.data) as Message, viaRequest)
       } catch (err) {
         this.onerror?.(new Error(`upstream sent an SSE event that is not JSON: ${(err as Error).message}`))
       }

@@ -14,6 +14,7 @@ import { taskInputStoreContract } from './task-input-store.contract.ts'
 import { taskStoreContract } from './task-store.contract.ts'
 import { ownershipContract } from './ownership.contract.ts'
 import { rateLimitStoreContract } from './rate-limit-store.contract.ts'
+import { homeStoreContract } from './home-store.contract.ts'
 
 const dir = mkdtempSync(join(tmpdir(), 'gw-sqlite-'))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
@@ -35,6 +36,9 @@ taskInputStoreContract('redis', isolatedRedisStore)
 ownershipContract('memory', async () => new MemoryStore())
 ownershipContract('sqlite', async () => new SqliteStore(dbFile()))
 ownershipContract('redis', isolatedRedisStore)
+homeStoreContract('memory', async () => new MemoryStore())
+homeStoreContract('sqlite', async () => new SqliteStore(dbFile()))
+homeStoreContract('redis', isolatedRedisStore)
 rateLimitStoreContract({ memory: async () => new MemoryStore(), sqlite: async () => new SqliteStore(dbFile()), redis: isolatedRedisStore })
 
 function task (id: string): TaskRecord {

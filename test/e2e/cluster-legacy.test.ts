@@ -189,7 +189,9 @@ ${demoStdioYaml('single')}
     const getDone = new AbortController()
     const get = await session.on(p[2]).stream('get', getDone.signal)
     const before = cancellations([cluster.processes[0]!])
-    const taskId = await createTask(session, 'demo__slow', { duration: 30_000, steps: 300 })
+    const taskId = await createTask(session, 'demo__slow', { duration: 30_000, steps: 300 }, { progressToken: 'running' })
+    // Its first progress says the call runs upstream (the client's upstream session is open).
+    await next(get, (m) => m.method === 'notifications/progress' && (m.params as Json).progressToken === 'running')
     expect((await session.on(p[1]).request('tasks/cancel', { taskId })).result).toMatchObject({ taskId, status: 'cancelled' })
     const status = await next(get, (m) => m.method === 'notifications/tasks/status' && (m.params as Json).status === 'cancelled')
     expect(status.params).toMatchObject({ taskId, statusMessage: 'cancelled by the client' })

@@ -8,8 +8,9 @@ type Json = Record<string, unknown>
 
 const ELICITATION = { elicitation: { form: {} } }
 /** What a gateway process logs (debug) when it serves a retry that reached another process. */
-const SERVING = 'resuming a held call for a retry another gateway process received'
-const STOPPED = 'stopped serving a forwarded retry'
+/** Every request of a client runs on its home process (the one that started its held call). */
+const SERVING = 'serving a request another gateway process forwarded to the client\'s home'
+const STOPPED = 'stopped serving a forwarded request'
 
 /** The demo and the 2026 conformance fixture (multi-round MRTR, input before and after long work), over stdio. */
 const UPSTREAMS = `upstreams:

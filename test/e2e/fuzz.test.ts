@@ -225,11 +225,18 @@ ${demoStdioYaml()}
     alice = await RawSession.open(gw.url, FORM, AUTH.alice)
     const bob = await RawSession.open(gw.url, {}, AUTH.bob)
     modern = ModernRaw.withTasks(gw.url, FORM, AUTH.alice)
+    // Alice's legacy tasks share her upstream session (one stdio process), which does not say which call
+    // asks for input: each asking task is waited on before the next one starts, so each shows its own.
+    const asking = async (message: string): Promise<string> => {
+      const taskId = await legacyTask(alice, 'demo__ask_user', { message, timeoutMs: 600_000 })
+      await reach(modern, taskId, ['input_required'])
+      return taskId
+    }
     ids = {
       done: await legacyTask(alice, 'demo__slow', { duration: 10, steps: 1 }),
-      answered: await legacyTask(alice, 'demo__ask_user', { message: 'Early name?', timeoutMs: 600_000 }),
+      answered: await asking('Early name?'),
       failed: await legacyTask(alice, 'demo__throw_error', { code: -32011, message: 'quota' }),
-      asking: await legacyTask(alice, 'demo__ask_user', { message: 'Legacy name?', timeoutMs: 600_000 }),
+      asking: await asking('Legacy name?'),
       running: await legacyTask(alice, 'demo__slow', { duration: 600_000, steps: 1 }),
       modernDone: String((await modern.result('tools/call', { name: 'demo__echo', arguments: { text: 'modern' } })).taskId),
       modernAsking: String((await modern.result('tools/call', { name: 'demo__ask_user', arguments: { message: 'Modern name?', timeoutMs: 600_000 } })).taskId),

@@ -55,8 +55,13 @@ ${demoStdioYaml()}
 
   it('cancels on one process the upstream call another process runs', async () => {
     const session = await RawSession.open(a.url)
-    const created = await session.request('tools/call', { name: 'demo__slow', arguments: { duration: 30_000, steps: 300 }, task: {} })
+    const controller = new AbortController()
+    const get = await session.on(b.url).stream('get', controller.signal)
+    const created = await session.request('tools/call', { name: 'demo__slow', arguments: { duration: 30_000, steps: 300 }, task: {}, _meta: { progressToken: 'running' } })
     const taskId = ((created.result as Json).task as Json).taskId as string
+    // Its first progress says the call runs upstream (the client's upstream session is open).
+    await next(get, (m) => m.method === 'notifications/progress')
+    controller.abort()
     const cancelled = await session.on(b.url).request('tasks/cancel', { taskId })
     expect((cancelled.result as Json).status).toBe('cancelled')
     expect((await session.waitFor(taskId, ['cancelled'])).status).toBe('cancelled')

@@ -83,7 +83,7 @@ describe('rate limits', () => {
   }
 
   beforeAll(async () => {
-    demo = await startUpstream('src/demo/main.ts', ['--http', '0', '--isolated'])
+    demo = await startUpstream('src/demo/main.ts', ['--http', '0'])
   })
 
   afterAll(async () => {

@@ -96,8 +96,9 @@ async function modernWorker (url: string): Promise<number> {
  * held before:
  *   owners   the leases of live gateway processes (one entry per process; an entry of a lost process
  *            stays until another process has taken its tasks over): here, this one process.
- * Everything else is per task (task:, inputs:, input:), per session (session:) or an index that Redis
- * deletes once empty (tasks:<principal>, active:<principal>, active, expiry, owned:<owner>, sessions).
+ * Everything else is per task (task:, inputs:, input:), per session (session:), per client while it has
+ * upstream sessions (home:) or an index that Redis deletes once empty (tasks:<principal>, active:<principal>,
+ * active, expiry, owned:<owner>, sessions).
  */
 describe('Redis keys over many short-lived tasks and sessions', () => {
   const prefix = `mcpgw-soak:${randomUUID()}:`
@@ -107,15 +108,17 @@ describe('Redis keys over many short-lived tasks and sessions', () => {
 
   beforeAll(async () => {
     redis = new Redis(REDIS_URL)
-    // Over HTTP: each call's upstream connection is cheap (over stdio each is a process of its own).
-    demo = await startUpstream('src/demo/main.ts', ['--http', '0', '--isolated'])
+    // Over HTTP: each client's upstream session is cheap (over stdio each is a process of its own).
+    demo = await startUpstream('src/demo/main.ts', ['--http', '0'])
     gw = await startGateway({
       store: { kind: 'redis', url: REDIS_URL, prefix },
       // Above the time a worker uses its session: the gateway refreshes a session's last use at most every
       // 10 s, so a shorter idle timeout would expire sessions in use.
       server: { sessionIdleTimeout: '8s' },
       tasks: { defaultTtl: TTL_MS, maxTtl: TTL_MS, sweepInterval: '200ms', pollInterval: '50ms', decide: 'always', maxActivePerPrincipal: 1000 },
-      upstreams: [{ name: 'demo', transport: 'streamable-http', url: demo.url, maxConcurrentCalls: 64 }],
+      // A client's upstream session (and with it the record of which process serves the client) ends with the
+      // client's session, or once unused for idleTimeout (2026-07-28 clients have no session to end).
+      upstreams: [{ name: 'demo', transport: 'streamable-http', url: demo.url, maxConcurrentCalls: 64, idleTimeout: '1s' }],
     })
   })
 

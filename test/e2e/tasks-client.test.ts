@@ -20,7 +20,7 @@ describe.each(['stdio', 'streamable-http'] as const)('tasks through the gateway 
   beforeAll(async () => {
     v1 = await startUpstream('test/fixtures/v1-http-upstream.ts', ['--port', '0'])
     const toolSettings = { echo: { taskSupport: 'forbidden' }, fail_tool: { taskSupport: 'optional' }, list_roots: { taskSupport: 'required' } }
-    if (transport === 'streamable-http') demoHttp = await startUpstream('src/demo/main.ts', ['--http', '0', '--isolated'])
+    if (transport === 'streamable-http') demoHttp = await startUpstream('src/demo/main.ts', ['--http', '0'])
     const demo = demoHttp ? { name: 'demo', transport: 'streamable-http', url: demoHttp.url, toolSettings } : demoStdio({ toolSettings })
     gw = await startGateway({
       tasks: { pollInterval: '50ms' },

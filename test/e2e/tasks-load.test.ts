@@ -21,7 +21,7 @@ describe(`${TASKS} concurrent tasks`, () => {
   const onWarning = (warning: Error): void => { warnings.push(`${warning.name}: ${warning.message}`) }
 
   beforeAll(async () => {
-    demo = await startUpstream('src/demo/main.ts', ['--http', '0', '--isolated'])
+    demo = await startUpstream('src/demo/main.ts', ['--http', '0'])
     gw = await startGateway({
       upstreams: [{ name: 'demo', transport: 'streamable-http', url: demo.url, maxConcurrentCalls: 50, maxQueuedCalls: 2000 }],
       tasks: { maxActivePerPrincipal: 2000 },
@@ -71,16 +71,17 @@ describe(`${TASKS} concurrent tasks`, () => {
       }))
     }
 
-    const pool = gw.gateway.pools[0]!
-    expect(pool.load).toMatchObject({ active: 0, waiting: 0 })
-    expect(pool.load.idle).toBeLessThanOrEqual(50)
+    const upstream = gw.gateway.upstreams[0]!
+    expect(upstream.load).toMatchObject({ active: 0, waiting: 0 })
+    // One session: the one client's (the gateway's own is not counted).
+    expect(upstream.load.sessions).toBe(1)
     expect((gw.gateway.store.bus as MemoryBus).channelCount).toBe(channels)
     const after = resourceCounts()
     expect(after.get('Timeout') ?? 0).toBeLessThanOrEqual((baseline.get('Timeout') ?? 0) + 5)
     // Keep-alive sockets are bounded by concurrency, not by the number of tasks (a leak per task would
     // leave a thousand): bursts of 100 client requests (both ends in this process, with some slack for
-    // sockets still draining) and two sockets per upstream connection (its call and its stream).
-    expect(after.get('TCPSocketWrap') ?? 0).toBeLessThanOrEqual((baseline.get('TCPSocketWrap') ?? 0) + 2 * 150 + 2 * (50 + 1))
+    // sockets still draining) and the upstream's calls (50 at most at once) and the two sessions' streams.
+    expect(after.get('TCPSocketWrap') ?? 0).toBeLessThanOrEqual((baseline.get('TCPSocketWrap') ?? 0) + 2 * 150 + 2 * (50 + 2))
     expect(warnings.filter((w) => w.includes('MaxListeners'))).toEqual([])
   })
 })

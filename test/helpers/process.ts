@@ -14,12 +14,12 @@ export interface GatewayProcess {
   exited: Promise<[number | null, NodeJS.Signals | null]>
 }
 
-/** A YAML `upstreams` entry (2-space indented list item) for the demo upstream over stdio, sharing nothing. */
+/** A YAML `upstreams` entry (2-space indented list item) for the demo upstream over stdio. */
 export function demoStdioYaml (name = 'demo'): string {
   return `  - name: ${name}
     transport: stdio
     command: ${JSON.stringify(process.execPath)}
-    args: [--import, tsx, src/demo/main.ts, --isolated]`
+    args: [--import, tsx, src/demo/main.ts]`
 }
 
 /** Writes a YAML config into a fresh temporary directory and returns its path. */

@@ -63,6 +63,7 @@ describe('the shipped configuration files', () => {
       era: 'auto',
       tools: { allow: ['search_*', 'fetch_page'], deny: ['*_admin'] },
       toolSettings: { search_deep: { timeout: 7_200_000 }, fetch_page: { timeout: 90_000 } },
+      sessions: 'shared',
       idleTimeout: 120_000,
       timeouts: { connect: 5000, request: 60_000, call: 1_800_000 },
     })

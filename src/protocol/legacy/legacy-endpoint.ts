@@ -6,7 +6,8 @@ import { lookupHandler } from '../../dispatch/method-table.ts'
 import { GatewayError, toWireError } from '../../errors.ts'
 import type { Logger } from '../../observability/logger.ts'
 import type { GatewayStore, SessionRecord } from '../../store/types.ts'
-import { classifyMessage, errorMessageFor, progressTokenOf, resultMessage, type RpcNotification, type RpcRequest, type RpcResponse } from '../jsonrpc.ts'
+import { sessionClient } from '../../upstream/client-ref.ts'
+import { classifyMessage, errorMessageFor, progressTokenOf, resultMessage, type JsonObject, type RpcNotification, type RpcRequest, type RpcResponse } from '../jsonrpc.ts'
 import { isLegacyVersion } from '../versions.ts'
 import type { ClientRequestBroker } from './client-requests.ts'
 import type { InflightRequests } from './inflight-requests.ts'
@@ -31,6 +32,8 @@ export interface LegacyEndpointDeps {
   sessionsPerPrincipal: number
   /** Called when a session ends (DELETE), to release what it held. */
   onSessionClosed (sessionId: string): void
+  /** A notification of the client for its upstream sessions (roots/list_changed). */
+  onClientNotification (clientKey: string, method: string, params: JsonObject): void
 }
 
 /** Records a session's use at most this often, and at least four times per idle timeout. */
@@ -143,7 +146,9 @@ export class LegacyEndpoint {
   }
 
   async #notification (session: SessionRecord, message: RpcNotification): Promise<void> {
-    if (message.method === 'notifications/cancelled') {
+    if (message.method === 'notifications/roots/list_changed') {
+      this.#deps.onClientNotification(sessionClient(session.id, session.principal, session.clientCapabilities).key, message.method, message.params ?? {})
+    } else if (message.method === 'notifications/cancelled') {
       const requestId = message.params?.requestId
       if (typeof requestId === 'string' || typeof requestId === 'number') {
         const reason = typeof message.params?.reason === 'string' ? message.params.reason : 'cancelled by the client'
@@ -159,6 +164,7 @@ export class LegacyEndpoint {
     const params = request.params ?? {}
     const ctx: RequestContext = {
       session,
+      client: sessionClient(session.id, session.principal, session.clientCapabilities),
       caller,
       requestId: request.id,
       signal: inflight.signal,

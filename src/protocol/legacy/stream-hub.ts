@@ -5,6 +5,7 @@ import { SseConnection, type SseSettings } from '../../http/sse-connection.ts'
 import type { Logger } from '../../observability/logger.ts'
 import type { SignalBus } from '../../store/types.ts'
 import type { RpcMessage, JsonObject } from '../jsonrpc.ts'
+import { isListChanged, ListChangeCoalescer } from '../list-changes.ts'
 import { EventStream, parseEventId } from './event-stream.ts'
 
 /** How long a finished request stream stays resumable. */
@@ -38,6 +39,7 @@ export class StreamHub {
   readonly #subscriptions = new Map<string, () => void>()
   /** The open held connections, per session. */
   readonly #held = new Map<string, Set<SseConnection>>()
+  readonly #listChanges = new ListChangeCoalescer()
   /** Called when a session opens a new standalone GET stream (to offer it what is waiting). */
   onGetStream: ((sessionId: string) => void) | undefined
 
@@ -133,12 +135,17 @@ export class StreamHub {
     await this.#bus.publish(sessionChannel(sessionId), { message } as unknown as JsonObject)
   }
 
-  /** Delivers on the newest standalone stream of the session held here; false when there is none. */
+  /**
+   * Delivers on the newest standalone stream of the session held here; false when there is none. List
+   * changes are gathered for a moment first, so a session hears of one change once.
+   */
   deliverLocal (sessionId: string, message: RpcMessage): boolean {
-    const list = this.#standalone.get(sessionId)
-    const stream = list?.at(-1)
-    if (!stream) return false
-    stream.send(message)
+    if (!this.hasStandalone(sessionId)) return false
+    if ('method' in message && !('id' in message) && isListChanged(message.method)) {
+      this.#listChanges.schedule(`${sessionId} ${message.method}`, () => { this.#standalone.get(sessionId)?.at(-1)?.send(message) })
+      return true
+    }
+    this.#standalone.get(sessionId)!.at(-1)!.send(message)
     return true
   }
 

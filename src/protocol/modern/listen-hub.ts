@@ -1,4 +1,5 @@
 import type { JsonObject, RpcMessage, RequestId } from '../jsonrpc.ts'
+import { ListChangeCoalescer } from '../list-changes.ts'
 import { SUBSCRIPTION_ID_KEY } from './envelope.ts'
 
 export interface ListenFilter {
@@ -10,6 +11,8 @@ export interface ListenFilter {
 }
 
 interface Listener {
+  /** The client the stream belongs to (its ClientRef key). */
+  clientKey: string
   subscriptionId: RequestId
   filter: ListenFilter
   send (message: RpcMessage): void
@@ -30,19 +33,21 @@ export function onSubscription (subscriptionId: RequestId, method: string, param
 /** The open `subscriptions/listen` streams of this process, each with the filter it was granted. */
 export class ListenHub {
   readonly #listeners = new Map<string, Listener>()
+  readonly #listChanges = new ListChangeCoalescer()
 
   add (id: string, listener: Listener): () => void {
     this.#listeners.set(id, listener)
     return () => { this.#listeners.delete(id) }
   }
 
-  /** A catalog list change: to every stream that asked for it. */
+  /** A list change for every client: to every stream that asked for it. */
   listChanged (method: string): void {
-    const flag = LIST_FLAG[method]
-    if (flag === undefined) return
-    for (const listener of this.#listeners.values()) {
-      if (listener.filter[flag] === true) listener.send(onSubscription(listener.subscriptionId, method))
-    }
+    for (const id of this.#listeners.keys()) this.#listChanged(id, method)
+  }
+
+  /** A list change of one client's own upstream session: to that client's streams that asked for it. */
+  listChangedFor (clientKey: string, method: string): void {
+    for (const [id, listener] of this.#listeners) if (listener.clientKey === clientKey) this.#listChanged(id, method)
   }
 
   /** A resource update for the stream registered as `id` (resource subscriptions are per stream). */
@@ -54,5 +59,14 @@ export class ListenHub {
 
   get size (): number {
     return this.#listeners.size
+  }
+
+  #listChanged (id: string, method: string): void {
+    const flag = LIST_FLAG[method]
+    if (flag === undefined || this.#listeners.get(id)?.filter[flag] !== true) return
+    this.#listChanges.schedule(`${id} ${method}`, () => {
+      const listener = this.#listeners.get(id)
+      if (listener) listener.send(onSubscription(listener.subscriptionId, method))
+    })
   }
 }

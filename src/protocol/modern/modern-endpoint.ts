@@ -5,6 +5,7 @@ import { lookupHandler } from '../../dispatch/method-table.ts'
 import { GatewayError } from '../../errors.ts'
 import type { Logger } from '../../observability/logger.ts'
 import type { SessionRecord } from '../../store/types.ts'
+import { principalClient, type ClientRef } from '../../upstream/client-ref.ts'
 import { classifyMessage, errorMessageFor, progressTokenOf, resultMessage, type JsonObject, type RpcRequest } from '../jsonrpc.ts'
 import { sendHttpError } from '../legacy/legacy-endpoint.ts'
 import { exchangeChannel, PostExchange } from '../legacy/post-exchange.ts'
@@ -17,8 +18,8 @@ export interface ModernEndpointDeps {
   methods: MethodTable
   log: Logger
   shutdown: AbortSignal
-  /** The input schema of a tool `access` may use; undefined for any other. */
-  toolSchema (name: string, access: Access): ReturnType<ToolSchemaLookup>
+  /** The input schema of a tool `access` may use, as `client` sees it; undefined for any other. */
+  toolSchema (name: string, access: Access, client: ClientRef): ReturnType<ToolSchemaLookup>
 }
 
 /** The principal of a modern request without auth: no sessions exist, task ids act as bearer capabilities. */
@@ -64,7 +65,8 @@ export class ModernEndpoint {
     try {
       const version = headers['mcp-protocol-version']
       envelope = readEnvelope(request.params, Array.isArray(version) ? version[0] : version)
-      checkHeaders(headers, request, (name) => deps.toolSchema(name, caller.access))
+      const client = principalClient(caller.principal ?? ANONYMOUS_MODERN, envelope.clientCapabilities)
+      checkHeaders(headers, request, (name) => deps.toolSchema(name, caller.access, client))
       if (!deps.methods.has(request.method)) throw new GatewayError('GW_ERR_MODERN_METHOD_NOT_FOUND', [request.method])
     } catch (err) {
       sendHttpError(res, err, request.id)
@@ -81,6 +83,7 @@ export class ModernEndpoint {
     const params = withoutEnvelope(request.params ?? {})
     const ctx: RequestContext = {
       session,
+      client: principalClient(session.principal, envelope.clientCapabilities),
       caller,
       requestId: request.id,
       signal,

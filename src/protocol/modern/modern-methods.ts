@@ -100,8 +100,8 @@ export function buildModernMethods (base: MethodTable, deps: ModernMethodDeps): 
     const resourceSubscriptions: string[] = []
     for (const uri of strings(requested, 'resourceSubscriptions')) {
       try {
-        const route = deps.catalog.resource(uri, ctx.caller.access)
-        await deps.subscriptions.subscribe(id, uri, route.pool, route.pool.config.timeouts.request)
+        const route = (await deps.catalog.view(ctx.client)).resource(uri, ctx.caller.access)
+        await deps.subscriptions.subscribe(id, uri, route.upstream, ctx.client)
         resourceSubscriptions.push(uri)
       } catch {}
     }
@@ -121,13 +121,13 @@ export function buildModernMethods (base: MethodTable, deps: ModernMethodDeps): 
     const unsubscribers = taskIds.map((taskId) => deps.bus.subscribe(taskChannel(taskId), () => notifyTask(taskId)))
     ctx.openStream()
     ctx.send(onSubscription(ctx.requestId, 'notifications/subscriptions/acknowledged', { notifications: honored }))
-    const removeListener = deps.listen.add(id, { subscriptionId: ctx.requestId, filter, send: (message) => ctx.send(message) })
+    const removeListener = deps.listen.add(id, { clientKey: ctx.client.key, subscriptionId: ctx.requestId, filter, send: (message) => ctx.send(message) })
     // Where each task stands now: it may have changed before the subscription took effect (or ended already).
     for (const taskId of taskIds) notifyTask(taskId)
     await new Promise<void>((resolve) => ctx.signal.addEventListener('abort', () => resolve(), { once: true }))
     removeListener()
     for (const unsubscribe of unsubscribers) unsubscribe()
-    await deps.subscriptions.dropSession(id, 10_000)
+    await deps.subscriptions.dropSubscriber(id)
     return {}
   })
   return table

@@ -1,5 +1,6 @@
-import type { Catalog, Route } from '../../catalog/catalog.ts'
-import type { CallEngine } from '../../calls/call-engine.ts'
+import type { Catalog } from '../../catalog/catalog.ts'
+import type { Route } from '../../catalog/catalog-view.ts'
+import { callTarget, type CallEngine } from '../../calls/call-engine.ts'
 import type { HeldCalls, HeldOutcome } from '../../calls/held-calls.ts'
 import type { TasksConfig } from '../../config/schema.ts'
 import type { Handler } from '../../dispatch/context.ts'
@@ -78,7 +79,7 @@ export function modernToolsCall (deps: ModernToolsCallDeps): Handler {
   return async (rawParams, ctx) => {
     // A `task` field is a 2025-11-25 request for a task; in this era the server decides, so it is dropped.
     const { task: _ignored, ...params } = rawParams
-    const route = catalog.tool(requireString(params, 'name'), ctx.caller.access)
+    const route = (await catalog.view(ctx.client)).tool(requireString(params, 'name'), ctx.caller.access)
     const principal = ctx.session.principal
     const capabilities = ctx.session.clientCapabilities
     const requestState = optionalString(params, 'requestState')
@@ -91,7 +92,7 @@ export function modernToolsCall (deps: ModernToolsCallDeps): Handler {
     if (eligible && decide === 'always') return renderCreateTaskResult(await deps.tasks.create(taskRequest(principal, { route, params, capabilities, authorization })))
     const progressToken = ctx.progressToken
     let startedId: string | undefined
-    const outcome = await held.start(principal, (ask, signal, fail, sent) => calls.run(route, params, {
+    const outcome = await held.start(principal, (ask, signal, fail, sent) => calls.run(callTarget(route), ctx.client, params, {
       capabilities,
       ask,
       sent,
@@ -123,11 +124,11 @@ export function modernPromptsGet (deps: Pick<ModernToolsCallDeps, 'catalog' | 'c
   const retry = retries.route('prompts/get', async ({ callId, principal, inputResponses }, signal) =>
     render(await held.resume(callId, principal, inputResponses, signal), principal))
   return async (params, ctx) => {
-    const route = catalog.prompt(requireString(params, 'name'), ctx.caller.access)
+    const route = (await catalog.view(ctx.client)).prompt(requireString(params, 'name'), ctx.caller.access)
     const principal = ctx.session.principal
     const requestState = optionalString(params, 'requestState')
     if (requestState !== undefined) return await retry(requestState, principal, optionalObject(params, 'inputResponses') ?? {}, ctx.signal)
-    return render(await held.start(principal, (ask, signal, fail) => calls.run(route, params, {
+    return render(await held.start(principal, (ask, signal, fail) => calls.run(callTarget(route), ctx.client, params, {
       capabilities: ctx.session.clientCapabilities,
       ask,
       refused: (capability) => fail(capabilityRequired(capability)),

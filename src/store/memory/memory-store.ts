@@ -2,6 +2,7 @@ import type { GatewayStore, LeaseStore, SessionRecord, SessionStore, StoreHealth
 import { MemoryRateLimits } from '../../limits/memory-rate-limits.ts'
 import { MemoryBus } from './memory-bus.ts'
 import { MemoryTaskStore } from './memory-task-store.ts'
+import { MemoryHomeStore } from './memory-homes.ts'
 
 class MemorySessionStore implements SessionStore {
   readonly #sessions = new Map<string, SessionRecord>()
@@ -83,6 +84,7 @@ export class MemoryStore implements GatewayStore {
   readonly tasks = new MemoryTaskStore()
   readonly bus = new MemoryBus()
   readonly leases = new MemoryLeaseStore()
+  readonly homes = new MemoryHomeStore()
   readonly rateLimits = new MemoryRateLimits()
 
   async health (): Promise<StoreHealth> {

@@ -8,6 +8,7 @@ import { guarded, unavailable } from './redis-errors.ts'
 import { run, TOUCH_SESSION } from './redis-scripts.ts'
 import { RedisTaskStore } from './redis-task-store.ts'
 import { RedisRateLimits } from './redis-rate-limits.ts'
+import { RedisHomeStore } from './redis-homes.ts'
 
 /** Longest wait for a connection or a command before Redis counts as unreachable. */
 const TIMEOUT_MS = 5000
@@ -202,6 +203,7 @@ export class RedisStore implements GatewayStore {
   readonly tasks: RedisTaskStore
   readonly bus: RedisBus
   readonly leases: RedisLeaseStore
+  readonly homes: RedisHomeStore
   readonly rateLimits: RedisRateLimits
   readonly #redis: Redis
   readonly #subscriber: Redis
@@ -231,6 +233,7 @@ export class RedisStore implements GatewayStore {
     this.tasks = guarded(new RedisTaskStore(this.#redis, options.prefix))
     this.bus = new RedisBus(this.#redis, this.#subscriber, options.prefix)
     this.leases = guarded(new RedisLeaseStore(this.#redis, options.prefix))
+    this.homes = guarded(new RedisHomeStore(this.#redis, options.prefix))
     this.rateLimits = guarded(new RedisRateLimits(this.#redis, options.prefix))
   }
 

@@ -8,6 +8,7 @@ import { MemoryLeaseStore } from '../memory/memory-store.ts'
 import { migrate } from './sqlite-schema.ts'
 import { Checkpointer } from './checkpointer.ts'
 import { SqliteTaskStore } from './sqlite-task-store.ts'
+import { MemoryHomeStore } from '../memory/memory-homes.ts'
 
 interface SessionRow {
   id: string
@@ -92,6 +93,7 @@ export class SqliteStore implements GatewayStore {
   readonly tasks: SqliteTaskStore
   readonly bus = new MemoryBus()
   readonly leases = new MemoryLeaseStore()
+  readonly homes = new MemoryHomeStore()
   /** In process: one process per file, so its buckets need not be shared (nor survive a restart). */
   readonly rateLimits = new MemoryRateLimits()
   readonly #db: Database.Database

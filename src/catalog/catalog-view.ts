@@ -1,0 +1,151 @@
+import { UriTemplate } from '@modelcontextprotocol/client'
+import type { Access } from '../auth/access.ts'
+import { upstreamPrefix, type TaskSupport } from '../config/schema.ts'
+import { GatewayError } from '../errors.ts'
+import type { JsonObject } from '../protocol/jsonrpc.ts'
+import type { Upstream } from '../upstream/upstream.ts'
+import { PREFIX_SEPARATOR } from './name-filter.ts'
+import type { UpstreamSnapshot } from './snapshot.ts'
+
+export type CatalogKind = 'tools' | 'prompts' | 'resources' | 'resourceTemplates'
+
+/** Where a name or URI of the merged namespace leads. */
+export interface Route {
+  upstream: Upstream
+  /** The upstream's own name (tools, prompts) or the URI (resources). */
+  target: string
+  entry: JsonObject | undefined
+  /** Tools: the task support the gateway advertises (its policy) and the one the upstream declared. */
+  taskSupport: TaskSupport
+  nativeTaskSupport: TaskSupport | undefined
+}
+
+export interface Collision {
+  kind: CatalogKind
+  name: string
+  first: string
+  second: string
+}
+
+/** One upstream's part of a view: the lists its session for the client shows. */
+export interface ViewPart {
+  upstream: Upstream
+  snapshot: UpstreamSnapshot
+}
+
+const KINDS: readonly CatalogKind[] = ['tools', 'prompts', 'resources', 'resourceTemplates']
+const KEY_OF: Record<CatalogKind, string> = { tools: 'name', prompts: 'name', resources: 'uri', resourceTemplates: 'uriTemplate' }
+/** Filtered lists kept at once per view (kinds × distinct sets of grants). */
+const FILTERED_CACHE_LIMIT = 100
+
+function allows (access: Access, kind: CatalogKind, upstream: string, name: string): boolean {
+  return kind === 'tools' ? access.tool(upstream, name) : access.upstream(upstream)
+}
+
+/**
+ * The merged namespace as one client sees it: tools and prompts carry their upstream's prefix, resource
+ * URIs pass through unchanged; the first upstream (in configuration order) to offer a name keeps it.
+ * A name of an upstream that is not part of the view (it is down) gets "unavailable", not "unknown".
+ */
+export class CatalogView {
+  readonly collisions: readonly Collision[]
+  readonly #upstreams: readonly Upstream[]
+  readonly #lastKnown: (upstream: string) => UpstreamSnapshot | undefined
+  readonly #parts: readonly ViewPart[]
+  readonly #lists: Record<CatalogKind, JsonObject[]> = { tools: [], prompts: [], resources: [], resourceTemplates: [] }
+  readonly #routes: Record<CatalogKind, Map<string, Route>> = { tools: new Map(), prompts: new Map(), resources: new Map(), resourceTemplates: new Map() }
+  readonly #templates: Array<{ template: UriTemplate, route: Route }> = []
+  readonly #filtered = new Map<string, readonly JsonObject[]>()
+
+  /** `upstreams`: every configured upstream; `lastKnown`: what a down upstream last listed. */
+  constructor (parts: readonly ViewPart[], upstreams: readonly Upstream[], lastKnown: (upstream: string) => UpstreamSnapshot | undefined) {
+    this.#parts = parts
+    this.#upstreams = upstreams
+    this.#lastKnown = lastKnown
+    const collisions: Collision[] = []
+    for (const { upstream, snapshot } of parts) {
+      for (const kind of KINDS) {
+        for (const item of snapshot[kind]) {
+          const key = String(item.entry[KEY_OF[kind]])
+          const existing = this.#routes[kind].get(key)
+          if (existing) {
+            collisions.push({ kind, name: key, first: existing.upstream.name, second: upstream.name })
+            continue
+          }
+          const route: Route = { upstream, target: item.target, entry: item.entry, taskSupport: item.taskSupport ?? 'forbidden', nativeTaskSupport: item.nativeTaskSupport }
+          this.#routes[kind].set(key, route)
+          this.#lists[kind].push(item.entry)
+          if (kind === 'resourceTemplates') this.#templates.push({ template: new UriTemplate(key), route })
+        }
+      }
+    }
+    this.collisions = collisions
+  }
+
+  /** The entries of one kind that `access` may see. */
+  list (kind: CatalogKind, access: Access): readonly JsonObject[] {
+    if (access.all) return this.#lists[kind]
+    const cacheKey = `${kind} ${access.key}`
+    let list = this.#filtered.get(cacheKey)
+    if (!list) {
+      list = this.#lists[kind].filter((entry) => {
+        const name = String(entry[KEY_OF[kind]])
+        return allows(access, kind, this.#routes[kind].get(name)!.upstream.name, name)
+      })
+      if (this.#filtered.size >= FILTERED_CACHE_LIMIT) this.#filtered.clear()
+      this.#filtered.set(cacheKey, list)
+    }
+    return list
+  }
+
+  tool (name: string, access: Access): Route {
+    return this.#visible('tools', this.#routes.tools.get(name), name, access)
+  }
+
+  prompt (name: string, access: Access): Route {
+    return this.#visible('prompts', this.#routes.prompts.get(name), name, access)
+  }
+
+  /** The upstream that serves a URI: a listed resource, else the one whose template matches it. */
+  resource (uri: string, access: Access): Route {
+    const listed = this.#routes.resources.get(uri)
+    if (listed) return this.#visible('resources', listed, uri, access)
+    for (const { template, route } of this.#templates) {
+      if (template.match(uri)) return this.#visible('resources', { ...route, target: uri, entry: undefined }, uri, access)
+    }
+    const withResources = this.#parts.filter((p) => p.snapshot.hasResources && access.upstream(p.upstream.name))
+    if (withResources.length === 1) return { upstream: withResources[0]!.upstream, target: uri, entry: undefined, taskSupport: 'forbidden', nativeTaskSupport: undefined }
+    return this.#missing('resources', uri, access)
+  }
+
+  /** The upstream owning a resource template, by its exact uriTemplate. */
+  resourceTemplate (uriTemplate: string, access: Access): Route {
+    return this.#visible('resourceTemplates', this.#routes.resourceTemplates.get(uriTemplate), uriTemplate, access)
+  }
+
+  /** A route `access` may use; one it may not is reported exactly like one that does not exist. */
+  #visible (kind: CatalogKind, route: Route | undefined, name: string, access: Access): Route {
+    if (route && allows(access, kind, route.upstream.name, name)) return route
+    return this.#missing(kind, name, access)
+  }
+
+  /** Unknown name: if it belongs to an upstream that is down (and `access` may use), say so; otherwise it does not exist. */
+  #missing (kind: CatalogKind, name: string, access: Access): never {
+    for (const upstream of this.#upstreams) {
+      if (upstream.state === 'ready' || this.#parts.some((p) => p.upstream === upstream) || !allows(access, kind, upstream.name, name)) continue
+      const prefix = upstreamPrefix(upstream.config)
+      const known = this.#lastKnown(upstream.name)?.[kind].some((item) => String(item.entry[KEY_OF[kind]]) === name) ?? false
+      if (known || (prefix !== '' && (kind === 'tools' || kind === 'prompts') && name.startsWith(prefix + PREFIX_SEPARATOR))) {
+        throw new GatewayError('GW_ERR_UPSTREAM_UNAVAILABLE', [upstream.name, upstream.lastError ?? upstream.state])
+      }
+    }
+    if (kind === 'tools') throw new GatewayError('GW_ERR_TOOL_NOT_FOUND', [name])
+    if (kind === 'prompts') throw new GatewayError('GW_ERR_PROMPT_NOT_FOUND', [name])
+    throw new GatewayError('GW_ERR_RESOURCE_NOT_FOUND', [name], { data: { uri: name } })
+  }
+}
+
+export function describeCollisions (collisions: readonly Collision[]): string {
+  const lines = collisions.map((c) => `  - ${c.kind} '${c.name}' is offered by upstream '${c.first}' and by upstream '${c.second}'`)
+  return `name collisions in the merged catalog (give one of the upstreams a prefix for tools and prompts; deny the entry for resources and templates):\n${lines.join('\n')}`
+}

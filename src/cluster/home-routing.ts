@@ -1,0 +1,165 @@
+import { randomBytes } from 'node:crypto'
+import { FULL_ACCESS, type Access, type Caller } from '../auth/access.ts'
+import type { Handler, MethodTable, RequestContext } from '../dispatch/context.ts'
+import { GatewayError } from '../errors.ts'
+import type { Logger } from '../observability/logger.ts'
+import { isObject, type JsonObject, type RpcMessage } from '../protocol/jsonrpc.ts'
+import type { SessionRecord } from '../store/types.ts'
+import type { InputMethod } from '../upstream/call-attribution.ts'
+import type { ClientRef } from '../upstream/client-ref.ts'
+import type { ClientHomes } from './client-homes.ts'
+import { wasUndelivered, type PeerRequests } from './peer-requests.ts'
+
+/** Methods that use the client's upstream sessions, so they run on the client's home process. */
+export const HOME_METHODS = [
+  'tools/call', 'tools/list', 'prompts/get', 'prompts/list', 'resources/read', 'resources/list',
+  'resources/templates/list', 'resources/subscribe', 'resources/unsubscribe', 'completion/complete',
+  'subscriptions/listen',
+] as const
+
+const REQUEST = 'home/request'
+const ASK = 'home/ask'
+
+export interface HomeRoutingDeps {
+  homes: ClientHomes
+  peers: PeerRequests
+  /** The caller's grants, rebuilt from their key (`Access.key`) on the process serving a forwarded request. */
+  access (key: string): Access
+  log: Logger
+}
+
+/** A request as it travels to the client's home. */
+interface Forwarded {
+  table: string
+  method: string
+  params: JsonObject
+  session: SessionRecord
+  client: ClientRef
+  principal: string | null
+  access: string
+  authorization: string | null
+  requestId: string | number
+  progressToken: string | number | null
+  forwardId: string
+}
+
+function forwardedOf (payload: JsonObject): Forwarded {
+  const f = payload as unknown as Forwarded
+  if (typeof f.table !== 'string' || typeof f.method !== 'string' || !isObject(f.params) || !isObject(f.session) || !isObject(f.client) || typeof f.forwardId !== 'string') {
+    throw new GatewayError('GW_ERR_INTERNAL', ['a malformed request from another gateway process'])
+  }
+  return f
+}
+
+/**
+ * Runs the requests that need a client's upstream sessions on the client's home, whichever gateway process
+ * they reached. A request for a client homed elsewhere goes there over the peer channel; the home runs it
+ * with a context whose stream writes (progress, SSE events) and server→client requests (elicitation,
+ * sampling, roots) travel back to the process holding the client's HTTP exchange, and a cancellation of
+ * the client travels there. A home that no longer receives requests is replaced, and the request runs on
+ * the new one. Without a shared store every process is its own clients' home and nothing travels.
+ */
+export class HomeRouting {
+  readonly #deps: HomeRoutingDeps
+  readonly #tables = new Map<string, MethodTable>()
+  /** Requests this process forwarded, by forward id, for the home's server→client requests. */
+  readonly #forwarded = new Map<string, RequestContext>()
+
+  constructor (deps: HomeRoutingDeps) {
+    this.#deps = deps
+    deps.peers.handle(REQUEST, async (payload, signal, emit, from) => await this.#serve(forwardedOf(payload), signal, emit, from))
+    deps.peers.handle(ASK, async (payload, signal) => {
+      const ctx = this.#forwarded.get(String(payload.forwardId))
+      if (!ctx) throw new GatewayError('GW_ERR_INTERNAL', ['the request this input belongs to is no longer waiting'])
+      return await ctx.request(payload.method as InputMethod, (payload.params ?? {}) as JsonObject, signal)
+    })
+  }
+
+  /** `table` with the home methods routed to each client's home; `name` tells the tables apart between processes. */
+  route (name: string, table: MethodTable): MethodTable {
+    this.#tables.set(name, table)
+    const routed = new Map(table)
+    for (const method of HOME_METHODS) {
+      const local = table.get(method)
+      if (local) routed.set(method, this.#routed(name, method, local))
+    }
+    return routed
+  }
+
+  #routed (table: string, method: string, local: Handler): Handler {
+    const { homes } = this.#deps
+    return async (params, ctx) => {
+      const key = ctx.client.key
+      let home = await homes.resolve(key)
+      if (home === homes.processId) return await local(params, ctx)
+      try {
+        return await this.#forward(home, table, method, params, ctx)
+      } catch (err) {
+        if (!wasUndelivered(err)) throw err
+        home = await homes.replace(key, home)
+        if (home === homes.processId) return await local(params, ctx)
+        return await this.#forward(home, table, method, params, ctx)
+      }
+    }
+  }
+
+  async #forward (home: string, table: string, method: string, params: JsonObject, ctx: RequestContext): Promise<JsonObject> {
+    const forwardId = randomBytes(12).toString('base64url')
+    const payload: Forwarded = {
+      table,
+      method,
+      params,
+      session: ctx.session,
+      client: ctx.client,
+      principal: ctx.caller.principal ?? null,
+      access: ctx.caller.access.key,
+      authorization: ctx.caller.authorization ?? null,
+      requestId: ctx.requestId,
+      progressToken: ctx.progressToken ?? null,
+      forwardId,
+    }
+    this.#forwarded.set(forwardId, ctx)
+    try {
+      return await this.#deps.peers.request(home, REQUEST, payload as unknown as JsonObject, ctx.signal, (event) => {
+        if (event.type === 'open') ctx.openStream()
+        else if (event.type === 'send' && isObject(event.message)) ctx.send(event.message as unknown as RpcMessage)
+      })
+    } finally {
+      this.#forwarded.delete(forwardId)
+    }
+  }
+
+  /** Runs a request another process forwarded, as if its client had sent it here. */
+  async #serve (f: Forwarded, signal: AbortSignal, emit: (event: JsonObject) => void, from: string): Promise<JsonObject> {
+    const handler = this.#tables.get(f.table)?.get(f.method)
+    if (!handler) throw new GatewayError('GW_ERR_RPC_METHOD_NOT_FOUND', [f.method])
+    const caller: Caller = {
+      principal: f.principal ?? undefined,
+      access: f.access === FULL_ACCESS.key ? FULL_ACCESS : this.#deps.access(f.access),
+      authorization: f.authorization ?? undefined,
+    }
+    const send = (message: RpcMessage): void => emit({ type: 'send', message: message as unknown as JsonObject })
+    const ctx: RequestContext = {
+      session: f.session,
+      client: f.client,
+      caller,
+      requestId: f.requestId,
+      signal,
+      progressToken: f.progressToken ?? undefined,
+      log: this.#deps.log,
+      disconnected: signal,
+      openStream: () => emit({ type: 'open' }),
+      send,
+      notify: (method, params) => send({ jsonrpc: '2.0', method, params }),
+      request: async (method, params, requestSignal) => await this.#deps.peers.request(from, ASK, { forwardId: f.forwardId, method, params }, requestSignal),
+    }
+    this.#deps.log.debug({ method: f.method, client: f.client.key }, 'serving a request another gateway process forwarded to the client\'s home')
+    try {
+      return await handler(f.params, ctx)
+    } catch (err) {
+      // The forwarding process's client went away (or this process is stopping).
+      if (signal.aborted) this.#deps.log.debug({ method: f.method, client: f.client.key }, 'stopped serving a forwarded request')
+      throw err
+    }
+  }
+}

@@ -1,0 +1,222 @@
+import type { JSONRPCMessage, Transport, TransportSendOptions } from '@modelcontextprotocol/client'
+import type { JsonObject, RequestId } from '../protocol/jsonrpc.ts'
+
+/** Server→client requests an upstream may send while a call runs. */
+export const INPUT_METHODS = ['elicitation/create', 'sampling/createMessage', 'roots/list'] as const
+export type InputMethod = typeof INPUT_METHODS[number]
+
+export function isInputMethod (method: string): method is InputMethod {
+  return (INPUT_METHODS as readonly string[]).includes(method)
+}
+
+/** Where an upstream session sends what the upstream asks of the downstream client during one call. */
+export interface CallSink {
+  input (method: InputMethod, params: JsonObject, signal: AbortSignal): Promise<JsonObject>
+  notify (method: string, params: JsonObject): void
+}
+
+/** One call (tools/call, prompts/get) in flight on an upstream session. */
+export interface InflightCall {
+  readonly id: number
+  /** The client the call runs for (its ClientRef key). */
+  readonly owner: string
+  readonly sink: CallSink
+  /** The upstream's task id, when the upstream runs the call as a task of its own. */
+  upstreamTaskId: string | undefined
+  /** Input requests of this call the client has not answered yet. */
+  waiting: number
+  /** Aborted when the call has ended. */
+  readonly ended: AbortSignal
+}
+
+/** Names the call a request is sent for; read and removed by AttributingTransport, never sent upstream. */
+const CALL_HEADER = 'x-mcp-gateway-call'
+/** Marks a message that arrived on the response stream of a call's request (Streamable HTTP). */
+const VIA_KEY = 'io.mcp-task-gateway/call'
+const RELATED_TASK = 'io.modelcontextprotocol/related-task'
+
+/** What a transport knows about where an incoming message arrived: on the response stream of one request. */
+export interface ArrivalInfo {
+  viaRequest?: RequestId
+}
+
+/**
+ * Result of attribution: a call (`exact` when the upstream named it, else chosen by rule 4 or 5), none in
+ * flight, or calls of several clients (refused).
+ */
+export type Attribution = { call: InflightCall, exact: boolean } | 'none' | 'ambiguous'
+
+/**
+ * The calls in flight on one upstream session, and the rules that give what the upstream sends during them
+ * (elicitation, sampling, roots, progress, log messages) to one call:
+ *
+ * 1. a message that arrived on the response stream of a call's request (Streamable HTTP) is that call's;
+ * 2. else the call whose upstream task `_meta["io.modelcontextprotocol/related-task"]` names;
+ * 3. else the call whose request `_meta.progressToken` names (a request's progress token is its id);
+ * 4. else the only call in flight;
+ * 5. else, when every call in flight belongs to one client, the most recently started call that is not
+ *    already waiting for an answer (an upstream usually asks soon after the call that asks starts; the
+ *    newest call when all wait); calls of several clients: nobody (the upstream is refused).
+ *
+ * A request given to a call by rule 4 or 5 is given again when that call ends while the request is still
+ * unanswered (it was not that call's: a call does not end while its own request waits).
+ *
+ * Progress notifications are routed by the SDK by their token and never come here.
+ */
+export class CallRegistry {
+  readonly #calls = new Map<number, InflightCall>()
+  readonly #ends = new Map<number, AbortController>()
+  readonly #byRequest = new Map<RequestId, InflightCall>()
+  #next = 1
+
+  get size (): number {
+    return this.#calls.size
+  }
+
+  begin (owner: string, sink: CallSink): InflightCall {
+    const end = new AbortController()
+    const call: InflightCall = { id: this.#next++, owner, sink, upstreamTaskId: undefined, waiting: 0, ended: end.signal }
+    this.#calls.set(call.id, call)
+    this.#ends.set(call.id, end)
+    return call
+  }
+
+  end (call: InflightCall): void {
+    this.#calls.delete(call.id)
+    this.#ends.get(call.id)?.abort(new Error('the call ended'))
+    this.#ends.delete(call.id)
+  }
+
+  /** Transport headers that tie a request to `call`. */
+  headers (call: InflightCall | undefined, extra: Record<string, string> | undefined): Record<string, string> | undefined {
+    if (call === undefined) return extra
+    return { ...extra, [CALL_HEADER]: String(call.id) }
+  }
+
+  attribute (params: JsonObject | undefined): Attribution {
+    const meta = params?._meta as JsonObject | undefined
+    const via = meta?.[VIA_KEY]
+    if (typeof via === 'number') {
+      const call = this.#calls.get(via)
+      return call === undefined ? 'none' : { call, exact: true }
+    }
+    const related = meta?.[RELATED_TASK] as JsonObject | undefined
+    if (typeof related?.taskId === 'string') {
+      for (const call of this.#calls.values()) if (call.upstreamTaskId === related.taskId) return { call, exact: true }
+    }
+    const token = meta?.progressToken
+    if (typeof token === 'number' || typeof token === 'string') {
+      const call = this.#byRequest.get(token)
+      if (call !== undefined) return { call, exact: true }
+    }
+    if (this.#calls.size === 0) return 'none'
+    const calls = [...this.#calls.values()]
+    if (calls.length === 1) return { call: calls[0]!, exact: false }
+    if (new Set(calls.map((c) => c.owner)).size > 1) return 'ambiguous'
+    return { call: calls.findLast((c) => c.waiting === 0) ?? calls.at(-1)!, exact: false }
+  }
+
+  /** Called by the transport: a request went out; `headers` may name its call. Returns the headers to send. */
+  sent (id: RequestId, headers: Readonly<Record<string, string>> | undefined): Readonly<Record<string, string>> | undefined {
+    const tag = headers?.[CALL_HEADER]
+    if (tag === undefined) return headers
+    const call = this.#calls.get(Number(tag))
+    if (call !== undefined) this.#byRequest.set(id, call)
+    const { [CALL_HEADER]: _tag, ...rest } = headers!
+    return Object.keys(rest).length > 0 ? rest : undefined
+  }
+
+  /** Called by the transport once the response to request `id` was handed on. */
+  answered (id: RequestId): void {
+    this.#byRequest.delete(id)
+  }
+
+  /** Tags a message that arrived on the response stream of request `via` with that request's call. */
+  tagArrival (message: MessageShape, via: RequestId): void {
+    const call = this.#byRequest.get(via)
+    if (call === undefined || typeof message.method !== 'string') return
+    const params = message.params ?? {}
+    message.params = { ...params, _meta: { ...(params._meta as JsonObject | undefined), [VIA_KEY]: call.id } }
+  }
+}
+
+/** `params` without the gateway's arrival tag: what the upstream sent, to relay as it was. */
+export function untagged (params: JsonObject): JsonObject {
+  const meta = params._meta as JsonObject | undefined
+  if (meta === undefined || !(VIA_KEY in meta)) return params
+  const { [VIA_KEY]: _tag, ...rest } = meta
+  const copy: JsonObject = { ...params }
+  if (Object.keys(rest).length > 0) copy._meta = rest
+  else delete copy._meta
+  return copy
+}
+
+type MessageShape = { id?: RequestId, method?: string, params?: JsonObject }
+
+function isResponse (message: MessageShape): boolean {
+  return message.method === undefined && message.id !== undefined
+}
+
+/**
+ * Wraps the transport of one upstream session: records which call each request is sent for, tags what
+ * arrives on a request's own response stream with that call, and forgets a request once answered.
+ *
+ * With `delayResponses`, a response is handed on one macrotask after the messages before it: the SDK
+ * handles notifications a tick later than responses, so without this a call's last progress notification
+ * could lose the race against its result and be dropped (the Streamable HTTP transport does this itself).
+ */
+export class AttributingTransport implements Transport {
+  readonly #inner: Transport
+  readonly #calls: CallRegistry
+  onclose?: () => void
+  onerror?: (error: Error) => void
+  onmessage?: Transport['onmessage']
+
+  constructor (inner: Transport, calls: CallRegistry, delayResponses: boolean) {
+    this.#inner = inner
+    this.#calls = calls
+    inner.onclose = () => this.onclose?.()
+    inner.onerror = (error) => this.onerror?.(error)
+    inner.onmessage = (message, extra) => {
+      const shape = message as MessageShape
+      if (isResponse(shape)) {
+        const hand = (): void => {
+          this.onmessage?.(message)
+          this.#calls.answered(shape.id!)
+        }
+        if (delayResponses) setImmediate(hand)
+        else hand()
+        return
+      }
+      const via = (extra as ArrivalInfo | undefined)?.viaRequest
+      if (via !== undefined) this.#calls.tagArrival(shape, via)
+      this.onmessage?.(message)
+    }
+  }
+
+  get hasPerRequestStream (): boolean | undefined {
+    return this.#inner.hasPerRequestStream
+  }
+
+  get sessionId (): string | undefined {
+    return this.#inner.sessionId
+  }
+
+  start (): Promise<void> {
+    return this.#inner.start()
+  }
+
+  send (message: JSONRPCMessage, options?: TransportSendOptions): Promise<void> {
+    const shape = message as MessageShape
+    if (shape.id === undefined || shape.method === undefined || options?.headers === undefined) return this.#inner.send(message, options)
+    return this.#inner.send(message, { ...options, headers: this.#calls.sent(shape.id, options.headers) })
+  }
+
+  close (): Promise<void> {
+    return this.#inner.close()
+  }
+
+  setProtocolVersion (version: string): void {
+    this.#inner.setProtocolVersion?.(version)
+  }
+}

@@ -1,0 +1,91 @@
+import { createHash } from 'node:crypto'
+import type { ClientCapabilities } from '@modelcontextprotocol/client'
+import type { JsonObject } from '../protocol/jsonrpc.ts'
+import type { InputMethod } from './call-attribution.ts'
+
+/**
+ * The downstream client an upstream session serves. Everything one client asks of one upstream goes over
+ * one upstream session, so a server that keeps state sees one consistent client, as if the client had
+ * started it itself.
+ */
+export interface ClientRef {
+  /**
+   * Names the client: `session:<id>` for a 2025-era session; `principal:<principal>:<capabilities>` for
+   * 2026-07-28 requests, which carry no session (with auth off their principal is `anonymous`, so all such
+   * clients that declare the same capabilities are one client).
+   */
+  readonly key: string
+  /** Who the client acts for. */
+  readonly principal: string
+  /** The capabilities the client declared that an upstream session mirrors (elicitation, sampling, roots). */
+  readonly capabilities: ClientCapabilities
+  /** `capabilities` in a canonical form: two clients with the same signature see the same lists. */
+  readonly signature: string
+}
+
+const MIRRORED = ['elicitation', 'sampling', 'roots'] as const
+
+/** The client capabilities an upstream session declares: exactly those the downstream client has. */
+export function mirrorCapabilities (downstream: JsonObject | undefined): ClientCapabilities {
+  const mirrored: JsonObject = {}
+  for (const key of MIRRORED) {
+    const value = downstream?.[key]
+    if (value !== undefined && value !== null && typeof value === 'object' && !Array.isArray(value)) mirrored[key] = value
+  }
+  return mirrored as ClientCapabilities
+}
+
+/** JSON with object keys sorted at every level, so equal values always give equal text. */
+function canonical (value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`
+  if (value !== null && typeof value === 'object') {
+    const entries = Object.entries(value as JsonObject).filter(([, v]) => v !== undefined).sort(([a], [b]) => a < b ? -1 : a > b ? 1 : 0)
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonical(v)}`).join(',')}}`
+  }
+  return JSON.stringify(value)
+}
+
+export function capabilitySignature (capabilities: ClientCapabilities): string {
+  return canonical(capabilities)
+}
+
+function short (text: string): string {
+  return createHash('sha256').update(text).digest('base64url').slice(0, 16)
+}
+
+/** The client of a 2025-era session. */
+export function sessionClient (sessionId: string, principal: string, clientCapabilities: JsonObject): ClientRef {
+  const capabilities = mirrorCapabilities(clientCapabilities)
+  return { key: `session:${sessionId}`, principal, capabilities, signature: capabilitySignature(capabilities) }
+}
+
+/** The client of 2026-07-28 requests: the principal, with the capabilities the request declares. */
+export function principalClient (principal: string, clientCapabilities: JsonObject): ClientRef {
+  const capabilities = mirrorCapabilities(clientCapabilities)
+  const signature = capabilitySignature(capabilities)
+  return { key: `principal:${principal}:${short(signature)}`, principal, capabilities, signature }
+}
+
+/** The client a task was created for: its session, or (2026-07-28) its principal and capabilities. */
+export function taskClient (task: { sessionId: string | null, principal: string, clientCapabilities: JsonObject }): ClientRef {
+  return task.sessionId === null
+    ? principalClient(task.principal, task.clientCapabilities)
+    : sessionClient(task.sessionId, task.principal, task.clientCapabilities)
+}
+
+/** The 2025-era session id in a client key, if the client is a session. */
+export function sessionIdOf (clientKey: string): string | undefined {
+  return clientKey.startsWith('session:') ? clientKey.slice('session:'.length) : undefined
+}
+
+/** The client capability an input request needs when the client did not declare it; undefined when it did. */
+export function clientSupports (capabilities: JsonObject, method: InputMethod, params: JsonObject): string | undefined {
+  if (method === 'sampling/createMessage') return capabilities.sampling ? undefined : 'sampling'
+  if (method === 'roots/list') return capabilities.roots ? undefined : 'roots'
+  const elicitation = capabilities.elicitation as JsonObject | undefined
+  if (!elicitation) return 'elicitation'
+  const mode = params.mode === 'url' ? 'url' : 'form'
+  // An empty elicitation capability means form mode only (2025-06-18 clients).
+  const declared = Object.keys(elicitation).length === 0 ? ['form'] : Object.keys(elicitation)
+  return declared.includes(mode) ? undefined : `elicitation.${mode}`
+}

@@ -1,0 +1,245 @@
+import { Client, ProtocolError, type ClientCapabilities, type PriorDiscovery, type RequestOptions } from '@modelcontextprotocol/client'
+import { z } from 'zod'
+import type { UpstreamConfig } from '../config/schema.ts'
+import { GatewayError, RpcError } from '../errors.ts'
+import type { Logger } from '../observability/logger.ts'
+import type { JsonObject } from '../protocol/jsonrpc.ts'
+import { AttributingTransport, CallRegistry, INPUT_METHODS, isInputMethod, untagged, type InflightCall, type InputMethod } from './call-attribution.ts'
+import type { UpstreamHttp } from './http-dispatcher.ts'
+import { createTransport } from './transport-factory.ts'
+
+const CAPABILITY_OF: Record<InputMethod, 'elicitation' | 'sampling' | 'roots'> = {
+  'elicitation/create': 'elicitation',
+  'sampling/createMessage': 'sampling',
+  'roots/list': 'roots',
+}
+
+export type ListKind = 'tools' | 'prompts' | 'resources'
+
+/** What an upstream session reports to its upstream. */
+export interface SessionEvents {
+  onListChanged (session: UpstreamSession, kind: ListKind): void
+  onResourceUpdated (session: UpstreamSession, params: JsonObject): void
+  /** A request of the upstream that belongs to no call: its client may still answer it. */
+  onOrphanRequest (session: UpstreamSession, method: InputMethod, params: JsonObject, signal: AbortSignal): Promise<JsonObject>
+  /** A notification (log message) that belongs to no call. */
+  onOrphanNotification (session: UpstreamSession, method: string, params: JsonObject): void
+  onClosed (session: UpstreamSession): void
+}
+
+export interface SessionOpenOptions {
+  /** The session's name in its upstream's registry (the client key, or a shared key). */
+  key: string
+  config: UpstreamConfig
+  http: UpstreamHttp | undefined
+  capabilities: ClientCapabilities
+  signature: string
+  /** Sessions with the same list key list the same entries when new (see Upstream.listKeyOf). */
+  listKey: string
+  events: SessionEvents
+  log: Logger
+  prior: PriorDiscovery | undefined
+}
+
+export interface SessionRequestOptions {
+  timeout: number
+  signal?: AbortSignal | undefined
+  /** The call this request belongs to: what the upstream sends while it runs goes to the call's sink. */
+  call?: InflightCall | undefined
+  onprogress?: ((progress: JsonObject) => void) | undefined
+  /** The caller's own Authorization header, sent instead of the configured one (forwardAuthorization). */
+  authorization?: string | undefined
+  /** Return a 2026-07-28 `input_required` result instead of failing on it (the caller answers it). */
+  allowInputRequired?: boolean
+}
+
+const passthrough = z.looseObject({})
+
+function toProtocolError (err: unknown): unknown {
+  return err instanceof RpcError || err instanceof GatewayError ? new ProtocolError(err.rpcCode, err.message, err.data) : err
+}
+
+/**
+ * One upstream session: an SDK client over its own connection (a spawned process for stdio, an
+ * `Mcp-Session-Id` for Streamable HTTP, an SSE connection), declaring the capabilities of the client it
+ * serves. Its calls, lists and reads are multiplexed by JSON-RPC id; what the upstream sends during a
+ * call goes to that call (see CallRegistry), the rest to the session's client.
+ */
+export class UpstreamSession {
+  readonly key: string
+  readonly client: Client
+  readonly capabilities: ClientCapabilities
+  readonly signature: string
+  readonly listKey: string
+  readonly calls = new CallRegistry()
+  /** When the session was last used (a request, or a hold released). */
+  lastUsedAt = Date.now()
+  /** No call ran on it yet: what it lists is what any new session with its capabilities lists. */
+  pristine = true
+  /** Its client is gone: the session closes once nothing holds it. */
+  ended = false
+  #holds = 0
+  #closed = false
+  #probing = false
+  #closing: Promise<void> | undefined
+
+  private constructor (options: SessionOpenOptions, client: Client) {
+    this.key = options.key
+    this.client = client
+    this.capabilities = options.capabilities
+    this.signature = options.signature
+    this.listKey = options.listKey
+  }
+
+  static async open (options: SessionOpenOptions): Promise<UpstreamSession> {
+    const { config, capabilities, events, log } = options
+    const client = new Client(
+      { name: 'mcp-task-gateway', version: '0.1.0' },
+      { capabilities, versionNegotiation: { mode: config.transport === 'sse' ? 'legacy' : config.era }, inputRequired: { autoFulfill: false } },
+    )
+    const session = new UpstreamSession(options, client)
+    session.#install(events)
+    const created = createTransport(config, options.http, {
+      onStderr: (line) => log.info({ stderr: line }, 'upstream stderr'),
+    })
+    const transport = new AttributingTransport(created.transport, session.calls, created.delayResponses)
+    client.onclose = () => {
+      session.#closed = true
+      events.onClosed(session)
+    }
+    client.onerror = (err) => {
+      log.debug({ err: err.message }, 'upstream transport error')
+      session.#checkAlive(Math.min(5000, config.timeouts.connect))
+    }
+    try {
+      await client.connect(transport, { timeout: config.timeouts.connect, ...(options.prior && { prior: options.prior }) })
+    } catch (err) {
+      session.#closed = true
+      await client.close().catch(() => {})
+      throw err
+    }
+    return session
+  }
+
+  get closed (): boolean {
+    return this.#closed
+  }
+
+  /** Calls, tasks and subscriptions holding the session open. */
+  get holds (): number {
+    return this.#holds
+  }
+
+  /** Keeps the session open until the returned function is called (once). */
+  hold (): () => void {
+    this.#holds++
+    let released = false
+    return () => {
+      if (released) return
+      released = true
+      this.#holds--
+      this.lastUsedAt = Date.now()
+    }
+  }
+
+  /** Sends any request and returns the upstream's result object untouched. */
+  async request (method: string, params: JsonObject | undefined, options: SessionRequestOptions): Promise<JsonObject> {
+    this.lastUsedAt = Date.now()
+    const request = params === undefined ? { method } : { method, params }
+    const auth = options.authorization === undefined ? undefined : { authorization: options.authorization }
+    const headers = this.calls.headers(options.call, auth)
+    const sdkOptions: RequestOptions = {
+      timeout: options.timeout,
+      ...(options.signal && { signal: options.signal }),
+      ...(options.onprogress && { onprogress: options.onprogress as unknown as RequestOptions['onprogress'] }),
+      ...(headers && { headers }),
+      ...(options.allowInputRequired === true && { allowInputRequired: true }),
+    }
+    return await this.client.request(request, passthrough, sdkOptions) as JsonObject
+  }
+
+  async notify (method: string, params?: JsonObject): Promise<void> {
+    await this.client.notification(params === undefined ? { method } : { method, params })
+  }
+
+  close (): Promise<void> {
+    this.#closed = true
+    this.#closing ??= this.client.close().catch(() => {})
+    return this.#closing
+  }
+
+  /**
+   * A transport error may mean the upstream is gone while a request waits for an answer that will never
+   * come (a dropped HTTP stream does not fail pending requests). A ping tells: if it fails, the session
+   * is closed, which fails whatever was pending on it.
+   */
+  #checkAlive (timeout: number): void {
+    if (this.#closed || this.#probing) return
+    this.#probing = true
+    this.client.ping({ timeout }).then(
+      () => { this.#probing = false },
+      () => {
+        this.#probing = false
+        void this.close()
+      },
+    )
+  }
+
+  /**
+   * Gives a request of the upstream to the call it belongs to, else to the session's client. A request
+   * given to a call by guess goes to another when that call ends first (see CallRegistry).
+   */
+  async #input (events: SessionEvents, method: InputMethod, params: JsonObject, signal: AbortSignal): Promise<JsonObject> {
+    const plain = untagged(params)
+    try {
+      for (;;) {
+        const owner = this.calls.attribute(params)
+        if (owner === 'ambiguous') {
+          throw new ProtocolError(-32603, `calls of several clients are in flight on this upstream session, so the gateway cannot tell whose '${method}' this is (configure this upstream with sessions: per-client or per-call)`)
+        }
+        if (owner === 'none') return await events.onOrphanRequest(this, method, plain, signal)
+        const { call, exact } = owner
+        call.waiting++
+        try {
+          return await call.sink.input(method, plain, exact ? signal : AbortSignal.any([signal, call.ended]))
+        } catch (err) {
+          if (exact || signal.aborted || !call.ended.aborted) throw err
+        } finally {
+          call.waiting--
+        }
+      }
+    } catch (err) {
+      throw toProtocolError(err)
+    }
+  }
+
+  #notification (events: SessionEvents, method: string, params: JsonObject): void {
+    const owner = this.calls.attribute(params)
+    const plain = untagged(params)
+    if (typeof owner === 'object') owner.call.sink.notify(method, plain)
+    else if (method !== 'notifications/tasks/status') events.onOrphanNotification(this, method, plain)
+  }
+
+  #install (events: SessionEvents): void {
+    const client = this.client
+    for (const method of INPUT_METHODS) {
+      if (!(CAPABILITY_OF[method] in this.capabilities)) continue
+      client.setRequestHandler(method, async (request, ctx) =>
+        await this.#input(events, method, (request.params ?? {}) as JsonObject, ctx.mcpReq.signal) as never)
+    }
+    // Sent although the session did not declare the capability: the call's channel refuses it (and tells
+    // its client what was missing); the upstream gets a clear error either way.
+    client.fallbackRequestHandler = async (request, ctx) => {
+      if (!isInputMethod(request.method)) throw new ProtocolError(-32601, `Method not found: ${request.method}`)
+      return await this.#input(events, request.method, (request.params ?? {}) as JsonObject, ctx.mcpReq.signal)
+    }
+    client.setNotificationHandler('notifications/tools/list_changed', () => events.onListChanged(this, 'tools'))
+    client.setNotificationHandler('notifications/prompts/list_changed', () => events.onListChanged(this, 'prompts'))
+    client.setNotificationHandler('notifications/resources/list_changed', () => events.onListChanged(this, 'resources'))
+    client.setNotificationHandler('notifications/resources/updated', (n) => events.onResourceUpdated(this, untagged(n.params as JsonObject)))
+    client.setNotificationHandler('notifications/message', (n) => this.#notification(events, n.method, n.params as JsonObject))
+    client.fallbackNotificationHandler = async (n) => {
+      if (n.method === 'notifications/tasks/status') this.#notification(events, n.method, (n.params ?? {}) as JsonObject)
+    }
+  }
+}

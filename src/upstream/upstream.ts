@@ -1,0 +1,331 @@
+import type { PriorDiscovery } from '@modelcontextprotocol/client'
+import type { UpstreamConfig } from '../config/schema.ts'
+import { GatewayError, errorMessage } from '../errors.ts'
+import type { JsonObject } from '../protocol/jsonrpc.ts'
+import type { Logger } from '../observability/logger.ts'
+import type { InputMethod } from './call-attribution.ts'
+import { CallSlots } from './call-slots.ts'
+import type { ClientRef } from './client-ref.ts'
+import { createUpstreamHttp, type UpstreamHttp } from './http-dispatcher.ts'
+import { UpstreamSession, type ListKind, type SessionEvents } from './upstream-session.ts'
+
+export type UpstreamState = 'starting' | 'ready' | 'down' | 'closed'
+
+/** What the gateway learns from an upstream and its sessions. */
+export interface UpstreamEvents {
+  onReady (upstream: Upstream): void
+  /** The upstream was ready and is not any more. */
+  onDown (upstream: Upstream, reason: string): void
+  onListChanged (upstream: Upstream, session: UpstreamSession, kind: ListKind): void
+  onResourceUpdated (upstream: Upstream, session: UpstreamSession, params: JsonObject): void
+  onSessionClosed (upstream: Upstream, session: UpstreamSession): void
+  /** A request of the upstream that belongs to no call, on a session that serves one client (`session.key`). */
+  onOrphanRequest (upstream: Upstream, session: UpstreamSession, method: InputMethod, params: JsonObject, signal: AbortSignal): Promise<JsonObject>
+  onOrphanNotification (upstream: Upstream, session: UpstreamSession, method: string, params: JsonObject): void
+}
+
+/** A session held for one use (a call, a read, a task, a subscription); `release` once done. */
+export interface SessionLease {
+  readonly session: UpstreamSession
+  release (): void
+}
+
+/** What a session is wanted for: `call` (tools/call, prompts/get, lists) or `read` (reads, completions, subscriptions). */
+export type Purpose = 'call' | 'read'
+
+/** The key of the gateway's own session of an upstream (health, lists every client starts from). */
+export const GATEWAY_KEY = 'gateway'
+
+/**
+ * One configured upstream and its sessions. The gateway's own session (declaring no client capabilities)
+ * tells whether the upstream is up and gives the lists every client starts from. Clients get sessions
+ * by `upstreams[].sessions`:
+ *
+ * - `per-client`: one session per client (see ClientRef), opened on first use, so a stateful server sees
+ *   each client as its own; it closes when the client ends, or after `idleTimeout` unused;
+ * - `shared`: one session for all clients that declare the same capabilities (stateless servers);
+ * - `per-call`: one exclusive session per call, kept idle for reuse by calls of the same capabilities;
+ *   reads and subscriptions use the gateway's own session.
+ *
+ * A session that calls, tasks or subscriptions hold is never closed for idleness. `maxSessions` caps the
+ * sessions of the first two kinds; `maxConcurrentCalls` the calls in flight across all sessions.
+ */
+export class Upstream {
+  readonly config: UpstreamConfig
+  state: UpstreamState = 'starting'
+  lastError: string | undefined
+  readonly slots: CallSlots
+  readonly #log: Logger
+  readonly #events: UpstreamEvents
+  readonly #http: UpstreamHttp | undefined
+  #gateway: UpstreamSession | undefined
+  #prior: PriorDiscovery | undefined
+  readonly #sessions = new Map<string, Promise<UpstreamSession>>()
+  readonly #open = new Map<string, UpstreamSession>()
+  readonly #idle: UpstreamSession[] = []
+  #exclusive = 0
+  #attempt = 0
+  #reconnectTimer: NodeJS.Timeout | undefined
+  readonly #reaper: NodeJS.Timeout
+
+  constructor (config: UpstreamConfig, log: Logger, events: UpstreamEvents) {
+    this.config = config
+    this.#log = log.child({ upstream: config.name })
+    this.#events = events
+    this.#http = config.transport === 'stdio' ? undefined : createUpstreamHttp(config)
+    this.slots = new CallSlots(config.name, config.maxConcurrentCalls, config.maxQueuedCalls)
+    this.#reaper = setInterval(() => this.#reapIdle(), Math.min(30_000, Math.max(1000, Math.floor(config.idleTimeout / 2))))
+    this.#reaper.unref()
+  }
+
+  get name (): string {
+    return this.config.name
+  }
+
+  /** Sessions open (or opening) and calls running or waiting. */
+  get load (): { sessions: number, active: number, waiting: number } {
+    return { sessions: this.#sessions.size + this.#exclusive + this.#idle.length, active: this.slots.active, waiting: this.slots.waiting }
+  }
+
+  /** Opens the gateway's own session; never throws: a failure marks the upstream down and retries with backoff. */
+  async start (): Promise<void> {
+    if (this.state === 'closed') return
+    try {
+      const session = await this.#openSession(GATEWAY_KEY, { key: GATEWAY_KEY, principal: '', capabilities: {}, signature: '{}' })
+      if ((this.state as UpstreamState) === 'closed') {
+        await session.close()
+        return
+      }
+      const era = session.client.getProtocolEra?.()
+      const discover = session.client.getDiscoverResult?.()
+      this.#prior = era === 'modern' && discover ? { kind: 'modern', discover } : { kind: 'legacy' }
+      this.#gateway = session
+      this.#attempt = 0
+      this.state = 'ready'
+      this.lastError = undefined
+      this.#log.info({ era, protocolVersion: session.client.getNegotiatedProtocolVersion?.() }, 'upstream connected')
+      this.#events.onReady(this)
+    } catch (err) {
+      this.#markDown(`connect failed: ${errorMessage(err)}`)
+    }
+  }
+
+  /** The gateway's own session; throws GW_ERR_UPSTREAM_UNAVAILABLE when the upstream is down. */
+  gatewaySession (): UpstreamSession {
+    if (this.state === 'ready' && this.#gateway && !this.#gateway.closed) return this.#gateway
+    throw this.#unavailable()
+  }
+
+  /** The session that serves `client` (see the class comment), opened if needed, held until released. */
+  async acquire (client: ClientRef, purpose: Purpose): Promise<SessionLease> {
+    if (this.state === 'closed') throw new GatewayError('GW_ERR_SHUTTING_DOWN')
+    const mode = this.config.sessions
+    if (mode === 'per-call') return purpose === 'read' ? this.#lease(this.gatewaySession()) : await this.#exclusiveLease(client)
+    const key = this.#keyOf(client)
+    const open = this.#open.get(key)
+    if (open !== undefined && !open.closed) return this.#lease(open)
+    if (this.state !== 'ready') throw this.#unavailable()
+    let opening = this.#sessions.get(key)
+    if (opening === undefined) {
+      if (this.#sessions.size >= this.config.maxSessions) throw new GatewayError('GW_ERR_UPSTREAM_SESSION_LIMIT', [this.name, this.config.maxSessions])
+      opening = this.#openSession(key, client)
+      this.#sessions.set(key, opening)
+      opening.then((session) => {
+        if (this.#sessions.get(key) === opening) this.#open.set(key, session)
+        else void session.close()
+      }, () => {
+        if (this.#sessions.get(key) === opening) this.#sessions.delete(key)
+      })
+    }
+    let session: UpstreamSession
+    try {
+      session = await opening
+    } catch (err) {
+      throw new GatewayError('GW_ERR_UPSTREAM_UNAVAILABLE', [this.name, errorMessage(err)], { cause: err })
+    }
+    if (session.closed) throw new GatewayError('GW_ERR_UPSTREAM_UNAVAILABLE', [this.name, 'its session closed while it was opened'])
+    return this.#lease(session)
+  }
+
+  /** The open session that serves `client`, if there is one (nothing is opened). */
+  sessionOf (client: ClientRef): UpstreamSession | undefined {
+    if (this.config.sessions === 'per-call') return undefined
+    const session = this.#open.get(this.#keyOf(client))
+    return session?.closed === false ? session : undefined
+  }
+
+  /** The open session registered under `key` (a client key, for per-client sessions). */
+  sessionByKey (key: string): UpstreamSession | undefined {
+    const session = this.#open.get(key)
+    return session?.closed === false ? session : undefined
+  }
+
+  /** The client is gone (its 2025-era session ended): its session closes once nothing holds it. */
+  endClient (clientKey: string): void {
+    if (this.config.sessions !== 'per-client') return
+    const session = this.#open.get(clientKey)
+    if (session === undefined) return
+    session.ended = true
+    if (session.holds === 0) this.#retire(session)
+  }
+
+  async close (): Promise<void> {
+    this.state = 'closed'
+    clearTimeout(this.#reconnectTimer)
+    clearInterval(this.#reaper)
+    this.slots.rejectAll(new GatewayError('GW_ERR_SHUTTING_DOWN'))
+    const opening = [...this.#sessions.values()].map(async (p) => await p.then((s) => s.close(), () => {}))
+    this.#sessions.clear()
+    this.#open.clear()
+    const all = [...this.#idle.splice(0), ...(this.#gateway ? [this.#gateway] : [])]
+    this.#gateway = undefined
+    await Promise.all([...opening, ...all.map(async (s) => await s.close())])
+    await this.#http?.close()
+  }
+
+  /**
+   * What a new session lists depends on the capabilities it declares and, when the upstream is sent each
+   * caller's own Authorization header, on who the caller is.
+   */
+  listKeyOf (client: Pick<ClientRef, 'signature' | 'principal'>): string {
+    const perPrincipal = this.config.transport === 'streamable-http' && this.config.forwardAuthorization
+    return perPrincipal ? `${client.signature} ${client.principal}` : client.signature
+  }
+
+  #keyOf (client: ClientRef): string {
+    return this.config.sessions === 'per-client' ? client.key : `shared:${this.listKeyOf(client)}`
+  }
+
+  #lease (session: UpstreamSession): SessionLease {
+    const unhold = session.hold()
+    return {
+      session,
+      release: () => {
+        unhold()
+        if (session.ended && session.holds === 0) this.#retire(session)
+      },
+    }
+  }
+
+  /** per-call: an idle session with the client's capabilities, or a new one; back to idle when released. */
+  async #exclusiveLease (client: ClientRef): Promise<SessionLease> {
+    if (this.state !== 'ready') throw this.#unavailable()
+    const index = this.#idle.findIndex((s) => s.signature === client.signature && !s.closed)
+    let session: UpstreamSession
+    if (index >= 0) {
+      session = this.#idle.splice(index, 1)[0]!
+    } else {
+      try {
+        session = await this.#openSession(`call:${client.signature}`, client)
+      } catch (err) {
+        throw new GatewayError('GW_ERR_UPSTREAM_UNAVAILABLE', [this.name, errorMessage(err)], { cause: err })
+      }
+    }
+    this.#exclusive++
+    const unhold = session.hold()
+    return {
+      session,
+      release: () => {
+        unhold()
+        this.#exclusive--
+        if (!session.closed && this.state === 'ready') this.#idle.push(session)
+        else void session.close()
+      },
+    }
+  }
+
+  async #openSession (key: string, client: ClientRef): Promise<UpstreamSession> {
+    const session = await UpstreamSession.open({
+      key,
+      config: this.config,
+      http: this.#http,
+      capabilities: client.capabilities,
+      signature: client.signature,
+      listKey: this.listKeyOf(client),
+      events: this.#sessionEvents(),
+      log: this.#log,
+      prior: this.#prior,
+    })
+    if (key !== GATEWAY_KEY) this.#log.debug({ session: key }, 'upstream session opened')
+    return session
+  }
+
+  #sessionEvents (): SessionEvents {
+    return {
+      onListChanged: (session, kind) => this.#events.onListChanged(this, session, kind),
+      onResourceUpdated: (session, params) => this.#events.onResourceUpdated(this, session, params),
+      onOrphanRequest: async (session, method, params, signal) => {
+        if (session.key === GATEWAY_KEY || this.config.sessions !== 'per-client') {
+          throw new GatewayError('GW_ERR_INTERNAL', [`'${method}' arrived while no call was in flight on a session that serves no single client, so there is nobody to ask`])
+        }
+        return await this.#events.onOrphanRequest(this, session, method, params, signal)
+      },
+      onOrphanNotification: (session, method, params) => {
+        if (session.key !== GATEWAY_KEY && this.config.sessions === 'per-client') this.#events.onOrphanNotification(this, session, method, params)
+      },
+      onClosed: (session) => this.#closed(session),
+    }
+  }
+
+  #closed (session: UpstreamSession): void {
+    if (session === this.#gateway) {
+      if (this.state === 'ready') this.#markDown('connection closed')
+    } else {
+      const index = this.#idle.indexOf(session)
+      if (index >= 0) this.#idle.splice(index, 1)
+      if (this.#open.get(session.key) === session) {
+        this.#open.delete(session.key)
+        this.#sessions.delete(session.key)
+        if (!session.ended && this.state !== 'closed') this.#log.info({ session: session.key }, 'upstream session closed')
+      }
+    }
+    this.#events.onSessionClosed(this, session)
+  }
+
+  /** Closes a session nobody needs any more. */
+  #retire (session: UpstreamSession): void {
+    if (this.#open.get(session.key) === session) {
+      this.#open.delete(session.key)
+      this.#sessions.delete(session.key)
+    }
+    void session.close()
+  }
+
+  #markDown (reason: string): void {
+    if (this.state === 'closed') return
+    const wasReady = this.state === 'ready'
+    this.state = 'down'
+    this.lastError = reason
+    const gateway = this.#gateway
+    this.#gateway = undefined
+    void gateway?.close()
+    this.slots.rejectAll(this.#unavailable())
+    for (const idle of this.#idle.splice(0)) void idle.close()
+    const delay = Math.min(this.config.restart.maxDelay, this.config.restart.initialDelay * 2 ** this.#attempt++)
+    this.#log.warn({ reason, retryInMs: delay }, wasReady ? 'upstream went down' : 'upstream unavailable')
+    if (wasReady) this.#events.onDown(this, reason)
+    this.#reconnectTimer = setTimeout(() => { void this.start() }, delay)
+    this.#reconnectTimer.unref()
+  }
+
+  #reapIdle (): void {
+    const cutoff = Date.now() - this.config.idleTimeout
+    for (let i = this.#idle.length - 1; i >= 0; i--) {
+      const session = this.#idle[i]!
+      if (session.lastUsedAt < cutoff) {
+        this.#idle.splice(i, 1)
+        void session.close()
+      }
+    }
+    for (const session of this.#open.values()) {
+      if (session.holds === 0 && session.lastUsedAt < cutoff) {
+        this.#log.info({ session: session.key, idleMs: Date.now() - session.lastUsedAt }, 'closed an idle upstream session')
+        this.#retire(session)
+      }
+    }
+  }
+
+  #unavailable (): GatewayError {
+    return new GatewayError('GW_ERR_UPSTREAM_UNAVAILABLE', [this.name, this.lastError ?? this.state])
+  }
+}
