@@ -83,6 +83,28 @@ describe.each(['stdio', 'streamable-http'] as const)('a stateful upstream over %
     }
   })
 
+  it('gets two concurrent eliciting tasks of one client their own answers (over HTTP, each shown in its own task)', async () => {
+    // Where each question was shown: the task its related-task metadata names.
+    const shownIn = new Map<string, string>()
+    const dora = await connectV1(gw.url, {
+      onElicit: (params) => {
+        const related = (params._meta as Json | undefined)?.['io.modelcontextprotocol/related-task'] as Json | undefined
+        shownIn.set(String(params.message), String(related?.taskId))
+        return { action: 'accept', content: { name: `answer to ${String(params.message)}` } }
+      },
+    })
+    try {
+      const [first, second] = await Promise.all([runTask(dora, 's__ask', { question: 'First?' }), runTask(dora, 's__ask', { question: 'Second?' })])
+      expect(textOf(first.result)).toBe('First? answer to First?')
+      expect(textOf(second.result)).toBe('Second? answer to Second?')
+      expect([...shownIn.values()].sort()).toEqual([first.taskId, second.taskId].sort())
+      // Streamable HTTP says which request each question belongs to; stdio does not (see Upstream sessions).
+      if (transport === 'streamable-http') expect(Object.fromEntries(shownIn)).toEqual({ 'First?': first.taskId, 'Second?': second.taskId })
+    } finally {
+      await dora.close()
+    }
+  })
+
   it('gives a 2026-07-28 client one consistent state of its own, plain and as a task', async () => {
     // Without auth, 2026-07-28 requests that declare the same capabilities come from one client.
     const modern = new ModernRaw(gw.url)
@@ -108,7 +130,7 @@ describe('upstream sessions of a stateful stdio upstream', () => {
   beforeAll(async () => {
     gw = await startGateway({
       auth: { tokens: [{ principal: 'carol', sha256: createHash('sha256').update(token).digest('hex') }] },
-      upstreams: [{ name: 's', transport: 'stdio', command: process.execPath, args: ['--import', 'tsx', FIXTURE], maxSessions: 2, idleTimeout: '1s' }],
+      upstreams: [{ name: 's', transport: 'stdio', command: process.execPath, args: ['--import', 'tsx', FIXTURE], maxSessions: 2 }],
       tasks: { pollInterval: '50ms' },
     })
   })
@@ -132,15 +154,40 @@ describe('upstream sessions of a stateful stdio upstream', () => {
     await vi.waitFor(() => { expect(sessions()).toBe(0) }, { timeout: 10_000, interval: 20 })
   })
 
-  it('refuses a session beyond maxSessions with a precise error, and closes sessions left idle', async () => {
+  it('refuses a session beyond maxSessions with a precise error until a client ends', async () => {
     const clients = await Promise.all([1, 2, 3].map(async () => await RawSession.open(gw.url, {}, auth)))
     expect(textOf((await clients[0]!.request('tools/call', { name: 's__inc' })).result)).toBe('1')
     expect(textOf((await clients[1]!.request('tools/call', { name: 's__inc' })).result)).toBe('1')
     const refused = await clients[2]!.request('tools/call', { name: 's__inc' })
     expect(refused.error).toMatchObject({ code: -32059, message: expect.stringContaining("upstream 's' already has 2 sessions open (upstreams[].maxSessions)") })
-    // Unused for idleTimeout (1s), both close; a client's next call starts a new state.
-    await vi.waitFor(() => { expect(sessions()).toBe(0) }, { timeout: 10_000, interval: 50 })
+    expect((await fetch(gw.url, { method: 'DELETE', headers: { ...auth, 'mcp-session-id': clients[0]!.sessionId } })).status).toBe(200)
+    await vi.waitFor(() => { expect(sessions()).toBe(1) }, { timeout: 10_000, interval: 20 })
     expect(textOf((await clients[2]!.request('tools/call', { name: 's__inc' })).result)).toBe('1')
-    expect(textOf((await clients[0]!.request('tools/call', { name: 's__inc' })).result)).toBe('1')
+    expect(textOf((await clients[1]!.request('tools/call', { name: 's__inc' })).result)).toBe('2')
+  })
+})
+
+describe('an upstream session left idle', () => {
+  let gw: RunningGateway
+
+  beforeAll(async () => {
+    gw = await startGateway({ upstreams: [{ name: 's', transport: 'stdio', command: process.execPath, args: ['--import', 'tsx', FIXTURE], idleTimeout: '1s' }] })
+  })
+
+  afterAll(async () => {
+    await gw?.close()
+  })
+
+  it('is closed after idleTimeout, and the client\'s next call starts a new state', async () => {
+    const client = await connectV1(gw.url)
+    try {
+      expect(await call(client, 'inc')).toBe('1')
+      expect(await call(client, 'inc')).toBe('2')
+      await vi.waitFor(() => { expect(gw.gateway.upstreams[0]!.load.sessions).toBe(0) }, { timeout: 10_000, interval: 50 })
+      expect(gw.logs().some((line) => line.msg === 'closed an idle upstream session')).toBe(true)
+      expect(await call(client, 'inc')).toBe('1')
+    } finally {
+      await client.close()
+    }
   })
 })
