@@ -66,7 +66,7 @@ export function catalogSync (targets: CatalogSyncTargets): UpstreamEvents & { st
       targets.catalog().upstreamDown()
       broadcastAll()
     },
-    onListChanged: (upstream, session) => targets.catalog().listChanged(upstream, session),
+    onListChanged: (upstream, session, kind) => targets.catalog().listChanged(upstream, session, kind),
     onResourceUpdated: (_upstream, session, params) => subscriptions.updated(session, params),
     onSessionClosed: (upstream, session) => subscriptions.sessionClosed(upstream, session),
     onOrphanRequest: async (_upstream, session, method, params, signal) => {

@@ -29,6 +29,8 @@ interface SessionLists {
   loading: Promise<Snapshot> | undefined
   /** A list change arrived while loading: load again before answering. */
   dirty: boolean
+  /** The kinds of list the upstream announced as changed since the last load. */
+  announced: Set<ListChange>
 }
 
 /** Merged views kept at once (one per distinct combination of upstream lists). */
@@ -127,10 +129,14 @@ export class Catalog {
     return this.#native.get(upstream)?.has(tool) ?? false
   }
 
-  /** A session reported a list change: read its lists again (coalesced with a read under way). */
-  listChanged (upstream: Upstream, session: UpstreamSession): void {
-    const state = this.#sessions.get(session)
-    if (state?.loading !== undefined) {
+  /**
+   * A session reported a list change: read its lists again (coalesced with a read under way). Its client is
+   * told of the kinds the upstream announced, as it would be without the gateway, whether or not they differ.
+   */
+  listChanged (upstream: Upstream, session: UpstreamSession, kind: ListChange): void {
+    const state = this.#state(session)
+    state.announced.add(kind)
+    if (state.loading !== undefined) {
       state.dirty = true
       return
     }
@@ -167,15 +173,20 @@ export class Catalog {
 
   /** The session's lists: read once, then again after each change it reports (`refresh`). */
   async #listsOf (upstream: Upstream, session: UpstreamSession, refresh = false): Promise<Snapshot> {
-    let state = this.#sessions.get(session)
-    if (state === undefined) {
-      state = { snapshot: undefined, loading: undefined, dirty: false }
-      this.#sessions.set(session, state)
-    }
+    const state = this.#state(session)
     if (state.loading !== undefined) return await state.loading
     if (state.snapshot !== undefined && !refresh) return state.snapshot
     state.loading = this.#load(upstream, session, state)
     return await state.loading
+  }
+
+  #state (session: UpstreamSession): SessionLists {
+    let state = this.#sessions.get(session)
+    if (state === undefined) {
+      state = { snapshot: undefined, loading: undefined, dirty: false, announced: new Set() }
+      this.#sessions.set(session, state)
+    }
+    return state
   }
 
   async #load (upstream: Upstream, session: UpstreamSession, state: SessionLists): Promise<Snapshot> {
@@ -202,9 +213,11 @@ export class Catalog {
     const template = session.pristine || config.sessions !== 'per-client'
     const templateBefore = templates.get(session.listKey)
     if (template) templates.set(session.listKey, snapshot)
-    const kinds = before === undefined ? [] : changedKinds(before, snapshot)
-    const templateChanged = template && templateBefore !== undefined && changedKinds(templateBefore, snapshot).length > 0
-    if (kinds.length > 0 || templateChanged) this.#onChange({ upstream, session, kinds: kinds.length > 0 ? kinds : changedKinds(templateBefore!, snapshot), template: templateChanged })
+    const kinds = new Set<ListChange>([...state.announced, ...(before === undefined ? [] : changedKinds(before, snapshot))])
+    state.announced.clear()
+    const templateKinds = template && templateBefore !== undefined ? changedKinds(templateBefore, snapshot) : []
+    if (templateKinds.length > 0) this.#onChange({ upstream, session, kinds: [...new Set([...kinds, ...templateKinds])], template: true })
+    else if (kinds.size > 0) this.#onChange({ upstream, session, kinds: [...kinds], template: false })
     if (template && session.listKey === upstream.listKeyOf({ signature: '{}', principal: '' })) this.base()
     return snapshot
   }

@@ -1,0 +1,63 @@
+import { describe, expect, it } from 'vitest'
+import { CallRegistry, untagged, type CallSink, type InflightCall } from '../../src/upstream/call-attribution.ts'
+
+const sink: CallSink = { input: async () => ({}), notify: () => {} }
+
+/** Registers `call`'s request `id` as the transport would when the request goes out. */
+function sent (calls: CallRegistry, call: InflightCall, id: number): void {
+  expect(calls.sent(id, calls.headers(call, { authorization: 'Bearer x' }))).toEqual({ authorization: 'Bearer x' })
+}
+
+function pick (calls: CallRegistry, params?: Record<string, unknown>): InflightCall | string {
+  const found = calls.attribute(params)
+  return typeof found === 'string' ? found : found.call
+}
+
+describe('attribution of what an upstream sends during calls', () => {
+  it('names the call whose response stream a message arrived on, exactly', () => {
+    const calls = new CallRegistry()
+    const [a, b] = [calls.begin('client-1', sink), calls.begin('client-2', sink)]
+    sent(calls, a, 7)
+    sent(calls, b, 8)
+    const message: { method: string, params?: Record<string, unknown> } = { method: 'elicitation/create', params: { message: 'hi' } }
+    calls.tagArrival(message, 7)
+    expect(calls.attribute(message.params)).toEqual({ call: a, exact: true })
+    expect(untagged(message.params!)).toEqual({ message: 'hi' })
+  })
+
+  it('names the call of an upstream task, or of a progress token, exactly', () => {
+    const calls = new CallRegistry()
+    const [a, b] = [calls.begin('client-1', sink), calls.begin('client-1', sink)]
+    a.upstreamTaskId = 'up-1'
+    sent(calls, b, 3)
+    expect(calls.attribute({ _meta: { 'io.modelcontextprotocol/related-task': { taskId: 'up-1' } } })).toEqual({ call: a, exact: true })
+    expect(calls.attribute({ _meta: { progressToken: 3 } })).toEqual({ call: b, exact: true })
+    calls.answered(3)
+    expect(calls.attribute({ _meta: { progressToken: 3 } })).toEqual({ call: b, exact: false })
+  })
+
+  it('gives the rest to the only call, else to the newest call of the one client not already waiting', () => {
+    const calls = new CallRegistry()
+    expect(calls.attribute({})).toBe('none')
+    const a = calls.begin('client-1', sink)
+    expect(calls.attribute({})).toEqual({ call: a, exact: false })
+    const b = calls.begin('client-1', sink)
+    const c = calls.begin('client-1', sink)
+    expect(pick(calls)).toBe(c)
+    c.waiting++
+    expect(pick(calls)).toBe(b)
+    b.waiting++
+    a.waiting++
+    expect(pick(calls)).toBe(c)
+    calls.end(c)
+    expect(c.ended.aborted).toBe(true)
+    expect(pick(calls)).toBe(b)
+  })
+
+  it('refuses to choose between calls of several clients', () => {
+    const calls = new CallRegistry()
+    calls.begin('client-1', sink)
+    calls.begin('client-2', sink)
+    expect(calls.attribute({ message: 'whose?' })).toBe('ambiguous')
+  })
+})
