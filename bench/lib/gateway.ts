@@ -1,10 +1,10 @@
-// Starts a gateway in front of the demo upstream for a bench run: by default as its own process
-// (`node --import tsx src/main.ts`, with bench/lib/child-probe.mjs preloaded to report its event-loop
-// delay, CPU, memory and CPU profiles over IPC), or in the bench process (BENCH_GATEWAY=inprocess).
+// Starts a gateway in front of the demo upstream (or of a stdio command) for a bench run: by default as
+// its own process (`node --import tsx src/main.ts`, with bench/lib/child-probe.mjs preloaded to report
+// its event-loop delay, CPU, memory and CPU profiles over IPC), or in the bench process
+// (BENCH_GATEWAY=inprocess).
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
 import { mkdtemp, rm, writeFile } from 'node:fs/promises'
-import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
@@ -15,7 +15,7 @@ import { parseConfig } from '../../src/config/load.ts'
 import { buildGateway } from '../../src/gateway.ts'
 import { loggerOptions } from '../../src/observability/logger.ts'
 import { REPO_ROOT } from '../../test/fixtures/spawn-upstream.ts'
-import { PROBE, forgetPid, registerPid, track } from './processes.ts'
+import { PROBE, forgetPid, freePort, registerPid, track } from './processes.ts'
 import type { Settings } from './settings.ts'
 
 const KILL_GRACE_MS = 15_000
@@ -53,6 +53,11 @@ export interface GatewayHandle {
 export interface GatewayOptions {
   upstreamUrl: string
   /**
+   * A stdio upstream instead of the one at `upstreamUrl`: the gateway spawns `command args` for each
+   * upstream session (its own, plus one per client with `sessions: per-client`).
+   */
+  stdio?: { command: string, args: string[] }
+  /**
    * Replaces the store section (default from settings); `'memory'` or `'sqlite'` picks that kind, the
    * sqlite file being a fresh one in the gateway's temp directory (deleted when it closes).
    */
@@ -63,16 +68,6 @@ export interface GatewayOptions {
   server?: Record<string, unknown>
   /** The tasks section (limits such as maxActivePerPrincipal). */
   tasks?: Record<string, unknown>
-}
-
-async function freePort (): Promise<number> {
-  const server = createServer()
-  server.listen(0, '127.0.0.1')
-  await once(server, 'listening')
-  const address = server.address()
-  await new Promise((resolve) => server.close(resolve))
-  if (address === null || typeof address === 'string') throw new Error('could not pick a free port')
-  return address.port
 }
 
 async function waitReady (base: string, failed: () => string | undefined): Promise<void> {
@@ -92,7 +87,7 @@ async function waitReady (base: string, failed: () => string | undefined): Promi
   }
 }
 
-/** Starts a gateway in front of one upstream named `demo`, as configured by `settings.gatewayMode`. */
+/** Starts a gateway in front of one upstream named `demo` (by default the demo upstream), as configured by `settings.gatewayMode`. */
 export async function startGateway (settings: Settings, options: GatewayOptions): Promise<GatewayHandle> {
   const dir = await mkdtemp(join(tmpdir(), 'mcp-gw-bench-'))
   const kind = typeof options.store === 'string' ? options.store : settings.store
@@ -103,8 +98,9 @@ export async function startGateway (settings: Settings, options: GatewayOptions)
     ...(options.tasks !== undefined && { tasks: options.tasks }),
     upstreams: [{
       name: 'demo',
-      transport: 'streamable-http',
-      url: options.upstreamUrl,
+      ...(options.stdio === undefined
+        ? { transport: 'streamable-http', url: options.upstreamUrl }
+        : { transport: 'stdio', command: options.stdio.command, args: options.stdio.args }),
       ...(settings.maxConcurrentCalls !== undefined && { maxConcurrentCalls: settings.maxConcurrentCalls }),
       ...options.upstream,
     }],

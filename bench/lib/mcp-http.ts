@@ -166,7 +166,10 @@ export class McpHttpSession implements TaskClient {
       return
     }
     try {
-      const res = await this.#pool.request({ path: this.url.pathname, method: 'DELETE', headers: this.#headers })
+      // No content-type: the DELETE has no body, and the gateway answers 400 (empty JSON body) to one
+      // that declares application/json, leaving the session and its upstream sessions open.
+      const { 'content-type': _, ...headers } = this.#headers
+      const res = await this.#pool.request({ path: this.url.pathname, method: 'DELETE', headers })
       await res.body.dump()
     } catch {
       // best effort: the server may already be gone

@@ -1,7 +1,9 @@
 // Child processes of a bench run and their clean-up: every child is registered, closed gracefully by
 // `closeAll()`, killed on process exit if still alive, and exits by itself when the bench dies
 // (bench/lib/child-probe.mjs). Also starts the demo upstream; the gateway is in gateway.ts.
+import { once } from 'node:events'
 import { readFileSync } from 'node:fs'
+import { createServer } from 'node:net'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { startUpstream } from '../../test/fixtures/spawn-upstream.ts'
 
@@ -64,6 +66,20 @@ export function procCpuMs (pid: number | undefined): number | undefined {
   } catch {
     return undefined
   }
+}
+
+/**
+ * A port free on 127.0.0.1 right now, for a child that cannot report the port it bound (a small race:
+ * the child fails to listen if something takes the port first, and the bench reports that).
+ */
+export async function freePort (): Promise<number> {
+  const server = createServer()
+  server.listen(0, '127.0.0.1')
+  await once(server, 'listening')
+  const address = server.address()
+  await new Promise((resolve) => server.close(resolve))
+  if (address === null || typeof address === 'string') throw new Error('could not pick a free port')
+  return address.port
 }
 
 // ── demo upstream ──────────────────────────────────────────────────────────────────────────────────

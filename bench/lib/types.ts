@@ -28,8 +28,8 @@ export interface BenchContext {
   /** The default gateway (memory store unless BENCH_STORE says otherwise), started on first use and shared. */
   gateway (): Promise<GatewayHandle>
   /**
-   * Another gateway in front of the same upstream, e.g. with a sqlite store for task sections; it is
-   * closed at the end of the run (or earlier by the section).
+   * Another gateway in front of the same upstream (or of a stdio command: `options.stdio`), e.g. with a
+   * sqlite store for task sections; it is closed at the end of the run (or earlier by the section).
    */
   startGateway (options: Omit<GatewayOptions, 'upstreamUrl'>): Promise<GatewayHandle>
   /** Progress line on stderr (keeps stdout for the report). */
