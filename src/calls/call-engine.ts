@@ -99,8 +99,11 @@ export class CallEngine {
     }
     let freeSlot: (() => void) | undefined
     try {
-      if (upstream.slots.full) channel.queued?.()
-      freeSlot = await upstream.slots.take(signal)
+      freeSlot = upstream.slots.tryTake()
+      if (freeSlot === undefined) {
+        channel.queued?.()
+        freeSlot = await upstream.slots.take(signal)
+      }
       const lease = await upstream.acquire(client, 'call')
       const session = lease.session
       const call = session.calls.begin(client.key, sink)

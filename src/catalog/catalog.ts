@@ -100,6 +100,31 @@ export class Catalog {
 
   /** The merged namespace `client` sees; opens the client's upstream sessions where no template tells. */
   async view (client: ClientRef): Promise<CatalogView> {
+    return this.#viewNow(client) ?? await this.#viewLater(client)
+  }
+
+  /** The client's view when every part of it is at hand (the common case: a call of a known client). */
+  #viewNow (client: ClientRef): CatalogView | undefined {
+    const recent = this.#recent.get(client.key)
+    if (recent === undefined) return undefined
+    const ids: string[] = []
+    for (const upstream of this.#upstreams) {
+      const session = upstream.sessionOf(client)
+      let snapshot: Snapshot | undefined
+      if (session !== undefined) {
+        const state = this.#sessions.get(session)
+        if (state?.snapshot === undefined || state.loading !== undefined) return undefined
+        snapshot = state.snapshot
+      } else if (upstream.state === 'ready') {
+        snapshot = this.#templates.get(upstream.name)?.get(upstream.listKeyOf(client))
+        if (snapshot === undefined) return undefined
+      }
+      if (snapshot !== undefined) ids.push(`${upstream.name}:${snapshot.id}`)
+    }
+    return this.#views.get(ids.join('|')) === recent ? recent : undefined
+  }
+
+  async #viewLater (client: ClientRef): Promise<CatalogView> {
     let complete = true
     const parts = await Promise.all(this.#upstreams.map(async (upstream): Promise<ViewPart | undefined> => {
       try {
@@ -117,6 +142,14 @@ export class Catalog {
     this.#recent.set(client.key, view)
     if (this.#recent.size > VIEW_CACHE_LIMIT * 4) this.#recent.delete(this.#recent.keys().next().value!)
     return view
+  }
+
+  /**
+   * Whether what `client` lists and reads is what every client gets: it declares no capabilities and has
+   * no session of its own whose state could show (2026-07-28 results may then be cached for everyone).
+   */
+  isCommon (client: ClientRef): boolean {
+    return client.signature === '{}' && this.#upstreams.every((u) => u.config.sessions !== 'per-client' || u.sessionOf(client) === undefined)
   }
 
   /** Without waiting: the last view built for `client`, else the base view. */

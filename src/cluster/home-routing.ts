@@ -153,6 +153,9 @@ export class HomeRouting {
       notify: (method, params) => send({ jsonrpc: '2.0', method, params }),
       request: async (method, params, requestSignal) => await this.#deps.peers.request(from, ASK, { forwardId: f.forwardId, method, params }, requestSignal),
     }
+    // The home may have moved since the sender looked it up (it lapsed and another process took it).
+    const home = await this.#deps.homes.resolve(f.client.key)
+    if (home !== this.#deps.homes.processId) return await this.#forward(home, f.table, f.method, f.params, ctx)
     this.#deps.log.debug({ method: f.method, client: f.client.key }, 'serving a request another gateway process forwarded to the client\'s home')
     try {
       return await handler(f.params, ctx)

@@ -25,8 +25,6 @@ export interface InflightCall {
   upstreamTaskId: string | undefined
   /** Input requests of this call the client has not answered yet. */
   waiting: number
-  /** Aborted when the call has ended. */
-  readonly ended: AbortSignal
 }
 
 /** Names the call a request is sent for; read and removed by AttributingTransport, never sent upstream. */
@@ -74,22 +72,34 @@ export class CallRegistry {
   }
 
   begin (owner: string, sink: CallSink): InflightCall {
-    const end = new AbortController()
-    const call: InflightCall = { id: this.#next++, owner, sink, upstreamTaskId: undefined, waiting: 0, ended: end.signal }
+    const call: InflightCall = { id: this.#next++, owner, sink, upstreamTaskId: undefined, waiting: 0 }
     this.#calls.set(call.id, call)
-    this.#ends.set(call.id, end)
     return call
   }
 
   end (call: InflightCall): void {
     this.#calls.delete(call.id)
-    this.#ends.get(call.id)?.abort(new Error('the call ended'))
+    const end = this.#ends.get(call.id)
+    if (end === undefined) return
     this.#ends.delete(call.id)
+    end.abort(new Error('the call ended'))
+  }
+
+  /** Aborted once `call` has ended (made on first use: most calls never need it). */
+  ended (call: InflightCall): AbortSignal {
+    if (!this.#calls.has(call.id)) return AbortSignal.abort(new Error('the call ended'))
+    let end = this.#ends.get(call.id)
+    if (end === undefined) {
+      end = new AbortController()
+      this.#ends.set(call.id, end)
+    }
+    return end.signal
   }
 
   /** Transport headers that tie a request to `call`. */
   headers (call: InflightCall | undefined, extra: Record<string, string> | undefined): Record<string, string> | undefined {
     if (call === undefined) return extra
+    if (extra === undefined) return { [CALL_HEADER]: String(call.id) }
     return { ...extra, [CALL_HEADER]: String(call.id) }
   }
 
@@ -122,8 +132,9 @@ export class CallRegistry {
     if (tag === undefined) return headers
     const call = this.#calls.get(Number(tag))
     if (call !== undefined) this.#byRequest.set(id, call)
+    if (Object.keys(headers!).length === 1) return undefined
     const { [CALL_HEADER]: _tag, ...rest } = headers!
-    return Object.keys(rest).length > 0 ? rest : undefined
+    return rest
   }
 
   /** Called by the transport once the response to request `id` was handed on. */

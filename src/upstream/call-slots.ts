@@ -36,6 +36,11 @@ export class CallSlots {
     return this.#active >= this.#max
   }
 
+  /** The function that frees a slot taken at once, or undefined when the call would have to wait. */
+  tryTake (): (() => void) | undefined {
+    return this.#active < this.#max && this.#waiters.length === 0 ? this.#grant() : undefined
+  }
+
   /** Resolves with the function that frees the slot (idempotent) once the call may run. */
   take (signal?: AbortSignal): Promise<() => void> {
     if (signal?.aborted) return Promise.reject(signal.reason)

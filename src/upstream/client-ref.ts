@@ -53,17 +53,35 @@ function short (text: string): string {
   return createHash('sha256').update(text).digest('base64url').slice(0, 16)
 }
 
-/** The client of a 2025-era session. */
+/** Clients known at once: every request names its client, which is worked out once per client. */
+const KNOWN_LIMIT = 10_000
+const known = new Map<string, ClientRef>()
+
+function remembered (key: string, make: () => ClientRef): ClientRef {
+  let client = known.get(key)
+  if (client === undefined) {
+    client = make()
+    if (known.size >= KNOWN_LIMIT) known.delete(known.keys().next().value!)
+    known.set(key, client)
+  }
+  return client
+}
+
+/** The client of a 2025-era session (whose principal and capabilities never change). */
 export function sessionClient (sessionId: string, principal: string, clientCapabilities: JsonObject): ClientRef {
-  const capabilities = mirrorCapabilities(clientCapabilities)
-  return { key: `session:${sessionId}`, principal, capabilities, signature: capabilitySignature(capabilities) }
+  return remembered(`session:${sessionId}`, () => {
+    const capabilities = mirrorCapabilities(clientCapabilities)
+    return { key: `session:${sessionId}`, principal, capabilities, signature: capabilitySignature(capabilities) }
+  })
 }
 
 /** The client of 2026-07-28 requests: the principal, with the capabilities the request declares. */
 export function principalClient (principal: string, clientCapabilities: JsonObject): ClientRef {
-  const capabilities = mirrorCapabilities(clientCapabilities)
-  const signature = capabilitySignature(capabilities)
-  return { key: `principal:${principal}:${short(signature)}`, principal, capabilities, signature }
+  return remembered(`${principal}\u0000${JSON.stringify(clientCapabilities)}`, () => {
+    const capabilities = mirrorCapabilities(clientCapabilities)
+    const signature = capabilitySignature(capabilities)
+    return { key: `principal:${principal}:${short(signature)}`, principal, capabilities, signature }
+  })
 }
 
 /** The client a task was created for: its session, or (2026-07-28) its principal and capabilities. */

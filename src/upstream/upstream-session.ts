@@ -199,11 +199,12 @@ export class UpstreamSession {
         }
         if (owner === 'none') return await events.onOrphanRequest(this, method, plain, signal)
         const { call, exact } = owner
+        const ended = exact ? undefined : this.calls.ended(call)
         call.waiting++
         try {
-          return await call.sink.input(method, plain, exact ? signal : AbortSignal.any([signal, call.ended]))
+          return await call.sink.input(method, plain, ended === undefined ? signal : AbortSignal.any([signal, ended]))
         } catch (err) {
-          if (exact || signal.aborted || !call.ended.aborted) throw err
+          if (ended === undefined || signal.aborted || !ended.aborted) throw err
         } finally {
           call.waiting--
         }

@@ -30,6 +30,8 @@ describe('2026-07-28 clients', () => {
     })
     const tools = await new ModernRaw(gw.url).result('tools/list')
     expect(tools).toMatchObject({ resultType: 'complete', ttlMs: 60_000, cacheScope: 'public' })
+    // What a client with capabilities lists may be its own (servers list some tools only for capable clients).
+    expect(await new ModernRaw(gw.url, { elicitation: { form: {} } }).result('tools/list')).toMatchObject({ cacheScope: 'private' })
   })
 
   it('work with the v2 SDK client in 2026 mode, input requests answered through MRTR', async () => {

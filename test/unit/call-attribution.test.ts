@@ -49,8 +49,11 @@ describe('attribution of what an upstream sends during calls', () => {
     b.waiting++
     a.waiting++
     expect(pick(calls)).toBe(c)
+    const ended = calls.ended(c)
+    expect(ended.aborted).toBe(false)
     calls.end(c)
-    expect(c.ended.aborted).toBe(true)
+    expect(ended.aborted).toBe(true)
+    expect(calls.ended(c).aborted).toBe(true)
     expect(pick(calls)).toBe(b)
   })
 

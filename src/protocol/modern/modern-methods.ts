@@ -81,8 +81,12 @@ export function buildModernMethods (base: MethodTable, deps: ModernMethodDeps): 
   }))
   for (const method of ['tools/list', 'prompts/list', 'resources/list', 'resources/templates/list', 'resources/read']) {
     const list = table.get(method)!
-    // What a caller sees depends on its grants when auth.permissions is set: then no cache may share it.
-    table.set(method, async (params, ctx) => ({ ...await list(params, ctx), ttlMs: deps.listTtlMs, cacheScope: ctx.caller.access.all ? 'public' : 'private' }))
+    // What a caller sees depends on its grants when auth.permissions is set, and on its capabilities and the
+    // state of its own upstream sessions: then no cache may share it.
+    table.set(method, async (params, ctx) => {
+      const result = await list(params, ctx)
+      return { ...result, ttlMs: deps.listTtlMs, cacheScope: ctx.caller.access.all && deps.catalog.isCommon(ctx.client) ? 'public' : 'private' }
+    })
   }
   table.set('tools/call', deps.toolsCall)
   table.set('prompts/get', deps.promptsGet)
