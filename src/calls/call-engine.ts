@@ -36,7 +36,7 @@ export interface CallTarget {
 
 /** The caller's Authorization header when `upstream` is configured to receive it (forwardAuthorization); else undefined. */
 export function forwardedAuthorization (upstream: Upstream, authorization: string | undefined): string | undefined {
-  return upstream.config.transport === 'streamable-http' && upstream.config.forwardAuthorization ? authorization : undefined
+  return upstream.forwardsAuthorization ? authorization : undefined
 }
 
 export function callTarget (route: Route): CallTarget {
@@ -71,13 +71,13 @@ export class CallEngine {
 
   /** A legacy-era synchronous tools/call: input is relayed live on the request's stream. */
   async callTool (params: JsonObject, ctx: RequestContext): Promise<JsonObject> {
-    const route = (await this.#catalog.view(ctx.client)).tool(requireString(params, 'name'), ctx.caller.access)
+    const route = (await this.#catalog.view(ctx.client, ctx.caller)).tool(requireString(params, 'name'), ctx.caller.access)
     return await this.run(callTarget(route), ctx.client, params, liveChannel(ctx), ctx.signal)
   }
 
   /** A legacy-era prompts/get: an upstream that asks for input while building the prompt is answered live too. */
   async getPrompt (params: JsonObject, ctx: RequestContext): Promise<JsonObject> {
-    const route = (await this.#catalog.view(ctx.client)).prompt(requireString(params, 'name'), ctx.caller.access)
+    const route = (await this.#catalog.view(ctx.client, ctx.caller)).prompt(requireString(params, 'name'), ctx.caller.access)
     return await this.run(callTarget(route), ctx.client, params, liveChannel(ctx), ctx.signal, 'prompts/get')
   }
 
@@ -104,7 +104,7 @@ export class CallEngine {
         channel.queued?.()
         freeSlot = await upstream.slots.take(signal)
       }
-      const lease = await upstream.acquire(client, 'call')
+      const lease = await upstream.acquire(client, 'call', channel.authorization)
       const session = lease.session
       const call = session.calls.begin(client.key, sink)
       session.pristine = false

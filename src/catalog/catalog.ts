@@ -1,3 +1,4 @@
+import { ANONYMOUS_CALLER, type Caller } from '../auth/access.ts'
 import type { TaskSupport, UpstreamConfig } from '../config/schema.ts'
 import { upstreamPrefix } from '../config/schema.ts'
 import { errorMessage } from '../errors.ts'
@@ -98,9 +99,14 @@ export class Catalog {
     return this.#base
   }
 
-  /** The merged namespace `client` sees; opens the client's upstream sessions where no template tells. */
-  async view (client: ClientRef): Promise<CatalogView> {
-    return this.#viewNow(client) ?? await this.#viewLater(client)
+  /**
+   * The merged namespace `client` sees; opens the client's upstream sessions where no template tells (with
+   * the caller's Authorization header for upstreams that are sent it), but only of upstreams the caller may
+   * use as a whole: the others are read from the gateway's own session, so neither a process nor the
+   * caller's token goes to an upstream the caller has no business with.
+   */
+  async view (client: ClientRef, caller: Caller = ANONYMOUS_CALLER): Promise<CatalogView> {
+    return this.#viewNow(client) ?? await this.#viewLater(client, caller)
   }
 
   /** The client's view when every part of it is at hand (the common case: a call of a known client). */
@@ -124,11 +130,11 @@ export class Catalog {
     return this.#views.get(ids.join('|')) === recent ? recent : undefined
   }
 
-  async #viewLater (client: ClientRef): Promise<CatalogView> {
+  async #viewLater (client: ClientRef, caller: Caller): Promise<CatalogView> {
     let complete = true
     const parts = await Promise.all(this.#upstreams.map(async (upstream): Promise<ViewPart | undefined> => {
       try {
-        const snapshot = await this.#snapshotFor(upstream, client)
+        const snapshot = await this.#snapshotFor(upstream, client, caller)
         return snapshot && { upstream, snapshot }
       } catch (err) {
         complete = false
@@ -190,13 +196,15 @@ export class Catalog {
     this.base()
   }
 
-  async #snapshotFor (upstream: Upstream, client: ClientRef): Promise<Snapshot | undefined> {
+  async #snapshotFor (upstream: Upstream, client: ClientRef, caller: Caller): Promise<Snapshot | undefined> {
     const session = upstream.sessionOf(client)
     if (session !== undefined) return await this.#listsOf(upstream, session)
     if (upstream.state !== 'ready') return undefined
-    const template = this.#templates.get(upstream.name)?.get(upstream.listKeyOf(client))
+    const templates = this.#templates.get(upstream.name)
+    const template = templates?.get(upstream.listKeyOf(client))
     if (template) return template
-    const lease = await upstream.acquire(client, 'call')
+    if (!caller.access.upstream(upstream.name)) return templates?.get(upstream.listKeyOf({ signature: '{}', principal: '' }))
+    const lease = await upstream.acquire(client, 'call', caller.authorization)
     try {
       return await this.#listsOf(upstream, lease.session)
     } finally {

@@ -37,11 +37,11 @@ export class ResourceSubscriptions {
     this.#deliver = deliver
   }
 
-  async subscribe (subscriber: string, uri: string, upstream: Upstream, client: ClientRef): Promise<void> {
+  async subscribe (subscriber: string, uri: string, upstream: Upstream, client: ClientRef, authorization?: string): Promise<void> {
     const timeout = upstream.config.timeouts.request
     let lease: SessionLease
     try {
-      lease = await upstream.acquire(client, 'read')
+      lease = await upstream.acquire(client, 'read', authorization)
     } catch (err) {
       throw mapUpstreamError(err, upstream.name, 'resources/subscribe', timeout)
     }

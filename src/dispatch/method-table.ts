@@ -27,7 +27,7 @@ async function forward (route: Route, method: string, params: JsonObject, ctx: R
   const upstream = route.upstream
   const timeout = upstream.config.timeouts.request
   try {
-    const lease = await upstream.acquire(ctx.client, 'read')
+    const lease = await upstream.acquire(ctx.client, 'read', ctx.caller.authorization)
     try {
       return await lease.session.request(method, { ...withoutProgressToken(params), ...rename }, { timeout, signal: ctx.signal, authorization: forwardedAuthorization(upstream, ctx.caller.authorization) })
     } finally {
@@ -40,7 +40,7 @@ async function forward (route: Route, method: string, params: JsonObject, ctx: R
 
 function lister (catalog: Catalog, kind: CatalogKind, key: string, pageSize: number): Handler {
   return async (params, ctx) => {
-    const { page, nextCursor } = paginate((await catalog.view(ctx.client)).list(kind, ctx.caller.access), params, pageSize)
+    const { page, nextCursor } = paginate((await catalog.view(ctx.client, ctx.caller)).list(kind, ctx.caller.access), params, pageSize)
     return nextCursor === undefined ? { [key]: page } : { [key]: page, nextCursor }
   }
 }
@@ -63,7 +63,7 @@ export function buildMethodTable (deps: MethodTableDeps): MethodTable {
     ['prompts/get', (params, ctx) => calls.getPrompt(params, ctx)],
     ['resources/read', async (params, ctx) => {
       const uri = requireString(params, 'uri')
-      const route = (await catalog.view(ctx.client)).resource(uri, ctx.caller.access)
+      const route = (await catalog.view(ctx.client, ctx.caller)).resource(uri, ctx.caller.access)
       try {
         return await forward(route, 'resources/read', params, ctx, {})
       } catch (err) {
@@ -76,8 +76,8 @@ export function buildMethodTable (deps: MethodTableDeps): MethodTable {
     }],
     ['resources/subscribe', async (params, ctx) => {
       const uri = requireString(params, 'uri')
-      const route = (await catalog.view(ctx.client)).resource(uri, ctx.caller.access)
-      await subscriptions.subscribe(ctx.session.id, uri, route.upstream, ctx.client)
+      const route = (await catalog.view(ctx.client, ctx.caller)).resource(uri, ctx.caller.access)
+      await subscriptions.subscribe(ctx.session.id, uri, route.upstream, ctx.client, ctx.caller.authorization)
       return {}
     }],
     ['resources/unsubscribe', async (params, ctx) => {
@@ -88,7 +88,7 @@ export function buildMethodTable (deps: MethodTableDeps): MethodTable {
     ['completion/complete', async (params, ctx) => {
       const ref = requireObject(params, 'ref')
       requireObject(params, 'argument')
-      const view = await catalog.view(ctx.client)
+      const view = await catalog.view(ctx.client, ctx.caller)
       if (ref.type === 'ref/prompt') {
         const route = view.prompt(requireString(ref, 'name'), ctx.caller.access)
         return await forward(route, 'completion/complete', params, ctx, { ref: { ...ref, name: route.target } })

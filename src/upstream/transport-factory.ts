@@ -37,17 +37,25 @@ function stdioTransport (config: Extract<UpstreamConfig, { transport: 'stdio' }>
   return transport
 }
 
+/** The configured headers with the Authorization header (whatever its case) replaced by a caller's own. */
+function withAuthorization (headers: Readonly<Record<string, string>>, authorization: string | undefined): Readonly<Record<string, string>> {
+  if (authorization === undefined) return headers
+  const others = Object.entries(headers).filter(([name]) => name.toLowerCase() !== 'authorization')
+  return { ...Object.fromEntries(others), authorization }
+}
+
 /**
- * Builds a fresh client transport for one upstream session. A caller's own Authorization header
- * (forwardAuthorization) is not part of it: it goes with each request (Streamable HTTP only).
+ * Builds a fresh client transport for one upstream session. `authorization`, when given, is the caller's
+ * own Authorization header, sent instead of the configured one (forwardAuthorization, Streamable HTTP
+ * only); each later request may carry its caller's own again.
  */
-export function createTransport (config: UpstreamConfig, http: UpstreamHttp | undefined, hooks: TransportHooks): CreatedTransport {
+export function createTransport (config: UpstreamConfig, http: UpstreamHttp | undefined, hooks: TransportHooks, authorization?: string): CreatedTransport {
   switch (config.transport) {
     case 'stdio':
       return { transport: stdioTransport(config, hooks), delayResponses: true }
     case 'streamable-http':
       if (!http) throw new Error(`upstream '${config.name}' has no HTTP pool`)
-      return { transport: new StreamableHttpTransport({ url: new URL(config.url), dispatcher: http.dispatcher, headers: config.headers }), delayResponses: false }
+      return { transport: new StreamableHttpTransport({ url: new URL(config.url), dispatcher: http.dispatcher, headers: withAuthorization(config.headers, authorization) }), delayResponses: false }
     case 'sse':
       return {
         transport: new SSEClientTransport(new URL(config.url), {

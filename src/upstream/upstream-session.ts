@@ -36,6 +36,8 @@ export interface SessionOpenOptions {
   signature: string
   /** Sessions with the same list key list the same entries when new (see Upstream.listKeyOf). */
   listKey: string
+  /** A caller's own Authorization header, sent instead of the configured one from the handshake on (forwardAuthorization). */
+  authorization: string | undefined
   events: SessionEvents
   log: Logger
   prior: PriorDiscovery | undefined
@@ -71,6 +73,8 @@ export class UpstreamSession {
   readonly capabilities: ClientCapabilities
   readonly signature: string
   readonly listKey: string
+  /** The caller's Authorization header the session was opened with (forwardAuthorization), if any. */
+  readonly authorization: string | undefined
   readonly calls = new CallRegistry()
   /** When the session was last used (a request, or a hold released). */
   lastUsedAt = Date.now()
@@ -89,6 +93,7 @@ export class UpstreamSession {
     this.capabilities = options.capabilities
     this.signature = options.signature
     this.listKey = options.listKey
+    this.authorization = options.authorization
   }
 
   static async open (options: SessionOpenOptions): Promise<UpstreamSession> {
@@ -101,7 +106,7 @@ export class UpstreamSession {
     session.#install(events)
     const created = createTransport(config, options.http, {
       onStderr: (line) => log.info({ stderr: line }, 'upstream stderr'),
-    })
+    }, options.authorization)
     const transport = new AttributingTransport(created.transport, session.calls, created.delayResponses)
     client.onclose = () => {
       session.#closed = true

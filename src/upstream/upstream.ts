@@ -116,11 +116,16 @@ export class Upstream {
     throw this.#unavailable()
   }
 
-  /** The session that serves `client` (see the class comment), opened if needed, held until released. */
-  async acquire (client: ClientRef, purpose: Purpose): Promise<SessionLease> {
+  /**
+   * The session that serves `client` (see the class comment), opened if needed, held until released.
+   * `authorization`: the caller's own Authorization header, which a new session of an upstream with
+   * forwardAuthorization sends from its handshake on.
+   */
+  async acquire (client: ClientRef, purpose: Purpose, authorization?: string): Promise<SessionLease> {
     if (this.state === 'closed') throw new GatewayError('GW_ERR_SHUTTING_DOWN')
+    const forwarded = this.forwardsAuthorization ? authorization : undefined
     const mode = this.config.sessions
-    if (mode === 'per-call') return purpose === 'read' ? this.#lease(this.gatewaySession()) : await this.#exclusiveLease(client)
+    if (mode === 'per-call') return purpose === 'read' ? this.#lease(this.gatewaySession()) : await this.#exclusiveLease(client, forwarded)
     const key = this.#keyOf(client)
     const open = this.#open.get(key)
     if (open !== undefined && !open.closed) return this.#lease(open)
@@ -128,7 +133,7 @@ export class Upstream {
     let opening = this.#sessions.get(key)
     if (opening === undefined) {
       if (this.#sessions.size >= this.config.maxSessions) throw new GatewayError('GW_ERR_UPSTREAM_SESSION_LIMIT', [this.name, this.config.maxSessions])
-      opening = this.#openSession(key, client)
+      opening = this.#openSession(key, client, forwarded)
       this.#sessions.set(key, opening)
       opening.then((session) => {
         if (this.#sessions.get(key) === opening) this.#open.set(key, session)
@@ -188,8 +193,12 @@ export class Upstream {
    * caller's own Authorization header, on who the caller is.
    */
   listKeyOf (client: Pick<ClientRef, 'signature' | 'principal'>): string {
-    const perPrincipal = this.config.transport === 'streamable-http' && this.config.forwardAuthorization
-    return perPrincipal ? `${client.signature} ${client.principal}` : client.signature
+    return this.forwardsAuthorization ? `${client.signature} ${client.principal}` : client.signature
+  }
+
+  /** Whether the upstream is sent each caller's own Authorization header (forwardAuthorization). */
+  get forwardsAuthorization (): boolean {
+    return this.config.transport === 'streamable-http' && this.config.forwardAuthorization
   }
 
   #keyOf (client: ClientRef): string {
@@ -208,15 +217,16 @@ export class Upstream {
   }
 
   /** per-call: an idle session with the client's capabilities, or a new one; back to idle when released. */
-  async #exclusiveLease (client: ClientRef): Promise<SessionLease> {
+  async #exclusiveLease (client: ClientRef, authorization: string | undefined): Promise<SessionLease> {
     if (this.state !== 'ready') throw this.#unavailable()
-    const index = this.#idle.findIndex((s) => s.signature === client.signature && !s.closed)
+    // With forwardAuthorization a session was opened with its caller's header: only that caller reuses it.
+    const index = this.#idle.findIndex((s) => s.signature === client.signature && s.authorization === authorization && !s.closed)
     let session: UpstreamSession
     if (index >= 0) {
       session = this.#idle.splice(index, 1)[0]!
     } else {
       try {
-        session = await this.#openSession(`call:${client.signature}`, client)
+        session = await this.#openSession(`call:${client.signature}`, client, authorization)
       } catch (err) {
         throw new GatewayError('GW_ERR_UPSTREAM_UNAVAILABLE', [this.name, errorMessage(err)], { cause: err })
       }
@@ -234,9 +244,10 @@ export class Upstream {
     }
   }
 
-  async #openSession (key: string, client: ClientRef): Promise<UpstreamSession> {
+  async #openSession (key: string, client: ClientRef, authorization?: string): Promise<UpstreamSession> {
     const session = await UpstreamSession.open({
       key,
+      authorization,
       config: this.config,
       http: this.#http,
       capabilities: client.capabilities,

@@ -135,7 +135,8 @@ describe('permissions by scope, and upstream credentials', () => {
     await alice.close()
     await dave.close()
 
-    // The upstream without forwardAuthorization never saw a client's token; the other saw only the configured one besides.
+    // The upstream without forwardAuthorization never saw a client's token; the other saw only the configured one
+    // besides, and never the token of a caller whose scopes do not grant it (bob and carol only listed).
     const clientTokens = new Set(Object.values(TOKENS).map((t) => `Bearer ${t}`))
     expect(echo.seen.filter((h) => !clientTokens.has(h) && h !== UPSTREAM_SECRET)).toEqual([])
     expect(echo.seen.filter((h) => h === `Bearer ${TOKENS.bob}` || h === `Bearer ${TOKENS.carol}`)).toEqual([])

@@ -41,7 +41,7 @@ export function withLegacyTaskMethods (base: MethodTable, deps: LegacyTaskMethod
 
   const toolsCall: Handler = async (params, ctx) => {
     const name = requireString(params, 'name')
-    const route = (await catalog.view(ctx.client)).tool(name, ctx.caller.access)
+    const route = (await catalog.view(ctx.client, ctx.caller)).tool(name, ctx.caller.access)
     const support = route.taskSupport
     if (params.task === undefined) {
       if (support === 'required') throw new GatewayError('GW_ERR_TASK_REQUIRED', [name])

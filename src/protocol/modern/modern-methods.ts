@@ -104,8 +104,8 @@ export function buildModernMethods (base: MethodTable, deps: ModernMethodDeps): 
     const resourceSubscriptions: string[] = []
     for (const uri of strings(requested, 'resourceSubscriptions')) {
       try {
-        const route = (await deps.catalog.view(ctx.client)).resource(uri, ctx.caller.access)
-        await deps.subscriptions.subscribe(id, uri, route.upstream, ctx.client)
+        const route = (await deps.catalog.view(ctx.client, ctx.caller)).resource(uri, ctx.caller.access)
+        await deps.subscriptions.subscribe(id, uri, route.upstream, ctx.client, ctx.caller.authorization)
         resourceSubscriptions.push(uri)
       } catch {}
     }

@@ -79,7 +79,7 @@ export function modernToolsCall (deps: ModernToolsCallDeps): Handler {
   return async (rawParams, ctx) => {
     // A `task` field is a 2025-11-25 request for a task; in this era the server decides, so it is dropped.
     const { task: _ignored, ...params } = rawParams
-    const route = (await catalog.view(ctx.client)).tool(requireString(params, 'name'), ctx.caller.access)
+    const route = (await catalog.view(ctx.client, ctx.caller)).tool(requireString(params, 'name'), ctx.caller.access)
     const principal = ctx.session.principal
     const capabilities = ctx.session.clientCapabilities
     const requestState = optionalString(params, 'requestState')
@@ -124,7 +124,7 @@ export function modernPromptsGet (deps: Pick<ModernToolsCallDeps, 'catalog' | 'c
   const retry = retries.route('prompts/get', async ({ callId, principal, inputResponses }, signal) =>
     render(await held.resume(callId, principal, inputResponses, signal), principal))
   return async (params, ctx) => {
-    const route = (await catalog.view(ctx.client)).prompt(requireString(params, 'name'), ctx.caller.access)
+    const route = (await catalog.view(ctx.client, ctx.caller)).prompt(requireString(params, 'name'), ctx.caller.access)
     const principal = ctx.session.principal
     const requestState = optionalString(params, 'requestState')
     if (requestState !== undefined) return await retry(requestState, principal, optionalObject(params, 'inputResponses') ?? {}, ctx.signal)
