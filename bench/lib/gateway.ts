@@ -3,11 +3,9 @@
 // its event-loop delay, CPU, memory and CPU profiles over IPC), or in the bench process
 // (BENCH_GATEWAY=inprocess).
 import { spawn } from 'node:child_process'
-import { once } from 'node:events'
 import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { createInterface } from 'node:readline'
 import { pino } from 'pino'
 import { request } from 'undici'
 import { stringify } from 'yaml'
@@ -15,7 +13,7 @@ import { parseConfig } from '../../src/config/load.ts'
 import { buildGateway } from '../../src/gateway.ts'
 import { loggerOptions } from '../../src/observability/logger.ts'
 import { REPO_ROOT } from '../../test/fixtures/spawn-upstream.ts'
-import { PROBE, forgetPid, freePort, registerPid, track } from './processes.ts'
+import { PROBE, freePort, track, watchChild } from './processes.ts'
 import type { Settings } from './settings.ts'
 
 const KILL_GRACE_MS = 15_000
@@ -158,12 +156,8 @@ async function startChild (settings: Settings, raw: Record<string, unknown>, dir
     'src/main.ts', '--config', file, '--port', String(port), '--log-level', settings.gatewayLogLevel,
   ]
   const child = spawn(process.execPath, args, { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe', 'ipc'], env: process.env })
-  registerPid(child.pid)
-  let output = ''
   let address: string | undefined
-  const keep = (line: string): void => { output = (output + line + '\n').slice(-20_000) }
-  createInterface({ input: child.stdout! }).on('line', (line) => {
-    keep(line)
+  const watched = watchChild(child, 'gateway', (line) => {
     if (address === undefined && line.includes('gateway listening')) {
       try {
         address = (JSON.parse(line) as { address?: string }).address
@@ -172,18 +166,7 @@ async function startChild (settings: Settings, raw: Record<string, unknown>, dir
       }
     }
   })
-  const stderrLines = new Set<string>()
-  createInterface({ input: child.stderr! }).on('line', (line) => {
-    keep(line)
-    if (!line.startsWith('bench-probe pid ') && stderrLines.size < 50) stderrLines.add(line)
-  })
-  const exited = once(child, 'exit')
-  let exitReason: string | undefined
-  child.once('exit', (code, signal) => {
-    forgetPid(child.pid)
-    exitReason = `gateway exited (code ${String(code)}, signal ${String(signal)})\n${output}`
-  })
-  child.once('error', (err) => { exitReason = `gateway could not be spawned: ${err.message}` })
+  const { exited, exitReason } = watched
 
   const close = track(async () => {
     if (child.exitCode === null && child.signalCode === null) {
@@ -223,15 +206,16 @@ async function startChild (settings: Settings, raw: Record<string, unknown>, dir
       const deadline = Date.now() + READY_TIMEOUT_MS
       for (;;) {
         if (address !== undefined) break
-        if (exitReason !== undefined) throw new Error(exitReason)
-        if (Date.now() > deadline) throw new Error(`gateway did not log 'gateway listening' within ${READY_TIMEOUT_MS} ms\n${output}`)
+        const reason = exitReason()
+        if (reason !== undefined) throw new Error(reason)
+        if (Date.now() > deadline) throw new Error(`gateway did not log 'gateway listening' within ${READY_TIMEOUT_MS} ms\n${watched.output()}`)
         await new Promise((resolve) => setTimeout(resolve, 50))
       }
       base = new URL(address as string).origin
     } else {
       base = `http://127.0.0.1:${port}`
     }
-    await waitReady(base, () => exitReason)
+    await waitReady(base, exitReason)
   } catch (err) {
     await close()
     throw err
@@ -244,7 +228,7 @@ async function startChild (settings: Settings, raw: Record<string, unknown>, dir
     resetStats: async () => { await ask('bench-probe:reset') },
     readStats: (options = {}) => ask('bench-probe:read', { gc: options.gc === true }),
     canProfile: true,
-    stderrLines: () => [...stderrLines],
+    stderrLines: watched.stderrLines,
     startProfile: async () => { await ask('bench-probe:profile-start') },
     stopProfile: async (file) => { await ask('bench-probe:profile-stop', { file }) },
     close,

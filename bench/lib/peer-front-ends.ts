@@ -5,18 +5,15 @@
 //   the session's initialize.
 // Neither logs a line once it accepts connections, so readiness is polled on their health routes.
 import { spawn } from 'node:child_process'
-import { once } from 'node:events'
 import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
-import { createInterface } from 'node:readline'
 import { request } from 'undici'
 import { REPO_ROOT } from '../../test/fixtures/spawn-upstream.ts'
-import { PROBE, forgetPid, freePort, registerPid, track } from './processes.ts'
+import { PROBE, freePort, track, watchChild } from './processes.ts'
 import { processTree, reapLeftovers } from './process-tree.ts'
 
 const READY_TIMEOUT_MS = 30_000
 const KILL_GRACE_MS = 15_000
-const OUTPUT_CHARS = 20_000
 
 export interface StdioCommand {
   command: string
@@ -89,22 +86,7 @@ async function startPeer (spec: PeerSpec): Promise<FrontEnd> {
     stdio: [spec.keepStdinOpen ? 'pipe' : 'ignore', 'pipe', 'pipe'],
     env: process.env,
   })
-  registerPid(child.pid)
-  let output = ''
-  const keep = (line: string): void => { output = (output + line + '\n').slice(-OUTPUT_CHARS) }
-  createInterface({ input: child.stdout! }).on('line', keep)
-  const stderrLines = new Set<string>()
-  createInterface({ input: child.stderr! }).on('line', (line) => {
-    keep(line)
-    if (!line.startsWith('bench-probe pid ') && stderrLines.size < 50) stderrLines.add(line)
-  })
-  const exited = once(child, 'exit')
-  let exitReason: string | undefined
-  child.once('exit', (code, signal) => {
-    forgetPid(child.pid)
-    exitReason = `${spec.name} exited (code ${String(code)}, signal ${String(signal)})\n${output}`
-  })
-  child.once('error', (err) => { exitReason = `${spec.name} could not be spawned: ${err.message}` })
+  const { exited, exitReason, stderrLines } = watchChild(child, spec.name)
 
   let leftovers = 0
   const close = track(async () => {
@@ -120,12 +102,12 @@ async function startPeer (spec: PeerSpec): Promise<FrontEnd> {
 
   const base = `http://127.0.0.1:${port}`
   try {
-    await waitReady(spec.name, `${base}${spec.readyPath}`, () => exitReason)
+    await waitReady(spec.name, `${base}${spec.readyPath}`, exitReason)
   } catch (err) {
     await close()
     throw err
   }
-  return { url: `${base}/mcp`, pid: child.pid, stderrLines: () => [...stderrLines], leftovers: () => leftovers, close }
+  return { url: `${base}/mcp`, pid: child.pid, stderrLines, leftovers: () => leftovers, close }
 }
 
 async function waitReady (name: string, url: string, failed: () => string | undefined): Promise<void> {

@@ -1,9 +1,11 @@
 // Child processes of a bench run and their clean-up: every child is registered, closed gracefully by
 // `closeAll()`, killed on process exit if still alive, and exits by itself when the bench dies
 // (bench/lib/child-probe.mjs). Also starts the demo upstream; the gateway is in gateway.ts.
+import type { ChildProcess } from 'node:child_process'
 import { once } from 'node:events'
 import { readFileSync } from 'node:fs'
 import { createServer } from 'node:net'
+import { createInterface } from 'node:readline'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { startUpstream } from '../../test/fixtures/spawn-upstream.ts'
 
@@ -83,6 +85,44 @@ export async function freePort (): Promise<number> {
 }
 
 // ── demo upstream ──────────────────────────────────────────────────────────────────────────────────
+/** What a bench child said and how it ended, for error messages and the report. */
+export interface WatchedChild {
+  /** Its last output lines, stdout and stderr mixed. */
+  output (): string
+  /** Its first distinct stderr lines (the probe's own line left out). */
+  stderrLines (): string[]
+  /** Why it is gone, once it exited or could not be spawned. */
+  exitReason (): string | undefined
+  exited: Promise<unknown>
+}
+
+const OUTPUT_CHARS = 20_000
+const STDERR_LINES = 50
+
+/** Registers a spawned child for clean-up and keeps what it says; `onStdout` sees each stdout line too. */
+export function watchChild (child: ChildProcess, name: string, onStdout?: (line: string) => void): WatchedChild {
+  registerPid(child.pid)
+  let output = ''
+  const keep = (line: string): void => { output = (output + line + '\n').slice(-OUTPUT_CHARS) }
+  createInterface({ input: child.stdout! }).on('line', (line) => {
+    keep(line)
+    onStdout?.(line)
+  })
+  const stderrLines = new Set<string>()
+  createInterface({ input: child.stderr! }).on('line', (line) => {
+    keep(line)
+    if (!line.startsWith('bench-probe pid ') && stderrLines.size < STDERR_LINES) stderrLines.add(line)
+  })
+  let exitReason: string | undefined
+  const exited = once(child, 'exit')
+  child.once('exit', (code, signal) => {
+    forgetPid(child.pid)
+    exitReason = `${name} exited (code ${String(code)}, signal ${String(signal)})\n${output}`
+  })
+  child.once('error', (err) => { exitReason = `${name} could not be spawned: ${err.message}` })
+  return { output: () => output, stderrLines: () => [...stderrLines], exitReason: () => exitReason, exited }
+}
+
 export interface UpstreamHandle {
   url: string
   pid: number | undefined

@@ -82,13 +82,29 @@ export function sessionStoreContract (name: string, create: () => Promise<Gatewa
     })
 
     it('the bus delivers to current subscribers of a channel only', async () => {
+      // Delivery is asynchronous: a second subscriber that stays tells when a message has been handed out.
       const seen: unknown[] = []
+      const stayed: unknown[] = []
+      let handed: (() => void) | undefined
       const unsubscribe = store.bus.subscribe('session:a', (message) => seen.push(message))
-      await store.bus.publish('session:a', { n: 1 })
-      await store.bus.publish('session:b', { n: 2 })
+      const stay = store.bus.subscribe('session:a', (message) => {
+        stayed.push(message)
+        handed?.()
+      })
+      const handedOut = async (publish: () => Promise<unknown>): Promise<void> => {
+        const done = new Promise<void>((resolve) => { handed = resolve })
+        await publish()
+        await done
+      }
+      await handedOut(async () => {
+        await store.bus.publish('session:b', { n: 2 })
+        await store.bus.publish('session:a', { n: 1 })
+      })
       unsubscribe()
-      await store.bus.publish('session:a', { n: 3 })
+      await handedOut(async () => await store.bus.publish('session:a', { n: 3 }))
+      stay()
       expect(seen).toEqual([{ n: 1 }])
+      expect(stayed).toEqual([{ n: 1 }, { n: 3 }])
     })
 
     it('reports itself healthy', async () => {

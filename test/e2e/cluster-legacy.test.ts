@@ -58,6 +58,8 @@ describe('2025-era sessions across three gateway processes behind a round-robin 
   let p: [string, string, string]
   let client: Client
   const names: string[] = []
+  /** Answers by question, for a task's input, which a client may be offered more than once (see task delivery). */
+  const answers = new Map<string, string>()
 
   beforeAll(async () => {
     cluster = await startCluster(`
@@ -72,7 +74,7 @@ ${demoStdioYaml('single')}
 `)
     p = cluster.processes.map((g) => g.url) as [string, string, string]
     client = await connectV1(cluster.url, {
-      onElicit: (params) => ({ action: 'accept', content: { name: names.shift() ?? `unnamed (asked: ${String(params.message)})` } }),
+      onElicit: (params) => ({ action: 'accept', content: { name: answers.get(String(params.message)) ?? names.shift() ?? `unnamed (asked: ${String(params.message)})` } }),
     })
   })
 
@@ -137,7 +139,7 @@ ${demoStdioYaml('single')}
   })
 
   it('runs an SDK client\'s task whose elicitation, answer and result travel through different processes', async () => {
-    names.push('Dee')
+    answers.set('Task name?', 'Dee')
     const outcome = await runTask(client, 'demo__ask_user', { message: 'Task name?' })
     expect(outcome.error).toBeUndefined()
     expect(textOf(outcome.result)).toBe('Hello, Dee!')

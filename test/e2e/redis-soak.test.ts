@@ -50,7 +50,8 @@ async function legacyWorker (url: string, index: number): Promise<number> {
   const session = await RawSession.open(url, { elicitation: { form: {} } })
   const quick = await Promise.all(Array.from({ length: QUICK_PER_SESSION }, (_, i) => legacyTask(session, 'demo__slow', { duration: i % 4 * 5, steps: 1 })))
   for (const taskId of quick.slice(0, 4)) expect((await session.waitFor(taskId, ['completed'])).status).toBe('completed')
-  expect(JSON.stringify((await session.request('tasks/result', { taskId: quick[0] })).result)).toContain('slow finished')
+  const first = await session.request('tasks/result', { taskId: quick[0] })
+  expect(JSON.stringify(first.result), JSON.stringify(first)).toContain('slow finished')
   const failed = await legacyTask(session, 'demo__throw_error', { code: -32011, message: 'soak' })
   expect((await session.waitFor(failed, ['failed'])).status).toBe('failed')
 
