@@ -22,7 +22,7 @@ import { StreamHub } from './protocol/legacy/stream-hub.ts'
 import { createStore } from './store/create-store.ts'
 import type { GatewayStore } from './store/types.ts'
 import { Upstream, type UpstreamEvents } from './upstream/upstream.ts'
-import { sessionIdOf } from './upstream/client-ref.ts'
+import { sessionClientKey, sessionIdOf } from './upstream/client-ref.ts'
 import type { JsonObject, RpcNotification } from './protocol/jsonrpc.ts'
 import { createAuthenticator } from './auth/bearer-tokens.ts'
 import { OAuthResource } from './auth/oauth-resource.ts'
@@ -90,12 +90,14 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
   const peers = new PeerRequests(processId, store.bus, store.leases)
   const broker = new ClientRequestBroker(peers)
   const upstreams: Upstream[] = []
+  /** Whether this process holds upstream sessions of the client (then it is, and stays, its home). */
+  const holdsSessions = (clientKey: string): boolean => upstreams.some((upstream) => upstream.sessionByKey(clientKey) !== undefined)
   const homes = new ClientHomes({
     processId,
     homes: store.homes,
     shared: store.shared,
     ttlMs: 3 * config.tasks.ownerLease,
-    holdsSessions: (clientKey) => upstreams.some((upstream) => upstream.sessionByKey(clientKey) !== undefined),
+    holdsSessions,
     log,
   })
   const subscriptions = new ResourceSubscriptions(log, (subscriber, message) => {
@@ -140,7 +142,7 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
     ...sync,
     onSessionClosed: (upstream, session) => {
       sync.onSessionClosed(upstream, session)
-      if (!upstreams.some((u) => u.sessionByKey(session.key) !== undefined)) void homes.release(session.key)
+      if (!holdsSessions(session.key)) void homes.release(session.key)
     },
   }
   for (const upstream of config.upstreams) upstreams.push(new Upstream(upstream, log, events))
@@ -184,7 +186,7 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
   await lease.start()
   /** What a session held dies with it; with auth off that includes its tasks, which nobody else can reach. */
   const endSession = async (sessionId: string): Promise<void> => {
-    await store.bus.publish(CLIENT_CHANNEL, { type: 'ended', clientKey: `session:${sessionId}` })
+    await store.bus.publish(CLIENT_CHANNEL, { type: 'ended', clientKey: sessionClientKey(sessionId) })
     await subscriptions.dropSubscriber(sessionId)
     const cancelled = await tasks.cancelAllOf(`anonymous:${sessionId}`)
     if (cancelled > 0) log.info({ sessionId, cancelled }, 'cancelled the tasks of an ended anonymous session')

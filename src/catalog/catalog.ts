@@ -4,7 +4,7 @@ import { upstreamPrefix } from '../config/schema.ts'
 import { errorMessage } from '../errors.ts'
 import type { Logger } from '../observability/logger.ts'
 import type { ClientRef } from '../upstream/client-ref.ts'
-import type { Upstream } from '../upstream/upstream.ts'
+import { GATEWAY_CLIENT, type Upstream } from '../upstream/upstream.ts'
 import type { UpstreamSession } from '../upstream/upstream-session.ts'
 import { CatalogView, type ViewPart } from './catalog-view.ts'
 import { compileFilter } from './name-filter.ts'
@@ -66,8 +66,8 @@ export class Catalog {
   /** Per upstream, by list key: what a new session lists. */
   readonly #templates = new Map<string, Map<string, Snapshot>>()
   readonly #views = new Map<string, CatalogView>()
-  /** The last view built for each client, for lookups that cannot wait (bounded like the views). */
-  readonly #recent = new Map<string, CatalogView>()
+  /** The last view built for each client, with the snapshot each upstream gave it (bounded like the views). */
+  readonly #recent = new Map<string, { view: CatalogView, snapshots: ReadonlyArray<Snapshot | undefined>, complete: boolean }>()
   readonly #native = new Map<string, Set<string>>()
   #ids = 0
   #base: CatalogView | undefined
@@ -92,7 +92,7 @@ export class Catalog {
   base (): CatalogView {
     const parts: ViewPart[] = []
     for (const upstream of this.#upstreams) {
-      const snapshot = upstream.state === 'ready' ? this.#templates.get(upstream.name)?.get(upstream.listKeyOf({ signature: '{}', principal: '' })) : undefined
+      const snapshot = upstream.state === 'ready' ? this.#templates.get(upstream.name)?.get(upstream.listKeyOf(GATEWAY_CLIENT)) : undefined
       if (snapshot) parts.push({ upstream, snapshot })
     }
     this.#base = this.#cached(parts)
@@ -109,12 +109,11 @@ export class Catalog {
     return this.#viewNow(client) ?? await this.#viewLater(client, caller)
   }
 
-  /** The client's view when every part of it is at hand (the common case: a call of a known client). */
+  /** The client's last view while every upstream would still give it the same snapshot (a call of a known client). */
   #viewNow (client: ClientRef): CatalogView | undefined {
     const recent = this.#recent.get(client.key)
-    if (recent === undefined) return undefined
-    const ids: string[] = []
-    for (const upstream of this.#upstreams) {
+    if (recent === undefined || !recent.complete) return undefined
+    for (const [i, upstream] of this.#upstreams.entries()) {
       const session = upstream.sessionOf(client)
       let snapshot: Snapshot | undefined
       if (session !== undefined) {
@@ -123,29 +122,28 @@ export class Catalog {
         snapshot = state.snapshot
       } else if (upstream.state === 'ready') {
         snapshot = this.#templates.get(upstream.name)?.get(upstream.listKeyOf(client))
-        if (snapshot === undefined) return undefined
       }
-      if (snapshot !== undefined) ids.push(`${upstream.name}:${snapshot.id}`)
+      if (snapshot !== recent.snapshots[i]) return undefined
     }
-    return this.#views.get(ids.join('|')) === recent ? recent : undefined
+    return recent.view
   }
 
   async #viewLater (client: ClientRef, caller: Caller): Promise<CatalogView> {
     let complete = true
-    const parts = await Promise.all(this.#upstreams.map(async (upstream): Promise<ViewPart | undefined> => {
+    const snapshots = await Promise.all(this.#upstreams.map(async (upstream): Promise<Snapshot | undefined> => {
       try {
-        const snapshot = await this.#snapshotFor(upstream, client, caller)
-        return snapshot && { upstream, snapshot }
+        return await this.#snapshotFor(upstream, client, caller)
       } catch (err) {
         complete = false
         this.#log.warn({ upstream: upstream.name, client: client.key, err: errorMessage(err) }, 'could not read upstream lists for a client')
         return undefined
       }
     }))
-    const present = parts.filter((p): p is ViewPart => p !== undefined)
+    const present: ViewPart[] = []
+    for (const [i, snapshot] of snapshots.entries()) if (snapshot !== undefined) present.push({ upstream: this.#upstreams[i]!, snapshot })
     const view = complete ? this.#cached(present) : this.#build(present)
     this.#recent.delete(client.key)
-    this.#recent.set(client.key, view)
+    this.#recent.set(client.key, { view, snapshots, complete })
     if (this.#recent.size > VIEW_CACHE_LIMIT * 4) this.#recent.delete(this.#recent.keys().next().value!)
     return view
   }
@@ -160,7 +158,7 @@ export class Catalog {
 
   /** Without waiting: the last view built for `client`, else the base view. */
   peek (client: ClientRef): CatalogView {
-    return this.#recent.get(client.key) ?? this.#base ?? this.base()
+    return this.#recent.get(client.key)?.view ?? this.#base ?? this.base()
   }
 
   /** Whether the upstream itself declared the tool (by its own name) as task-only. */
@@ -203,7 +201,7 @@ export class Catalog {
     const templates = this.#templates.get(upstream.name)
     const template = templates?.get(upstream.listKeyOf(client))
     if (template) return template
-    if (!caller.access.upstream(upstream.name)) return templates?.get(upstream.listKeyOf({ signature: '{}', principal: '' }))
+    if (!caller.access.upstream(upstream.name)) return templates?.get(upstream.listKeyOf(GATEWAY_CLIENT))
     const lease = await upstream.acquire(client, 'call', caller.authorization)
     try {
       return await this.#listsOf(upstream, lease.session)
@@ -259,7 +257,7 @@ export class Catalog {
     const templateKinds = template && templateBefore !== undefined ? changedKinds(templateBefore, snapshot) : []
     if (templateKinds.length > 0) this.#onChange({ upstream, session, kinds: [...new Set([...kinds, ...templateKinds])], template: true })
     else if (kinds.size > 0) this.#onChange({ upstream, session, kinds: [...kinds], template: false })
-    if (template && session.listKey === upstream.listKeyOf({ signature: '{}', principal: '' })) this.base()
+    if (template && session.listKey === upstream.listKeyOf(GATEWAY_CLIENT)) this.base()
     return snapshot
   }
 

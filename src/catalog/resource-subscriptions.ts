@@ -2,7 +2,7 @@ import { mapUpstreamError } from '../calls/upstream-errors.ts'
 import type { Logger } from '../observability/logger.ts'
 import type { JsonObject, RpcNotification } from '../protocol/jsonrpc.ts'
 import type { ClientRef } from '../upstream/client-ref.ts'
-import { GATEWAY_KEY, type SessionLease, type Upstream } from '../upstream/upstream.ts'
+import { GATEWAY_CLIENT, GATEWAY_KEY, type SessionLease, type Upstream } from '../upstream/upstream.ts'
 import type { UpstreamSession } from '../upstream/upstream-session.ts'
 
 /** One URI subscribed upstream on one session, for one or more subscribers. */
@@ -116,7 +116,7 @@ export class ResourceSubscriptions {
     this.#detached.delete(upstream)
     for (const entry of entries) {
       await Promise.all([...entry.subscribers].map(async (subscriber) => {
-        await this.subscribe(subscriber, entry.uri, upstream, { key: GATEWAY_KEY, principal: '', capabilities: {}, signature: '{}' })
+        await this.subscribe(subscriber, entry.uri, upstream, GATEWAY_CLIENT)
       })).catch((err: unknown) => {
         this.#log.warn({ uri: entry.uri, upstream: upstream.name, err }, 'could not renew resource subscription')
       })

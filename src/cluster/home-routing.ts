@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto'
-import { FULL_ACCESS, type Access, type Caller } from '../auth/access.ts'
+import type { Access, Caller } from '../auth/access.ts'
 import type { Handler, MethodTable, RequestContext } from '../dispatch/context.ts'
 import { GatewayError } from '../errors.ts'
 import type { Logger } from '../observability/logger.ts'
@@ -135,7 +135,7 @@ export class HomeRouting {
     if (!handler) throw new GatewayError('GW_ERR_RPC_METHOD_NOT_FOUND', [f.method])
     const caller: Caller = {
       principal: f.principal ?? undefined,
-      access: f.access === FULL_ACCESS.key ? FULL_ACCESS : this.#deps.access(f.access),
+      access: this.#deps.access(f.access),
       authorization: f.authorization ?? undefined,
     }
     const send = (message: RpcMessage): void => emit({ type: 'send', message: message as unknown as JsonObject })

@@ -31,11 +31,6 @@ export class CallSlots {
     return this.#waiters.length
   }
 
-  /** Whether a call asking now would have to wait. */
-  get full (): boolean {
-    return this.#active >= this.#max
-  }
-
   /** The function that frees a slot taken at once, or undefined when the call would have to wait. */
   tryTake (): (() => void) | undefined {
     return this.#active < this.#max && this.#waiters.length === 0 ? this.#grant() : undefined

@@ -67,11 +67,19 @@ function remembered (key: string, make: () => ClientRef): ClientRef {
   return client
 }
 
+const SESSION_PREFIX = 'session:'
+
+/** The key of the client that a 2025-era session is. */
+export function sessionClientKey (sessionId: string): string {
+  return `${SESSION_PREFIX}${sessionId}`
+}
+
 /** The client of a 2025-era session (whose principal and capabilities never change). */
 export function sessionClient (sessionId: string, principal: string, clientCapabilities: JsonObject): ClientRef {
-  return remembered(`session:${sessionId}`, () => {
+  const key = sessionClientKey(sessionId)
+  return remembered(key, () => {
     const capabilities = mirrorCapabilities(clientCapabilities)
-    return { key: `session:${sessionId}`, principal, capabilities, signature: capabilitySignature(capabilities) }
+    return { key, principal, capabilities, signature: capabilitySignature(capabilities) }
   })
 }
 
@@ -93,7 +101,7 @@ export function taskClient (task: { sessionId: string | null, principal: string,
 
 /** The 2025-era session id in a client key, if the client is a session. */
 export function sessionIdOf (clientKey: string): string | undefined {
-  return clientKey.startsWith('session:') ? clientKey.slice('session:'.length) : undefined
+  return clientKey.startsWith(SESSION_PREFIX) ? clientKey.slice(SESSION_PREFIX.length) : undefined
 }
 
 /** The client capability an input request needs when the client did not declare it; undefined when it did. */

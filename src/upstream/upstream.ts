@@ -36,6 +36,9 @@ export type Purpose = 'call' | 'read'
 /** The key of the gateway's own session of an upstream (health, lists every client starts from). */
 export const GATEWAY_KEY = 'gateway'
 
+/** The client the gateway's own session serves: no principal, no capabilities. */
+export const GATEWAY_CLIENT: ClientRef = { key: GATEWAY_KEY, principal: '', capabilities: {}, signature: '{}' }
+
 /**
  * One configured upstream and its sessions. The gateway's own session (declaring no client capabilities)
  * tells whether the upstream is up and gives the lists every client starts from. Clients get sessions
@@ -91,7 +94,7 @@ export class Upstream {
   async start (): Promise<void> {
     if (this.state === 'closed') return
     try {
-      const session = await this.#openSession(GATEWAY_KEY, { key: GATEWAY_KEY, principal: '', capabilities: {}, signature: '{}' })
+      const session = await this.#openSession(GATEWAY_KEY, GATEWAY_CLIENT)
       if ((this.state as UpstreamState) === 'closed') {
         await session.close()
         return
