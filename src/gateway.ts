@@ -256,7 +256,7 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
   registerHostOriginGuard(app, config.server)
   registerHealthRoutes(app, store, upstreams, () => closing)
   const forwardsAuthorization = config.upstreams.some((u) => u.transport === 'streamable-http' && u.forwardAuthorization)
-  const oauth = config.auth.oauth === undefined ? undefined : new OAuthResource(config.auth.oauth)
+  const oauth = config.auth.oauth === undefined ? undefined : new OAuthResource(config.auth.oauth, log)
   oauth?.register(app)
   const limiter = createRateLimiter({ limits: config.limits, pollIntervalMs: config.tasks.pollInterval, store: store.rateLimits, log })
   await registerMcpRoute(app, { config: config.server, legacy, modern, authenticator: createAuthenticator(config.auth, oauth, forwardsAuthorization), passAuthorization: forwardsAuthorization, limiter, isClosing: () => closing })

@@ -28,7 +28,8 @@ export function createAuthenticator (config: AuthConfig, oauth: OAuthResource | 
   if (config.tokens.length === 0 && oauth === undefined) return undefined
   const known = config.tokens.map((t) => ({ principal: t.principal, scopes: t.scopes, hash: Buffer.from(t.sha256.toLowerCase(), 'hex') }))
   const accessOf = compilePermissions(config.permissions)
-  const metadata = oauth === undefined ? '' : `, resource_metadata="${oauth.resourceMetadataUrl}"`
+  const scope = oauth?.challengeScope === undefined ? '' : `, scope="${oauth.challengeScope}"`
+  const metadata = oauth === undefined ? '' : `, resource_metadata="${oauth.resourceMetadataUrl}"${scope}`
   return {
     authenticate: async (headers) => {
       const header = headers.authorization

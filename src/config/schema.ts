@@ -148,9 +148,14 @@ const tasksSchema = z.strictObject({
     .describe('for 2026-07-28 clients that declare the tasks extension: always return a task, or only when the call outlasts `after`'),
 })
 
+/** The asymmetric JWS algorithms an access token may be signed with (the gateway holds public keys only). */
+const JWT_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA', 'Ed25519'] as const
+
 const authSchema = z.strictObject({
   tokens: z.array(z.strictObject({
-    principal: z.string().min(1).describe('name the token authenticates as; tasks and sessions are bound to it'),
+    principal: z.string().min(1)
+      .refine((name) => !name.startsWith('oauth:') && name !== 'anonymous' && !name.startsWith('anonymous:'), 'oauth:… names OAuth subjects and anonymous… callers without auth: choose another name')
+      .describe('name the token authenticates as; tasks and sessions are bound to it'),
     sha256: z.string().regex(/^[0-9a-fA-F]{64}$/, 'must be the hex SHA-256 of the token (64 hex digits), never the token itself')
       .describe('hex SHA-256 of the bearer token'),
     scopes: z.array(z.string().min(1)).prefault([])
@@ -176,7 +181,11 @@ const authSchema = z.strictObject({
     scopesSupported: z.array(z.string().min(1)).prefault([]).describe('scopes advertised in the protected resource metadata'),
     requiredScopes: z.array(z.string().min(1)).prefault([]).describe('scopes every token must carry (403 insufficient_scope otherwise)'),
     clockTolerance: duration('accepted clock difference for `exp` and `nbf`').prefault('30s'),
-    jwksCooldown: duration('least time between two fetches of the JWKS (a token with an unknown key id triggers one)').prefault('30s'),
+    jwksCooldown: duration('least time between two fetches of the JWKS, failed ones included (a token with an unknown key id triggers one)').prefault('30s'),
+    algorithms: z.array(z.enum(JWT_ALGORITHMS)).min(1).prefault([...JWT_ALGORITHMS])
+      .describe('signature algorithms (`alg`) accepted; any other, `none` and HS* included, gets 401 invalid_token'),
+    requireTyp: z.boolean().prefault(false)
+      .describe('require the RFC 9068 header `typ: at+jwt` (set it when the issuer types its access tokens so); off: no `typ`, `JWT` or `at+jwt`'),
   }).optional().describe('OAuth 2.1 resource server: JWT access tokens verified against the issuer\'s keys'),
 })
 

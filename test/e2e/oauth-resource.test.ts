@@ -1,79 +1,12 @@
-import { once } from 'node:events'
-import { createServer, type Server } from 'node:http'
-import type { AddressInfo } from 'node:net'
-import { exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'jose'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { sha256Hex } from '../../src/auth/bearer-tokens.ts'
 import { demoStdio, startGateway, type RunningGateway } from '../helpers/gateway.ts'
+import { initialize, JwksServer, RESOURCE, signingKey, type SigningKey } from '../helpers/jwks-server.ts'
 import { RawSession } from '../helpers/raw-session.ts'
 
 type Json = Record<string, unknown>
 
-const RESOURCE = 'https://gateway.test/mcp'
 const STATIC_TOKEN = 'static-token-for-ops'
-
-interface SigningKey {
-  kid: string
-  privateKey: CryptoKey
-  jwk: JWK
-}
-
-async function signingKey (kid: string): Promise<SigningKey> {
-  const { privateKey, publicKey } = await generateKeyPair('ES256')
-  return { kid, privateKey, jwk: { ...await exportJWK(publicKey), kid, alg: 'ES256', use: 'sig' } }
-}
-
-/** An authorization server's JWKS endpoint, served by the test; `keys` is what it publishes now. */
-class JwksServer {
-  keys: SigningKey[] = []
-  fetches = 0
-  /** While set, the endpoint answers 500 (the issuer is having trouble). */
-  failing = false
-  readonly #server: Server = createServer((_req, res) => {
-    this.fetches++
-    if (this.failing) {
-      res.writeHead(500).end()
-      return
-    }
-    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys: this.keys.map((k) => k.jwk) }))
-  })
-
-  issuer = ''
-  jwksUri = ''
-
-  async listen (): Promise<void> {
-    this.#server.listen(0, '127.0.0.1')
-    await once(this.#server, 'listening')
-    const base = `http://127.0.0.1:${(this.#server.address() as AddressInfo).port}`
-    this.issuer = `${base}/`
-    this.jwksUri = `${base}/jwks.json`
-  }
-
-  async close (): Promise<void> {
-    this.#server.close()
-    await once(this.#server, 'close')
-  }
-
-  /** An access token signed by `key` with the usual claims, overridable. */
-  async token (key: SigningKey, claims: Json = {}, options: { expiresIn?: string | number, issuer?: string, audience?: string } = {}): Promise<string> {
-    return await new SignJWT({ scope: 'mcp tasks', ...claims })
-      .setProtectedHeader({ alg: 'ES256', kid: key.kid })
-      .setIssuer(options.issuer ?? this.issuer)
-      .setAudience(options.audience ?? RESOURCE)
-      .setSubject(typeof claims.sub === 'string' ? claims.sub : 'alice')
-      .setIssuedAt()
-      .setExpirationTime(options.expiresIn ?? '5m')
-      .sign(key.privateKey)
-  }
-}
-
-async function initialize (url: string, token: string | undefined): Promise<Response> {
-  return await fetch(url, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...(token !== undefined && { authorization: `Bearer ${token}` }) },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 't', version: '1' } } }),
-  })
-}
 
 /** The OAuth 2.1 resource server mode: JWT access tokens checked against a real JWKS endpoint. */
 describe('auth.oauth: JWT access tokens', () => {
@@ -106,7 +39,7 @@ describe('auth.oauth: JWT access tokens', () => {
     expect(await metadata.json()).toEqual({ resource: RESOURCE, authorization_servers: [jwks.issuer], bearer_methods_supported: ['header'], scopes_supported: ['mcp', 'tasks'] })
     const refused = await initialize(gw.url, undefined)
     expect(refused.status).toBe(401)
-    expect(refused.headers.get('www-authenticate')).toBe('Bearer realm="mcp-task-gateway", resource_metadata="https://gateway.test/.well-known/oauth-protected-resource/mcp"')
+    expect(refused.headers.get('www-authenticate')).toBe('Bearer realm="mcp-task-gateway", resource_metadata="https://gateway.test/.well-known/oauth-protected-resource/mcp", scope="mcp"')
   })
 
   it('accepts a valid token, binds the session to its subject, and still accepts the static tokens', async () => {
@@ -158,7 +91,7 @@ describe('auth.oauth: JWT access tokens', () => {
     expect(JSON.stringify(result.result)).toContain('audited')
     const slow = ((await session.request('tools/call', { name: 'demo__slow', arguments: { duration: 30_000 }, task: {} })).result as Json).task as Json
     expect((await session.request('tasks/cancel', { taskId: slow.taskId })).result).toMatchObject({ status: 'cancelled' })
-    const audit = gw.logs().filter((line) => typeof line.audit === 'string' && line.principal === 'dora')
+    const audit = gw.logs().filter((line) => typeof line.audit === 'string' && line.principal === 'oauth:dora')
     expect(audit.map((line) => [line.audit, line.taskId])).toEqual(expect.arrayContaining([
       ['task.created', quick.taskId], ['task.finished', quick.taskId], ['task.retrieved', quick.taskId],
       ['task.created', slow.taskId], ['task.cancelled', slow.taskId],

@@ -221,6 +221,18 @@ describe('problems', () => {
     ]))
   })
 
+  it('refuses static principal names that OAuth subjects or callers without auth are given, and algorithms without a public key', () => {
+    const hash = 'a'.repeat(64)
+    const text = `auth:\n  tokens:\n    - { principal: "oauth:alice", sha256: ${hash} }\n    - { principal: anonymous, sha256: ${hash} }\n` +
+      '  oauth: { issuer: "https://i.test/", jwksUri: "https://i.test/jwks", resource: "https://g.test/mcp", algorithms: [HS256] }\n' + withUpstream()
+    const { problems } = problemsOf(text)
+    expect(problems).toEqual(expect.arrayContaining([
+      { path: 'auth.tokens[0].principal', message: expect.stringContaining('oauth:') },
+      { path: 'auth.tokens[1].principal', message: expect.stringContaining('choose another name') },
+      { path: 'auth.oauth.algorithms[0]', message: expect.stringContaining('RS256') },
+    ]))
+  })
+
   it('reports options of another transport as unknown', () => {
     const { problems } = problemsOf(withUpstream('url: "http://127.0.0.1/mcp"'))
     expect(problems).toEqual([{ path: 'upstreams[0]', message: expect.stringContaining("'url'") }])
