@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto'
 import { pino, type DestinationStream, type Logger as PinoLogger, type LoggerOptions } from 'pino'
 import type { Config } from '../config/schema.ts'
 
@@ -6,26 +7,79 @@ export type Logger = PinoLogger
 /** Header names whose values never reach a log line, whatever the configuration says. */
 export const ALWAYS_REDACTED_HEADERS = ['authorization', 'proxy-authorization', 'cookie', 'set-cookie', 'x-api-key']
 
+/** What stands in a log line for a redacted value. */
+const REDACTED = '[redacted]'
+
+/** Request headers whose names start so carry tool arguments (2026-07-28 `Mcp-Param-*`): values never logged. */
+const ARGUMENT_HEADER_PREFIX = 'mcp-param-'
+
+/**
+ * What a log line shows instead of a session id (with auth off, the id is all it takes to use the session):
+ * `sha256:` and the first 12 hex digits of the id's SHA-256, the same on every line and every process.
+ */
+export function logFingerprint (value: string): string {
+  return `sha256:${createHash('sha256').update(value, 'utf8').digest('hex').slice(0, 12)}`
+}
+
 export function redactPaths (extraHeaders: readonly string[]): string[] {
-  const names = [...new Set([...ALWAYS_REDACTED_HEADERS, ...extraHeaders.map((h) => h.toLowerCase())])]
-  return names.flatMap((name) => [
-    `req.headers["${name}"]`,
-    `res.headers["${name}"]`,
-    `headers["${name}"]`,
-  ])
+  const names = [...new Set([...ALWAYS_REDACTED_HEADERS, 'mcp-session-id', ...extraHeaders.map((h) => h.toLowerCase())])]
+  return [
+    'sessionId',
+    'session',
+    'client',
+    ...names.flatMap((name) => [
+      `req.headers["${name}"]`,
+      `res.headers["${name}"]`,
+      `headers["${name}"]`,
+    ]),
+  ]
+}
+
+/** How the key of a 2025-era client (`session` and `client` fields of upstream session lines) starts. */
+const SESSION_CLIENT_PREFIX = 'session:'
+
+/**
+ * Session ids become their fingerprint, in client keys too (other `session` and `client` values, such as
+ * `principal:…` keys and client info, stay as they are); everything else on a redacted path becomes `[redacted]`.
+ */
+function censor (value: unknown, path: string[]): unknown {
+  const key = path.at(-1)
+  if (key === 'session' || key === 'client') {
+    return typeof value === 'string' && value.startsWith(SESSION_CLIENT_PREFIX)
+      ? `${SESSION_CLIENT_PREFIX}${logFingerprint(value.slice(SESSION_CLIENT_PREFIX.length))}`
+      : value
+  }
+  if ((key === 'sessionId' || key === 'mcp-session-id') && typeof value === 'string') return logFingerprint(value)
+  return REDACTED
+}
+
+/** A request URL without the values of its query parameters (tokens are sometimes sent as `?access_token=`). */
+export function loggedUrl (url: string | undefined): string | undefined {
+  const query = url?.indexOf('?') ?? -1
+  if (url === undefined || query === -1) return url
+  const names = url.slice(query + 1).split('&').filter((pair) => pair !== '').map((pair) => `${pair.split('=')[0]!.slice(0, 64)}=${REDACTED}`)
+  return `${url.slice(0, query)}?${names.join('&')}`
+}
+
+/** Request headers as logged: tool argument values left out (the redact paths handle credentials). */
+function loggedHeaders (headers: Record<string, unknown> | undefined): Record<string, unknown> | undefined {
+  if (headers === undefined) return undefined
+  const logged: Record<string, unknown> = {}
+  for (const [name, value] of Object.entries(headers)) logged[name] = name.toLowerCase().startsWith(ARGUMENT_HEADER_PREFIX) ? REDACTED : value
+  return logged
 }
 
 export function loggerOptions (config: Config['logging']): LoggerOptions {
   return {
     level: config.level,
     base: { service: 'mcp-task-gateway' },
-    redact: { paths: redactPaths(config.redactHeaders), censor: '[redacted]' },
+    redact: { paths: redactPaths(config.redactHeaders), censor },
     serializers: {
       req: (req: { method?: string, url?: string, headers?: Record<string, unknown>, id?: string }) => ({
         id: req.id,
         method: req.method,
-        url: req.url,
-        headers: req.headers,
+        url: loggedUrl(req.url),
+        headers: loggedHeaders(req.headers),
       }),
     },
   }

@@ -8,6 +8,7 @@ import { fetch as undiciFetch } from 'undici'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { z } from 'zod'
 import { sha256Hex } from '../../src/auth/bearer-tokens.ts'
+import { logFingerprint } from '../../src/observability/logger.ts'
 import { startGateway, type RunningGateway } from '../helpers/gateway.ts'
 import { ModernRaw } from '../helpers/modern-raw.ts'
 import { RawSession } from '../helpers/raw-session.ts'
@@ -245,7 +246,7 @@ describe('SSE streams whose client stops reading (limits.streamStallTimeout, str
     // 8 KB every 2 ms, far more than the socket buffers of a loopback connection take in a few seconds.
     const taskId = await startTask(session, 'flood', { count: 5000, bytes: 8192, everyMs: 2 })
     await within(15_000, 'the gateway closing the stalled stream', closed)
-    const log = gw.logs().find((line) => line.msg === 'closed an SSE stream whose client stopped reading it' && line.sessionId === session.sessionId)
+    const log = gw.logs().find((line) => line.msg === 'closed an SSE stream whose client stopped reading it' && line.sessionId === logFingerprint(session.sessionId))
     expect(log).toBeDefined()
     return { log: log!, streamId, socket, taskId }
   }
