@@ -46,14 +46,16 @@ export class JwksCache {
 
   /** The key that verifies a token with this protected header, for jose's jwtVerify. */
   readonly getKey: JWTVerifyGetKey = async (header, token) => {
+    const attempted = this.#attemptedAt
     if (this.#keys === undefined || performance.now() - this.#fetchedAt >= this.#options.maxAgeMs) await this.#refresh()
     if (this.#keys === undefined) throw this.#failure ?? new GatewayError('GW_ERR_AUTH_UNAVAILABLE', ['no keys fetched yet'])
     try {
       return await this.#keys(header, token)
     } catch (err) {
       if (!(err instanceof joseErrors.JWKSNoMatchingKey)) throw err
-      // A key id not seen yet: the issuer may have rotated its keys since the last fetch.
-      await this.#refresh()
+      // A key id not seen yet: the issuer may have rotated its keys since the last fetch (unless that fetch
+      // was made for this very token).
+      if (this.#attemptedAt === attempted) await this.#refresh()
       if (this.#failure !== undefined) throw this.#failure
       return await this.#keys(header, token)
     }
