@@ -46,7 +46,8 @@ export function createAuthenticator (config: AuthConfig, oauth: OAuthResource | 
       return { principal: identity.principal, access: accessOf(identity.scopes), authorization: keepAuthorization ? header : undefined }
     },
     challenge: (err) => {
-      const description = `error_description="${err.message.replaceAll('"', "'")}"`
+      // A header value carries printable ASCII only; a quoted string no unescaped quote.
+      const description = `error_description="${err.message.replace(/[^\x20-\x7e]/g, '?').replaceAll('"', "'").replaceAll('\\', '/')}"`
       if (err.code === 'GW_ERR_AUTH_SCOPE') return `${REALM}${metadata}, error="insufficient_scope", ${description}`
       if (err.code === 'GW_ERR_AUTH_MISSING') return `${REALM}${metadata}`
       return `${REALM}${metadata}, error="invalid_token", ${description}`

@@ -39,6 +39,14 @@ function scopesOf (payload: JWTPayload): Set<string> {
   return new Set()
 }
 
+/**
+ * A value from the token, as an error message may quote it: the message becomes the challenge's
+ * `error_description`, so only characters a quoted header parameter carries as they are stay, others become `?`.
+ */
+function quoted (value: string): string {
+  return value.slice(0, 32).replace(/[^A-Za-z0-9+/._-]/g, '?')
+}
+
 function normalizedTyp (typ: string | undefined): string | undefined {
   return typ?.toLowerCase().replace(/^application\//, '')
 }
@@ -47,7 +55,7 @@ function normalizedTyp (typ: string | undefined): string | undefined {
 function algOf (token: string): string | undefined {
   try {
     const { alg } = decodeProtectedHeader(token)
-    return typeof alg === 'string' ? alg.slice(0, 32) : undefined
+    return typeof alg === 'string' ? quoted(alg) : undefined
   } catch {
     return undefined
   }
@@ -74,7 +82,7 @@ export class OAuthResource {
     const { payload, protectedHeader } = await this.#verified(token)
     const typ = normalizedTyp(protectedHeader.typ)
     if (this.#config.requireTyp ? typ !== ACCESS_TOKEN_TYP : typ !== undefined && typ !== ACCESS_TOKEN_TYP && typ !== 'jwt') {
-      throw new GatewayError('GW_ERR_AUTH_REJECTED', [`its typ ${protectedHeader.typ ?? '(none)'} is not at+jwt${this.#config.requireTyp ? '' : ' or JWT'}`])
+      throw new GatewayError('GW_ERR_AUTH_REJECTED', [`its typ ${protectedHeader.typ === undefined ? '(none)' : quoted(protectedHeader.typ)} is not at+jwt${this.#config.requireTyp ? '' : ' or JWT'}`])
     }
     // Who comes before what: a token that names nobody is invalid whatever scopes it has.
     const principal = payload[this.#config.principalClaim]

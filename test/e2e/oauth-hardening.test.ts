@@ -76,6 +76,8 @@ describe('auth.oauth: principals and token checks', () => {
       ['HS256', await hmac('HS256')],
       ['HS512', await hmac('HS512')],
       ['XS999', `${base64url({ alg: 'XS999', kid: 'key-1' })}.${base64url(jwks.claims())}.${Buffer.from('sig').toString('base64url')}`],
+      // What the token says is echoed in the challenge only as far as a header can carry it.
+      ['X??injected??1', `${base64url({ alg: 'X\r\ninjected: 1', kid: 'key-1' })}.${base64url(jwks.claims())}.${Buffer.from('sig').toString('base64url')}`],
     ]
     for (const [alg, token] of cases) {
       const res = await refusal(await initialize(gw.url, token))
@@ -97,6 +99,9 @@ describe('auth.oauth: principals and token checks', () => {
     for (const typ of ['JWT', 'at+jwt', 'application/at+jwt']) {
       expect((await initialize(gw.url, await jwks.token(key, {}, { header: { typ } }))).status, typ).toBe(200)
     }
+    const odd = await refusal(await initialize(gw.url, await jwks.token(key, {}, { header: { typ: 'x\r\nset-cookie: a="b"' } })))
+    expect(odd.status).toBe(401)
+    expect(odd.challenge).toContain('its typ x??set-cookie??a??b? is not')
   })
 
   it('names the needed scope in 401 and 403 challenges, and answers 401 first when a token has neither principal nor scope', async () => {
