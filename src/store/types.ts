@@ -98,9 +98,18 @@ export interface TaskCursor {
   id: string
 }
 
+export interface TaskCreateOptions {
+  /**
+   * Refuses the task with GW_ERR_TASK_LIMIT when its principal already has this many live tasks that
+   * are not terminal at `task.createdAt` (tasks.maxActivePerPrincipal). The count and the insert are one
+   * atomic step, also between processes sharing the store: of racing creates, exactly this many win.
+   */
+  maxActive?: number
+}
+
 export interface TaskStore {
-  /** Stores a new task (status working). */
-  create (task: TaskRecord): Promise<void>
+  /** Stores a new task (status working); see TaskCreateOptions for the per-principal limit. */
+  create (task: TaskRecord, options?: TaskCreateOptions): Promise<void>
   /** The task, or null when unknown or past its TTL at `now`. */
   get (id: string, now: number): Promise<TaskRecord | null>
   /** Up to `limit` live tasks of `principal` after `after`, oldest first. */

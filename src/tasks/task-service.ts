@@ -115,8 +115,6 @@ export class TaskService {
 
   async #store (request: CreateTaskRequest): Promise<TaskRecord> {
     const now = Date.now()
-    const active = await this.#tasks.countActive(request.principal, now, this.#config.maxActivePerPrincipal)
-    if (active >= this.#config.maxActivePerPrincipal) throw new GatewayError('GW_ERR_TASK_LIMIT', [active, this.#config.maxActivePerPrincipal])
     const { task: _task, name: _name, ...rest } = withoutRelatedTask(withoutProgressToken(request.params))
     const task: TaskRecord = {
       id: randomBytes(16).toString('base64url'),
@@ -137,7 +135,8 @@ export class TaskService {
       outcome: null,
       owner: this.#owner,
     }
-    await this.#tasks.create(task)
+    // The store counts and inserts in one atomic step: racing creates never overshoot the limit.
+    await this.#tasks.create(task, { maxActive: this.#config.maxActivePerPrincipal })
     this.#log.info({ audit: 'task.created', taskId: task.id, principal: task.principal, tool: task.tool, upstream: task.upstream, ttlMs: task.ttlMs }, 'task created')
     return task
   }

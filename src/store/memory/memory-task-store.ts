@@ -1,6 +1,6 @@
 import { GatewayError } from '../../errors.ts'
 import { isTerminal } from '../../tasks/task-state.ts'
-import type { InputRecord, TaskCursor, TaskOutcome, TaskPatch, TaskRecord, TaskStatus, TaskStore } from '../types.ts'
+import type { InputRecord, TaskCreateOptions, TaskCursor, TaskOutcome, TaskPatch, TaskRecord, TaskStatus, TaskStore } from '../types.ts'
 
 function live (task: TaskRecord, now: number): boolean {
   return task.ttlMs === null || task.createdAt + task.ttlMs > now
@@ -21,7 +21,12 @@ export class MemoryTaskStore implements TaskStore {
   /** Ids of the tasks of each principal that are not terminal, so counting them does not scan every task. */
   readonly #activeByPrincipal = new Map<string, Set<string>>()
 
-  async create (task: TaskRecord): Promise<void> {
+  async create (task: TaskRecord, options: TaskCreateOptions = {}): Promise<void> {
+    // No await between the count and the insert: nothing else runs in between.
+    if (options.maxActive !== undefined) {
+      const active = this.#countActive(task.principal, task.createdAt, options.maxActive)
+      if (active >= options.maxActive) throw new GatewayError('GW_ERR_TASK_LIMIT', [active, options.maxActive])
+    }
     this.#tasks.set(task.id, structuredClone(task))
     if (!isTerminal(task.status)) this.#activeOf(task.principal).add(task.id)
   }
@@ -66,6 +71,10 @@ export class MemoryTaskStore implements TaskStore {
   }
 
   async countActive (principal: string, now: number, atMost = Number.MAX_SAFE_INTEGER): Promise<number> {
+    return this.#countActive(principal, now, atMost)
+  }
+
+  #countActive (principal: string, now: number, atMost: number): number {
     let count = 0
     for (const id of this.#activeByPrincipal.get(principal) ?? []) {
       const task = this.#tasks.get(id)

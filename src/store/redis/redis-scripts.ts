@@ -150,3 +150,32 @@ for _, id in ipairs(ids) do
 end
 return #ids
 `)
+
+/**
+ * Stores a new task, refusing it when its principal already has too many unfinished tasks: the count and
+ * the writes are one step, so racing creates on any number of processes never overshoot the limit.
+ * KEYS[1] task hash, KEYS[2] the principal's tasks (sorted set), KEYS[3] the principal's unfinished tasks
+ * by expiry, KEYS[4] every unfinished task, KEYS[5] the owner's task set, KEYS[6] tasks by expiry.
+ * ARGV[1] the limit ('' for none), ARGV[2] createdAt (ms; also the `now` of the count), ARGV[3] task id,
+ * ARGV[4] expiry (ms, '' for none), ARGV[5] '1' when the task is not terminal, ARGV[6] key expiry (ms),
+ * ARGV[7..] the hash's field/value pairs.
+ * Returns 0 when stored, else the count that reached the limit (nothing is written).
+ */
+export const CREATE_TASK = script(`
+if ARGV[1] ~= '' then
+  local active = redis.call('ZCOUNT', KEYS[3], '(' .. ARGV[2], '+inf')
+  if active >= tonumber(ARGV[1]) then return active end
+end
+local fields = {}
+for i = 7, #ARGV do fields[#fields + 1] = ARGV[i] end
+redis.call('HSET', KEYS[1], unpack(fields))
+redis.call('PEXPIRE', KEYS[1], ARGV[6])
+redis.call('ZADD', KEYS[2], ARGV[2], ARGV[3])
+if ARGV[5] == '1' then
+  redis.call('ZADD', KEYS[3], ARGV[4] == '' and '+inf' or ARGV[4], ARGV[3])
+  redis.call('ZADD', KEYS[4], ARGV[2], ARGV[3])
+  redis.call('SADD', KEYS[5], ARGV[3])
+end
+if ARGV[4] ~= '' then redis.call('ZADD', KEYS[6], ARGV[4], ARGV[3]) end
+return 0
+`)

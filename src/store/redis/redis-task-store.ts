@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis'
 import { GatewayError } from '../../errors.ts'
-import type { InputRecord, TaskCursor, TaskOutcome, TaskPatch, TaskRecord, TaskStatus, TaskStore } from '../types.ts'
-import { ADD_INPUT, CLAIM, run, SETTLE_INPUT, SWEEP, TRANSITION } from './redis-scripts.ts'
+import type { InputRecord, TaskCreateOptions, TaskCursor, TaskOutcome, TaskPatch, TaskRecord, TaskStatus, TaskStore } from '../types.ts'
+import { ADD_INPUT, CLAIM, CREATE_TASK, run, SETTLE_INPUT, SWEEP, TRANSITION } from './redis-scripts.ts'
 
 /**
  * Keys (all under the configured prefix):
@@ -63,21 +63,19 @@ export class RedisTaskStore implements TaskStore {
     this.#p = prefix
   }
 
-  async create (task: TaskRecord): Promise<void> {
+  async create (task: TaskRecord, options: TaskCreateOptions = {}): Promise<void> {
     const { status, statusMessage, lastUpdatedAt, outcome, owner, ...body } = task
-    const key = `${this.#p}task:${task.id}`
     const exp = expiresAt(task)
-    const tx = this.#redis.multi()
-      .hset(key, { body: JSON.stringify(body), status, msg: JSON.stringify(statusMessage), upd: String(lastUpdatedAt), out: outcome ? JSON.stringify(outcome) : '', exp: exp === null ? '' : String(exp), principal: task.principal, owner })
-      .pexpire(key, exp === null ? NO_TTL_BACKSTOP_MS : task.ttlMs! + BACKSTOP_MS)
-      .zadd(`${this.#p}tasks:${task.principal}`, task.createdAt, task.id)
-    if (!TERMINAL.has(status)) {
-      tx.zadd(`${this.#p}active:${task.principal}`, exp === null ? '+inf' : exp, task.id)
-      tx.zadd(`${this.#p}active`, task.createdAt, task.id)
-      tx.sadd(`${this.#p}owned:${owner}`, task.id)
+    const fields = {
+      body: JSON.stringify(body), status, msg: JSON.stringify(statusMessage), upd: String(lastUpdatedAt), out: outcome ? JSON.stringify(outcome) : '', exp: exp === null ? '' : String(exp), principal: task.principal, owner,
     }
-    if (exp !== null) tx.zadd(`${this.#p}expiry`, exp, task.id)
-    await tx.exec()
+    const keys = [`task:${task.id}`, `tasks:${task.principal}`, `active:${task.principal}`, 'active', `owned:${owner}`, 'expiry'].map((key) => this.#p + key)
+    const active = Number(await run(this.#redis, CREATE_TASK, keys, [
+      options.maxActive ?? '', task.createdAt, task.id, exp ?? '', TERMINAL.has(status) ? '0' : '1',
+      exp === null ? NO_TTL_BACKSTOP_MS : task.ttlMs! + BACKSTOP_MS,
+      ...Object.entries(fields).flat(),
+    ]))
+    if (active > 0) throw new GatewayError('GW_ERR_TASK_LIMIT', [active, options.maxActive])
   }
 
   async get (id: string, now: number): Promise<TaskRecord | null> {

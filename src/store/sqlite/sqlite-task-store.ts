@@ -2,7 +2,7 @@ import Database from 'better-sqlite3'
 import { GatewayError } from '../../errors.ts'
 import type { JsonObject } from '../../protocol/jsonrpc.ts'
 import { isTerminal } from '../../tasks/task-state.ts'
-import type { InputRecord, InputState, TaskCursor, TaskOutcome, TaskPatch, TaskRecord, TaskStatus, TaskStore } from '../types.ts'
+import type { InputRecord, InputState, TaskCreateOptions, TaskCursor, TaskOutcome, TaskPatch, TaskRecord, TaskStatus, TaskStore } from '../types.ts'
 
 interface TaskRow {
   id: string
@@ -119,6 +119,7 @@ export class SqliteTaskStore implements TaskStore {
   readonly #transition: (params: TransitionParams) => TaskRow | undefined
   readonly #addInput: Database.Transaction<(input: InputRecord, maxPending: number) => void>
   readonly #sweep: (now: number) => number
+  readonly #create: Database.Transaction<(row: TaskRow, maxActive: number | undefined) => void>
 
   constructor (db: Database.Database) {
     this.#insert = db.prepare(`INSERT INTO tasks (id, principal, session_id, era, status, status_message, created_at, last_updated_at,
@@ -170,15 +171,23 @@ export class SqliteTaskStore implements TaskStore {
         answer: json(input.answer),
       })
     })
+    this.#create = db.transaction((row: TaskRow, maxActive: number | undefined) => {
+      if (maxActive !== undefined) {
+        const active = this.#countActive.get({ principal: row.principal, now: row.created_at, limit: maxActive })!.count
+        if (active >= maxActive) throw new GatewayError('GW_ERR_TASK_LIMIT', [active, maxActive])
+      }
+      this.#insert.run(row)
+    })
     this.#sweep = db.transaction((now: number) => {
       sweepInputs.run(now)
       return sweepTasks.run(now).changes
     })
   }
 
-  async create (task: TaskRecord): Promise<void> {
+  async create (task: TaskRecord, options: TaskCreateOptions = {}): Promise<void> {
+    // IMMEDIATE: the count and the insert hold the write lock together.
     return backend(() => {
-      this.#insert.run({
+      this.#create.immediate({
         id: task.id,
         principal: task.principal,
         session_id: task.sessionId,
@@ -197,7 +206,7 @@ export class SqliteTaskStore implements TaskStore {
         client_capabilities: JSON.stringify(task.clientCapabilities),
         outcome: json(task.outcome),
         owner: task.owner,
-      })
+      }, options.maxActive)
     })
   }
 
