@@ -190,9 +190,14 @@ export class TaskService {
     }
   }
 
-  /** Takes over every unfinished task in the store (a store only this process uses, after a restart). */
+  /**
+   * Takes over the unfinished tasks of earlier runs in a store only this process uses, after a restart.
+   * Their processes are gone: the store is held by this process alone (the SQLite file lock refuses a
+   * second live process), so only this process's own tasks could still be running, and they are left alone.
+   */
   async recover (): Promise<{ rerun: number, failed: number }> {
-    const tally = await this.#takeOver(await this.#tasks.unfinished(), 'restart')
+    const earlier = (await this.#tasks.unfinished()).filter((task) => task.owner !== this.#owner)
+    const tally = await this.#takeOver(earlier, 'restart')
     if (tally.rerun + tally.failed > 0) this.#log.warn(tally, 'recovered tasks interrupted by a restart')
     return tally
   }
