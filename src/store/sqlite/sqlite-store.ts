@@ -6,7 +6,7 @@ import { MemoryRateLimits } from '../../limits/memory-rate-limits.ts'
 import { MemoryBus } from '../memory/memory-bus.ts'
 import { MemoryLeaseStore } from '../memory/memory-store.ts'
 import { migrate } from './sqlite-schema.ts'
-import { Checkpointer } from './checkpointer.ts'
+import { Checkpointer, WAL_SIZE_LIMIT_BYTES } from './checkpointer.ts'
 import { SqliteTaskStore } from './sqlite-task-store.ts'
 import { SqliteFileLock, type SqliteFileLockOptions } from './sqlite-file-lock.ts'
 import { MemoryHomeStore } from '../memory/memory-homes.ts'
@@ -105,12 +105,17 @@ export class SqliteStore implements GatewayStore {
   constructor (path: string, options: { lock?: SqliteFileLockOptions } = {}) {
     if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true })
     this.#db = new Database(path)
+    // Freed pages (swept tasks) can be given back to the file system; takes effect on a new file only.
+    this.#db.pragma('auto_vacuum = INCREMENTAL')
     this.#db.pragma('journal_mode = WAL')
     this.#db.pragma('synchronous = NORMAL')
     this.#db.pragma('busy_timeout = 5000')
+    this.#db.pragma(`journal_size_limit = ${WAL_SIZE_LIMIT_BYTES}`)
     try {
       // Held before anything else touches the file: migrations and restart recovery included.
       if (path !== ':memory:') this.#lock = new SqliteFileLock(this.#db, path, options.lock)
+      // A file written before incremental vacuum was on is rewritten once (its size, once, at start-up).
+      if (this.#db.pragma('auto_vacuum', { simple: true }) !== 2) this.#db.exec('VACUUM')
       migrate(this.#db)
     } catch (err) {
       this.#lock?.release()
