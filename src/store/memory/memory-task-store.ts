@@ -63,7 +63,11 @@ export class MemoryTaskStore implements TaskStore {
     // A terminal task never changes, whatever `from` says.
     if (!task || isTerminal(task.status) || !from.includes(task.status)) return null
     task.status = to
-    if (isTerminal(to)) this.#inactive(task)
+    if (isTerminal(to)) {
+      this.#inactive(task)
+      // Only a running task needs its arguments (to run again after a takeover).
+      task.request = {}
+    }
     if (patch.statusMessage !== undefined) task.statusMessage = patch.statusMessage
     if (patch.outcome !== undefined) task.outcome = structuredClone(patch.outcome)
     task.lastUpdatedAt = now

@@ -27,7 +27,7 @@ export async function run (redis: Redis, s: Script, keys: readonly string[], arg
  * to ARGV[8] (JSON), ARGV[9..] the statuses the task may be in.
  * Returns the task hash (HGETALL) after the move, or false when the task is unknown, expired, terminal
  * or in none of the given statuses. Terminal moves also drop the task from the active sets and from its
- * owner's set.
+ * owner's set, and its request (only a running task needs its arguments, to run again after a takeover).
  */
 export const TRANSITION = script(`
 local status = redis.call('HGET', KEYS[1], 'status')
@@ -49,6 +49,7 @@ if ARGV[4] == 'completed' or ARGV[4] == 'failed' or ARGV[4] == 'cancelled' then
   redis.call('ZREM', ARGV[1] .. 'active', ARGV[2])
   local owner = redis.call('HGET', KEYS[1], 'owner')
   if owner then redis.call('SREM', ARGV[1] .. 'owned:' .. owner, ARGV[2]) end
+  redis.call('HSET', KEYS[1], 'req', '{}')
 end
 return redis.call('HGETALL', KEYS[1])
 `)

@@ -41,6 +41,7 @@ interface TransitionParams {
   from: string
   to: TaskStatus
   keepMessage: 0 | 1
+  ended: 0 | 1
   statusMessage: string | null
   outcome: string | null
   now: number
@@ -136,6 +137,7 @@ export class SqliteTaskStore implements TaskStore {
     this.#update = db.prepare(`UPDATE tasks SET status = @to,
         status_message = CASE WHEN @keepMessage THEN status_message ELSE @statusMessage END,
         outcome = COALESCE(@outcome, outcome),
+        request = CASE WHEN @ended THEN '{}' ELSE request END,
         last_updated_at = @now
       WHERE id = @id AND status IN (SELECT value FROM json_each(@from)) AND ${LIVE}`)
     this.#countActive = db.prepare(`SELECT COUNT(*) AS count FROM (SELECT 1 FROM tasks INDEXED BY tasks_principal_active
@@ -237,6 +239,8 @@ export class SqliteTaskStore implements TaskStore {
         from: JSON.stringify(sources),
         to,
         keepMessage: patch.statusMessage === undefined ? 1 : 0,
+        // Only a running task needs its arguments (to run again after a takeover).
+        ended: isTerminal(to) ? 1 : 0,
         statusMessage: patch.statusMessage ?? null,
         outcome: patch.outcome === undefined ? null : JSON.stringify(patch.outcome),
         now,
