@@ -62,7 +62,11 @@ export interface TaskRecord {
   /** The configured upstream name and the upstream's own tool name. */
   upstream: string
   tool: string
-  /** What the client asked for: arguments and `_meta` (without the task and progress token). */
+  /**
+   * What the client asked for: arguments and `_meta` (without the task and progress token). Kept only while
+   * the task runs (a task run again after a takeover needs it): every store clears it to `{}` in the same
+   * step that makes the task terminal.
+   */
   request: JsonObject
   progressToken: string | number | null
   /** The client's capabilities when it created the task: what may be relayed to it. */
