@@ -62,6 +62,7 @@ export const ERRORS = {
   GW_ERR_TASK_REQUIRED: { status: 200, rpc: -32601, message: "Method not found: tool '%s' must be called as a task (taskSupport: required); add params.task" },
   GW_ERR_TASK_RESTARTED: { status: 200, rpc: -32603, message: 'gateway restarted during execution' },
   GW_ERR_TASK_OWNER_LOST: { status: 200, rpc: -32603, message: 'gateway process lost during execution' },
+  GW_ERR_TASK_RESULT_TOO_LARGE: { status: 200, rpc: -32060, message: 'the upstream\'s result of %s bytes is over the %s bytes a task may store (tasks.maxResultBytes); ask the tool for less, or raise the limit' },
   GW_ERR_INPUT_EXPIRED: { status: 200, rpc: -32603, message: 'the upstream stopped waiting for the answer to %s' },
 
   GW_ERR_AUTH_MISSING: { status: 401, rpc: -32001, message: 'Unauthorized: send Authorization: Bearer <token>' },
@@ -78,6 +79,7 @@ export const ERRORS = {
 
   GW_ERR_STORE_SCHEMA: { status: 500, rpc: -32603, message: 'store schema version %s is newer than this gateway supports (%s); upgrade the gateway' },
   GW_ERR_STORE_UNAVAILABLE: { status: 503, rpc: -32603, message: 'the store is unavailable: %s' },
+  GW_ERR_STORE_LOCKED: { status: 500, rpc: -32603, message: "store file '%s' is in use by the gateway process with pid %s on host %s since %s; stop that process first (one gateway process per SQLite file; use the redis store to run several)" },
 
   GW_ERR_PEER_LOST: { status: 503, rpc: -32603, message: 'the gateway process holding this %s is gone; start the request again' },
   GW_ERR_SHUTTING_DOWN: { status: 503, rpc: -32603, message: 'the gateway is shutting down; retry on another instance' },

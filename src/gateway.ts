@@ -170,7 +170,7 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
   hub.onGetStream = (sessionId) => delivery.onGetStream(sessionId)
   const inputs = new TaskInputs(store.tasks, delivery, config.tasks, store.bus)
   const calls = new CallEngine(catalog)
-  const runner = new TaskRunner({ store: store.tasks, upstreams: new Map(upstreams.map((u) => [u.name, u])), calls, inputs, events: delivery, log, shutdown: shutdown.signal, bus: store.bus, isNativeTask: (upstream, tool) => catalog.isNativeTask(upstream, tool) })
+  const runner = new TaskRunner({ store: store.tasks, upstreams: new Map(upstreams.map((u) => [u.name, u])), calls, inputs, events: delivery, log, shutdown: shutdown.signal, bus: store.bus, isNativeTask: (upstream, tool) => catalog.isNativeTask(upstream, tool), maxResultBytes: config.tasks.maxResultBytes })
   const tasks = new TaskService({
     store: store.tasks,
     runner,

@@ -138,6 +138,7 @@ const tasksSchema = z.strictObject({
     .describe('tasks one principal may have running (working or input_required) at once'),
   maxQueuedInputs: z.number().int().min(1).prefault(10)
     .describe('unanswered input requests (elicitation, sampling, roots) one task may hold'),
+  maxResultBytes: size('largest outcome (result or error, as JSON) a task stores; a larger one fails the task with GW_ERR_TASK_RESULT_TOO_LARGE').prefault('4mb'),
   sweepInterval: duration('how often expired tasks are deleted').prefault('30s'),
   ownerLease: duration('a process that has not renewed its lease for this long is lost; another process fails or re-runs its tasks (redis store)')
     .refine((ms) => ms >= 1000, 'must be at least 1s').prefault('10s'),

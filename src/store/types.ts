@@ -62,7 +62,11 @@ export interface TaskRecord {
   /** The configured upstream name and the upstream's own tool name. */
   upstream: string
   tool: string
-  /** What the client asked for: arguments and `_meta` (without the task and progress token). */
+  /**
+   * What the client asked for: arguments and `_meta` (without the task and progress token). Kept only while
+   * the task runs (a task run again after a takeover needs it): every store clears it to `{}` in the same
+   * step that makes the task terminal.
+   */
   request: JsonObject
   progressToken: string | number | null
   /** The client's capabilities when it created the task: what may be relayed to it. */
@@ -98,9 +102,18 @@ export interface TaskCursor {
   id: string
 }
 
+export interface TaskCreateOptions {
+  /**
+   * Refuses the task with GW_ERR_TASK_LIMIT when its principal already has this many live tasks that
+   * are not terminal at `task.createdAt` (tasks.maxActivePerPrincipal). The count and the insert are one
+   * atomic step, also between processes sharing the store: of racing creates, exactly this many win.
+   */
+  maxActive?: number
+}
+
 export interface TaskStore {
-  /** Stores a new task (status working). */
-  create (task: TaskRecord): Promise<void>
+  /** Stores a new task (status working); see TaskCreateOptions for the per-principal limit. */
+  create (task: TaskRecord, options?: TaskCreateOptions): Promise<void>
   /** The task, or null when unknown or past its TTL at `now`. */
   get (id: string, now: number): Promise<TaskRecord | null>
   /** Up to `limit` live tasks of `principal` after `after`, oldest first. */

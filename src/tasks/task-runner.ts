@@ -22,6 +22,8 @@ export interface TaskRunnerDeps {
   bus: SignalBus
   /** Whether the upstream itself only runs this tool as a task. */
   isNativeTask (upstream: string, tool: string): boolean
+  /** Largest outcome (as JSON) a task stores (tasks.maxResultBytes); a larger one fails the task. */
+  maxResultBytes: number
 }
 
 const RUNNING: readonly TaskStatus[] = ['working', 'input_required']
@@ -178,6 +180,13 @@ export class TaskRunner {
     if (updated) this.#deps.events.status(updated)
   }
 
+  /** The outcome, or an error in its place when it is larger than a task may store. */
+  #capped (outcome: TaskOutcome): TaskOutcome {
+    const bytes = Buffer.byteLength(JSON.stringify(outcome))
+    if (bytes <= this.#deps.maxResultBytes) return outcome
+    return { error: toWireError(new GatewayError('GW_ERR_TASK_RESULT_TOO_LARGE', [bytes, this.#deps.maxResultBytes])) }
+  }
+
   /**
    * Stores the outcome. While the store is unavailable the write is retried (backoff up to 5 s) until
    * it is back, the task's TTL passes or the gateway shuts down, so an outcome that arrives during an
@@ -185,8 +194,10 @@ export class TaskRunner {
    * retry drops the outcome if another process took the task over meanwhile (this one was cut off long
    * enough for its lease to lapse).
    */
-  async #finish (task: TaskRecord, outcome: TaskOutcome): Promise<void> {
+  async #finish (task: TaskRecord, upstreamOutcome: TaskOutcome): Promise<void> {
     const { store, log } = this.#deps
+    const outcome = this.#capped(upstreamOutcome)
+    if (outcome !== upstreamOutcome) log.warn({ taskId: task.id, tool: task.tool, upstream: task.upstream, maxResultBytes: this.#deps.maxResultBytes }, 'task result over tasks.maxResultBytes: the task fails instead')
     const { status, statusMessage } = settle(outcome)
     const about = { taskId: task.id, principal: task.principal, status, tool: task.tool, upstream: task.upstream }
     let retries = 0

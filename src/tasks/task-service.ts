@@ -115,8 +115,6 @@ export class TaskService {
 
   async #store (request: CreateTaskRequest): Promise<TaskRecord> {
     const now = Date.now()
-    const active = await this.#tasks.countActive(request.principal, now, this.#config.maxActivePerPrincipal)
-    if (active >= this.#config.maxActivePerPrincipal) throw new GatewayError('GW_ERR_TASK_LIMIT', [active, this.#config.maxActivePerPrincipal])
     const { task: _task, name: _name, ...rest } = withoutRelatedTask(withoutProgressToken(request.params))
     const task: TaskRecord = {
       id: randomBytes(16).toString('base64url'),
@@ -137,7 +135,8 @@ export class TaskService {
       outcome: null,
       owner: this.#owner,
     }
-    await this.#tasks.create(task)
+    // The store counts and inserts in one atomic step: racing creates never overshoot the limit.
+    await this.#tasks.create(task, { maxActive: this.#config.maxActivePerPrincipal })
     this.#log.info({ audit: 'task.created', taskId: task.id, principal: task.principal, tool: task.tool, upstream: task.upstream, ttlMs: task.ttlMs }, 'task created')
     return task
   }
@@ -191,9 +190,14 @@ export class TaskService {
     }
   }
 
-  /** Takes over every unfinished task in the store (a store only this process uses, after a restart). */
+  /**
+   * Takes over the unfinished tasks of earlier runs in a store only this process uses, after a restart.
+   * Their processes are gone: the store is held by this process alone (the SQLite file lock refuses a
+   * second live process), so only this process's own tasks could still be running, and they are left alone.
+   */
   async recover (): Promise<{ rerun: number, failed: number }> {
-    const tally = await this.#takeOver(await this.#tasks.unfinished(), 'restart')
+    const earlier = (await this.#tasks.unfinished()).filter((task) => task.owner !== this.#owner)
+    const tally = await this.#takeOver(earlier, 'restart')
     if (tally.rerun + tally.failed > 0) this.#log.warn(tally, 'recovered tasks interrupted by a restart')
     return tally
   }

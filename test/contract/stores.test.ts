@@ -8,13 +8,14 @@ import { MemoryStore } from '../../src/store/memory/memory-store.ts'
 import { MIGRATIONS, SCHEMA_VERSION } from '../../src/store/sqlite/sqlite-schema.ts'
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.ts'
 import type { TaskRecord } from '../../src/store/types.ts'
-import { isolatedRedisStore } from '../helpers/redis.ts'
+import { isolatedRedisStore, sharedRedisStores } from '../helpers/redis.ts'
 import { sessionStoreContract } from './session-store.contract.ts'
 import { taskInputStoreContract } from './task-input-store.contract.ts'
 import { taskStoreContract } from './task-store.contract.ts'
 import { ownershipContract } from './ownership.contract.ts'
 import { rateLimitStoreContract } from './rate-limit-store.contract.ts'
 import { homeStoreContract } from './home-store.contract.ts'
+import { taskLimitContract } from './task-limit.contract.ts'
 
 const dir = mkdtempSync(join(tmpdir(), 'gw-sqlite-'))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
@@ -39,6 +40,9 @@ ownershipContract('redis', isolatedRedisStore)
 homeStoreContract('memory', async () => new MemoryStore())
 homeStoreContract('sqlite', async () => new SqliteStore(dbFile()))
 homeStoreContract('redis', isolatedRedisStore)
+taskLimitContract('memory', async () => [new MemoryStore()])
+taskLimitContract('sqlite', async () => [new SqliteStore(dbFile())])
+taskLimitContract('redis, two processes', async () => await sharedRedisStores(2))
 rateLimitStoreContract({ memory: async () => new MemoryStore(), sqlite: async () => new SqliteStore(dbFile()), redis: isolatedRedisStore })
 
 function task (id: string): TaskRecord {

@@ -142,6 +142,17 @@ export function taskStoreContract (name: string, create: () => Promise<GatewaySt
         expect(next?.outcome).toEqual(completed)
       })
 
+      it('keeps the request (arguments) while the task runs, and drops it once the task has ended', async () => {
+        for (const end of ['completed', 'failed', 'cancelled'] as const) {
+          const record = await created()
+          const asking = await store.transition(record.id, sourcesOf('input_required'), 'input_required', {}, T0 + 1)
+          expect(asking?.request).toEqual(record.request)
+          const ended = await store.transition(record.id, sourcesOf(end), end, { outcome: completed }, T0 + 2)
+          expect(ended?.request).toEqual({})
+          expect(await store.get(record.id, T0)).toEqual({ ...record, status: end, lastUpdatedAt: T0 + 2, outcome: completed, request: {} })
+        }
+      })
+
       it('sets lastUpdatedAt to `now` on every move, and only then', async () => {
         const record = await created()
         await store.transition(record.id, ['working'], 'input_required', {}, T0 + 500)

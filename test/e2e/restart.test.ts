@@ -59,3 +59,37 @@ describe('restart after kill -9', () => {
     expect((await second.exited)[0]).toBe(0)
   })
 })
+
+describe('a second gateway on the same sqlite file', () => {
+  it('refuses to start, naming the file and the holder, and leaves the running tasks alone', async () => {
+    const database = join(mkdtempSync(join(tmpdir(), 'gw-overlap-')), 'gateway.db')
+    const file = writeConfig(config(database))
+    const first = await startGatewayProcess(file)
+    const session = await RawSession.open(first.url, { elicitation: { form: {} } }, { authorization: `Bearer ${TOKEN}` })
+    const asking = await create(session, 'demo__ask_user', {})
+    await session.waitFor(asking, ['input_required'])
+    const running = await create(session, 'demo__slow', { duration: 3000, steps: 3 })
+    await session.waitFor(running, ['working'])
+
+    const refused = await startGatewayProcess(file).then(
+      async (second) => {
+        second.child.kill('SIGKILL')
+        await second.exited
+        return 'the second gateway started'
+      },
+      (err: unknown) => String(err),
+    )
+    expect((await session.request('tasks/get', { taskId: asking })).result).toMatchObject({ status: 'input_required' })
+    expect(await session.waitFor(running, ['completed', 'failed'])).toMatchObject({ status: 'completed' })
+    expect(refused).toMatch(/gateway exited with 1/)
+    expect(refused).toContain(database)
+    expect(refused).toContain(`pid ${first.child.pid}`)
+    first.child.kill('SIGTERM')
+    expect((await first.exited)[0]).toBe(0)
+
+    // Once the first has stopped, the file is free again.
+    const next = await startGatewayProcess(file)
+    next.child.kill('SIGTERM')
+    expect((await next.exited)[0]).toBe(0)
+  })
+})

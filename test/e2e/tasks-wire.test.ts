@@ -160,3 +160,30 @@ describe('principals from bearer tokens', () => {
     expect(third.error).toMatchObject({ code: -32054, message: expect.stringContaining('maxActivePerPrincipal') })
   })
 })
+
+describe('the size of a stored task result', () => {
+  let gw: RunningGateway
+
+  beforeAll(async () => {
+    gw = await startGateway({ upstreams: [demoStdio()], tasks: { maxResultBytes: '64kb' } })
+  })
+
+  afterAll(async () => {
+    await gw?.close()
+  })
+
+  it('fails a task whose result is over tasks.maxResultBytes with an error naming the option; smaller results are kept', async () => {
+    const session = await RawSession.open(gw.url)
+    const large = await createTask(session, 'demo__echo', { text: 'x'.repeat(100 * 1024) })
+    expect(await session.waitFor(large, ['completed', 'failed'])).toMatchObject({
+      status: 'failed',
+      statusMessage: expect.stringContaining('tasks.maxResultBytes'),
+    })
+    const error = (await session.request('tasks/result', { taskId: large })).error as Json
+    expect(error).toMatchObject({ code: -32060, message: expect.stringMatching(/result of \d+ bytes is over the 65536 bytes .*\(tasks\.maxResultBytes\)/) })
+
+    const small = await createTask(session, 'demo__echo', { text: 'y'.repeat(1024) })
+    expect(await session.waitFor(small, ['completed', 'failed'])).toMatchObject({ status: 'completed' })
+    expect(JSON.stringify((await session.request('tasks/result', { taskId: small })).result)).toContain('y'.repeat(1024))
+  })
+})

@@ -31,3 +31,21 @@ export async function isolatedRedisStore (): Promise<RedisStore> {
   }
   return store
 }
+
+/** `count` Redis stores on one fresh prefix (the stores of as many gateway processes); every key is deleted when the last is closed. */
+export async function sharedRedisStores (count: number): Promise<RedisStore[]> {
+  const prefix = `mcpgw-test:${randomUUID()}:`
+  let open = count
+  const stores: RedisStore[] = []
+  for (let i = 0; i < count; i++) {
+    const store = new RedisStore({ url: REDIS_URL, prefix })
+    await store.ready()
+    const close = store.close.bind(store)
+    store.close = async () => {
+      await close()
+      if (--open === 0) await purge(prefix)
+    }
+    stores.push(store)
+  }
+  return stores
+}

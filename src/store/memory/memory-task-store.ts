@@ -1,6 +1,6 @@
 import { GatewayError } from '../../errors.ts'
 import { isTerminal } from '../../tasks/task-state.ts'
-import type { InputRecord, TaskCursor, TaskOutcome, TaskPatch, TaskRecord, TaskStatus, TaskStore } from '../types.ts'
+import type { InputRecord, TaskCreateOptions, TaskCursor, TaskOutcome, TaskPatch, TaskRecord, TaskStatus, TaskStore } from '../types.ts'
 
 function live (task: TaskRecord, now: number): boolean {
   return task.ttlMs === null || task.createdAt + task.ttlMs > now
@@ -21,7 +21,12 @@ export class MemoryTaskStore implements TaskStore {
   /** Ids of the tasks of each principal that are not terminal, so counting them does not scan every task. */
   readonly #activeByPrincipal = new Map<string, Set<string>>()
 
-  async create (task: TaskRecord): Promise<void> {
+  async create (task: TaskRecord, options: TaskCreateOptions = {}): Promise<void> {
+    // No await between the count and the insert: nothing else runs in between.
+    if (options.maxActive !== undefined) {
+      const active = this.#countActive(task.principal, task.createdAt, options.maxActive)
+      if (active >= options.maxActive) throw new GatewayError('GW_ERR_TASK_LIMIT', [active, options.maxActive])
+    }
     this.#tasks.set(task.id, structuredClone(task))
     if (!isTerminal(task.status)) this.#activeOf(task.principal).add(task.id)
   }
@@ -58,7 +63,11 @@ export class MemoryTaskStore implements TaskStore {
     // A terminal task never changes, whatever `from` says.
     if (!task || isTerminal(task.status) || !from.includes(task.status)) return null
     task.status = to
-    if (isTerminal(to)) this.#inactive(task)
+    if (isTerminal(to)) {
+      this.#inactive(task)
+      // Only a running task needs its arguments (to run again after a takeover).
+      task.request = {}
+    }
     if (patch.statusMessage !== undefined) task.statusMessage = patch.statusMessage
     if (patch.outcome !== undefined) task.outcome = structuredClone(patch.outcome)
     task.lastUpdatedAt = now
@@ -66,6 +75,10 @@ export class MemoryTaskStore implements TaskStore {
   }
 
   async countActive (principal: string, now: number, atMost = Number.MAX_SAFE_INTEGER): Promise<number> {
+    return this.#countActive(principal, now, atMost)
+  }
+
+  #countActive (principal: string, now: number, atMost: number): number {
     let count = 0
     for (const id of this.#activeByPrincipal.get(principal) ?? []) {
       const task = this.#tasks.get(id)

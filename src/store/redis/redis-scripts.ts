@@ -27,7 +27,7 @@ export async function run (redis: Redis, s: Script, keys: readonly string[], arg
  * to ARGV[8] (JSON), ARGV[9..] the statuses the task may be in.
  * Returns the task hash (HGETALL) after the move, or false when the task is unknown, expired, terminal
  * or in none of the given statuses. Terminal moves also drop the task from the active sets and from its
- * owner's set.
+ * owner's set, and its request (only a running task needs its arguments, to run again after a takeover).
  */
 export const TRANSITION = script(`
 local status = redis.call('HGET', KEYS[1], 'status')
@@ -49,6 +49,7 @@ if ARGV[4] == 'completed' or ARGV[4] == 'failed' or ARGV[4] == 'cancelled' then
   redis.call('ZREM', ARGV[1] .. 'active', ARGV[2])
   local owner = redis.call('HGET', KEYS[1], 'owner')
   if owner then redis.call('SREM', ARGV[1] .. 'owned:' .. owner, ARGV[2]) end
+  redis.call('HSET', KEYS[1], 'req', '{}')
 end
 return redis.call('HGETALL', KEYS[1])
 `)
@@ -149,4 +150,33 @@ for _, id in ipairs(ids) do
   if owner then redis.call('SREM', p .. 'owned:' .. owner, id) end
 end
 return #ids
+`)
+
+/**
+ * Stores a new task, refusing it when its principal already has too many unfinished tasks: the count and
+ * the writes are one step, so racing creates on any number of processes never overshoot the limit.
+ * KEYS[1] task hash, KEYS[2] the principal's tasks (sorted set), KEYS[3] the principal's unfinished tasks
+ * by expiry, KEYS[4] every unfinished task, KEYS[5] the owner's task set, KEYS[6] tasks by expiry.
+ * ARGV[1] the limit ('' for none), ARGV[2] createdAt (ms; also the `now` of the count), ARGV[3] task id,
+ * ARGV[4] expiry (ms, '' for none), ARGV[5] '1' when the task is not terminal, ARGV[6] key expiry (ms),
+ * ARGV[7..] the hash's field/value pairs.
+ * Returns 0 when stored, else the count that reached the limit (nothing is written).
+ */
+export const CREATE_TASK = script(`
+if ARGV[1] ~= '' then
+  local active = redis.call('ZCOUNT', KEYS[3], '(' .. ARGV[2], '+inf')
+  if active >= tonumber(ARGV[1]) then return active end
+end
+local fields = {}
+for i = 7, #ARGV do fields[#fields + 1] = ARGV[i] end
+redis.call('HSET', KEYS[1], unpack(fields))
+redis.call('PEXPIRE', KEYS[1], ARGV[6])
+redis.call('ZADD', KEYS[2], ARGV[2], ARGV[3])
+if ARGV[5] == '1' then
+  redis.call('ZADD', KEYS[3], ARGV[4] == '' and '+inf' or ARGV[4], ARGV[3])
+  redis.call('ZADD', KEYS[4], ARGV[2], ARGV[3])
+  redis.call('SADD', KEYS[5], ARGV[3])
+end
+if ARGV[4] ~= '' then redis.call('ZADD', KEYS[6], ARGV[4], ARGV[3]) end
+return 0
 `)

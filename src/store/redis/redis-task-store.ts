@@ -1,11 +1,12 @@
 import type { Redis } from 'ioredis'
 import { GatewayError } from '../../errors.ts'
-import type { InputRecord, TaskCursor, TaskOutcome, TaskPatch, TaskRecord, TaskStatus, TaskStore } from '../types.ts'
-import { ADD_INPUT, CLAIM, run, SETTLE_INPUT, SWEEP, TRANSITION } from './redis-scripts.ts'
+import type { InputRecord, TaskCreateOptions, TaskCursor, TaskOutcome, TaskPatch, TaskRecord, TaskStatus, TaskStore } from '../types.ts'
+import { ADD_INPUT, CLAIM, CREATE_TASK, run, SETTLE_INPUT, SWEEP, TRANSITION } from './redis-scripts.ts'
 
 /**
  * Keys (all under the configured prefix):
- *   task:<id>          hash: body (immutable JSON), status, msg (JSON), upd, out (JSON), exp, principal, owner
+ *   task:<id>          hash: body (immutable JSON), req (the request, JSON; '{}' once the task ended), status,
+ *                      msg (JSON), upd, out (JSON), exp, principal, owner
  *   tasks:<principal>  sorted set of the principal's task ids by createdAt (ties by id: listing order)
  *   active:<principal> sorted set of its unfinished task ids by expiry (+inf: never)
  *   active             sorted set of every unfinished task id by createdAt (recovery)
@@ -23,7 +24,7 @@ const TERMINAL: ReadonlySet<string> = new Set(['completed', 'failed', 'cancelled
 /** Tasks deleted per sweep script run, so that Redis is never blocked for long. */
 const SWEEP_BATCH = 200
 
-type Body = Omit<TaskRecord, 'status' | 'statusMessage' | 'lastUpdatedAt' | 'outcome' | 'owner'>
+type Body = Omit<TaskRecord, 'status' | 'statusMessage' | 'lastUpdatedAt' | 'outcome' | 'owner' | 'request'>
 
 function expiresAt (task: Pick<TaskRecord, 'createdAt' | 'ttlMs'>): number | null {
   return task.ttlMs === null ? null : task.createdAt + task.ttlMs
@@ -31,9 +32,11 @@ function expiresAt (task: Pick<TaskRecord, 'createdAt' | 'ttlMs'>): number | nul
 
 function toTask (hash: Record<string, string>): TaskRecord | null {
   if (hash.body === undefined) return null
-  const body = JSON.parse(hash.body) as Body
+  // Tasks stored before `req` existed keep their request in the body.
+  const { request, ...body } = JSON.parse(hash.body) as Body & { request?: TaskRecord['request'] }
   return {
     ...body,
+    request: hash.req === undefined ? request ?? {} : JSON.parse(hash.req) as TaskRecord['request'],
     status: hash.status as TaskStatus,
     statusMessage: hash.msg ? JSON.parse(hash.msg) as string | null : null,
     lastUpdatedAt: Number(hash.upd),
@@ -63,21 +66,19 @@ export class RedisTaskStore implements TaskStore {
     this.#p = prefix
   }
 
-  async create (task: TaskRecord): Promise<void> {
-    const { status, statusMessage, lastUpdatedAt, outcome, owner, ...body } = task
-    const key = `${this.#p}task:${task.id}`
+  async create (task: TaskRecord, options: TaskCreateOptions = {}): Promise<void> {
+    const { status, statusMessage, lastUpdatedAt, outcome, owner, request, ...body } = task
     const exp = expiresAt(task)
-    const tx = this.#redis.multi()
-      .hset(key, { body: JSON.stringify(body), status, msg: JSON.stringify(statusMessage), upd: String(lastUpdatedAt), out: outcome ? JSON.stringify(outcome) : '', exp: exp === null ? '' : String(exp), principal: task.principal, owner })
-      .pexpire(key, exp === null ? NO_TTL_BACKSTOP_MS : task.ttlMs! + BACKSTOP_MS)
-      .zadd(`${this.#p}tasks:${task.principal}`, task.createdAt, task.id)
-    if (!TERMINAL.has(status)) {
-      tx.zadd(`${this.#p}active:${task.principal}`, exp === null ? '+inf' : exp, task.id)
-      tx.zadd(`${this.#p}active`, task.createdAt, task.id)
-      tx.sadd(`${this.#p}owned:${owner}`, task.id)
+    const fields = {
+      body: JSON.stringify(body), req: JSON.stringify(request), status, msg: JSON.stringify(statusMessage), upd: String(lastUpdatedAt), out: outcome ? JSON.stringify(outcome) : '', exp: exp === null ? '' : String(exp), principal: task.principal, owner,
     }
-    if (exp !== null) tx.zadd(`${this.#p}expiry`, exp, task.id)
-    await tx.exec()
+    const keys = [`task:${task.id}`, `tasks:${task.principal}`, `active:${task.principal}`, 'active', `owned:${owner}`, 'expiry'].map((key) => this.#p + key)
+    const active = Number(await run(this.#redis, CREATE_TASK, keys, [
+      options.maxActive ?? '', task.createdAt, task.id, exp ?? '', TERMINAL.has(status) ? '0' : '1',
+      exp === null ? NO_TTL_BACKSTOP_MS : task.ttlMs! + BACKSTOP_MS,
+      ...Object.entries(fields).flat(),
+    ]))
+    if (active > 0) throw new GatewayError('GW_ERR_TASK_LIMIT', [active, options.maxActive])
   }
 
   async get (id: string, now: number): Promise<TaskRecord | null> {

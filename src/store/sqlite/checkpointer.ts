@@ -1,15 +1,44 @@
 import { createRequire } from 'node:module'
 import { Worker } from 'node:worker_threads'
 
-/** Runs in the worker: its own connection to the file, a passive checkpoint on every tick. */
+/** The write-ahead log is cut back to this size once its frames are in the database file. */
+export const WAL_SIZE_LIMIT_BYTES = 4 * 1024 * 1024
+/** Free pages given back per write transaction, so that the event loop never waits long on the write lock. */
+const VACUUM_CHUNK_PAGES = 256
+/** At most this many chunks per tick; what is left is given back on the next ticks. */
+const VACUUM_CHUNKS_PER_TICK = 64
+
+/**
+ * Runs in the worker, on its own connection to the file, on every tick:
+ *  1. gives free pages back to the file system (incremental vacuum, in small transactions);
+ *  2. copies the write-ahead log into the database file (a passive checkpoint: it never waits);
+ *  3. when the log is over the limit and fully copied, truncates it (the log otherwise keeps the size of
+ *     its largest burst forever).
+ */
 const WORKER_SOURCE = `
+const { statSync } = require('node:fs')
 const { parentPort, workerData } = require('node:worker_threads')
 const Database = require(workerData.module)
 const db = new Database(workerData.path)
 db.pragma('busy_timeout = 1000')
-const timer = setInterval(() => {
-  try { db.pragma('wal_checkpoint(PASSIVE)') } catch {}
-}, workerData.intervalMs)
+db.pragma('journal_size_limit = ' + workerData.walLimit)
+function walSize () {
+  try { return statSync(workerData.path + '-wal').size } catch { return 0 }
+}
+function tick () {
+  try {
+    for (let i = 0; i < workerData.vacuumChunks && db.pragma('freelist_count', { simple: true }) > 0; i++) {
+      db.pragma('incremental_vacuum(' + workerData.vacuumPages + ')')
+    }
+  } catch {}
+  try {
+    const [passive] = db.pragma('wal_checkpoint(PASSIVE)')
+    if (walSize() > workerData.walLimit && passive.busy === 0 && passive.log === passive.checkpointed) {
+      db.pragma('wal_checkpoint(TRUNCATE)')
+    }
+  } catch {}
+}
+const timer = setInterval(tick, workerData.intervalMs)
 parentPort.once('message', () => {
   clearInterval(timer)
   try { db.pragma('wal_checkpoint(PASSIVE)') } catch {}
@@ -19,16 +48,20 @@ parentPort.once('message', () => {
 `
 
 /**
- * Copies the write-ahead log back into the database file from a worker thread, so the fsyncs of a
- * checkpoint never stall the event loop that serves requests (the main connection turns SQLite's own
- * automatic checkpoints off).
+ * Keeps a SQLite file small from a worker thread, so that the fsyncs of a checkpoint never stall the
+ * event loop that serves requests (the main connection turns SQLite's own automatic checkpoints off):
+ * checkpoints, truncation of the write-ahead log, and the return of freed pages (deleted tasks) to the
+ * file system.
  */
 export class Checkpointer {
   readonly #worker: Worker
 
   constructor (path: string, intervalMs = 1000) {
     const module = createRequire(import.meta.url).resolve('better-sqlite3')
-    this.#worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { module, path, intervalMs } })
+    this.#worker = new Worker(WORKER_SOURCE, {
+      eval: true,
+      workerData: { module, path, intervalMs, walLimit: WAL_SIZE_LIMIT_BYTES, vacuumPages: VACUUM_CHUNK_PAGES, vacuumChunks: VACUUM_CHUNKS_PER_TICK },
+    })
     this.#worker.unref()
   }
 

@@ -6,8 +6,9 @@ import { MemoryRateLimits } from '../../limits/memory-rate-limits.ts'
 import { MemoryBus } from '../memory/memory-bus.ts'
 import { MemoryLeaseStore } from '../memory/memory-store.ts'
 import { migrate } from './sqlite-schema.ts'
-import { Checkpointer } from './checkpointer.ts'
+import { Checkpointer, WAL_SIZE_LIMIT_BYTES } from './checkpointer.ts'
 import { SqliteTaskStore } from './sqlite-task-store.ts'
+import { SqliteFileLock, type SqliteFileLockOptions } from './sqlite-file-lock.ts'
 import { MemoryHomeStore } from '../memory/memory-homes.ts'
 
 interface SessionRow {
@@ -84,7 +85,7 @@ class SqliteSessionStore implements SessionStore {
   }
 }
 
-/** The embedded default: one SQLite file (WAL mode) that survives restarts. One process per file. */
+/** The embedded default: one SQLite file (WAL mode) that survives restarts. One process per file (SqliteFileLock). */
 export class SqliteStore implements GatewayStore {
   readonly kind = 'sqlite'
   /** One process per file: after a restart, nothing the file names can still be running. */
@@ -98,16 +99,26 @@ export class SqliteStore implements GatewayStore {
   readonly rateLimits = new MemoryRateLimits()
   readonly #db: Database.Database
   readonly #checkpointer: Checkpointer | undefined
+  readonly #lock: SqliteFileLock | undefined
 
-  constructor (path: string) {
+  /** Throws GW_ERR_STORE_LOCKED when another live gateway process holds the file. */
+  constructor (path: string, options: { lock?: SqliteFileLockOptions } = {}) {
     if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true })
     this.#db = new Database(path)
+    // Freed pages (swept tasks) can be given back to the file system; takes effect on a new file only.
+    this.#db.pragma('auto_vacuum = INCREMENTAL')
     this.#db.pragma('journal_mode = WAL')
     this.#db.pragma('synchronous = NORMAL')
     this.#db.pragma('busy_timeout = 5000')
+    this.#db.pragma(`journal_size_limit = ${WAL_SIZE_LIMIT_BYTES}`)
     try {
+      // Held before anything else touches the file: migrations and restart recovery included.
+      if (path !== ':memory:') this.#lock = new SqliteFileLock(this.#db, path, options.lock)
+      // A file written before incremental vacuum was on is rewritten once (its size, once, at start-up).
+      if (this.#db.pragma('auto_vacuum', { simple: true }) !== 2) this.#db.exec('VACUUM')
       migrate(this.#db)
     } catch (err) {
+      this.#lock?.release()
       this.#db.close()
       throw err
     }
@@ -122,7 +133,8 @@ export class SqliteStore implements GatewayStore {
   async health (): Promise<StoreHealth> {
     try {
       this.#db.prepare('SELECT 1').get()
-      return { ok: true, kind: this.kind }
+      const lost = this.#lock?.lost
+      return lost === undefined ? { ok: true, kind: this.kind } : { ok: false, kind: this.kind, detail: lost }
     } catch (err) {
       return { ok: false, kind: this.kind, detail: err instanceof Error ? err.message : String(err) }
     }
@@ -130,6 +142,7 @@ export class SqliteStore implements GatewayStore {
 
   async close (): Promise<void> {
     await this.#checkpointer?.close()
+    this.#lock?.release()
     if (this.#db.open) this.#db.close()
   }
 }

@@ -2,7 +2,7 @@ import Database from 'better-sqlite3'
 import { GatewayError } from '../../errors.ts'
 import type { JsonObject } from '../../protocol/jsonrpc.ts'
 import { isTerminal } from '../../tasks/task-state.ts'
-import type { InputRecord, InputState, TaskCursor, TaskOutcome, TaskPatch, TaskRecord, TaskStatus, TaskStore } from '../types.ts'
+import type { InputRecord, InputState, TaskCreateOptions, TaskCursor, TaskOutcome, TaskPatch, TaskRecord, TaskStatus, TaskStore } from '../types.ts'
 
 interface TaskRow {
   id: string
@@ -41,6 +41,7 @@ interface TransitionParams {
   from: string
   to: TaskStatus
   keepMessage: 0 | 1
+  ended: 0 | 1
   statusMessage: string | null
   outcome: string | null
   now: number
@@ -119,6 +120,7 @@ export class SqliteTaskStore implements TaskStore {
   readonly #transition: (params: TransitionParams) => TaskRow | undefined
   readonly #addInput: Database.Transaction<(input: InputRecord, maxPending: number) => void>
   readonly #sweep: (now: number) => number
+  readonly #create: Database.Transaction<(row: TaskRow, maxActive: number | undefined) => void>
 
   constructor (db: Database.Database) {
     this.#insert = db.prepare(`INSERT INTO tasks (id, principal, session_id, era, status, status_message, created_at, last_updated_at,
@@ -135,6 +137,7 @@ export class SqliteTaskStore implements TaskStore {
     this.#update = db.prepare(`UPDATE tasks SET status = @to,
         status_message = CASE WHEN @keepMessage THEN status_message ELSE @statusMessage END,
         outcome = COALESCE(@outcome, outcome),
+        request = CASE WHEN @ended THEN '{}' ELSE request END,
         last_updated_at = @now
       WHERE id = @id AND status IN (SELECT value FROM json_each(@from)) AND ${LIVE}`)
     this.#countActive = db.prepare(`SELECT COUNT(*) AS count FROM (SELECT 1 FROM tasks INDEXED BY tasks_principal_active
@@ -170,15 +173,23 @@ export class SqliteTaskStore implements TaskStore {
         answer: json(input.answer),
       })
     })
+    this.#create = db.transaction((row: TaskRow, maxActive: number | undefined) => {
+      if (maxActive !== undefined) {
+        const active = this.#countActive.get({ principal: row.principal, now: row.created_at, limit: maxActive })!.count
+        if (active >= maxActive) throw new GatewayError('GW_ERR_TASK_LIMIT', [active, maxActive])
+      }
+      this.#insert.run(row)
+    })
     this.#sweep = db.transaction((now: number) => {
       sweepInputs.run(now)
       return sweepTasks.run(now).changes
     })
   }
 
-  async create (task: TaskRecord): Promise<void> {
+  async create (task: TaskRecord, options: TaskCreateOptions = {}): Promise<void> {
+    // IMMEDIATE: the count and the insert hold the write lock together.
     return backend(() => {
-      this.#insert.run({
+      this.#create.immediate({
         id: task.id,
         principal: task.principal,
         session_id: task.sessionId,
@@ -197,7 +208,7 @@ export class SqliteTaskStore implements TaskStore {
         client_capabilities: JSON.stringify(task.clientCapabilities),
         outcome: json(task.outcome),
         owner: task.owner,
-      })
+      }, options.maxActive)
     })
   }
 
@@ -228,6 +239,8 @@ export class SqliteTaskStore implements TaskStore {
         from: JSON.stringify(sources),
         to,
         keepMessage: patch.statusMessage === undefined ? 1 : 0,
+        // Only a running task needs its arguments (to run again after a takeover).
+        ended: isTerminal(to) ? 1 : 0,
         statusMessage: patch.statusMessage ?? null,
         outcome: patch.outcome === undefined ? null : JSON.stringify(patch.outcome),
         now,
