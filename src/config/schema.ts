@@ -99,6 +99,10 @@ const sseUpstream = z.strictObject({
 
 export const upstreamSchema = z.discriminatedUnion('transport', [stdioUpstream, streamableHttpUpstream, sseUpstream])
 
+/** Each transport's upstream schema, and the options every upstream has (to check an upstream whose transport is wrong). */
+export const upstreamVariants = { stdio: stdioUpstream, 'streamable-http': streamableHttpUpstream, sse: sseUpstream } as const
+export const upstreamCommonSchema = z.looseObject(upstreamCommon)
+
 const serverSchema = z.strictObject({
   host: z.string().min(1).prefault('127.0.0.1').describe('address to listen on'),
   port: z.number().int().min(0).max(65_535).prefault(8080),
