@@ -3,8 +3,8 @@ import { parseArgs } from 'node:util'
 import { loadConfig } from './config/load.ts'
 import type { Config } from './config/schema.ts'
 import { GatewayError, errorMessage } from './errors.ts'
-import { buildGateway } from './gateway.ts'
-import { createLogger } from './observability/logger.ts'
+import { buildGateway, type Gateway } from './gateway.ts'
+import { createLogger, type Logger } from './observability/logger.ts'
 import { GATEWAY_INFO } from './protocol/versions.ts'
 
 const HELP = `mcp-task-gateway ${GATEWAY_INFO.version}: one MCP endpoint in front of many MCP servers; any tool can run as a task.
@@ -48,6 +48,25 @@ function withOverrides (config: Config, values: { host?: string, port?: string, 
   return { ...config, server, logging }
 }
 
+/** Builds the gateway and listens at once; the upstreams connect meanwhile (see Gateway.ready). */
+async function listening (config: Config, log: Logger): Promise<Gateway> {
+  const gateway = await buildGateway(config, { logger: log })
+  try {
+    const address = await gateway.app.listen({ host: config.server.host, port: config.server.port })
+    log.info({ address: `${address}${config.server.path}`, processId: gateway.processId, pid: process.pid }, 'gateway listening')
+    return gateway
+  } catch (err) {
+    await gateway.close().catch(() => {})
+    throw err
+  }
+}
+
+async function startFailed (log: Logger, gateway: Gateway | undefined, err: unknown): Promise<never> {
+  log.fatal({ err }, 'gateway failed to start')
+  await gateway?.close().catch(() => {})
+  fail(errorMessage(err), 1)
+}
+
 async function main (): Promise<void> {
   let parsed
   try {
@@ -89,15 +108,11 @@ async function main (): Promise<void> {
   }
 
   const log = createLogger(config.logging)
-  let gateway
+  let gateway: Gateway
   try {
-    gateway = await buildGateway(config, { logger: log })
-    const address = await gateway.app.listen({ host: config.server.host, port: config.server.port })
-    log.info({ address: `${address}${config.server.path}`, processId: gateway.processId, pid: process.pid }, 'gateway listening')
+    gateway = await listening(config, log)
   } catch (err) {
-    log.fatal({ err }, 'gateway failed to start')
-    await gateway?.close().catch(() => {})
-    fail(errorMessage(err), 1)
+    return await startFailed(log, undefined, err)
   }
 
   let stopping = false
@@ -115,6 +130,17 @@ async function main (): Promise<void> {
   }
   process.on('SIGINT', () => stop('SIGINT'))
   process.on('SIGTERM', () => stop('SIGTERM'))
+
+  // The upstreams connect while the gateway already serves; colliding names stop it once they are known.
+  try {
+    await gateway.ready
+  } catch (err) {
+    if (!stopping) await startFailed(log, gateway, err)
+    return
+  }
+  if (stopping) return
+  const down = gateway.upstreams.filter((u) => u.state !== 'ready').map((u) => u.name)
+  log.info({ ready: gateway.upstreams.length - down.length, down }, 'upstreams started')
 }
 
 await main()

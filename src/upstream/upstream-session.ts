@@ -41,6 +41,8 @@ export interface SessionOpenOptions {
   events: SessionEvents
   log: Logger
   prior: PriorDiscovery | undefined
+  /** Gives up the connect (the upstream is closing). */
+  signal?: AbortSignal | undefined
 }
 
 export interface SessionRequestOptions {
@@ -117,7 +119,7 @@ export class UpstreamSession {
       session.#checkAlive(Math.min(5000, config.timeouts.connect))
     }
     try {
-      await client.connect(transport, { timeout: config.timeouts.connect, ...(options.prior && { prior: options.prior }) })
+      await client.connect(transport, { timeout: config.timeouts.connect, ...(options.prior && { prior: options.prior }), ...(options.signal && { signal: options.signal }) })
     } catch (err) {
       session.#closed = true
       await client.close().catch(() => {})
