@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { parseArgs } from 'node:util'
-import { loadConfig } from './config/load.ts'
+import { configError, loadConfig } from './config/load.ts'
+import { preflight } from './config/preflight.ts'
 import type { Config } from './config/schema.ts'
 import { GatewayError, errorMessage } from './errors.ts'
 import { buildGateway, type Gateway } from './gateway.ts'
@@ -16,7 +17,7 @@ Options:
       --host <address>     listen address, overrides server.host
       --port <number>      listen port, overrides server.port (0 picks a free port)
       --log-level <level>  fatal | error | warn | info | debug | trace | silent, overrides logging.level
-      --check              validate the configuration and exit
+      --check              validate the configuration (and that stdio commands exist) and exit
   -h, --help               show this help
   -v, --version            print the version
 
@@ -102,12 +103,16 @@ async function main (): Promise<void> {
   } catch (err) {
     fail(err instanceof GatewayError ? err.message : errorMessage(err))
   }
+  // What can be known without starting an upstream: fatal for --check; at start the upstream reports it.
+  const problems = preflight(config)
   if (values.check) {
+    if (problems.length > 0) fail(configError(values.config, problems).message)
     process.stdout.write(`${values.config}: configuration is valid (${config.upstreams.length} upstreams)\n`)
     return
   }
 
   const log = createLogger(config.logging)
+  for (const problem of problems) log.warn({ path: problem.path }, `configuration: ${problem.message}`)
   let gateway: Gateway
   try {
     gateway = await listening(config, log)
