@@ -26,6 +26,7 @@ function duplicateNames (tree: unknown): ConfigProblem[] {
 function describeIssue (issue: z.core.$ZodIssue): string {
   if (issue.code === 'unrecognized_keys') return `unknown option(s) ${issue.keys.map((k) => `'${k}'`).join(', ')}; check the spelling against config/gateway.example.yaml`
   if (issue.code === 'invalid_union' && 'discriminator' in issue) return `${issue.message}; expected one of the documented values`
+  if (issue.code === 'invalid_type' && issue.expected === 'string' && /received (number|boolean)/.test(issue.message)) return `${issue.message}; write it in quotes to keep it a string`
   return issue.message
 }
 

@@ -85,6 +85,11 @@ describe('the type of an interpolated value', () => {
     expect(config.upstreams[0]).toMatchObject({ args: ['42'], env: { TIMEOUT_MS: '5000', VERBOSE: 'false', RETRIES: '3' } })
   })
 
+  it('of a plain scalar where a string is expected is refused with a hint to quote it', () => {
+    const problems = problemsOf('upstreams:\n  - name: a\n    transport: stdio\n    command: node\n    env:\n      LEVEL: ${LEVEL:-3}\n')
+    expect(problems).toEqual([{ path: 'upstreams[0].env.LEVEL', message: expect.stringContaining('write it in quotes to keep it a string') }])
+  })
+
   it('follows the variable when the scalar is plain', () => {
     const text = 'server:\n  port: ${PORT:-8080}\n  dnsRebindingProtection: ${DNS:-true}\nupstreams:\n  - { name: a, transport: stdio, command: node }\n'
     const config = parseConfigText(text, { PORT: '9090' })
