@@ -103,6 +103,22 @@ describe('start-up', () => {
     await client.close()
   })
 
+  it('says starting on /readyz while no upstream has finished its first connect, and closes without waiting for it', async () => {
+    held = await heldProxy(new URL('http://127.0.0.1:9/mcp'))
+    const config = parseConfig({
+      store: { kind: 'memory' },
+      upstreams: [{ name: 'late', transport: 'streamable-http', url: held.url, timeouts: { connect: '10m' } }],
+    })
+    gateway = await buildGateway(config, { logger: silentLogger([]) })
+    await held.arrived
+    const readyz = await gateway.app.inject({ url: '/readyz' })
+    expect(readyz.statusCode).toBe(503)
+    expect(readyz.json()).toMatchObject({ status: 'starting', upstreams: [{ name: 'late', state: 'starting', reason: expect.stringContaining('10m: timeouts.connect') }] })
+    await gateway.close()
+    await gateway.ready
+    expect(gateway.upstreams[0]!.state).toBe('closed')
+  })
+
   it('names timeouts.connect and its value when an upstream does not finish its handshake in time', async () => {
     const lines: string[] = []
     const config = parseConfig({
