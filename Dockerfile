@@ -1,9 +1,14 @@
 # syntax=docker/dockerfile:1
 #   docker build -t mcp-task-gateway .
 #   docker run --rm -p 8080:8080 -v gateway-data:/app/data mcp-task-gateway
+# compose.yaml runs it on Redis as an operator would: docker compose up
+
+# The base image, pinned to an exact release (append @sha256:<digest> to pin the bytes too). Raise it on
+# purpose, with the tests, not by whatever the tag points at on build day.
+ARG NODE_IMAGE=node:22.23.3-bookworm-slim
 
 # ── build: compile TypeScript and the native SQLite module, then drop the dev dependencies ──────────────
-FROM node:22-bookworm-slim AS build
+FROM ${NODE_IMAGE} AS build
 RUN apt-get update \
   && apt-get install -y --no-install-recommends python3 make g++ \
   && rm -rf /var/lib/apt/lists/*
@@ -15,9 +20,20 @@ COPY src ./src
 RUN npm run build && npm prune --omit=dev
 
 # ── runtime ──────────────────────────────────────────────────────────────────────────────────────────────
-FROM node:22-bookworm-slim
+FROM ${NODE_IMAGE}
+# tini is PID 1: it forwards SIGTERM to the gateway and reaps the processes that stdio upstreams leave behind
+# when they exit (npx → npm → node), which Node as PID 1 would leave as zombies.
+RUN apt-get update \
+  && apt-get install -y --no-install-recommends tini \
+  && rm -rf /var/lib/apt/lists/*
+# GATEWAY_PORT is the port config/gateway.yaml listens on and the port the health check asks; change both
+# together by setting it (-e GATEWAY_PORT=9000 -p 9000:9000). GATEWAY_SHUTDOWN_GRACE is server.shutdownGrace
+# of config/gateway.yaml: 7s leaves the gateway time to cancel what is left and mark those tasks before
+# `docker stop` sends SIGKILL after its default 10s (raise both together: docker stop -t, stop_grace_period).
 ENV NODE_ENV=production \
     GATEWAY_HOST=0.0.0.0 \
+    GATEWAY_PORT=8080 \
+    GATEWAY_SHUTDOWN_GRACE=7s \
     GATEWAY_DATA_DIR=/app/data
 WORKDIR /app
 # Code and configuration belong to root and are read-only for the gateway; only /app/data is writable.
@@ -33,7 +49,9 @@ RUN mkdir -p /app/data && chown node:node /app/data
 USER node
 VOLUME ["/app/data"]
 EXPOSE 8080
-# No curl in the slim image: Node's fetch does the check.
+STOPSIGNAL SIGTERM
+# No curl in the slim image: Node's fetch does the check, on the configured port.
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
-  CMD ["node", "-e", "fetch('http://127.0.0.1:8080/healthz').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
+  CMD ["node", "-e", "fetch('http://127.0.0.1:' + process.env.GATEWAY_PORT + '/healthz').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
+ENTRYPOINT ["/usr/bin/tini", "--"]
 CMD ["node", "dist/main.js", "--config", "/etc/mcp-task-gateway/gateway.yaml"]

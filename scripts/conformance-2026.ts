@@ -74,6 +74,7 @@ const expected = existsSync(EXPECTED_FAILURES) ? ['--expected-failures', EXPECTE
 const userArgs = process.argv.slice(2)
 
 const gateway = await buildGateway(config)
+await gateway.ready
 let failed = false
 try {
   // A few probes allow a call 500–600 ms to produce its first frame; the first call of a client (the suite's

@@ -25,6 +25,7 @@ const config = parseConfig({
 })
 
 const gateway = await buildGateway(config)
+await gateway.ready
 const address = await gateway.app.listen({ host: '127.0.0.1', port: 0 })
 const url = `${address}${config.server.path}`
 process.stderr.write(`conformance: gateway on ${url}\n`)

@@ -59,6 +59,12 @@ export interface Gateway {
   readonly tasks: TaskService
   /** This process among the gateway processes sharing the store (owner of the tasks it runs). */
   readonly processId: string
+  /**
+   * Resolves once every upstream's first connect has ended (up to its `timeouts.connect`) and the lists of
+   * those that came up are read; rejects with GW_ERR_CATALOG_COLLISION when their names collide. The gateway
+   * serves before that: lists and calls wait for it, `/readyz` names the upstreams still connecting.
+   */
+  readonly ready: Promise<void>
   /** Stops taking requests, lets in-flight ones finish within `server.shutdownGrace`, then releases everything. */
   close (): Promise<void>
 }
@@ -155,13 +161,13 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
     if (!options.store) await store.close()
   }
 
-  await Promise.all(upstreams.map((upstream) => upstream.start()))
-  const startView = await catalog.start()
-  if (startView.collisions.length > 0) {
-    await releaseAll()
-    throw new GatewayError('GW_ERR_CATALOG_COLLISION', [describeCollisions(startView.collisions)])
-  }
+  // Upstreams connect in the background: the gateway can listen (and answer /healthz) at once.
   sync.started()
+  for (const upstream of upstreams) void upstream.start()
+  const ready = catalog.start().then((startView) => {
+    if (startView.collisions.length > 0) throw new GatewayError('GW_ERR_CATALOG_COLLISION', [describeCollisions(startView.collisions)])
+  })
+  ready.catch(() => {})
 
   const shutdown = new AbortController()
   const inflight = new InflightRequests(shutdown.signal, store.bus)
@@ -303,5 +309,5 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
     return closed
   }
 
-  return { app, store, upstreams, catalog, tasks, processId, close }
+  return { app, store, upstreams, catalog, tasks, processId, ready, close }
 }

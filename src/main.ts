@@ -1,10 +1,11 @@
 #!/usr/bin/env node
 import { parseArgs } from 'node:util'
-import { loadConfig } from './config/load.ts'
+import { configError, loadConfig } from './config/load.ts'
+import { preflight } from './config/preflight.ts'
 import type { Config } from './config/schema.ts'
 import { GatewayError, errorMessage } from './errors.ts'
-import { buildGateway } from './gateway.ts'
-import { createLogger } from './observability/logger.ts'
+import { buildGateway, type Gateway } from './gateway.ts'
+import { createLogger, type Logger } from './observability/logger.ts'
 import { GATEWAY_INFO } from './protocol/versions.ts'
 
 const HELP = `mcp-task-gateway ${GATEWAY_INFO.version}: one MCP endpoint in front of many MCP servers; any tool can run as a task.
@@ -16,7 +17,7 @@ Options:
       --host <address>     listen address, overrides server.host
       --port <number>      listen port, overrides server.port (0 picks a free port)
       --log-level <level>  fatal | error | warn | info | debug | trace | silent, overrides logging.level
-      --check              validate the configuration and exit
+      --check              validate the configuration (and that stdio commands exist) and exit
   -h, --help               show this help
   -v, --version            print the version
 
@@ -46,6 +47,25 @@ function withOverrides (config: Config, values: { host?: string, port?: string, 
     logging.level = level as Config['logging']['level']
   }
   return { ...config, server, logging }
+}
+
+/** Builds the gateway and listens at once; the upstreams connect meanwhile (see Gateway.ready). */
+async function listening (config: Config, log: Logger): Promise<Gateway> {
+  const gateway = await buildGateway(config, { logger: log })
+  try {
+    const address = await gateway.app.listen({ host: config.server.host, port: config.server.port })
+    log.info({ address: `${address}${config.server.path}`, processId: gateway.processId, pid: process.pid }, 'gateway listening')
+    return gateway
+  } catch (err) {
+    await gateway.close().catch(() => {})
+    throw err
+  }
+}
+
+async function startFailed (log: Logger, gateway: Gateway | undefined, err: unknown): Promise<never> {
+  log.fatal({ err }, 'gateway failed to start')
+  await gateway?.close().catch(() => {})
+  fail(errorMessage(err), 1)
 }
 
 async function main (): Promise<void> {
@@ -83,21 +103,21 @@ async function main (): Promise<void> {
   } catch (err) {
     fail(err instanceof GatewayError ? err.message : errorMessage(err))
   }
+  // What can be known without starting an upstream: fatal for --check; at start the upstream reports it.
+  const problems = preflight(config)
   if (values.check) {
+    if (problems.length > 0) fail(configError(values.config, problems).message)
     process.stdout.write(`${values.config}: configuration is valid (${config.upstreams.length} upstreams)\n`)
     return
   }
 
   const log = createLogger(config.logging)
-  let gateway
+  for (const problem of problems) log.warn({ path: problem.path }, `configuration: ${problem.message}`)
+  let gateway: Gateway
   try {
-    gateway = await buildGateway(config, { logger: log })
-    const address = await gateway.app.listen({ host: config.server.host, port: config.server.port })
-    log.info({ address: `${address}${config.server.path}`, processId: gateway.processId, pid: process.pid }, 'gateway listening')
+    gateway = await listening(config, log)
   } catch (err) {
-    log.fatal({ err }, 'gateway failed to start')
-    await gateway?.close().catch(() => {})
-    fail(errorMessage(err), 1)
+    return await startFailed(log, undefined, err)
   }
 
   let stopping = false
@@ -115,6 +135,17 @@ async function main (): Promise<void> {
   }
   process.on('SIGINT', () => stop('SIGINT'))
   process.on('SIGTERM', () => stop('SIGTERM'))
+
+  // The upstreams connect while the gateway already serves; colliding names stop it once they are known.
+  try {
+    await gateway.ready
+  } catch (err) {
+    if (!stopping) await startFailed(log, gateway, err)
+    return
+  }
+  if (stopping) return
+  const down = gateway.upstreams.filter((u) => u.state !== 'ready').map((u) => u.name)
+  log.info({ ready: gateway.upstreams.length - down.length, down }, 'upstreams started')
 }
 
 await main()

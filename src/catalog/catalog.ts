@@ -71,6 +71,11 @@ export class Catalog {
   readonly #native = new Map<string, Set<string>>()
   #ids = 0
   #base: CatalogView | undefined
+  /** Per upstream: the read of its lists after it came up (last time). */
+  readonly #reading = new Map<string, Promise<void>>()
+  /** Every upstream's first connect has ended and the lists of those that came up are read. */
+  #started: Promise<void> | undefined
+  #warm = false
 
   constructor (upstreams: readonly Upstream[], log: Logger, onChange: (change: CatalogChange) => void) {
     this.#upstreams = upstreams
@@ -78,13 +83,17 @@ export class Catalog {
     this.#onChange = onChange
   }
 
-  /** Reads the lists of every ready upstream's own session; returns the collisions of the result. */
+  /**
+   * Resolves once every upstream's first connect has ended and the lists of those that came up are read
+   * (upstreamReady reads them); returns the view of that moment, whose collisions stop the gateway.
+   * Until then, views wait for it: a client that comes early sees every upstream that could come up.
+   */
   async start (): Promise<CatalogView> {
-    await Promise.all(this.#upstreams.filter((u) => u.state === 'ready').map(async (upstream) => {
-      await this.#listsOf(upstream, upstream.gatewaySession()).catch((err: unknown) => {
-        this.#log.warn({ upstream: upstream.name, err: errorMessage(err) }, 'could not read upstream lists')
-      })
-    }))
+    this.#started ??= Promise.all(this.#upstreams.map(async (upstream) => {
+      await upstream.firstAttempt
+      await this.#reading.get(upstream.name)
+    })).then(() => { this.#warm = true })
+    await this.#started
     return this.base()
   }
 
@@ -106,6 +115,7 @@ export class Catalog {
    * caller's token goes to an upstream the caller has no business with.
    */
   async view (client: ClientRef, caller: Caller = ANONYMOUS_CALLER): Promise<CatalogView> {
+    if (!this.#warm && this.#started !== undefined) await this.#started
     return this.#viewNow(client) ?? await this.#viewLater(client, caller)
   }
 
@@ -184,9 +194,15 @@ export class Catalog {
 
   /** The upstream came back: its gateway session is new, and what new sessions list may have changed. */
   async upstreamReady (upstream: Upstream): Promise<void> {
-    this.#templates.delete(upstream.name)
-    await this.#listsOf(upstream, upstream.gatewaySession())
-    this.base()
+    const reading = (async () => {
+      this.#templates.delete(upstream.name)
+      await this.#listsOf(upstream, upstream.gatewaySession())
+      this.base()
+    })()
+    this.#reading.set(upstream.name, reading.catch((err: unknown) => {
+      this.#log.warn({ upstream: upstream.name, err: errorMessage(err) }, 'could not read upstream lists')
+    }))
+    await reading
   }
 
   /** The upstream went down: it leaves the views of clients that have no session with it. */
@@ -266,7 +282,7 @@ export class Catalog {
     let view = this.#views.get(key)
     if (view === undefined) {
       view = this.#build(parts)
-      if (view.collisions.length > 0 && this.#base !== undefined) this.#log.error({ collisions: view.collisions }, 'name collisions in a client\'s view of the upstreams: the later upstream\'s entries stay hidden')
+      if (view.collisions.length > 0 && this.#warm) this.#log.error({ collisions: view.collisions }, 'name collisions in a client\'s view of the upstreams: the later upstream\'s entries stay hidden')
       if (this.#views.size >= VIEW_CACHE_LIMIT) this.#views.delete(this.#views.keys().next().value!)
       this.#views.set(key, view)
     }

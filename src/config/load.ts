@@ -2,57 +2,10 @@ import { readFile } from 'node:fs/promises'
 import { parseDocument } from 'yaml'
 import type { z } from 'zod'
 import { GatewayError, errorMessage } from '../errors.ts'
-import { configSchema, type Config } from './schema.ts'
+import { formatPath, interpolateDocument, interpolateTree, type ConfigProblem, type Env, type Interpolation } from './interpolate.ts'
+import { configSchema, upstreamCommonSchema, upstreamVariants, type Config } from './schema.ts'
 
-/** One problem found in a configuration, with the YAML path it belongs to. */
-export interface ConfigProblem {
-  path: string
-  message: string
-}
-
-type Env = Readonly<Record<string, string | undefined>>
-type Path = ReadonlyArray<string | number | symbol>
-
-export function formatPath (path: Path): string {
-  let out = ''
-  for (const key of path) {
-    if (typeof key === 'number') out += `[${key}]`
-    else out += out === '' ? String(key) : `.${String(key)}`
-  }
-  return out === '' ? '(root)' : out
-}
-
-const VARIABLE = /\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g
-
-const WHOLE_VARIABLE = /^\$\{[A-Za-z_][A-Za-z0-9_]*(?::-[^}]*)?\}$/
-
-/** A value that is exactly one `${…}` may stand for a number or a boolean (`port: ${PORT:-8080}`). */
-function typed (text: string): string | number | boolean {
-  if (text === 'true' || text === 'false') return text === 'true'
-  return /^-?\d+(\.\d+)?$/.test(text) ? Number(text) : text
-}
-
-/** Replaces `${VAR}` and `${VAR:-default}` in every string of the tree; a missing variable is a problem. */
-function interpolate (value: unknown, env: Env, path: Array<string | number>, problems: ConfigProblem[]): unknown {
-  if (typeof value === 'string') {
-    const whole = WHOLE_VARIABLE.test(value)
-    const replaced = value.replace(VARIABLE, (_match, name: string, fallback: string | undefined) => {
-      const found = env[name]
-      if (found !== undefined && found !== '') return found
-      if (fallback !== undefined) return fallback
-      problems.push({ path: formatPath(path), message: `environment variable ${name} is not set (write \${${name}:-default} to give a default)` })
-      return ''
-    })
-    return whole ? typed(replaced) : replaced
-  }
-  if (Array.isArray(value)) return value.map((item, index) => interpolate(item, env, [...path, index], problems))
-  if (value !== null && typeof value === 'object') {
-    const out: Record<string, unknown> = {}
-    for (const [key, item] of Object.entries(value)) out[key] = interpolate(item, env, [...path, key], problems)
-    return out
-  }
-  return value
-}
+export { formatPath, type ConfigProblem } from './interpolate.ts'
 
 /** Upstream names must be unique; checked on the raw tree so it is reported even when other fields are wrong. */
 function duplicateNames (tree: unknown): ConfigProblem[] {
@@ -73,6 +26,7 @@ function duplicateNames (tree: unknown): ConfigProblem[] {
 function describeIssue (issue: z.core.$ZodIssue): string {
   if (issue.code === 'unrecognized_keys') return `unknown option(s) ${issue.keys.map((k) => `'${k}'`).join(', ')}; check the spelling against config/gateway.example.yaml`
   if (issue.code === 'invalid_union' && 'discriminator' in issue) return `${issue.message}; expected one of the documented values`
+  if (issue.code === 'invalid_type' && issue.expected === 'string' && /received (number|boolean)/.test(issue.message)) return `${issue.message}; write it in quotes to keep it a string`
   return issue.message
 }
 
@@ -84,17 +38,47 @@ function deepFreeze<T> (value: T): T {
   return value
 }
 
-/** Validates an already-parsed configuration tree; throws one GW_ERR_CONFIG_INVALID listing every problem. */
-export function parseConfig (raw: unknown, env: Env = process.env, source = 'configuration'): Config {
-  const problems: ConfigProblem[] = []
-  const interpolated = interpolate(raw ?? {}, env, [], problems)
-  problems.push(...duplicateNames(interpolated))
-  const result = configSchema.safeParse(interpolated)
+/**
+ * An upstream whose `transport` is wrong or missing fails the union on that one field; its other options are
+ * checked against the variant its options point at (`command`: stdio, `url`: streamable-http), or against the
+ * options every upstream has, so that every problem is reported at once.
+ */
+function otherUpstreamProblems (tree: unknown, index: number): ConfigProblem[] {
+  const entry = ((tree as { upstreams?: unknown[] }).upstreams ?? [])[index]
+  if (entry === null || typeof entry !== 'object') return []
+  const guess = 'command' in entry ? 'stdio' : 'url' in entry ? 'streamable-http' : undefined
+  const result = guess === undefined ? upstreamCommonSchema.safeParse(entry) : upstreamVariants[guess].safeParse({ ...entry, transport: guess })
+  if (result.success) return []
+  return result.error.issues
+    .filter((issue) => issue.path[0] !== 'transport')
+    .map((issue) => ({ path: formatPath(['upstreams', index, ...issue.path]), message: describeIssue(issue) }))
+}
+
+/** Validates an interpolated tree; a path whose variable is missing gets no second problem from the schema. */
+function validate (tree: unknown, found: Interpolation, source: string): Config {
+  const problems = [...found.problems, ...duplicateNames(tree)]
+  const result = configSchema.safeParse(tree)
   if (!result.success) {
-    for (const issue of result.error.issues) problems.push({ path: formatPath(issue.path), message: describeIssue(issue) })
+    const covered = (path: string): boolean => [...found.missing].some((m) => path === m || path.startsWith(`${m}.`) || path.startsWith(`${m}[`))
+    for (const issue of result.error.issues) {
+      const path = formatPath(issue.path)
+      if (covered(path)) continue
+      problems.push({ path, message: describeIssue(issue) })
+      const [top, index, field] = issue.path
+      if (top === 'upstreams' && typeof index === 'number' && field === 'transport' && issue.path.length === 3) {
+        problems.push(...otherUpstreamProblems(tree, index).filter((p) => !covered(p.path)))
+      }
+    }
   }
   if (problems.length > 0 || !result.success) throw configError(source, problems)
   return deepFreeze(result.data)
+}
+
+/** Validates an already-parsed configuration tree; throws one GW_ERR_CONFIG_INVALID listing every problem. */
+export function parseConfig (raw: unknown, env: Env = process.env, source = 'configuration'): Config {
+  const found: Interpolation = { problems: [], missing: new Set() }
+  const tree = interpolateTree(raw ?? {}, env, found)
+  return validate(tree, found, source)
 }
 
 export function configError (source: string, problems: readonly ConfigProblem[]): GatewayError {
@@ -111,7 +95,9 @@ export function parseConfigText (text: string, env: Env = process.env, source = 
       message: e.message.split('\n')[0] ?? e.message,
     })))
   }
-  return parseConfig(doc.toJS(), env, source)
+  const found: Interpolation = { problems: [], missing: new Set() }
+  interpolateDocument(doc, env, found)
+  return validate(doc.toJS() ?? {}, found, source)
 }
 
 export async function loadConfig (file: string, env: Env = process.env): Promise<Config> {

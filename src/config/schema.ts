@@ -27,11 +27,14 @@ const toolSettingsSchema = z.strictObject({
     .describe('safe to run again: a task of this tool interrupted by a gateway restart is run again instead of failed'),
 }).describe('settings for one tool, by its upstream name')
 
-const timeoutsSchema = z.strictObject({
-  connect: duration('time to connect and finish the MCP handshake').prefault('10s'),
-  request: duration('timeout for list, read, prompt and completion requests').prefault('60s'),
-  call: duration('timeout for one tools/call (no hidden shorter hop)').prefault('1h'),
-}).prefault({})
+/** `connect` defaults to 60s for stdio (a package runner may download the server first) and 10s for HTTP. */
+function timeoutsSchema (connect: '60s' | '10s') {
+  return z.strictObject({
+    connect: duration('time to connect (or spawn) and finish the MCP handshake').prefault(connect),
+    request: duration('timeout for list, read, prompt and completion requests').prefault('60s'),
+    call: duration('timeout for one tools/call (no hidden shorter hop)').prefault('1h'),
+  }).prefault({})
+}
 
 const restartSchema = z.strictObject({
   initialDelay: duration('first delay before reconnecting a failed upstream').prefault('500ms'),
@@ -58,12 +61,13 @@ const upstreamCommon = {
   maxQueuedCalls: z.number().int().min(0).prefault(1000)
     .describe('calls that may wait for a call slot; beyond this a call fails at once'),
   idleTimeout: duration('close an upstream session that no request, call, task or subscription has used for this long').prefault('1h'),
-  timeouts: timeoutsSchema,
+  timeouts: timeoutsSchema('10s'),
   restart: restartSchema,
 }
 
 const stdioUpstream = z.strictObject({
   ...upstreamCommon,
+  timeouts: timeoutsSchema('60s'),
   transport: z.literal('stdio'),
   command: z.string().min(1).describe('program to spawn'),
   args: z.array(z.string()).prefault([]),
@@ -98,6 +102,10 @@ const sseUpstream = z.strictObject({
 })
 
 export const upstreamSchema = z.discriminatedUnion('transport', [stdioUpstream, streamableHttpUpstream, sseUpstream])
+
+/** Each transport's upstream schema, and the options every upstream has (to check an upstream whose transport is wrong). */
+export const upstreamVariants = { stdio: stdioUpstream, 'streamable-http': streamableHttpUpstream, sse: sseUpstream } as const
+export const upstreamCommonSchema = z.looseObject(upstreamCommon)
 
 const serverSchema = z.strictObject({
   host: z.string().min(1).prefault('127.0.0.1').describe('address to listen on'),

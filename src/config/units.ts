@@ -18,6 +18,15 @@ export function parseSize (text: string): number | undefined {
   return Math.round(Number(match[1]) * (SIZE_UNITS[match[2]!.toLowerCase()] ?? Number.NaN))
 }
 
+/** Milliseconds as the largest unit that writes them exactly (`60s`, `1500ms`, `2h`). */
+export function formatDuration (ms: number): string {
+  for (const unit of ['d', 'h', 'm', 's'] as const) {
+    const size = DURATION_UNITS[unit]!
+    if (ms >= size && ms % size === 0) return `${ms / size}${unit}`
+  }
+  return `${ms}ms`
+}
+
 /** A duration written as `500ms`, `30s`, `10m`, `1h`, `2d` or a number of milliseconds; parsed to milliseconds. */
 export function duration (description: string) {
   return z.union([z.number().int().nonnegative(), z.string()])

@@ -3,9 +3,10 @@ import type { GatewayStore } from '../store/types.ts'
 import type { Upstream } from '../upstream/upstream.ts'
 
 /**
- * `/healthz`: the process is up. `/readyz`: the store answers, at least one upstream is ready and the
- * process is not shutting down (`draining`: a balancer should stop sending it requests); every upstream
- * is listed with its state and, when it is not ready, why.
+ * `/healthz`: the process is up (from the moment it listens). `/readyz`: the store answers, at least one
+ * upstream is ready and the process is not shutting down (`draining`: a balancer should stop sending it
+ * requests; `starting`: no upstream has finished its first connect yet); every upstream is listed with its
+ * state and, when it is not ready, why (`starting` ones are still in their first connect).
  */
 export function registerHealthRoutes (app: FastifyInstance, store: GatewayStore, upstreams: readonly Upstream[], isClosing: () => boolean): void {
   app.get('/healthz', async () => ({ status: 'ok' }))
@@ -16,7 +17,7 @@ export function registerHealthRoutes (app: FastifyInstance, store: GatewayStore,
       return {
         name: upstream.name,
         state: upstream.state,
-        ...(upstream.state !== 'ready' && upstream.lastError !== undefined && { reason: upstream.lastError }),
+        ...(upstream.reason !== undefined && { reason: upstream.reason }),
         sessions: load.sessions,
         calls: { active: load.active, waiting: load.waiting },
       }
@@ -24,7 +25,8 @@ export function registerHealthRoutes (app: FastifyInstance, store: GatewayStore,
     const readyCount = states.filter((u) => u.state === 'ready').length
     const draining = isClosing()
     const ok = storeHealth.ok && readyCount > 0 && !draining
-    const status = draining ? 'draining' : !ok ? 'unavailable' : readyCount < states.length ? 'degraded' : 'ready'
+    const starting = states.some((u) => u.state === 'starting')
+    const status = draining ? 'draining' : !ok ? (starting && storeHealth.ok ? 'starting' : 'unavailable') : readyCount < states.length ? 'degraded' : 'ready'
     return reply.code(ok ? 200 : 503).send({ status, store: storeHealth, upstreams: states })
   })
 }

@@ -41,6 +41,8 @@ export interface SessionOpenOptions {
   events: SessionEvents
   log: Logger
   prior: PriorDiscovery | undefined
+  /** Gives up the connect (the upstream is closing). */
+  signal?: AbortSignal | undefined
 }
 
 export interface SessionRequestOptions {
@@ -116,12 +118,18 @@ export class UpstreamSession {
       log.debug({ err: err.message }, 'upstream transport error')
       session.#checkAlive(Math.min(5000, config.timeouts.connect))
     }
+    // Closing the transport fails a connect under way (the SDK does not watch the signal while it probes the era).
+    const giveUp = (): void => { void transport.close().catch(() => {}) }
+    options.signal?.addEventListener('abort', giveUp, { once: true })
     try {
+      options.signal?.throwIfAborted()
       await client.connect(transport, { timeout: config.timeouts.connect, ...(options.prior && { prior: options.prior }) })
     } catch (err) {
       session.#closed = true
       await client.close().catch(() => {})
       throw err
+    } finally {
+      options.signal?.removeEventListener('abort', giveUp)
     }
     return session
   }

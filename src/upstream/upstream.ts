@@ -1,5 +1,6 @@
-import type { PriorDiscovery } from '@modelcontextprotocol/client'
+import { SdkError, SdkErrorCode, type PriorDiscovery } from '@modelcontextprotocol/client'
 import type { UpstreamConfig } from '../config/schema.ts'
+import { formatDuration } from '../config/units.ts'
 import { GatewayError, errorMessage } from '../errors.ts'
 import type { JsonObject } from '../protocol/jsonrpc.ts'
 import type { Logger } from '../observability/logger.ts'
@@ -39,6 +40,15 @@ export const GATEWAY_KEY = 'gateway'
 /** The client the gateway's own session serves: no principal, no capabilities. */
 export const GATEWAY_CLIENT: ClientRef = { key: GATEWAY_KEY, principal: '', capabilities: {}, signature: '{}' }
 
+/** Why a connect failed, naming the option to change when it timed out. */
+function connectFailure (err: unknown, config: UpstreamConfig): string {
+  if (err instanceof SdkError && err.code === SdkErrorCode.RequestTimeout) {
+    const slow = config.transport === 'stdio' ? 'a server that starts slowly (one a package runner downloads first)' : 'a server that answers slowly'
+    return `connect failed: the MCP handshake did not finish within ${formatDuration(config.timeouts.connect)} (timeouts.connect of upstream '${config.name}'); raise timeouts.connect for ${slow}`
+  }
+  return `connect failed: ${errorMessage(err)}`
+}
+
 /**
  * One configured upstream and its sessions. The gateway's own session (declaring no client capabilities)
  * tells whether the upstream is up and gives the lists every client starts from. Clients get sessions
@@ -70,6 +80,10 @@ export class Upstream {
   #attempt = 0
   #reconnectTimer: NodeJS.Timeout | undefined
   readonly #reaper: NodeJS.Timeout
+  readonly #closing = new AbortController()
+  #firstAttemptEnded!: () => void
+  /** Resolves when the first connect has ended, whether the upstream came up or not (or it was closed). */
+  readonly firstAttempt = new Promise<void>((resolve) => { this.#firstAttemptEnded = resolve })
 
   constructor (config: UpstreamConfig, log: Logger, events: UpstreamEvents) {
     this.config = config
@@ -90,8 +104,22 @@ export class Upstream {
     return { sessions: this.#sessions.size + this.#exclusive + this.#idle.length, active: this.slots.active, waiting: this.slots.waiting }
   }
 
+  /** Why the upstream is not ready, when it is not. */
+  get reason (): string | undefined {
+    if (this.state === 'starting') return `connecting (first attempt, up to ${formatDuration(this.config.timeouts.connect)}: timeouts.connect)`
+    return this.state === 'ready' ? undefined : this.lastError
+  }
+
   /** Opens the gateway's own session; never throws: a failure marks the upstream down and retries with backoff. */
   async start (): Promise<void> {
+    try {
+      await this.#connect()
+    } finally {
+      this.#firstAttemptEnded()
+    }
+  }
+
+  async #connect (): Promise<void> {
     if (this.state === 'closed') return
     try {
       const session = await this.#openSession(GATEWAY_KEY, GATEWAY_CLIENT)
@@ -109,7 +137,7 @@ export class Upstream {
       this.#log.info({ era, protocolVersion: session.client.getNegotiatedProtocolVersion?.() }, 'upstream connected')
       this.#events.onReady(this)
     } catch (err) {
-      this.#markDown(`connect failed: ${errorMessage(err)}`)
+      this.#markDown(connectFailure(err, this.config))
     }
   }
 
@@ -125,6 +153,8 @@ export class Upstream {
    * forwardAuthorization sends from its handshake on.
    */
   async acquire (client: ClientRef, purpose: Purpose, authorization?: string): Promise<SessionLease> {
+    // Whatever needs the upstream during its first connect (a task run again at start) waits for it.
+    if (this.state === 'starting') await this.firstAttempt
     if (this.state === 'closed') throw new GatewayError('GW_ERR_SHUTTING_DOWN')
     const forwarded = this.forwardsAuthorization ? authorization : undefined
     const mode = this.config.sessions
@@ -179,6 +209,8 @@ export class Upstream {
 
   async close (): Promise<void> {
     this.state = 'closed'
+    this.#closing.abort(new GatewayError('GW_ERR_SHUTTING_DOWN'))
+    this.#firstAttemptEnded()
     clearTimeout(this.#reconnectTimer)
     clearInterval(this.#reaper)
     this.slots.rejectAll(new GatewayError('GW_ERR_SHUTTING_DOWN'))
@@ -259,6 +291,7 @@ export class Upstream {
       events: this.#sessionEvents(),
       log: this.#log,
       prior: this.#prior,
+      signal: this.#closing.signal,
     })
     if (key !== GATEWAY_KEY) this.#log.debug({ session: key }, 'upstream session opened')
     return session
@@ -318,7 +351,7 @@ export class Upstream {
     const delay = Math.min(this.config.restart.maxDelay, this.config.restart.initialDelay * 2 ** this.#attempt++)
     this.#log.warn({ reason, retryInMs: delay }, wasReady ? 'upstream went down' : 'upstream unavailable')
     if (wasReady) this.#events.onDown(this, reason)
-    this.#reconnectTimer = setTimeout(() => { void this.start() }, delay)
+    this.#reconnectTimer = setTimeout(() => { void this.#connect() }, delay)
     this.#reconnectTimer.unref()
   }
 

@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest'
 import { McpError } from '@modelcontextprotocol/sdk/types.js'
 import { connectV1, textOf } from '../helpers/clients.ts'
 import { REPO_ROOT } from '../fixtures/spawn-upstream.ts'
-import { startGatewayProcess, writeConfig } from '../helpers/process.ts'
+import { demoStdioYaml, startGatewayProcess, writeConfig } from '../helpers/process.ts'
 
 function config (grace: string): string {
   return `
@@ -60,6 +60,22 @@ describe('the gateway process', () => {
     expect((error as McpError).message).toContain('shutting down')
     const [code] = await gw.exited
     expect(code).toBe(0)
+  })
+})
+
+/** The gateway listens before its upstreams are up; names that collide once they are stop it. */
+describe('the gateway process at start', () => {
+  it('exits 1 naming both upstreams when their names collide', async () => {
+    const file = writeConfig(`store: { kind: memory }\nupstreams:\n${demoStdioYaml('one')}\n    prefix: ''\n${demoStdioYaml('two')}\n    prefix: ''\n`)
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts', '--config', file, '--port', '0'], { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] })
+    let stderr = ''
+    child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString('utf8') })
+    let stdout = ''
+    child.stdout.on('data', (chunk: Buffer) => { stdout += chunk.toString('utf8') })
+    const [code] = await once(child, 'exit')
+    expect(code).toBe(1)
+    expect(stdout).toContain('"gateway listening"')
+    expect(stderr).toMatch(/tools 'echo' is offered by upstream 'one' and by upstream 'two'/)
   })
 })
 

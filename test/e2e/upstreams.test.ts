@@ -91,13 +91,15 @@ describe('several upstreams behind one endpoint', () => {
 })
 
 describe('catalog collisions', () => {
-  it('refuse to start and name both upstreams', async () => {
+  it('stop the start and name both upstreams', async () => {
     const config = parseConfig({
       store: { kind: 'memory' },
       logging: { level: 'silent' },
       upstreams: [demoStdio({ name: 'one', prefix: '' }), demoStdio({ name: 'two', prefix: '' })],
     })
-    const failure = await buildGateway(config).catch((e: unknown) => e)
+    const gateway = await buildGateway(config)
+    const failure = await gateway.ready.catch((e: unknown) => e)
+    await gateway.close()
     expect(failure).toMatchObject({ code: 'GW_ERR_CATALOG_COLLISION' })
     expect((failure as Error).message).toMatch(/tools 'echo' is offered by upstream 'one' and by upstream 'two'/)
   })

@@ -35,6 +35,11 @@ export async function startGateway (raw: Record<string, unknown>, env: Record<st
   const logger = pino({ ...loggerOptions({ ...config.logging, level: 'debug' }) }, sink)
   const gateway = await buildGateway(config, { logger })
   const address = await gateway.app.listen({ host: '127.0.0.1', port: 0 })
+  // Tests start from every upstream's first connect ended (the gateway itself serves before that).
+  await gateway.ready.catch(async (err: unknown) => {
+    await gateway.close()
+    throw err
+  })
   return {
     gateway,
     config,

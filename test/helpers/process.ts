@@ -30,7 +30,10 @@ export function writeConfig (yaml: string): string {
   return file
 }
 
-/** Starts the real CLI (`src/main.ts`) as a child process and waits until it listens. */
+/**
+ * Starts the real CLI (`src/main.ts`) as a child process and waits until it listens and every upstream's
+ * first connect has ended (`upstreams started`; the gateway itself serves before that).
+ */
 export async function startGatewayProcess (configFile: string, args: string[] = []): Promise<GatewayProcess> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts', '--config', configFile, '--port', '0', ...args], {
     cwd: REPO_ROOT,
@@ -41,11 +44,13 @@ export async function startGatewayProcess (configFile: string, args: string[] = 
   createInterface({ input: child.stderr! }).on('line', (line) => lines.push(line))
   const url = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`gateway did not start:\n${lines.join('\n')}`)), 20_000)
+    let address: string | undefined
     createInterface({ input: child.stdout! }).on('line', (line) => {
       lines.push(line)
-      if (line.includes('"gateway listening"')) {
+      if (line.includes('"gateway listening"')) address = (JSON.parse(line) as { address: string }).address
+      if (line.includes('"upstreams started"') && address !== undefined) {
         clearTimeout(timer)
-        resolve((JSON.parse(line) as { address: string }).address)
+        resolve(address)
       }
     })
     void exited.then(([code]) => reject(new Error(`gateway exited with ${code}:\n${lines.join('\n')}`)))

@@ -381,3 +381,10 @@ describe('typed interpolation', () => {
     expect(config.server.dnsRebindingProtection).toBe(true)
   })
 })
+
+describe('connect timeouts', () => {
+  it('default to 60s for stdio, where a package runner may first download the server, and 10s for HTTP', () => {
+    const text = 'upstreams:\n  - { name: a, transport: stdio, command: npx, args: [-y, some-server] }\n  - { name: b, transport: streamable-http, url: "http://127.0.0.1:1/mcp" }\n  - { name: c, transport: stdio, command: node, timeouts: { connect: 5s } }\n'
+    expect(parseConfigText(text, {}).upstreams.map((u) => u.timeouts.connect)).toEqual([60_000, 10_000, 5000])
+  })
+})

@@ -1,0 +1,90 @@
+import { isPair, isScalar, isSeq, visit, type Document } from 'yaml'
+
+/** One problem found in a configuration, with the YAML path it belongs to. */
+export interface ConfigProblem {
+  path: string
+  message: string
+}
+
+export type Env = Readonly<Record<string, string | undefined>>
+type Path = ReadonlyArray<string | number | symbol>
+
+export function formatPath (path: Path): string {
+  let out = ''
+  for (const key of path) {
+    if (typeof key === 'number') out += `[${key}]`
+    else out += out === '' ? String(key) : `.${String(key)}`
+  }
+  return out === '' ? '(root)' : out
+}
+
+/** What interpolation found: the problems, and the paths whose value is missing (nothing more is said of them). */
+export interface Interpolation {
+  problems: ConfigProblem[]
+  missing: Set<string>
+}
+
+const VARIABLE = /\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g
+
+const WHOLE_VARIABLE = /^\$\{[A-Za-z_][A-Za-z0-9_]*(?::-[^}]*)?\}$/
+
+/** A value that is exactly one `${…}` in a plain (unquoted) scalar may stand for a number or a boolean (`port: ${PORT:-8080}`). */
+function typed (text: string): string | number | boolean {
+  if (text === 'true' || text === 'false') return text === 'true'
+  return /^-?\d+(\.\d+)?$/.test(text) ? Number(text) : text
+}
+
+/** Replaces `${VAR}` and `${VAR:-default}` in one string; a variable that is unset and has no default is a problem. */
+function substitute (value: string, env: Env, path: string, found: Interpolation): string {
+  return value.replace(VARIABLE, (_match, name: string, fallback: string | undefined) => {
+    const set = env[name]
+    if (set !== undefined && set !== '') return set
+    if (fallback !== undefined) return fallback
+    found.problems.push({ path, message: `environment variable ${name} is not set (write \${${name}:-default} to give a default)` })
+    found.missing.add(path)
+    return ''
+  })
+}
+
+/** Interpolates every string of an already-parsed tree; with no quoting to go by, a whole `${…}` is typed. */
+export function interpolateTree (value: unknown, env: Env, found: Interpolation, path: Array<string | number> = []): unknown {
+  if (typeof value === 'string') {
+    const replaced = substitute(value, env, formatPath(path), found)
+    return WHOLE_VARIABLE.test(value) ? typed(replaced) : replaced
+  }
+  if (Array.isArray(value)) return value.map((item, index) => interpolateTree(item, env, found, [...path, index]))
+  if (value !== null && typeof value === 'object') {
+    const out: Record<string, unknown> = {}
+    for (const [key, item] of Object.entries(value)) out[key] = interpolateTree(item, env, found, [...path, key])
+    return out
+  }
+  return value
+}
+
+/** The YAML path of a node from the visitor's ancestors (pairs give keys, sequences give indexes). */
+function pathOf (ancestors: readonly unknown[], node: unknown): Array<string | number> {
+  const path: Array<string | number> = []
+  for (const [i, ancestor] of ancestors.entries()) {
+    const child = ancestors[i + 1] ?? node
+    if (isPair(ancestor)) path.push(isScalar(ancestor.key) ? String(ancestor.key.value) : String(ancestor.key))
+    else if (isSeq(ancestor)) path.push(ancestor.items.indexOf(child as never))
+  }
+  return path
+}
+
+/**
+ * Interpolates the scalars of a YAML document in place. A quoted scalar stays a string whatever the
+ * variable holds; only a plain scalar that is exactly one `${…}` takes the type of its value.
+ */
+export function interpolateDocument (doc: Document, env: Env, found: Interpolation): void {
+  visit(doc, {
+    Scalar (_key, node, ancestors) {
+      if (typeof node.value !== 'string' || !node.value.includes('${')) return
+      const parent = ancestors.at(-1)
+      if (isPair(parent) && parent.key === node) return
+      const text = node.value
+      const replaced = substitute(text, env, formatPath(pathOf(ancestors, node)), found)
+      node.value = node.type === 'PLAIN' && WHOLE_VARIABLE.test(text) ? typed(replaced) : replaced
+    },
+  })
+}

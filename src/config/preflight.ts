@@ -1,0 +1,90 @@
+import { accessSync, constants, statSync } from 'node:fs'
+import { delimiter, isAbsolute, join, resolve } from 'node:path'
+import type { ConfigProblem, Env } from './interpolate.ts'
+import { upstreamPrefix, type Config, type StdioUpstreamConfig, type UpstreamConfig } from './schema.ts'
+
+/**
+ * What can be checked of a valid configuration without starting an upstream (`--check`): that each stdio
+ * upstream's `cwd` is a directory and its `command` an executable file (a name is looked up on the PATH the
+ * child gets, a path with a slash from its `cwd`), and that no two upstreams are certain to collide: the
+ * same server under the same prefix with the same filters offers every name twice.
+ */
+export function preflight (config: Config, env: Env = process.env, cwd = process.cwd()): ConfigProblem[] {
+  const problems: ConfigProblem[] = []
+  config.upstreams.forEach((upstream, index) => {
+    if (upstream.transport === 'stdio') problems.push(...stdioProblems(upstream, index, env, cwd))
+  })
+  problems.push(...certainCollisions(config.upstreams))
+  return problems
+}
+
+function isDirectory (path: string): boolean {
+  try {
+    return statSync(path).isDirectory()
+  } catch {
+    return false
+  }
+}
+
+/** Why `path` cannot be run, or undefined when it can. */
+function notRunnable (path: string): string | undefined {
+  let stats
+  try {
+    stats = statSync(path)
+  } catch {
+    return 'does not exist'
+  }
+  if (!stats.isFile()) return 'is not a file'
+  try {
+    accessSync(path, constants.X_OK)
+  } catch {
+    return 'is not executable'
+  }
+  return undefined
+}
+
+function stdioProblems (upstream: StdioUpstreamConfig, index: number, env: Env, gatewayCwd: string): ConfigProblem[] {
+  const problems: ConfigProblem[] = []
+  const at = `upstreams[${index}]`
+  const cwd = upstream.cwd === undefined ? gatewayCwd : resolve(gatewayCwd, upstream.cwd)
+  if (upstream.cwd !== undefined && !isDirectory(cwd)) {
+    problems.push({ path: `${at}.cwd`, message: `'${upstream.cwd}' is not a directory` })
+    return problems
+  }
+  const command = upstream.command
+  if (command.includes('/')) {
+    const why = notRunnable(isAbsolute(command) ? command : resolve(cwd, command))
+    if (why !== undefined) problems.push({ path: `${at}.command`, message: `'${command}' ${why}${isAbsolute(command) ? '' : ` (relative to ${upstream.cwd === undefined ? 'the gateway\'s working directory' : 'cwd'})`}` })
+    return problems
+  }
+  const path = upstream.env.PATH ?? env.PATH ?? ''
+  const found = path.split(delimiter).filter((dir) => dir !== '').some((dir) => notRunnable(join(resolve(cwd, dir), command)) === undefined)
+  if (!found) problems.push({ path: `${at}.command`, message: `'${command}' is not found on the PATH (${path === '' ? 'empty' : path}); install it or write its full path` })
+  return problems
+}
+
+/** What identifies the server an upstream runs, and what it lets through. */
+function serverOf (upstream: UpstreamConfig): string {
+  const server = upstream.transport === 'stdio'
+    ? { command: upstream.command, args: upstream.args, cwd: upstream.cwd ?? null, env: upstream.env }
+    : { url: upstream.url }
+  return JSON.stringify({ server, prefix: upstreamPrefix(upstream), tools: upstream.tools, prompts: upstream.prompts, resources: upstream.resources })
+}
+
+function certainCollisions (upstreams: readonly UpstreamConfig[]): ConfigProblem[] {
+  const seen = new Map<string, UpstreamConfig>()
+  const problems: ConfigProblem[] = []
+  upstreams.forEach((upstream, index) => {
+    const key = serverOf(upstream)
+    const first = seen.get(key)
+    if (first === undefined) {
+      seen.set(key, upstream)
+      return
+    }
+    problems.push({
+      path: `upstreams[${index}].prefix`,
+      message: `upstream '${upstream.name}' runs the same server as '${first.name}' under the same prefix '${upstreamPrefix(upstream)}', so every name it offers collides (the gateway would stop at start with GW_ERR_CATALOG_COLLISION); give one of them its own prefix or filters`,
+    })
+  })
+  return problems
+}

@@ -1,0 +1,85 @@
+// `--check` checks what can be checked without starting an upstream: stdio commands and working directories
+// that do not exist, and upstreams whose names are certain to collide.
+import { execFile } from 'node:child_process'
+import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { promisify } from 'node:util'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+
+const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url))
+const execFileAsync = promisify(execFile)
+
+describe('--check', () => {
+  let dir: string
+
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'mcp-task-gateway-check-'))
+  })
+  afterAll(async () => {
+    await rm(dir, { recursive: true, force: true })
+  })
+
+  /** Runs `src/main.ts --check` on a YAML text with a small, known environment. */
+  async function check (yaml: string): Promise<{ code: number, stdout: string, stderr: string }> {
+    const file = join(dir, `gateway-${Math.random().toString(36).slice(2)}.yaml`)
+    await writeFile(file, yaml)
+    const env = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? tmpdir() }
+    try {
+      const { stdout, stderr } = await execFileAsync(process.execPath, ['--import', 'tsx', 'src/main.ts', '--config', file, '--check'], { cwd: REPO_ROOT, env, timeout: 20_000 })
+      return { code: 0, stdout, stderr }
+    } catch (err) {
+      const failed = err as { code?: unknown, stdout?: string, stderr?: string }
+      if (typeof failed.code !== 'number') throw err
+      return { code: failed.code, stdout: failed.stdout ?? '', stderr: failed.stderr ?? '' }
+    }
+  }
+
+  it('fails on stdio commands and working directories that do not exist, naming each path', async () => {
+    const result = await check([
+      'upstreams:',
+      '  - { name: a, transport: stdio, command: mcp-server-that-is-not-installed }',
+      `  - { name: b, transport: stdio, command: ${JSON.stringify(join(dir, 'missing-server'))} }`,
+      `  - { name: c, transport: stdio, command: node, cwd: ${JSON.stringify(join(dir, 'no-such-dir'))} }`,
+      '',
+    ].join('\n'))
+    expect(result.code).toBe(2)
+    expect(result.stderr).toMatch(/upstreams\[0\]\.command: 'mcp-server-that-is-not-installed' is not found on the PATH/)
+    expect(result.stderr).toMatch(/upstreams\[1\]\.command: '.*missing-server' does not exist/)
+    expect(result.stderr).toMatch(/upstreams\[2\]\.cwd: '.*no-such-dir' is not a directory/)
+  })
+
+  it('fails on a command that is not executable', async () => {
+    const script = join(dir, 'server.sh')
+    await writeFile(script, '#!/bin/sh\n')
+    await chmod(script, 0o644)
+    const result = await check(`upstreams:\n  - { name: a, transport: stdio, command: ${JSON.stringify(script)} }\n`)
+    expect(result.code).toBe(2)
+    expect(result.stderr).toMatch(/upstreams\[0\]\.command: '.*server\.sh' is not executable/)
+  })
+
+  it('fails on two upstreams that run the same server with the same prefix, whose every name collides', async () => {
+    const demo = 'transport: stdio, command: node, args: [dist/demo/main.js]'
+    const result = await check(`upstreams:\n  - { name: one, prefix: '', ${demo} }\n  - { name: two, prefix: '', ${demo} }\n  - { name: three, ${demo} }\n`)
+    expect(result.code).toBe(2)
+    expect(result.stderr).toContain("upstreams[1].prefix: upstream 'two' runs the same server as 'one' under the same prefix ''")
+    expect(result.stderr).not.toContain('upstreams[2]')
+  })
+
+  it('passes commands found on the PATH, relative to cwd, and upstreams that share a prefix but run different servers', async () => {
+    const script = join(dir, 'run-server')
+    await writeFile(script, '#!/bin/sh\n')
+    await chmod(script, 0o755)
+    const result = await check([
+      'upstreams:',
+      "  - { name: one, prefix: '', transport: stdio, command: node, args: [dist/demo/main.js] }",
+      "  - { name: two, prefix: '', transport: stdio, command: node, args: [other.js] }",
+      `  - { name: three, transport: stdio, command: ./run-server, cwd: ${JSON.stringify(dir)} }`,
+      '',
+    ].join('\n'))
+    expect(result.stderr).toBe('')
+    expect(result.code).toBe(0)
+    expect(result.stdout).toContain('configuration is valid (3 upstreams)')
+  })
+})

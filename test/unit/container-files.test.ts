@@ -1,0 +1,106 @@
+// The Dockerfile and compose.yaml as an operator runs them: pinned base images, an init process that reaps
+// orphaned stdio grandchildren, a health check on the configured port, and stop timeouts longer than the
+// gateway's shutdown grace; compose runs the gateway on Redis with the configuration it mounts.
+import { readFile } from 'node:fs/promises'
+import { fileURLToPath } from 'node:url'
+import { describe, expect, it } from 'vitest'
+import { parse } from 'yaml'
+import { parseConfigText } from '../../src/config/load.ts'
+import { parseDuration } from '../../src/config/units.ts'
+
+const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url))
+/** Docker's stop timeout when `docker run` / `docker stop` are given none. */
+const DOCKER_DEFAULT_STOP_MS = 10_000
+/** What the gateway needs after its grace to cancel what is left, mark the tasks and close. */
+const CLOSE_MARGIN_MS = 2000
+
+const read = async (file: string): Promise<string> => await readFile(`${REPO_ROOT}${file}`, 'utf8')
+
+/** The Dockerfile's instructions (continuation lines joined), e.g. `[['FROM', 'node:… AS build'], …]`. */
+async function dockerfile (): Promise<Array<[string, string]>> {
+  const text = (await read('Dockerfile')).replace(/\\\n/g, ' ')
+  return text.split('\n').filter((l) => l.trim() !== '' && !l.trimStart().startsWith('#')).map((line) => {
+    const [keyword, ...rest] = line.trim().split(/\s+/)
+    return [keyword!.toUpperCase(), rest.join(' ')]
+  })
+}
+
+/** Compose's `${VAR:-default}`, `${VAR:?message}` and `${VAR}` with the shell's environment `env`. */
+function composeValue (value: string, env: Record<string, string>): string {
+  return value.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)(?::([-?])([^}]*))?\}/g, (_m, name: string, kind: string | undefined, text: string | undefined) => {
+    if (env[name] !== undefined) return env[name]
+    if (kind === '-') return text ?? ''
+    throw new Error(`compose would refuse to start: ${name}: ${text ?? 'not set'}`)
+  })
+}
+
+interface Service {
+  image?: string
+  build?: unknown
+  environment?: Record<string, string>
+  ports?: string[]
+  volumes?: string[]
+  depends_on?: Record<string, { condition?: string }>
+  healthcheck?: { test: string[] }
+  stop_grace_period?: string
+  command?: string[]
+}
+
+describe('the Dockerfile', () => {
+  it('pins its base image to an exact version', async () => {
+    const instructions = await dockerfile()
+    const args = new Map(instructions.filter(([k]) => k === 'ARG').map(([, v]) => v.split('=') as [string, string]))
+    const froms = instructions.filter(([k]) => k === 'FROM').map(([, v]) => v.split(' ')[0]!.replace(/^\$\{(\w+)\}$/, (_m, name: string) => args.get(name) ?? name))
+    expect(froms.length).toBeGreaterThan(0)
+    for (const image of froms) expect(image).toMatch(/^node:\d+\.\d+\.\d+-[a-z]+(-slim)?(@sha256:[0-9a-f]{64})?$/)
+  })
+
+  it('runs the gateway under an init process that reaps orphans and forwards SIGTERM', async () => {
+    const instructions = await dockerfile()
+    expect(instructions.find(([k]) => k === 'ENTRYPOINT')?.[1]).toMatch(/^\["\/usr\/bin\/tini", "--"\]$/)
+    expect(instructions.some(([k, v]) => k === 'RUN' && /apt-get install [^&]*\btini\b/.test(v))).toBe(true)
+    expect(instructions.find(([k]) => k === 'STOPSIGNAL')?.[1]).toBe('SIGTERM')
+  })
+
+  it('checks health on the port the configuration listens on, not a fixed one', async () => {
+    const instructions = await dockerfile()
+    const healthcheck = instructions.find(([k]) => k === 'HEALTHCHECK')?.[1] ?? ''
+    expect(healthcheck).toContain('process.env.GATEWAY_PORT')
+    expect(healthcheck).not.toMatch(/:8080\b/)
+    const env = instructions.filter(([k]) => k === 'ENV').map(([, v]) => v).join(' ')
+    const port = /GATEWAY_PORT=(\d+)/.exec(env)?.[1]
+    const grace = /GATEWAY_SHUTDOWN_GRACE=(\S+)/.exec(env)?.[1]
+    expect(port).toBeDefined()
+    const config = parseConfigText(await read('config/gateway.yaml'), { GATEWAY_PORT: port!, GATEWAY_SHUTDOWN_GRACE: grace ?? '' })
+    expect(config.server.port).toBe(Number(port))
+    // `docker stop` with no timeout sends SIGKILL after 10 s: the grace must end well before.
+    expect(config.server.shutdownGrace + CLOSE_MARGIN_MS).toBeLessThanOrEqual(DOCKER_DEFAULT_STOP_MS)
+  })
+})
+
+describe('compose.yaml', () => {
+  it('runs the gateway on Redis, started once Redis answers, with the configuration it mounts', async () => {
+    const compose = parse(await read('compose.yaml')) as { services: Record<string, Service>, volumes?: Record<string, unknown> }
+    const { gateway, redis } = compose.services
+    expect(gateway?.build).toBeDefined()
+    expect(redis?.image).toMatch(/^redis:\d+\.\d+\.\d+-[a-z]+$/)
+    expect(redis?.healthcheck?.test.join(' ')).toContain('redis-cli ping')
+    expect(redis?.volumes?.some((v) => v.endsWith(':/data'))).toBe(true)
+    expect(gateway?.depends_on?.redis?.condition).toBe('service_healthy')
+
+    const shell = { GATEWAY_STATE_SECRET: 'a-secret-of-at-least-32-characters!!' }
+    const env = Object.fromEntries(Object.entries(gateway!.environment ?? {}).map(([k, v]) => [k, composeValue(String(v), shell)]))
+    expect(new URL(env.REDIS_URL!).host).toBe('redis:6379')
+    const mount = gateway!.volumes!.map((v) => v.split(':')).find(([, target]) => target === '/etc/mcp-task-gateway/gateway.yaml')
+    expect(mount).toBeDefined()
+    const config = parseConfigText(await read(mount![0]!.replace(/^\.\//, '')), env)
+    expect(config.store).toMatchObject({ kind: 'redis', url: env.REDIS_URL })
+    expect(config.server).toMatchObject({ host: '0.0.0.0', port: Number(env.GATEWAY_PORT), stateSecret: shell.GATEWAY_STATE_SECRET })
+    expect(gateway!.ports?.map((p) => composeValue(p, shell))).toContain(`${env.GATEWAY_PORT}:${env.GATEWAY_PORT}`)
+
+    const check = gateway!.healthcheck!.test.join(' ')
+    expect(check).toContain('process.env.GATEWAY_PORT')
+    expect(check).toContain('/healthz')
+    expect(parseDuration(gateway!.stop_grace_period ?? '')).toBeGreaterThanOrEqual(config.server.shutdownGrace + CLOSE_MARGIN_MS)
+  })
+})
