@@ -5,10 +5,9 @@
 //   the session's initialize.
 // Neither logs a line once it accepts connections, so readiness is polled on their health routes.
 import { spawn } from 'node:child_process'
-import { createRequire } from 'node:module'
-import { dirname, join } from 'node:path'
 import { request } from 'undici'
 import { REPO_ROOT } from '../../test/fixtures/spawn-upstream.ts'
+import { peerBinScript } from './peer-packages.ts'
 import { PROBE, freePort, track, watchChild } from './processes.ts'
 import { processTree, reapLeftovers } from './process-tree.ts'
 
@@ -44,23 +43,19 @@ interface PeerSpec {
   keepStdinOpen: boolean
 }
 
-function binScript (pkg: string, bin: string): string {
-  const require = createRequire(join(REPO_ROOT, 'package.json'))
-  const manifest = require(`${pkg}/package.json`) as { bin?: Record<string, string> }
-  const relative = manifest.bin?.[bin]
-  if (relative === undefined) throw new Error(`${pkg} declares no bin '${bin}'`)
-  return join(dirname(require.resolve(`${pkg}/package.json`)), relative)
-}
+/** The versions compared (installed on first use, see peer-packages.ts). */
+const MCP_PROXY_VERSION = '6.7.19'
+const SUPERGATEWAY_VERSION = '4.0.0'
 
 /** A command line for `sh -c`, each word quoted so paths with spaces or quotes survive. */
 function shellLine (upstream: StdioCommand): string {
   return [upstream.command, ...upstream.args].map((word) => `'${word.replaceAll("'", "'\\''")}'`).join(' ')
 }
 
-export function startMcpProxy (upstream: StdioCommand): Promise<FrontEnd> {
-  return startPeer({
-    name: 'mcp-proxy',
-    script: binScript('mcp-proxy', 'mcp-proxy'),
+export async function startMcpProxy (upstream: StdioCommand): Promise<FrontEnd> {
+  return await startPeer({
+    name: `mcp-proxy ${MCP_PROXY_VERSION}`,
+    script: await peerBinScript('mcp-proxy', MCP_PROXY_VERSION, 'mcp-proxy'),
     args: (port) => ['--host', '127.0.0.1', '--port', String(port), '--server', 'stream', '--', upstream.command, ...upstream.args],
     readyPath: '/ping',
     keepStdinOpen: false,
@@ -68,10 +63,10 @@ export function startMcpProxy (upstream: StdioCommand): Promise<FrontEnd> {
 }
 
 /** supergateway has no host option: it listens on every interface, the bench only talks to 127.0.0.1. */
-export function startSupergateway (upstream: StdioCommand): Promise<FrontEnd> {
-  return startPeer({
-    name: 'supergateway',
-    script: binScript('supergateway', 'supergateway'),
+export async function startSupergateway (upstream: StdioCommand): Promise<FrontEnd> {
+  return await startPeer({
+    name: `supergateway ${SUPERGATEWAY_VERSION}`,
+    script: await peerBinScript('supergateway', SUPERGATEWAY_VERSION, 'supergateway'),
     args: (port) => ['--stdio', shellLine(upstream), '--outputTransport', 'streamableHttp', '--stateful',
       '--port', String(port), '--logLevel', 'none', '--healthEndpoint', '/healthz'],
     readyPath: '/healthz',
