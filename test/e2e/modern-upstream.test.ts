@@ -52,4 +52,13 @@ describe('a 2026-07-28 upstream', () => {
     const second = await client.result('tools/call', { name: 'm__ask', arguments: {}, inputResponses: { [key]: { action: 'accept', content: { name: 'Mo' } } }, requestState: first.requestState })
     expect(second).toMatchObject({ resultType: 'complete', content: [{ text: 'modern upstream heard: Mo' }] })
   })
+
+  it('relays the upstream\'s -32021 to a 2026-07-28 client with HTTP 400, the status the spec gives that code', async () => {
+    const reply = await new ModernRaw(gw.url, {}).request('tools/call', { name: 'm__needs_sampling', arguments: {} })
+    expect(reply.body.error).toMatchObject({ code: -32021, data: { requiredCapabilities: { sampling: {} } } })
+    expect(reply.status).toBe(400)
+    const allowed = await new ModernRaw(gw.url, { sampling: {} }).request('tools/call', { name: 'm__needs_sampling', arguments: {} })
+    expect(allowed.status).toBe(200)
+    expect(allowed.body.result).toMatchObject({ content: [{ text: 'sampling declared' }] })
+  })
 })
