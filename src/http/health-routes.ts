@@ -19,6 +19,7 @@ export function registerHealthRoutes (app: FastifyInstance, store: GatewayStore,
         ...(upstream.state !== 'ready' && upstream.lastError !== undefined && { reason: upstream.lastError }),
         sessions: load.sessions,
         calls: { active: load.active, waiting: load.waiting },
+        ...(upstream.resultsWithoutResultType > 0 && { resultsWithoutResultType: upstream.resultsWithoutResultType }),
       }
     })
     const readyCount = states.filter((u) => u.state === 'ready').length

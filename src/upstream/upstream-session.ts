@@ -24,6 +24,8 @@ export interface SessionEvents {
   onOrphanRequest (session: UpstreamSession, method: InputMethod, params: JsonObject, signal: AbortSignal): Promise<JsonObject>
   /** A notification (log message) that belongs to no call. */
   onOrphanNotification (session: UpstreamSession, method: string, params: JsonObject): void
+  /** A 2026-07-28 result without `resultType` arrived, and was taken as complete. */
+  onResultWithoutType (session: UpstreamSession): void
   onClosed (session: UpstreamSession): void
 }
 
@@ -107,7 +109,7 @@ export class UpstreamSession {
     const created = createTransport(config, options.http, {
       onStderr: (line) => log.info({ stderr: line }, 'upstream stderr'),
     }, options.authorization)
-    const transport = new AttributingTransport(created.transport, session.calls, created.delayResponses)
+    const transport = new AttributingTransport(created.transport, session.calls, created.delayResponses, (response) => session.#completeResult(events, response))
     client.onclose = () => {
       session.#closed = true
       events.onClosed(session)
@@ -171,6 +173,18 @@ export class UpstreamSession {
     this.#closed = true
     this.#closing ??= this.client.close().catch(() => {})
     return this.#closing
+  }
+
+  /**
+   * The SDK fails a request whose 2026-07-28 result lacks `resultType`. Servers on early SDKs leave it out of
+   * complete results: such a result is taken as `complete` (what the spec says of results from servers of
+   * earlier protocols) and reported, so the operator learns that the upstream is wrong.
+   */
+  #completeResult (events: SessionEvents, response: JsonObject): void {
+    const result = response.result
+    if (this.client.getProtocolEra?.() !== 'modern' || result === null || typeof result !== 'object' || Array.isArray(result) || 'resultType' in result) return
+    (result as JsonObject).resultType = 'complete'
+    events.onResultWithoutType(this)
   }
 
   /**

@@ -61,4 +61,14 @@ describe('a 2026-07-28 upstream', () => {
     expect(allowed.status).toBe(200)
     expect(allowed.body.result).toMatchObject({ content: [{ text: 'sampling declared' }] })
   })
+
+  it('takes a result without resultType as complete, warns once per upstream and counts it in /readyz', async () => {
+    expect(textOf(await legacyClient.callTool({ name: 'm__bare', arguments: {} }))).toBe('bare result')
+    const modern = await new ModernRaw(gw.url, {}).result('tools/call', { name: 'm__bare', arguments: {} })
+    expect(modern).toMatchObject({ resultType: 'complete', content: [{ text: 'bare result' }] })
+    const warnings = gw.logs().filter((line) => line.upstream === 'm' && String(line.msg).includes('resultType'))
+    expect(warnings).toHaveLength(1)
+    const ready = await (await fetch(`${gw.base}/readyz`)).json() as { upstreams: Json[] }
+    expect(ready.upstreams.find((u) => u.name === 'm')).toMatchObject({ resultsWithoutResultType: 2 })
+  })
 })
