@@ -82,7 +82,12 @@ export class StreamableHttpTransport implements Transport {
       throw new Error(`HTTP ${res.statusCode} from upstream: ${text.slice(0, 300)}`)
     }
     if (type.includes('text/event-stream')) {
-      void this.#readStream(res.body, undefined, msg.id as string | number | undefined)
+      const requestSignal = options?.requestSignal
+      // A stream the caller did not abort ended (a listen stream learns so that the upstream ended it); told
+      // after the response that may have ended it, which is handed on a macrotask later (see #deliver).
+      void this.#readStream(res.body, undefined, msg.id as string | number | undefined, requestSignal).then(() => {
+        setImmediate(() => { if (requestSignal?.aborted !== true && !this.#closed.signal.aborted) options?.onRequestStreamEnd?.() })
+      })
       return
     }
     const text = await res.body.text()
@@ -149,7 +154,7 @@ export class StreamableHttpTransport implements Transport {
   }
 
   /** Reads one SSE body to its end (the response stream of request `viaRequest`, if any); returns the id of the last event seen. */
-  async #readStream (body: AsyncIterable<Buffer>, lastEventId: string | undefined, viaRequest?: string | number): Promise<string | undefined> {
+  async #readStream (body: AsyncIterable<Buffer>, lastEventId: string | undefined, viaRequest?: string | number, requestSignal?: AbortSignal): Promise<string | undefined> {
     let last = lastEventId
     const parser = new SseParser((event) => {
       if (event.id !== undefined) last = event.id
@@ -163,7 +168,7 @@ export class StreamableHttpTransport implements Transport {
     try {
       for await (const chunk of body) parser.push(chunk)
     } catch (err) {
-      if (!this.#closed.signal.aborted) this.onerror?.(err instanceof Error ? err : new Error(String(err)))
+      if (!this.#closed.signal.aborted && requestSignal?.aborted !== true) this.onerror?.(err instanceof Error ? err : new Error(String(err)))
     }
     return last
   }

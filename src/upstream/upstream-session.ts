@@ -1,11 +1,12 @@
 import { Client, ProtocolError, type ClientCapabilities, type PriorDiscovery, type RequestOptions } from '@modelcontextprotocol/client'
 import { z } from 'zod'
 import type { UpstreamConfig } from '../config/schema.ts'
-import { GatewayError, RpcError } from '../errors.ts'
+import { GatewayError, RpcError, errorMessage } from '../errors.ts'
 import type { Logger } from '../observability/logger.ts'
 import type { JsonObject } from '../protocol/jsonrpc.ts'
 import { AttributingTransport, CallRegistry, INPUT_METHODS, isInputMethod, untagged, type InflightCall, type InputMethod } from './call-attribution.ts'
 import type { UpstreamHttp } from './http-dispatcher.ts'
+import { ListenStream } from './listen-stream.ts'
 import { createTransport } from './transport-factory.ts'
 
 const CAPABILITY_OF: Record<InputMethod, 'elicitation' | 'sampling' | 'roots'> = {
@@ -88,6 +89,8 @@ export class UpstreamSession {
   #closed = false
   #probing = false
   #closing: Promise<void> | undefined
+  /** 2026-07-28 upstreams: the stream their list changes come on. */
+  #lists: ListenStream | undefined
 
   private constructor (options: SessionOpenOptions, client: Client) {
     this.key = options.key
@@ -125,6 +128,7 @@ export class UpstreamSession {
       await client.close().catch(() => {})
       throw err
     }
+    if (client.getProtocolEra?.() === 'modern') await session.#listenForListChanges(config.timeouts.connect, log)
     return session
   }
 
@@ -171,8 +175,27 @@ export class UpstreamSession {
 
   close (): Promise<void> {
     this.#closed = true
-    this.#closing ??= this.client.close().catch(() => {})
+    this.#closing ??= Promise.all([this.#lists?.close(), this.client.close().catch(() => {})]).then(() => {})
     return this.#closing
+  }
+
+  /**
+   * A 2026-07-28 upstream announces list changes only on a `subscriptions/listen` stream: open one for the
+   * lists it says change. Without it the session still works; the failure is logged.
+   */
+  async #listenForListChanges (timeout: number, log: Logger): Promise<void> {
+    const capabilities = this.client.getServerCapabilities()
+    const filter = {
+      ...(capabilities?.tools?.listChanged === true && { toolsListChanged: true as const }),
+      ...(capabilities?.prompts?.listChanged === true && { promptsListChanged: true as const }),
+      ...(capabilities?.resources?.listChanged === true && { resourcesListChanged: true as const }),
+    }
+    if (Object.keys(filter).length === 0) return
+    try {
+      this.#lists = await ListenStream.open(this.client, filter, timeout, log)
+    } catch (err) {
+      log.warn({ session: this.key, err: errorMessage(err) }, 'upstream refused a subscriptions/listen stream for its list changes; they will not be seen on this session')
+    }
   }
 
   /**

@@ -1,5 +1,6 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js'
 import { startUpstream, type StartedUpstream } from '../fixtures/spawn-upstream.ts'
 import { connectV1, textOf } from '../helpers/clients.ts'
 import { startGateway, type RunningGateway } from '../helpers/gateway.ts'
@@ -70,5 +71,20 @@ describe('a 2026-07-28 upstream', () => {
     expect(warnings).toHaveLength(1)
     const ready = await (await fetch(`${gw.base}/readyz`)).json() as { upstreams: Json[] }
     expect(ready.upstreams.find((u) => u.name === 'm')).toMatchObject({ resultsWithoutResultType: 2 })
+  })
+
+  it('tells clients of a list change the upstream announces on its subscriptions/listen stream', async () => {
+    // caller gets its own upstream session by calling; watcher only lists (what new sessions list).
+    const caller = await connectV1(gw.url, { capabilities: {} })
+    const watcher = await connectV1(gw.url, { capabilities: { roots: {} } })
+    const heard = { caller: 0, watcher: 0 }
+    caller.setNotificationHandler(ToolListChangedNotificationSchema, () => { heard.caller++ })
+    watcher.setNotificationHandler(ToolListChangedNotificationSchema, () => { heard.watcher++ })
+    expect((await watcher.listTools()).tools.map((t) => t.name)).not.toContain('m__added')
+    expect(textOf(await caller.callTool({ name: 'm__add_tool', arguments: {} }))).toBe('added')
+    await vi.waitFor(() => { expect(heard).toEqual({ caller: 1, watcher: 1 }) }, { timeout: 10_000, interval: 20 })
+    for (const client of [caller, watcher]) expect((await client.listTools()).tools.map((t) => t.name)).toContain('m__added')
+    await caller.close()
+    await watcher.close()
   })
 })
