@@ -1,12 +1,12 @@
 import { Client, ProtocolError, type ClientCapabilities, type PriorDiscovery, type RequestOptions } from '@modelcontextprotocol/client'
 import { z } from 'zod'
 import type { UpstreamConfig } from '../config/schema.ts'
-import { GatewayError, RpcError, errorMessage } from '../errors.ts'
+import { GatewayError, RpcError } from '../errors.ts'
 import type { Logger } from '../observability/logger.ts'
 import type { JsonObject } from '../protocol/jsonrpc.ts'
 import { AttributingTransport, CallRegistry, INPUT_METHODS, isInputMethod, untagged, type InflightCall, type InputMethod } from './call-attribution.ts'
 import type { UpstreamHttp } from './http-dispatcher.ts'
-import { ListenStream } from './listen-stream.ts'
+import { ListenStream, withoutSubscriptionId } from './listen-stream.ts'
 import { createTransport } from './transport-factory.ts'
 
 const CAPABILITY_OF: Record<InputMethod, 'elicitation' | 'sampling' | 'roots'> = {
@@ -59,7 +59,6 @@ export interface SessionRequestOptions {
 }
 
 const passthrough = z.looseObject({})
-
 function toProtocolError (err: unknown): unknown {
   return err instanceof RpcError || err instanceof GatewayError ? new ProtocolError(err.rpcCode, err.message, err.data) : err
 }
@@ -79,6 +78,7 @@ export class UpstreamSession {
   /** The caller's Authorization header the session was opened with (forwardAuthorization), if any. */
   readonly authorization: string | undefined
   readonly calls = new CallRegistry()
+  readonly #log: Logger
   /** When the session was last used (a request, or a hold released). */
   lastUsedAt = Date.now()
   /** No call ran on it yet: what it lists is what any new session with its capabilities lists. */
@@ -99,6 +99,7 @@ export class UpstreamSession {
     this.signature = options.signature
     this.listKey = options.listKey
     this.authorization = options.authorization
+    this.#log = options.log
   }
 
   static async open (options: SessionOpenOptions): Promise<UpstreamSession> {
@@ -128,7 +129,7 @@ export class UpstreamSession {
       await client.close().catch(() => {})
       throw err
     }
-    if (client.getProtocolEra?.() === 'modern') await session.#listenForListChanges(config.timeouts.connect, log)
+    if (client.getProtocolEra?.() === 'modern') session.#lists = await ListenStream.forListChanges(client, config.timeouts.connect, log, session.key)
     return session
   }
 
@@ -169,6 +170,27 @@ export class UpstreamSession {
     return await this.client.request(request, passthrough, sdkOptions) as JsonObject
   }
 
+  /**
+   * Subscribes to updates of resource `uri` in the upstream's own way: `resources/subscribe` (2025 era), or
+   * a `subscriptions/listen` stream for that URI (2026-07-28, which has no `resources/subscribe`). Updates
+   * reach the session's events either way. Returns what ends the subscription.
+   */
+  async subscribeResource (uri: string, timeout: number): Promise<(timeout: number) => Promise<void>> {
+    this.lastUsedAt = Date.now()
+    if (this.client.getProtocolEra?.() !== 'modern') {
+      await this.request('resources/subscribe', { uri }, { timeout })
+      return async (unsubscribeTimeout) => {
+        if (!this.#closed) await this.request('resources/unsubscribe', { uri }, { timeout: unsubscribeTimeout })
+      }
+    }
+    const stream = await ListenStream.open(this.client, { resourceSubscriptions: [uri] }, timeout, this.#log)
+    if (stream.honored.resourceSubscriptions?.includes(uri) !== true) {
+      await stream.close()
+      throw new Error(`it did not agree to send updates of '${uri}' on a subscriptions/listen stream`)
+    }
+    return async () => { await stream.close() }
+  }
+
   async notify (method: string, params?: JsonObject): Promise<void> {
     await this.client.notification(params === undefined ? { method } : { method, params })
   }
@@ -177,25 +199,6 @@ export class UpstreamSession {
     this.#closed = true
     this.#closing ??= Promise.all([this.#lists?.close(), this.client.close().catch(() => {})]).then(() => {})
     return this.#closing
-  }
-
-  /**
-   * A 2026-07-28 upstream announces list changes only on a `subscriptions/listen` stream: open one for the
-   * lists it says change. Without it the session still works; the failure is logged.
-   */
-  async #listenForListChanges (timeout: number, log: Logger): Promise<void> {
-    const capabilities = this.client.getServerCapabilities()
-    const filter = {
-      ...(capabilities?.tools?.listChanged === true && { toolsListChanged: true as const }),
-      ...(capabilities?.prompts?.listChanged === true && { promptsListChanged: true as const }),
-      ...(capabilities?.resources?.listChanged === true && { resourcesListChanged: true as const }),
-    }
-    if (Object.keys(filter).length === 0) return
-    try {
-      this.#lists = await ListenStream.open(this.client, filter, timeout, log)
-    } catch (err) {
-      log.warn({ session: this.key, err: errorMessage(err) }, 'upstream refused a subscriptions/listen stream for its list changes; they will not be seen on this session')
-    }
   }
 
   /**
@@ -279,7 +282,7 @@ export class UpstreamSession {
     client.setNotificationHandler('notifications/tools/list_changed', () => events.onListChanged(this, 'tools'))
     client.setNotificationHandler('notifications/prompts/list_changed', () => events.onListChanged(this, 'prompts'))
     client.setNotificationHandler('notifications/resources/list_changed', () => events.onListChanged(this, 'resources'))
-    client.setNotificationHandler('notifications/resources/updated', (n) => events.onResourceUpdated(this, untagged(n.params as JsonObject)))
+    client.setNotificationHandler('notifications/resources/updated', (n) => events.onResourceUpdated(this, withoutSubscriptionId(untagged(n.params as JsonObject))))
     client.setNotificationHandler('notifications/message', (n) => this.#notification(events, n.method, n.params as JsonObject))
     client.fallbackNotificationHandler = async (n) => {
       if (n.method === 'notifications/tasks/status') this.#notification(events, n.method, (n.params ?? {}) as JsonObject)

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
-import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js'
+import { ResourceUpdatedNotificationSchema, ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js'
 import { startUpstream, type StartedUpstream } from '../fixtures/spawn-upstream.ts'
 import { connectV1, textOf } from '../helpers/clients.ts'
 import { startGateway, type RunningGateway } from '../helpers/gateway.ts'
@@ -86,5 +86,18 @@ describe('a 2026-07-28 upstream', () => {
     for (const client of [caller, watcher]) expect((await client.listTools()).tools.map((t) => t.name)).toContain('m__added')
     await caller.close()
     await watcher.close()
+  })
+
+  it('turns a 2025 client\'s resources/subscribe into a subscription on the upstream\'s listen stream', async () => {
+    const client = await connectV1(gw.url, { capabilities: {} })
+    const updates: string[] = []
+    client.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => { updates.push(n.params.uri) })
+    await client.subscribeResource({ uri: 'note://current' })
+    expect(textOf(await client.callTool({ name: 'm__touch_note', arguments: { text: 'second' } }))).toBe('touched')
+    await vi.waitFor(() => { expect(updates).toEqual(['note://current']) }, { timeout: 10_000, interval: 20 })
+    const read = await client.readResource({ uri: 'note://current' })
+    expect(read.contents[0]).toMatchObject({ text: 'second' })
+    await client.unsubscribeResource({ uri: 'note://current' })
+    await client.close()
   })
 })
