@@ -4,16 +4,10 @@ import type { UpstreamConfig } from '../config/schema.ts'
 import { GatewayError, RpcError } from '../errors.ts'
 import type { Logger } from '../observability/logger.ts'
 import type { JsonObject } from '../protocol/jsonrpc.ts'
-import { AttributingTransport, CallRegistry, INPUT_METHODS, isInputMethod, untagged, type InflightCall, type InputMethod } from './call-attribution.ts'
+import { AttributingTransport, CallRegistry, isInputMethod, untagged, type InflightCall, type InputMethod } from './call-attribution.ts'
 import type { UpstreamHttp } from './http-dispatcher.ts'
 import { ListenStream, withoutSubscriptionId } from './listen-stream.ts'
 import { createTransport } from './transport-factory.ts'
-
-const CAPABILITY_OF: Record<InputMethod, 'elicitation' | 'sampling' | 'roots'> = {
-  'elicitation/create': 'elicitation',
-  'sampling/createMessage': 'sampling',
-  'roots/list': 'roots',
-}
 
 export type ListKind = 'tools' | 'prompts' | 'resources'
 
@@ -268,13 +262,11 @@ export class UpstreamSession {
 
   #install (events: SessionEvents): void {
     const client = this.client
-    for (const method of INPUT_METHODS) {
-      if (!(CAPABILITY_OF[method] in this.capabilities)) continue
-      client.setRequestHandler(method, async (request, ctx) =>
-        await this.#input(events, method, (request.params ?? {}) as JsonObject, ctx.mcpReq.signal) as never)
-    }
-    // Sent although the session did not declare the capability: the call's channel refuses it (and tells
-    // its client what was missing); the upstream gets a clear error either way.
+    // Every input request goes to the call's channel (or the client), which relays it when the client
+    // declared what it needs, else refuses it with GW_ERR_CLIENT_CAPABILITY_MISSING (and tells its client
+    // what was missing). No handler is registered per method: the SDK wraps those in checks of its own
+    // (an elicitation mode the session did not declare gets a -32602 of the SDK's) that would answer the
+    // upstream before the gateway could.
     client.fallbackRequestHandler = async (request, ctx) => {
       if (!isInputMethod(request.method)) throw new ProtocolError(-32601, `Method not found: ${request.method}`)
       return await this.#input(events, request.method, (request.params ?? {}) as JsonObject, ctx.mcpReq.signal)
