@@ -90,10 +90,7 @@ export class StreamableHttpTransport implements Transport {
       })
       return
     }
-    const text = await res.body.text()
-    if (text === '') return
-    const parsed = JSON.parse(text) as Message | Message[]
-    for (const item of Array.isArray(parsed) ? parsed : [parsed]) this.#deliver(item)
+    await this.#readJson(res.body, options?.requestSignal, options?.onRequestStreamEnd)
   }
 
   async close (): Promise<void> {
@@ -145,6 +142,53 @@ export class StreamableHttpTransport implements Transport {
     } catch {
       return false
     }
+  }
+
+  /**
+   * A JSON body: one message (or a batch) or, as some servers stream a `subscriptions/listen` response, one
+   * message per line that the server writes as things happen. Resolves once the first message was handed
+   * on (or the body ended empty); the rest is read on. Text that never becomes JSON fails the request.
+   */
+  async #readJson (body: AsyncIterable<Buffer>, requestSignal: AbortSignal | undefined, onEnd: (() => void) | undefined): Promise<void> {
+    const decoder = new TextDecoder()
+    let buffered = ''
+    let handedOn = false
+    let delivered: () => void = () => {}
+    const first = new Promise<void>((resolve) => { delivered = resolve })
+    const take = (text: string): boolean => {
+      let parsed: Message | Message[]
+      try {
+        parsed = JSON.parse(text) as Message | Message[]
+      } catch {
+        return false
+      }
+      for (const item of Array.isArray(parsed) ? parsed : [parsed]) this.#deliver(item)
+      handedOn = true
+      delivered()
+      return true
+    }
+    const read = (async () => {
+      for await (const chunk of body) {
+        buffered += decoder.decode(chunk, { stream: true })
+        // Up to a newline may be a whole message, or part of one written over several lines.
+        for (let newline = buffered.indexOf('\n'); newline >= 0; newline = buffered.indexOf('\n', newline + 1)) {
+          const candidate = buffered.slice(0, newline)
+          if (candidate.trim() !== '' && !take(candidate)) continue
+          buffered = buffered.slice(newline + 1)
+          newline = -1
+        }
+      }
+      buffered += decoder.decode()
+      if (buffered.trim() !== '' && !take(buffered)) throw new Error(`upstream answered with a body that is not JSON: ${buffered.slice(0, 300)}`)
+    })()
+    // A failure before the first message fails the request (below); one after it is the transport's.
+    read.then(() => {
+      delivered()
+      setImmediate(() => { if (requestSignal?.aborted !== true && !this.#closed.signal.aborted) onEnd?.() })
+    }, (err: unknown) => {
+      if (handedOn && !this.#closed.signal.aborted && requestSignal?.aborted !== true) this.onerror?.(err instanceof Error ? err : new Error(String(err)))
+    })
+    await Promise.race([first, read])
   }
 
   /** `viaRequest`: the request on whose response stream the message arrived. */

@@ -101,3 +101,35 @@ describe('a 2026-07-28 upstream', () => {
     await client.close()
   })
 })
+
+/**
+ * The conformance suite's reference server answers subscriptions/listen with an application/json body that
+ * it writes one message per line and never ends: the gateway reads each line as it comes.
+ */
+describe('a 2026-07-28 upstream that answers subscriptions/listen as JSON lines', () => {
+  let upstream: StartedUpstream
+  let gw: RunningGateway
+
+  beforeAll(async () => {
+    upstream = await startUpstream('test/fixtures/modern-upstream.ts', ['--port', '0', '--json-lines-listen'])
+    gw = await startGateway({ upstreams: [{ name: 'm', transport: 'streamable-http', url: upstream.url }] })
+  })
+
+  afterAll(async () => {
+    await gw?.close()
+    await upstream?.close()
+  })
+
+  it('tells clients of the list changes that arrive on it', async () => {
+    const caller = await connectV1(gw.url, { capabilities: {} })
+    const watcher = await connectV1(gw.url, { capabilities: { roots: {} } })
+    const heard = { caller: 0, watcher: 0 }
+    caller.setNotificationHandler(ToolListChangedNotificationSchema, () => { heard.caller++ })
+    watcher.setNotificationHandler(ToolListChangedNotificationSchema, () => { heard.watcher++ })
+    expect(textOf(await caller.callTool({ name: 'm__add_tool', arguments: {} }))).toBe('added')
+    await vi.waitFor(() => { expect(heard).toEqual({ caller: 1, watcher: 1 }) }, { timeout: 10_000, interval: 20 })
+    expect((await watcher.listTools()).tools.map((t) => t.name)).toContain('m__added')
+    await caller.close()
+    await watcher.close()
+  })
+})
