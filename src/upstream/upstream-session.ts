@@ -167,10 +167,16 @@ export class UpstreamSession {
   /**
    * Subscribes to updates of resource `uri` in the upstream's own way: `resources/subscribe` (2025 era), or
    * a `subscriptions/listen` stream for that URI (2026-07-28, which has no `resources/subscribe`). Updates
-   * reach the session's events either way. Returns what ends the subscription.
+   * reach the session's events either way. An upstream that does not offer subscriptions (no
+   * `resources.subscribe`) is not asked. Returns what ends the subscription.
    */
   async subscribeResource (uri: string, timeout: number): Promise<(timeout: number) => Promise<void>> {
     this.lastUsedAt = Date.now()
+    if (this.client.getServerCapabilities()?.resources?.subscribe !== true) {
+      // Nothing to ask: the upstream sends no updates of its resources, so none can be missed.
+      this.#log.info({ session: this.key, uri }, 'upstream offers no resource subscriptions: subscription accepted, no updates will come')
+      return async () => {}
+    }
     if (this.client.getProtocolEra?.() !== 'modern') {
       await this.request('resources/subscribe', { uri }, { timeout })
       return async (unsubscribeTimeout) => {
