@@ -215,14 +215,19 @@ export class UpstreamSession {
 
   /**
    * A transport error may mean the upstream is gone while a request waits for an answer that will never
-   * come (a dropped HTTP stream does not fail pending requests). A ping tells: if it fails, the session
-   * is closed, which fails whatever was pending on it.
+   * come (a dropped HTTP stream does not fail pending requests). A ping (`server/discover` in the
+   * 2026-07-28 era) tells: if it fails, the session is closed, which fails whatever was pending on it.
    */
   #checkAlive (timeout: number): void {
     if (this.#closed || this.#probing) return
     this.#probing = true
-    this.client.ping({ timeout }).then(
-      () => { this.#probing = false },
+    // The 2026-07-28 protocol has no ping: its discovery request tells as much.
+    const probe = this.client.getProtocolEra?.() === 'modern' ? this.client.discover({ timeout }) : this.client.ping({ timeout })
+    probe.then(
+      () => {
+        this.#probing = false
+        this.#log.debug({ session: this.key }, 'upstream answered its aliveness check; session kept')
+      },
       () => {
         this.#probing = false
         void this.close()

@@ -63,6 +63,17 @@ describe('a 2026-07-28 upstream', () => {
     expect(allowed.body.result).toMatchObject({ content: [{ text: 'sampling declared' }] })
   })
 
+  it('keeps a client\'s session when the upstream sends something odd on a call\'s stream', async () => {
+    const client = await connectV1(gw.url, { capabilities: { sampling: {} }, onSample: () => ({ role: 'assistant', content: { type: 'text', text: 'unused' }, model: 'none' }) })
+    expect(textOf(await client.callTool({ name: 'm__stray_progress', arguments: {} }))).toBe('progress sent')
+    // The odd message makes the gateway check that the session is alive: a 2026-07-28 upstream has no ping.
+    const verdict = (): string[] => gw.logs().filter((line) => line.upstream === 'm' && ['upstream session closed', 'upstream answered its aliveness check; session kept'].includes(String(line.msg))).map((line) => String(line.msg))
+    await vi.waitFor(() => { expect(verdict()).not.toEqual([]) }, { timeout: 10_000, interval: 20 })
+    expect(verdict()).toEqual(['upstream answered its aliveness check; session kept'])
+    expect(textOf(await client.callTool({ name: 'm__greet', arguments: { name: 'again' } }))).toContain('again')
+    await client.close()
+  })
+
   it('takes a result without resultType as complete, warns once per upstream and counts it in /readyz', async () => {
     expect(textOf(await legacyClient.callTool({ name: 'm__bare', arguments: {} }))).toBe('bare result')
     const modern = await new ModernRaw(gw.url, {}).result('tools/call', { name: 'm__bare', arguments: {} })
