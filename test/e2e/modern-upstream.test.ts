@@ -143,4 +143,18 @@ describe('a 2026-07-28 upstream that answers subscriptions/listen as JSON lines'
     await caller.close()
     await watcher.close()
   })
+
+  it('opens a listen stream again when the upstream ends it, and hears the next change on it', async () => {
+    const watcher = await connectV1(gw.url, { capabilities: { roots: {} } })
+    let heard = 0
+    watcher.setNotificationHandler(ToolListChangedNotificationSchema, () => { heard++ })
+    const opened = (): number => Math.max(0, ...[...upstream.stderr().matchAll(/listen opened (\d+)/g)].map((m) => Number(m[1])))
+    const before = opened()
+    expect(textOf(await watcher.callTool({ name: 'm__end_listens', arguments: {} }))).toBe('ended')
+    // Every session's stream ended: the gateway's own and the watcher's both open theirs again.
+    await vi.waitFor(() => { expect(opened()).toBeGreaterThanOrEqual(before + 2) }, { timeout: 10_000, interval: 20 })
+    expect(textOf(await watcher.callTool({ name: 'm__add_tool', arguments: {} }))).toBe('added')
+    await vi.waitFor(() => { expect(heard).toBe(1) }, { timeout: 10_000, interval: 20 })
+    await watcher.close()
+  })
 })
