@@ -3,6 +3,7 @@ import type { JSONRPCMessage, Transport, TransportSendOptions } from '@modelcont
 import type { Dispatcher } from 'undici'
 import { encodeHeaderValue, MCP_NAME_SOURCE } from '../protocol/mcp-name.ts'
 import type { ArrivalInfo } from './call-attribution.ts'
+import { JsonStreamParser } from './json-stream-parser.ts'
 import { SseParser } from './sse-parser.ts'
 
 const PROTOCOL_VERSION_META_KEY = 'io.modelcontextprotocol/protocolVersion'
@@ -145,41 +146,25 @@ export class StreamableHttpTransport implements Transport {
   }
 
   /**
-   * A JSON body: one message (or a batch) or, as some servers stream a `subscriptions/listen` response, one
-   * message per line that the server writes as things happen. Resolves once the first message was handed
-   * on (or the body ended empty); the rest is read on. Text that never becomes JSON fails the request.
+   * A JSON body: one message (or a batch) or, as some servers stream a `subscriptions/listen` response,
+   * messages written one after the other as things happen. Resolves once the first message was handed on
+   * (or the body ended empty); the rest is read on. A body that is not JSON fails the request.
    */
   async #readJson (body: AsyncIterable<Buffer>, requestSignal: AbortSignal | undefined, onEnd: (() => void) | undefined): Promise<void> {
-    const decoder = new TextDecoder()
-    let buffered = ''
     let handedOn = false
     let delivered: () => void = () => {}
     const first = new Promise<void>((resolve) => { delivered = resolve })
-    const take = (text: string): boolean => {
-      let parsed: Message | Message[]
-      try {
-        parsed = JSON.parse(text) as Message | Message[]
-      } catch {
-        return false
-      }
+    const take = (text: string): void => {
+      const parsed = JSON.parse(text) as Message | Message[]
       for (const item of Array.isArray(parsed) ? parsed : [parsed]) this.#deliver(item)
       handedOn = true
       delivered()
-      return true
     }
     const read = (async () => {
-      for await (const chunk of body) {
-        buffered += decoder.decode(chunk, { stream: true })
-        // Up to a newline may be a whole message, or part of one written over several lines.
-        for (let newline = buffered.indexOf('\n'); newline >= 0; newline = buffered.indexOf('\n', newline + 1)) {
-          const candidate = buffered.slice(0, newline)
-          if (candidate.trim() !== '' && !take(candidate)) continue
-          buffered = buffered.slice(newline + 1)
-          newline = -1
-        }
-      }
-      buffered += decoder.decode()
-      if (buffered.trim() !== '' && !take(buffered)) throw new Error(`upstream answered with a body that is not JSON: ${buffered.slice(0, 300)}`)
+      const parser = new JsonStreamParser(take)
+      for await (const chunk of body) parser.push(chunk)
+      const rest = parser.end()
+      if (rest !== '') take(rest)
     })()
     // A failure before the first message fails the request (below); one after it is the transport's.
     read.then(() => {
