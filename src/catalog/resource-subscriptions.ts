@@ -11,6 +11,8 @@ interface Entry {
   lease: SessionLease
   uri: string
   subscribers: Set<string>
+  /** Ends the subscription upstream (see UpstreamSession.subscribeResource). */
+  end: (timeout: number) => Promise<void>
 }
 
 /** Sends a resource update to a subscriber: a 2025-era session id, or a `listen:` stream id. */
@@ -27,6 +29,8 @@ const UNSUBSCRIBE_TIMEOUT_MS = 10_000
  */
 export class ResourceSubscriptions {
   readonly #bySession = new Map<UpstreamSession, Map<string, Entry>>()
+  /** Upstream subscriptions being made, by session and URI. */
+  readonly #opening = new Map<UpstreamSession, Map<string, Promise<Entry['end']>>>()
   /** Subscriptions of a gateway session that closed, to take up again on the next one. */
   readonly #detached = new Map<Upstream, Entry[]>()
   readonly #log: Logger
@@ -45,27 +49,41 @@ export class ResourceSubscriptions {
     } catch (err) {
       throw mapUpstreamError(err, upstream.name, 'resources/subscribe', timeout)
     }
-    const existing = this.#bySession.get(lease.session)?.get(uri)
-    if (existing) {
-      existing.subscribers.add(subscriber)
-      lease.release()
-      return
-    }
+    const session = lease.session
+    // One upstream subscription per URI and session: a subscriber that comes while it is being made waits for it.
+    const opening = this.#opening.get(session)?.get(uri)
+    let end: Entry['end'] | undefined
     try {
-      await lease.session.request('resources/subscribe', { uri }, { timeout })
+      if (opening === undefined && !this.#bySession.get(session)?.has(uri)) {
+        const made = session.subscribeResource(uri, timeout)
+        const byUri = this.#opening.get(session) ?? new Map<string, Promise<Entry['end']>>()
+        this.#opening.set(session, byUri.set(uri, made))
+        try {
+          end = await made
+        } finally {
+          byUri.delete(uri)
+          if (byUri.size === 0) this.#opening.delete(session)
+        }
+      } else {
+        await opening
+      }
     } catch (err) {
       lease.release()
       throw mapUpstreamError(err, upstream.name, 'resources/subscribe', timeout)
     }
-    const entries = this.#bySession.get(lease.session) ?? new Map<string, Entry>()
-    this.#bySession.set(lease.session, entries)
-    const raced = entries.get(uri)
-    if (raced) {
-      raced.subscribers.add(subscriber)
+    const entries = this.#bySession.get(session) ?? new Map<string, Entry>()
+    this.#bySession.set(session, entries)
+    const existing = entries.get(uri)
+    if (existing) {
+      existing.subscribers.add(subscriber)
       lease.release()
-      return
+    } else if (end !== undefined) {
+      entries.set(uri, { upstream, lease, uri, subscribers: new Set([subscriber]), end })
+    } else {
+      // The subscription it waited for ended before it could join (its last subscriber left): make its own.
+      lease.release()
+      await this.subscribe(subscriber, uri, upstream, client, authorization)
     }
-    entries.set(uri, { upstream, lease, uri, subscribers: new Set([subscriber]) })
   }
 
   async unsubscribe (subscriber: string, uri: string): Promise<void> {
@@ -124,9 +142,8 @@ export class ResourceSubscriptions {
   }
 
   async #unsubscribeUpstream (entry: Entry): Promise<void> {
-    const session = entry.lease.session
     try {
-      if (!session.closed) await session.request('resources/unsubscribe', { uri: entry.uri }, { timeout: UNSUBSCRIBE_TIMEOUT_MS })
+      await entry.end(UNSUBSCRIBE_TIMEOUT_MS)
     } catch (err) {
       this.#log.debug({ uri: entry.uri, upstream: entry.upstream.name, err }, 'upstream unsubscribe failed')
     } finally {

@@ -20,6 +20,7 @@ export function registerHealthRoutes (app: FastifyInstance, store: GatewayStore,
         ...(upstream.reason !== undefined && { reason: upstream.reason }),
         sessions: load.sessions,
         calls: { active: load.active, waiting: load.waiting },
+        ...(upstream.resultsWithoutResultType > 0 && { resultsWithoutResultType: upstream.resultsWithoutResultType }),
       }
     })
     const readyCount = states.filter((u) => u.state === 'ready').length

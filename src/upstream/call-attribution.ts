@@ -183,7 +183,8 @@ export class AttributingTransport implements Transport {
   onerror?: (error: Error) => void
   onmessage?: Transport['onmessage']
 
-  constructor (inner: Transport, calls: CallRegistry, delayResponses: boolean) {
+  /** `onResponse` sees (and may amend) every response before the SDK does. */
+  constructor (inner: Transport, calls: CallRegistry, delayResponses: boolean, onResponse?: (response: JsonObject) => void) {
     this.#inner = inner
     this.#calls = calls
     inner.onclose = () => this.onclose?.()
@@ -191,6 +192,7 @@ export class AttributingTransport implements Transport {
     inner.onmessage = (message, extra) => {
       const shape = message as MessageShape
       if (isResponse(shape)) {
+        onResponse?.(message as unknown as JsonObject)
         const hand = (): void => {
           this.onmessage?.(message)
           this.#calls.answered(shape.id!)

@@ -3,6 +3,7 @@ import type { JSONRPCMessage, Transport, TransportSendOptions } from '@modelcont
 import type { Dispatcher } from 'undici'
 import { encodeHeaderValue, MCP_NAME_SOURCE } from '../protocol/mcp-name.ts'
 import type { ArrivalInfo } from './call-attribution.ts'
+import { JsonStreamParser } from './json-stream-parser.ts'
 import { SseParser } from './sse-parser.ts'
 
 const PROTOCOL_VERSION_META_KEY = 'io.modelcontextprotocol/protocolVersion'
@@ -82,13 +83,15 @@ export class StreamableHttpTransport implements Transport {
       throw new Error(`HTTP ${res.statusCode} from upstream: ${text.slice(0, 300)}`)
     }
     if (type.includes('text/event-stream')) {
-      void this.#readStream(res.body, undefined, msg.id as string | number | undefined)
+      const requestSignal = options?.requestSignal
+      // A stream the caller did not abort ended (a listen stream learns so that the upstream ended it); told
+      // after the response that may have ended it, which is handed on a macrotask later (see #deliver).
+      void this.#readStream(res.body, undefined, msg.id as string | number | undefined, requestSignal).then(() => {
+        setImmediate(() => { if (requestSignal?.aborted !== true && !this.#closed.signal.aborted) options?.onRequestStreamEnd?.() })
+      })
       return
     }
-    const text = await res.body.text()
-    if (text === '') return
-    const parsed = JSON.parse(text) as Message | Message[]
-    for (const item of Array.isArray(parsed) ? parsed : [parsed]) this.#deliver(item)
+    await this.#readJson(res.body, options?.requestSignal, options?.onRequestStreamEnd)
   }
 
   async close (): Promise<void> {
@@ -142,6 +145,37 @@ export class StreamableHttpTransport implements Transport {
     }
   }
 
+  /**
+   * A JSON body: one message (or a batch) or, as some servers stream a `subscriptions/listen` response,
+   * messages written one after the other as things happen. Resolves once the first message was handed on
+   * (or the body ended empty); the rest is read on. A body that is not JSON fails the request.
+   */
+  async #readJson (body: AsyncIterable<Buffer>, requestSignal: AbortSignal | undefined, onEnd: (() => void) | undefined): Promise<void> {
+    let handedOn = false
+    let delivered: () => void = () => {}
+    const first = new Promise<void>((resolve) => { delivered = resolve })
+    const take = (text: string): void => {
+      const parsed = JSON.parse(text) as Message | Message[]
+      for (const item of Array.isArray(parsed) ? parsed : [parsed]) this.#deliver(item)
+      handedOn = true
+      delivered()
+    }
+    const read = (async () => {
+      const parser = new JsonStreamParser(take)
+      for await (const chunk of body) parser.push(chunk)
+      const rest = parser.end()
+      if (rest !== '') take(rest)
+    })()
+    // A failure before the first message fails the request (below); one after it is the transport's.
+    read.then(() => {
+      delivered()
+      setImmediate(() => { if (requestSignal?.aborted !== true && !this.#closed.signal.aborted) onEnd?.() })
+    }, (err: unknown) => {
+      if (handedOn && !this.#closed.signal.aborted && requestSignal?.aborted !== true) this.onerror?.(err instanceof Error ? err : new Error(String(err)))
+    })
+    await Promise.race([first, read])
+  }
+
   /** `viaRequest`: the request on whose response stream the message arrived. */
   #deliver (message: Message, viaRequest?: string | number): void {
     if (isResponse(message)) setImmediate(() => this.onmessage?.(message))
@@ -149,7 +183,7 @@ export class StreamableHttpTransport implements Transport {
   }
 
   /** Reads one SSE body to its end (the response stream of request `viaRequest`, if any); returns the id of the last event seen. */
-  async #readStream (body: AsyncIterable<Buffer>, lastEventId: string | undefined, viaRequest?: string | number): Promise<string | undefined> {
+  async #readStream (body: AsyncIterable<Buffer>, lastEventId: string | undefined, viaRequest?: string | number, requestSignal?: AbortSignal): Promise<string | undefined> {
     let last = lastEventId
     const parser = new SseParser((event) => {
       if (event.id !== undefined) last = event.id
@@ -163,7 +197,7 @@ export class StreamableHttpTransport implements Transport {
     try {
       for await (const chunk of body) parser.push(chunk)
     } catch (err) {
-      if (!this.#closed.signal.aborted) this.onerror?.(err instanceof Error ? err : new Error(String(err)))
+      if (!this.#closed.signal.aborted && requestSignal?.aborted !== true) this.onerror?.(err instanceof Error ? err : new Error(String(err)))
     }
     return last
   }

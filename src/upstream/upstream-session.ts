@@ -4,15 +4,10 @@ import type { UpstreamConfig } from '../config/schema.ts'
 import { GatewayError, RpcError } from '../errors.ts'
 import type { Logger } from '../observability/logger.ts'
 import type { JsonObject } from '../protocol/jsonrpc.ts'
-import { AttributingTransport, CallRegistry, INPUT_METHODS, isInputMethod, untagged, type InflightCall, type InputMethod } from './call-attribution.ts'
+import { AttributingTransport, CallRegistry, isInputMethod, untagged, type InflightCall, type InputMethod } from './call-attribution.ts'
 import type { UpstreamHttp } from './http-dispatcher.ts'
+import { ListenStream, withoutSubscriptionId } from './listen-stream.ts'
 import { createTransport } from './transport-factory.ts'
-
-const CAPABILITY_OF: Record<InputMethod, 'elicitation' | 'sampling' | 'roots'> = {
-  'elicitation/create': 'elicitation',
-  'sampling/createMessage': 'sampling',
-  'roots/list': 'roots',
-}
 
 export type ListKind = 'tools' | 'prompts' | 'resources'
 
@@ -24,6 +19,8 @@ export interface SessionEvents {
   onOrphanRequest (session: UpstreamSession, method: InputMethod, params: JsonObject, signal: AbortSignal): Promise<JsonObject>
   /** A notification (log message) that belongs to no call. */
   onOrphanNotification (session: UpstreamSession, method: string, params: JsonObject): void
+  /** A 2026-07-28 result without `resultType` arrived, and was taken as complete. */
+  onResultWithoutType (session: UpstreamSession): void
   onClosed (session: UpstreamSession): void
 }
 
@@ -58,7 +55,6 @@ export interface SessionRequestOptions {
 }
 
 const passthrough = z.looseObject({})
-
 function toProtocolError (err: unknown): unknown {
   return err instanceof RpcError || err instanceof GatewayError ? new ProtocolError(err.rpcCode, err.message, err.data) : err
 }
@@ -78,6 +74,7 @@ export class UpstreamSession {
   /** The caller's Authorization header the session was opened with (forwardAuthorization), if any. */
   readonly authorization: string | undefined
   readonly calls = new CallRegistry()
+  readonly #log: Logger
   /** When the session was last used (a request, or a hold released). */
   lastUsedAt = Date.now()
   /** No call ran on it yet: what it lists is what any new session with its capabilities lists. */
@@ -88,6 +85,8 @@ export class UpstreamSession {
   #closed = false
   #probing = false
   #closing: Promise<void> | undefined
+  /** 2026-07-28 upstreams: the stream their list changes come on. */
+  #lists: ListenStream | undefined
 
   private constructor (options: SessionOpenOptions, client: Client) {
     this.key = options.key
@@ -96,6 +95,7 @@ export class UpstreamSession {
     this.signature = options.signature
     this.listKey = options.listKey
     this.authorization = options.authorization
+    this.#log = options.log
   }
 
   static async open (options: SessionOpenOptions): Promise<UpstreamSession> {
@@ -109,7 +109,7 @@ export class UpstreamSession {
     const created = createTransport(config, options.http, {
       onStderr: (line) => log.info({ stderr: line }, 'upstream stderr'),
     }, options.authorization)
-    const transport = new AttributingTransport(created.transport, session.calls, created.delayResponses)
+    const transport = new AttributingTransport(created.transport, session.calls, created.delayResponses, (response) => session.#completeResult(events, response))
     client.onclose = () => {
       session.#closed = true
       events.onClosed(session)
@@ -131,6 +131,7 @@ export class UpstreamSession {
     } finally {
       options.signal?.removeEventListener('abort', giveUp)
     }
+    if (client.getProtocolEra?.() === 'modern') session.#lists = await ListenStream.forListChanges(client, config.timeouts.connect, log, session.key)
     return session
   }
 
@@ -171,26 +172,70 @@ export class UpstreamSession {
     return await this.client.request(request, passthrough, sdkOptions) as JsonObject
   }
 
+  /**
+   * Subscribes to updates of resource `uri` in the upstream's own way: `resources/subscribe` (2025 era), or
+   * a `subscriptions/listen` stream for that URI (2026-07-28, which has no `resources/subscribe`). Updates
+   * reach the session's events either way. An upstream that does not offer subscriptions (no
+   * `resources.subscribe`) is not asked. Returns what ends the subscription.
+   */
+  async subscribeResource (uri: string, timeout: number): Promise<(timeout: number) => Promise<void>> {
+    this.lastUsedAt = Date.now()
+    if (this.client.getServerCapabilities()?.resources?.subscribe !== true) {
+      // Nothing to ask: the upstream sends no updates of its resources, so none can be missed.
+      this.#log.info({ session: this.key, uri }, 'upstream offers no resource subscriptions: subscription accepted, no updates will come')
+      return async () => {}
+    }
+    if (this.client.getProtocolEra?.() !== 'modern') {
+      await this.request('resources/subscribe', { uri }, { timeout })
+      return async (unsubscribeTimeout) => {
+        if (!this.#closed) await this.request('resources/unsubscribe', { uri }, { timeout: unsubscribeTimeout })
+      }
+    }
+    const stream = await ListenStream.open(this.client, { resourceSubscriptions: [uri] }, timeout, this.#log)
+    if (stream.honored.resourceSubscriptions?.includes(uri) !== true) {
+      await stream.close()
+      throw new Error(`it did not agree to send updates of '${uri}' on a subscriptions/listen stream`)
+    }
+    return async () => { await stream.close() }
+  }
+
   async notify (method: string, params?: JsonObject): Promise<void> {
     await this.client.notification(params === undefined ? { method } : { method, params })
   }
 
   close (): Promise<void> {
     this.#closed = true
-    this.#closing ??= this.client.close().catch(() => {})
+    this.#closing ??= Promise.all([this.#lists?.close(), this.client.close().catch(() => {})]).then(() => {})
     return this.#closing
   }
 
   /**
+   * The SDK fails a request whose 2026-07-28 result lacks `resultType`. Servers on early SDKs leave it out of
+   * complete results: such a result is taken as `complete` (what the spec says of results from servers of
+   * earlier protocols) and reported, so the operator learns that the upstream is wrong.
+   */
+  #completeResult (events: SessionEvents, response: JsonObject): void {
+    const result = response.result
+    if (this.client.getProtocolEra?.() !== 'modern' || result === null || typeof result !== 'object' || Array.isArray(result) || 'resultType' in result) return
+    (result as JsonObject).resultType = 'complete'
+    events.onResultWithoutType(this)
+  }
+
+  /**
    * A transport error may mean the upstream is gone while a request waits for an answer that will never
-   * come (a dropped HTTP stream does not fail pending requests). A ping tells: if it fails, the session
-   * is closed, which fails whatever was pending on it.
+   * come (a dropped HTTP stream does not fail pending requests). A ping (`server/discover` in the
+   * 2026-07-28 era) tells: if it fails, the session is closed, which fails whatever was pending on it.
    */
   #checkAlive (timeout: number): void {
     if (this.#closed || this.#probing) return
     this.#probing = true
-    this.client.ping({ timeout }).then(
-      () => { this.#probing = false },
+    // The 2026-07-28 protocol has no ping: its discovery request tells as much.
+    const probe = this.client.getProtocolEra?.() === 'modern' ? this.client.discover({ timeout }) : this.client.ping({ timeout })
+    probe.then(
+      () => {
+        this.#probing = false
+        this.#log.debug({ session: this.key }, 'upstream answered its aliveness check; session kept')
+      },
       () => {
         this.#probing = false
         void this.close()
@@ -236,13 +281,11 @@ export class UpstreamSession {
 
   #install (events: SessionEvents): void {
     const client = this.client
-    for (const method of INPUT_METHODS) {
-      if (!(CAPABILITY_OF[method] in this.capabilities)) continue
-      client.setRequestHandler(method, async (request, ctx) =>
-        await this.#input(events, method, (request.params ?? {}) as JsonObject, ctx.mcpReq.signal) as never)
-    }
-    // Sent although the session did not declare the capability: the call's channel refuses it (and tells
-    // its client what was missing); the upstream gets a clear error either way.
+    // Every input request goes to the call's channel (or the client), which relays it when the client
+    // declared what it needs, else refuses it with GW_ERR_CLIENT_CAPABILITY_MISSING (and tells its client
+    // what was missing). No handler is registered per method: the SDK wraps those in checks of its own
+    // (an elicitation mode the session did not declare gets a -32602 of the SDK's) that would answer the
+    // upstream before the gateway could.
     client.fallbackRequestHandler = async (request, ctx) => {
       if (!isInputMethod(request.method)) throw new ProtocolError(-32601, `Method not found: ${request.method}`)
       return await this.#input(events, request.method, (request.params ?? {}) as JsonObject, ctx.mcpReq.signal)
@@ -250,7 +293,7 @@ export class UpstreamSession {
     client.setNotificationHandler('notifications/tools/list_changed', () => events.onListChanged(this, 'tools'))
     client.setNotificationHandler('notifications/prompts/list_changed', () => events.onListChanged(this, 'prompts'))
     client.setNotificationHandler('notifications/resources/list_changed', () => events.onListChanged(this, 'resources'))
-    client.setNotificationHandler('notifications/resources/updated', (n) => events.onResourceUpdated(this, untagged(n.params as JsonObject)))
+    client.setNotificationHandler('notifications/resources/updated', (n) => events.onResourceUpdated(this, withoutSubscriptionId(untagged(n.params as JsonObject))))
     client.setNotificationHandler('notifications/message', (n) => this.#notification(events, n.method, n.params as JsonObject))
     client.fallbackNotificationHandler = async (n) => {
       if (n.method === 'notifications/tasks/status') this.#notification(events, n.method, (n.params ?? {}) as JsonObject)

@@ -67,6 +67,8 @@ export class Upstream {
   readonly config: UpstreamConfig
   state: UpstreamState = 'starting'
   lastError: string | undefined
+  /** 2026-07-28 results that lacked `resultType` and were taken as complete (see UpstreamSession). */
+  resultsWithoutResultType = 0
   readonly slots: CallSlots
   readonly #log: Logger
   readonly #events: UpstreamEvents
@@ -309,6 +311,9 @@ export class Upstream {
       },
       onOrphanNotification: (session, method, params) => {
         if (session.key !== GATEWAY_KEY && this.config.sessions === 'per-client') this.#events.onOrphanNotification(this, session, method, params)
+      },
+      onResultWithoutType: () => {
+        if (this.resultsWithoutResultType++ === 0) this.#log.warn('upstream sent a 2026-07-28 result without resultType (it must say "complete"); taken as complete, counted in /readyz, not logged again')
       },
       onClosed: (session) => this.#closed(session),
     }

@@ -7,7 +7,7 @@ describe('capability mirroring', () => {
   let gw: RunningGateway
 
   beforeAll(async () => {
-    gw = await startGateway({ upstreams: [demoStdio()] })
+    gw = await startGateway({ upstreams: [demoStdio(), { name: 's', transport: 'stdio', command: process.execPath, args: ['--import', 'tsx', 'test/fixtures/stateful-upstream.ts'] }] })
   })
 
   afterAll(async () => {
@@ -48,5 +48,17 @@ describe('capability mirroring', () => {
     expect(refused.isError).toBe(true)
     expect(refused.text.toLowerCase()).toContain('url')
     await formOnly.close()
+  })
+
+  it('answers an upstream that asks for a capability the client lacks with the documented error, whatever the capability', async () => {
+    const formOnly = await connectV1(gw.url, { capabilities: { elicitation: { form: {} } }, onElicit: () => ({ action: 'accept' }) })
+    const refused = await formOnly.callTool({ name: 's__open_link', arguments: { url: 'https://example.com/consent' } })
+    // The upstream reports the error its request got: the gateway's documented one, not the SDK's own check.
+    expect(refused.isError).toBe(true)
+    expect(textOf(refused)).toContain("MCP error -32601: the downstream client did not declare the 'elicitation.url' capability, so 'elicitation/create' cannot be relayed to it")
+    const bare = await connectV1(gw.url, { capabilities: {} })
+    expect(textOf(await bare.callTool({ name: 's__open_link', arguments: { url: 'https://example.com/consent' } }))).toContain("did not declare the 'elicitation' capability")
+    await formOnly.close()
+    await bare.close()
   })
 })

@@ -45,6 +45,12 @@ describe.each(['stdio', 'streamable-http'] as const)('a stateful upstream over %
     await upstream?.close()
   })
 
+  it('accepts a subscription to a resource of an upstream that offers none, without asking it', async () => {
+    await alice.subscribeResource({ uri: 'notes://all' })
+    await alice.unsubscribeResource({ uri: 'notes://all' })
+    expect(gw.logs().some((line) => line.uri === 'notes://all' && String(line.msg).includes('upstream offers no resource subscriptions'))).toBe(true)
+  })
+
   it('counts on for one client, over sequential and concurrent calls and a task, in one state', async () => {
     for (let i = 1; i <= 5; i++) expect(await call(alice, 'inc')).toBe(String(i))
     const concurrent = await Promise.all(Array.from({ length: 6 }, async () => await call(alice, 'inc')))

@@ -56,8 +56,7 @@ function closedSignal (res: ServerResponse): AbortSignal {
 }
 
 /** Writes an error that ends the HTTP exchange: its status, and a JSON-RPC error body. */
-export function sendHttpError (res: ServerResponse, err: unknown, id: string | number | null = null): void {
-  const status = err instanceof GatewayError ? err.statusCode : 500
+export function sendHttpError (res: ServerResponse, err: unknown, id: string | number | null = null, status = err instanceof GatewayError ? err.statusCode : 500): void {
   const body = JSON.stringify({ jsonrpc: '2.0', id, error: toWireError(err) })
   res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) })
   res.end(body)

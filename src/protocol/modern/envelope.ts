@@ -1,4 +1,4 @@
-import { GatewayError } from '../../errors.ts'
+import { GatewayError, RpcError } from '../../errors.ts'
 import type { JsonObject } from '../jsonrpc.ts'
 
 /** The reserved `_meta` keys of the 2026-07-28 per-request envelope. */
@@ -56,6 +56,21 @@ export function readEnvelope (params: JsonObject | undefined, headerVersion: str
 export function declaresTasks (capabilities: JsonObject): boolean {
   const extensions = capabilities.extensions
   return isObject(extensions) && isObject(extensions[TASKS_EXTENSION])
+}
+
+/** Missing Required Client Capability: HTTP 400 wherever it arises, the spec says (S26 MissingRequiredClientCapabilityError). */
+const MISSING_CAPABILITY = -32021
+
+/**
+ * The HTTP status a JSON-RPC error gets on the 2026-07-28 wire while the response is not yet streaming:
+ * the gateway's own 400-class errors and `-32021`, also when relayed from an upstream (the gateway
+ * declares exactly its client's capabilities upstream, so the capability is the client's to add), get
+ * 400; every other error, relayed ones included, is in-band with 200 (a relayed `-32020` or `-32022` is
+ * about the gateway's own request upstream, not about the client's, so it stays in-band as in the SDK).
+ */
+export function modernErrorStatus (err: unknown): 200 | 400 {
+  if (err instanceof GatewayError) return err.statusCode === 400 ? 400 : 200
+  return err instanceof RpcError && err.rpcCode === MISSING_CAPABILITY ? 400 : 200
 }
 
 /** -32021 for a client capability such as `sampling` or `elicitation.url`. */

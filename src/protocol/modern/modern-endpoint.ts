@@ -11,7 +11,7 @@ import { sendHttpError } from '../legacy/legacy-endpoint.ts'
 import { exchangeChannel, PostExchange } from '../legacy/post-exchange.ts'
 import type { StreamHub } from '../legacy/stream-hub.ts'
 import { checkHeaders, type ToolSchemaLookup } from './header-checks.ts'
-import { readEnvelope, withoutEnvelope, type Envelope } from './envelope.ts'
+import { modernErrorStatus, readEnvelope, withoutEnvelope, type Envelope } from './envelope.ts'
 
 export interface ModernEndpointDeps {
   hub: StreamHub
@@ -99,8 +99,8 @@ export class ModernEndpoint {
     } catch (err) {
       if (exchange.disconnected.aborted) {
         exchange.abandon()
-      } else if (err instanceof GatewayError && err.statusCode === 400 && !res.headersSent) {
-        sendHttpError(res, err, request.id)
+      } else if (modernErrorStatus(err) === 400 && !res.headersSent) {
+        sendHttpError(res, err, request.id, 400)
       } else {
         if (!(err instanceof GatewayError) || err.statusCode >= 500) deps.log.warn({ err, method: request.method }, 'request failed')
         exchange.respond(errorMessageFor(request.id, err))
