@@ -94,5 +94,5 @@ describe('abandoned 2026-07-28 input rounds', () => {
 
     const after = await gw.heapMb()
     expect(after - baseline, `heap ${baseline.toFixed(1)} MB before, ${after.toFixed(1)} MB after ${2 * ABANDONED} abandoned calls of ${ARGUMENT_BYTES} bytes`).toBeLessThan(TOLERANCE_MB)
-  })
+  }, 90_000)
 })
