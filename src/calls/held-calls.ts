@@ -46,6 +46,26 @@ interface HeldCall {
 export type HeldInput = (method: InputMethod, params: JsonObject, signal: AbortSignal) => Promise<JsonObject>
 
 /**
+ * Waits until the call has news (`wake`), the client stops waiting, or the deadline passes; then removes
+ * what it listened with. A listener left on the request's signal would keep the call (its outcome, the
+ * error's stack and what that holds: the upstream request and its arguments) for as long as the signal
+ * lives, and a signal combined from others with a listener on it lives until it aborts: maybe never.
+ */
+async function wakeOrAbort (call: HeldCall, signal: AbortSignal, deadline: number | undefined): Promise<void> {
+  await new Promise<void>((resolve) => {
+    const timer = deadline === undefined ? undefined : setTimeout(wake, deadline - Date.now())
+    function wake (): void {
+      clearTimeout(timer)
+      signal.removeEventListener('abort', wake)
+      call.wake = undefined
+      resolve()
+    }
+    call.wake = wake
+    signal.addEventListener('abort', wake, { once: true })
+  })
+}
+
+/**
  * Synchronous calls of modern (2026-07-28) clients, which cannot receive server→client requests. When the
  * upstream asks for input, the call is held open upstream and the client gets `input_required` with the
  * requests; its retry (carrying the answers and the call's requestState) resumes the same upstream
@@ -54,6 +74,7 @@ export type HeldInput = (method: InputMethod, params: JsonObject, signal: AbortS
 export class HeldCalls {
   readonly #calls = new Map<string, HeldCall>()
   readonly #holdMs: number
+  readonly #forgotten: Array<(callId: string) => void> = []
 
   constructor (holdMs: number) {
     this.#holdMs = holdMs
@@ -61,6 +82,11 @@ export class HeldCalls {
 
   get size (): number {
     return this.#calls.size
+  }
+
+  /** Tells `listener` of every call no longer held (finished, handed over, expired, closed), to forget what it kept for it. */
+  onForget (listener: (callId: string) => void): void {
+    this.#forgotten.push(listener)
   }
 
   /** Starts a call; answers when it finishes or first needs input. */
@@ -73,10 +99,18 @@ export class HeldCalls {
       ? call.detached(method, params, inputSignal)
       : new Promise<JsonObject>((resolve, reject) => {
         const key = `${method.split('/')[0]}-${randomBytes(6).toString('base64url')}`
-        call.pending.set(key, { method, params, resolve })
-        inputSignal.addEventListener('abort', () => {
+        const onAbort = (): void => {
           if (call.pending.delete(key)) reject(inputSignal.reason)
-        }, { once: true })
+        }
+        call.pending.set(key, {
+          method,
+          params,
+          resolve: (answer) => {
+            inputSignal.removeEventListener('abort', onAbort)
+            resolve(answer)
+          },
+        })
+        inputSignal.addEventListener('abort', onAbort, { once: true })
         call.wake?.()
       })
     const fail = (error: unknown): void => {
@@ -104,8 +138,7 @@ export class HeldCalls {
   detach (callId: string, input: HeldInput): DetachedCall {
     const call = this.#calls.get(callId)
     if (!call?.done) throw new GatewayError('GW_ERR_INTERNAL', ['no running call to hand over'])
-    this.#calls.delete(callId)
-    clearTimeout(call.expiry)
+    this.#forget(call)
     call.detached = input
     return { done: call.done, cancel: (reason) => call.abort.abort(reason) }
   }
@@ -127,10 +160,9 @@ export class HeldCalls {
   /** Cancels every held call (shutdown). */
   close (reason: unknown): void {
     for (const call of this.#calls.values()) {
-      clearTimeout(call.expiry)
+      this.#forget(call)
       call.abort.abort(reason)
     }
-    this.#calls.clear()
   }
 
   /**
@@ -148,18 +180,13 @@ export class HeldCalls {
         throw signal.reason
       }
       if (deadline !== undefined && Date.now() >= deadline) return { kind: 'running', callId: call.id }
-      await new Promise<void>((resolve) => {
-        call.wake = resolve
-        signal.addEventListener('abort', () => resolve(), { once: true })
-        if (deadline !== undefined) setTimeout(resolve, deadline - Date.now()).unref()
-      })
-      call.wake = undefined
+      await wakeOrAbort(call, signal, deadline)
     }
     // Upstream requests sent together (they may arrive a few milliseconds apart) go out in the same round.
     if (call.final === undefined) await new Promise((resolve) => setTimeout(resolve, INPUT_BATCH_MS))
     else await new Promise((resolve) => setImmediate(resolve))
     if (call.final !== undefined && call.pending.size === 0) {
-      this.#calls.delete(call.id)
+      this.#forget(call)
       if ('error' in call.final) throw call.final.error
       return { kind: 'result', result: call.final.result }
     }
@@ -173,9 +200,15 @@ export class HeldCalls {
   #hold (call: HeldCall): void {
     clearTimeout(call.expiry)
     call.expiry = setTimeout(() => {
-      this.#calls.delete(call.id)
+      this.#forget(call)
       call.abort.abort(new GatewayError('GW_ERR_REQUEST_CANCELLED', ['the client did not answer the input requests in time']))
     }, this.#holdMs)
     call.expiry.unref()
+  }
+
+  #forget (call: HeldCall): void {
+    clearTimeout(call.expiry)
+    if (!this.#calls.delete(call.id)) return
+    for (const listener of this.#forgotten) listener(call.id)
   }
 }

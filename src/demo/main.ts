@@ -18,6 +18,7 @@
  */
 import { parseArgs } from 'node:util'
 import { StdioServerTransport } from '@modelcontextprotocol/server/stdio'
+import { oneSendAtATime } from '../upstream/one-send-at-a-time.ts'
 import { startDemoHttpServer } from './demo-http.ts'
 import { createDemoServer, createDemoWorld, stderrLog } from './demo-server.ts'
 
@@ -94,7 +95,9 @@ async function main (): Promise<void> {
     // ask_user, ask_url, summarize and list_roots are not allowed. Wired like this the server
     // speaks only the 2025 era (initialize), and probing clients fall back to it.
     const server = createDemoServer({ world })
-    await server.connect(new StdioServerTransport())
+    const transport = new StdioServerTransport()
+    oneSendAtATime(transport)
+    await server.connect(transport)
     exitOnSignals(() => server.close())
     stderrLog('serving over stdio')
     return

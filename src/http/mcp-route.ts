@@ -44,6 +44,17 @@ function bodyError (err: FastifyError, maxBodyBytes: number): GatewayError | und
   return undefined
 }
 
+/**
+ * A DELETE carries no body, but some clients label the empty one anyway (the Python SDK sends
+ * `Content-Type: application/json` with every session close). With no body there is nothing to parse:
+ * the label is dropped so that no parser refuses it (an empty JSON body is a parse error, an unknown type
+ * a 415), whatever the type says.
+ */
+function forgetEmptyBodyType (request: FastifyRequest): void {
+  const { headers } = request.raw
+  if (headers['transfer-encoding'] === undefined && (headers['content-length'] === undefined || headers['content-length'] === '0')) delete headers['content-type']
+}
+
 /** The id of a POSTed JSON-RPC request, so that an error ending its exchange still answers it; else null. */
 function requestIdOf (body: unknown): RequestId | null {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) return null
@@ -122,7 +133,7 @@ export async function registerMcpRoute (app: FastifyInstance, options: McpRouteO
     })
   })
 
-  app.delete(config.path, async (request, reply) => {
+  app.delete(config.path, { onRequest: async (request) => { forgetEmptyBodyType(request) } }, async (request, reply) => {
     await run(request, reply, (caller) => legacy.delete(request.headers, reply.raw, caller.principal))
   })
 

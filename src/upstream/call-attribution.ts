@@ -65,6 +65,8 @@ export class CallRegistry {
   readonly #calls = new Map<number, InflightCall>()
   readonly #ends = new Map<number, AbortController>()
   readonly #byRequest = new Map<RequestId, InflightCall>()
+  /** The requests each call sent that have no response yet: forgotten with the call. */
+  readonly #requestsOf = new Map<number, Set<RequestId>>()
   #next = 1
 
   get size (): number {
@@ -79,6 +81,9 @@ export class CallRegistry {
 
   end (call: InflightCall): void {
     this.#calls.delete(call.id)
+    // A cancelled request gets no response (the upstream drops it): nothing else would forget it.
+    for (const id of this.#requestsOf.get(call.id) ?? []) this.#byRequest.delete(id)
+    this.#requestsOf.delete(call.id)
     const end = this.#ends.get(call.id)
     if (end === undefined) return
     this.#ends.delete(call.id)
@@ -131,7 +136,11 @@ export class CallRegistry {
     const tag = headers?.[CALL_HEADER]
     if (tag === undefined) return headers
     const call = this.#calls.get(Number(tag))
-    if (call !== undefined) this.#byRequest.set(id, call)
+    if (call !== undefined) {
+      this.#byRequest.set(id, call)
+      const requests = this.#requestsOf.get(call.id) ?? new Set<RequestId>()
+      this.#requestsOf.set(call.id, requests.add(id))
+    }
     if (Object.keys(headers!).length === 1) return undefined
     const { [CALL_HEADER]: _tag, ...rest } = headers!
     return rest
@@ -139,7 +148,10 @@ export class CallRegistry {
 
   /** Called by the transport once the response to request `id` was handed on. */
   answered (id: RequestId): void {
+    const call = this.#byRequest.get(id)
+    if (call === undefined) return
     this.#byRequest.delete(id)
+    this.#requestsOf.get(call.id)?.delete(id)
   }
 
   /** Tags a message that arrived on the response stream of request `via` with that request's call. */

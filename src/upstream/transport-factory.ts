@@ -2,6 +2,7 @@ import { SSEClientTransport, type Transport } from '@modelcontextprotocol/client
 import { StdioClientTransport, getDefaultEnvironment } from '@modelcontextprotocol/client/stdio'
 import type { UpstreamConfig } from '../config/schema.ts'
 import type { UpstreamHttp } from './http-dispatcher.ts'
+import { oneSendAtATime } from './one-send-at-a-time.ts'
 import { StreamableHttpTransport } from './streamable-http-transport.ts'
 
 export interface TransportHooks {
@@ -23,6 +24,7 @@ function stdioTransport (config: Extract<UpstreamConfig, { transport: 'stdio' }>
     ...(config.cwd !== undefined && { cwd: config.cwd }),
     stderr: 'pipe',
   })
+  oneSendAtATime(transport)
   let pending = ''
   transport.stderr?.on('data', (chunk: Buffer) => {
     pending += chunk.toString('utf8')

@@ -104,6 +104,21 @@ describe('the Streamable HTTP endpoint', () => {
     expect((await post(session, rpc('ping'))).statusCode).toBe(404)
   })
 
+  it('ends a session on a DELETE whose empty body is labelled with any content type (as the Python SDK sends it)', async () => {
+    for (const contentType of ['application/json', 'application/json; charset=utf-8', 'text/plain']) {
+      const session = await initialize()
+      const get = await app.inject({ method: 'GET', url: '/mcp', headers: { host: 'localhost', accept: 'application/json', 'content-type': contentType, 'mcp-session-id': session }, payload: '' })
+      expect(get.statusCode, `GET, ${contentType}`).toBe(406)
+      const del = await app.inject({ method: 'DELETE', url: '/mcp', headers: { host: 'localhost', 'content-type': contentType, 'content-length': '0', 'mcp-session-id': session }, payload: '' })
+      expect(del.statusCode, `${contentType}: ${del.body}`).toBe(200)
+      expect((await post(session, rpc('ping'))).statusCode, contentType).toBe(404)
+    }
+    const session = await initialize()
+    const garbage = await app.inject({ method: 'DELETE', url: '/mcp', headers: { host: 'localhost', 'content-type': 'application/json', 'mcp-session-id': session }, payload: '{"not json' })
+    expect(garbage.statusCode).toBe(400)
+    expect((await post(session, rpc('ping'))).statusCode).toBe(200)
+  })
+
   it('refuses foreign Host and Origin headers (DNS rebinding) and accepts configured ones', async () => {
     const evilHost = await app.inject({ method: 'POST', url: '/mcp', headers: { ...JSON_HEADERS, host: 'evil.example:8080' }, payload: rpc('initialize', INIT) })
     expect(evilHost.statusCode).toBe(403)
@@ -135,6 +150,22 @@ describe('the Streamable HTTP endpoint', () => {
     expect(note.statusCode).toBe(202)
     const stray = await post(session, JSON.stringify({ jsonrpc: '2.0', id: 'gw-unknown', result: {} }))
     expect(stray.statusCode).toBe(400)
+  })
+
+  it('answers a forged or unknown answer id naming a live process with 400, and one of a process that is gone with 503', async () => {
+    const session = await initialize()
+    const processId = gw.gateway.processId
+    const encoded = Buffer.from(processId).toString('base64url')
+    const sequence = '0b6f3c4e-1d2a-4c5b-8e9f-a0b1c2d3e4f5'
+    for (const id of [`gw-${processId}.x`, `gw-${processId}.${sequence}`, `gw-${encoded}.x`, `gw-${encoded}.${sequence}`, `gw-${encoded}`, 'gw-.x']) {
+      const res = await post(session, JSON.stringify({ jsonrpc: '2.0', id, result: { action: 'decline' } }))
+      expect(res.statusCode, `${id}: ${res.body}`).toBe(400)
+      expect(res.json().error).toMatchObject({ code: -32600, message: expect.stringContaining(`no request with id "${id}"`) })
+    }
+    const gone = `gw-${Buffer.from('a-process-that-is-gone').toString('base64url')}.${sequence}`
+    const lost = await post(session, JSON.stringify({ jsonrpc: '2.0', id: gone, result: { action: 'decline' } }))
+    expect(lost.statusCode).toBe(503)
+    expect(lost.json().error.message).toContain('is gone')
   })
 
   it('reports health and readiness per upstream', async () => {

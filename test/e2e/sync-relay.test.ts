@@ -125,3 +125,27 @@ describe.each(['stdio', 'streamable-http'] as const)('sync calls through the gat
     expect(names).toContain('demo__extra')
   })
 })
+
+/** Many relayed requests answered at once, with answers and results larger than a pipe holds. */
+describe('a burst of relayed elicitations over stdio', () => {
+  it('leaves no pile of drain listeners on the pipes: no MaxListenersExceededWarning in the gateway or the demo', async () => {
+    const warnings: string[] = []
+    const onWarning = (warning: Error): void => {
+      if (warning.name === 'MaxListenersExceededWarning') warnings.push(warning.message)
+    }
+    process.on('warning', onWarning)
+    const gw = await startGateway({ upstreams: [demoStdio()] })
+    const name = 'n'.repeat(300_000)
+    const client = await connectV1(gw.url, { onElicit: () => ({ action: 'accept', content: { name } }) })
+    try {
+      const results = await Promise.all(Array.from({ length: 40 }, (_, i) => client.callTool({ name: 'demo__ask_user', arguments: { message: `burst ${i}` } })))
+      for (const result of results) expect(textOf(result)).toBe(`Hello, ${name}!`)
+      const demoWarnings = gw.logs().filter((line) => String(line.stderr ?? '').includes('MaxListenersExceededWarning')).map((line) => String(line.stderr))
+      expect([...warnings, ...demoWarnings]).toEqual([])
+    } finally {
+      process.off('warning', onWarning)
+      await client.close()
+      await gw.close()
+    }
+  })
+})

@@ -57,6 +57,14 @@ describe('attribution of what an upstream sends during calls', () => {
     expect(pick(calls)).toBe(b)
   })
 
+  it('forgets the requests of a call that ended without their responses (cancelled upstream, never answered)', () => {
+    const calls = new CallRegistry()
+    const cancelled = calls.begin('client-1', sink)
+    sent(calls, cancelled, 5)
+    calls.end(cancelled)
+    expect(calls.attribute({ _meta: { progressToken: 5 } })).toBe('none')
+  })
+
   it('refuses to choose between calls of several clients', () => {
     const calls = new CallRegistry()
     calls.begin('client-1', sink)

@@ -13,13 +13,23 @@ const ID_PREFIX = 'gw-'
 /** The peer-request kind that carries a client's answer to the process that relayed the request. */
 const ANSWER = 'legacy/relayed-answer'
 
-/** The gateway process named in a relayed request's id (`gw-<base64url process id>.<uuid>`), if any. */
+/** The part of a relayed request's id after the process: a random UUID, as `send` makes it. */
+const SEQUENCE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
+/** A gateway process id (base64url), as it appears encoded in the id. */
+const PROCESS_ID = /^[A-Za-z0-9_-]+$/
+
+/**
+ * The gateway process named in a relayed request's id (`gw-<base64url process id>.<uuid>`); undefined
+ * when the id is not one the gateway could have made (it then names no process, and nothing waits for it).
+ */
 function ownerOf (id: unknown): string | undefined {
   if (typeof id !== 'string' || !id.startsWith(ID_PREFIX)) return undefined
-  const dot = id.lastIndexOf('.')
-  if (dot <= ID_PREFIX.length) return undefined
-  const owner = Buffer.from(id.slice(ID_PREFIX.length, dot), 'base64url').toString('utf8')
-  return owner === '' ? undefined : owner
+  const dot = id.indexOf('.')
+  if (dot <= ID_PREFIX.length || !SEQUENCE.test(id.slice(dot + 1))) return undefined
+  const encoded = id.slice(ID_PREFIX.length, dot)
+  const owner = Buffer.from(encoded, 'base64url').toString('utf8')
+  // Decoding is lenient: only an encoding that gives back exactly what was sent names a process.
+  return PROCESS_ID.test(owner) && Buffer.from(owner).toString('base64url') === encoded ? owner : undefined
 }
 
 /**
@@ -65,8 +75,9 @@ export class ClientRequestBroker {
 
   /**
    * Routes a client's response to the request it answers, in this process or in the one its id names;
-   * false when no request of this session with that id waits anywhere. Throws GW_ERR_PEER_LOST when the
-   * process that relayed the request is gone (its call went with it).
+   * false when no request of this session with that id waits anywhere (an id the gateway could not have
+   * made is never sent on). Throws GW_ERR_PEER_LOST when the process that relayed the request is gone
+   * (its call went with it).
    */
   async accept (sessionId: string, response: RpcResponse, signal: AbortSignal): Promise<boolean> {
     if (this.#acceptLocal(sessionId, response)) return true

@@ -41,6 +41,8 @@ interface TaskCandidate {
 export function modernToolsCall (deps: ModernToolsCallDeps): Handler {
   const { catalog, calls, held, retries } = deps
   const candidates = new Map<string, TaskCandidate>()
+  // A call that ends, becomes a task or is abandoned by its client (the hold expires) needs no candidate.
+  held.onForget((callId) => candidates.delete(callId))
 
   const taskRequest = (principal: string, candidate: TaskCandidate): CreateTaskRequest => ({
     principal,
@@ -66,15 +68,9 @@ export function modernToolsCall (deps: ModernToolsCallDeps): Handler {
     return renderCreateTaskResult(task)
   }
 
-  /** Forgets the task candidate of a call once its outcome is final. */
-  const settled = (outcome: HeldOutcome, callId?: string): HeldOutcome => {
-    if (outcome.kind === 'result' && callId !== undefined) candidates.delete(callId)
-    return outcome
-  }
-
   // Runs in the process holding the call, whichever process the retry reached.
   const retry = retries.route('tools/call', async ({ callId, principal, inputResponses }, signal) =>
-    await render(settled(await held.resume(callId, principal, inputResponses, signal), callId), principal))
+    await render(await held.resume(callId, principal, inputResponses, signal), principal))
 
   return async (rawParams, ctx) => {
     // A `task` field is a 2025-11-25 request for a task; in this era the server decides, so it is dropped.
