@@ -32,6 +32,10 @@ const CALL_HEADER = 'x-mcp-gateway-call'
 /** Marks a message that arrived on the response stream of a call's request (Streamable HTTP). */
 const VIA_KEY = 'io.mcp-task-gateway/call'
 const RELATED_TASK = 'io.modelcontextprotocol/related-task'
+/** The arrival tag of a message on the stream of a request whose call has ended (call ids start at 1). */
+const NO_CALL = 0
+/** How many requests of ended calls are remembered (see CallRegistry.#endedRequests). */
+const ENDED_REQUESTS_KEPT = 256
 
 /** What a transport knows about where an incoming message arrived: on the response stream of one request. */
 export interface ArrivalInfo {
@@ -67,6 +71,11 @@ export class CallRegistry {
   readonly #byRequest = new Map<RequestId, InflightCall>()
   /** The requests each call sent that have no response yet: forgotten with the call. */
   readonly #requestsOf = new Map<number, Set<RequestId>>()
+  /**
+   * Requests of calls that ended unanswered, newest last and at most ENDED_REQUESTS_KEPT of them: what still
+   * arrives on their response streams belongs to no call (and must not be guessed onto another one).
+   */
+  readonly #endedRequests = new Set<RequestId>()
   #next = 1
 
   get size (): number {
@@ -82,7 +91,11 @@ export class CallRegistry {
   end (call: InflightCall): void {
     this.#calls.delete(call.id)
     // A cancelled request gets no response (the upstream drops it): nothing else would forget it.
-    for (const id of this.#requestsOf.get(call.id) ?? []) this.#byRequest.delete(id)
+    for (const id of this.#requestsOf.get(call.id) ?? []) {
+      this.#byRequest.delete(id)
+      this.#endedRequests.add(id)
+      if (this.#endedRequests.size > ENDED_REQUESTS_KEPT) this.#endedRequests.delete(this.#endedRequests.values().next().value!)
+    }
     this.#requestsOf.delete(call.id)
     const end = this.#ends.get(call.id)
     if (end === undefined) return
@@ -156,10 +169,12 @@ export class CallRegistry {
 
   /** Tags a message that arrived on the response stream of request `via` with that request's call. */
   tagArrival (message: MessageShape, via: RequestId): void {
+    if (typeof message.method !== 'string') return
     const call = this.#byRequest.get(via)
-    if (call === undefined || typeof message.method !== 'string') return
+    const callId = call?.id ?? (this.#endedRequests.has(via) ? NO_CALL : undefined)
+    if (callId === undefined) return
     const params = message.params ?? {}
-    message.params = { ...params, _meta: { ...(params._meta as JsonObject | undefined), [VIA_KEY]: call.id } }
+    message.params = { ...params, _meta: { ...(params._meta as JsonObject | undefined), [VIA_KEY]: callId } }
   }
 }
 

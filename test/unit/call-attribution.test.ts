@@ -65,6 +65,19 @@ describe('attribution of what an upstream sends during calls', () => {
     expect(calls.attribute({ _meta: { progressToken: 5 } })).toBe('none')
   })
 
+  it('gives what arrives on the stream of an ended call\'s request to no call, not to another call of its client', () => {
+    const calls = new CallRegistry()
+    const [ended, other] = [calls.begin('client-1', sink), calls.begin('client-1', sink)]
+    sent(calls, ended, 5)
+    calls.end(ended)
+    const late: { method: string, params?: Record<string, unknown> } = { method: 'elicitation/create', params: { message: 'late' } }
+    calls.tagArrival(late, 5)
+    expect(calls.attribute(late.params)).toBe('none')
+    const unrelated: { method: string, params?: Record<string, unknown> } = { method: 'elicitation/create', params: { message: 'other stream' } }
+    calls.tagArrival(unrelated, 99)
+    expect(calls.attribute(unrelated.params)).toEqual({ call: other, exact: false })
+  })
+
   it('refuses to choose between calls of several clients', () => {
     const calls = new CallRegistry()
     calls.begin('client-1', sink)
