@@ -1,8 +1,8 @@
 import { exportJWK, exportSPKI, generateKeyPair, SignJWT } from 'jose'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { sha256Hex } from '../../src/auth/bearer-tokens.ts'
-import { demoStdio, startGateway, type RunningGateway } from '../helpers/gateway.ts'
-import { initialize, JwksServer, RESOURCE, signingKey, type SigningKey } from '../helpers/jwks-server.ts'
+import type { RunningGateway } from '../helpers/gateway.ts'
+import { initialize, JwksServer, signingKey, startOAuthGateway, type SigningKey } from '../helpers/jwks-server.ts'
 import { RawSession } from '../helpers/raw-session.ts'
 
 type Json = Record<string, unknown>
@@ -25,16 +25,7 @@ describe('auth.oauth: principals and token checks', () => {
   let gw: RunningGateway
 
   beforeAll(async () => {
-    await jwks.listen()
-    key = await signingKey('key-1')
-    jwks.keys = [key]
-    gw = await startGateway({
-      auth: {
-        tokens: [{ principal: 'alice', sha256: sha256Hex(STATIC_ALICE) }],
-        oauth: { issuer: jwks.issuer, jwksUri: jwks.jwksUri, resource: RESOURCE, requiredScopes: ['mcp'] },
-      },
-      upstreams: [demoStdio()],
-    })
+    ({ gw, key } = await startOAuthGateway(jwks, { requiredScopes: ['mcp'] }, { tokens: [{ principal: 'alice', sha256: sha256Hex(STATIC_ALICE) }] }))
   })
 
   afterAll(async () => {
@@ -126,10 +117,7 @@ describe('auth.oauth.requireTyp', () => {
   let gw: RunningGateway
 
   beforeAll(async () => {
-    await jwks.listen()
-    key = await signingKey('key-1')
-    jwks.keys = [key]
-    gw = await startGateway({ auth: { oauth: { issuer: jwks.issuer, jwksUri: jwks.jwksUri, resource: RESOURCE, requireTyp: true } }, upstreams: [demoStdio()] })
+    ({ gw, key } = await startOAuthGateway(jwks, { requireTyp: true }))
   })
 
   afterAll(async () => {
@@ -152,11 +140,8 @@ describe('auth.oauth: a failing issuer', () => {
   let gw: RunningGateway
 
   beforeAll(async () => {
-    await jwks.listen()
-    key = await signingKey('key-1')
-    jwks.keys = [key]
     jwks.failing = true
-    gw = await startGateway({ auth: { oauth: { issuer: jwks.issuer, jwksUri: jwks.jwksUri, resource: RESOURCE, jwksCooldown: '1h' } }, upstreams: [demoStdio()] })
+    ;({ gw, key } = await startOAuthGateway(jwks, { jwksCooldown: '1h' }))
   })
 
   afterAll(async () => {

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { sha256Hex } from '../../src/auth/bearer-tokens.ts'
-import { demoStdio, startGateway, type RunningGateway } from '../helpers/gateway.ts'
-import { initialize, JwksServer, RESOURCE, signingKey, type SigningKey } from '../helpers/jwks-server.ts'
+import type { RunningGateway } from '../helpers/gateway.ts'
+import { initialize, JwksServer, RESOURCE, signingKey, startOAuthGateway, type SigningKey } from '../helpers/jwks-server.ts'
 import { RawSession } from '../helpers/raw-session.ts'
 
 type Json = Record<string, unknown>
@@ -15,17 +15,10 @@ describe('auth.oauth: JWT access tokens', () => {
   let gw: RunningGateway
 
   beforeAll(async () => {
-    await jwks.listen()
-    first = await signingKey('key-1')
-    jwks.keys = [first]
-    gw = await startGateway({
-      auth: {
-        tokens: [{ principal: 'ops', sha256: sha256Hex(STATIC_TOKEN), scopes: ['tasks'] }],
-        oauth: { issuer: jwks.issuer, jwksUri: jwks.jwksUri, resource: RESOURCE, scopesSupported: ['mcp', 'tasks'], requiredScopes: ['mcp'], jwksCooldown: '0s' },
-        permissions: [{ scope: 'tasks', upstreams: ['demo'] }, { scope: 'echo', tools: ['demo__echo'] }],
-      },
-      upstreams: [demoStdio()],
-    })
+    ({ gw, key: first } = await startOAuthGateway(jwks, { scopesSupported: ['mcp', 'tasks'], requiredScopes: ['mcp'], jwksCooldown: '0s' }, {
+      tokens: [{ principal: 'ops', sha256: sha256Hex(STATIC_TOKEN), scopes: ['tasks'] }],
+      permissions: [{ scope: 'tasks', upstreams: ['demo'] }, { scope: 'echo', tools: ['demo__echo'] }],
+    }))
   })
 
   afterAll(async () => {

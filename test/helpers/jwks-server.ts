@@ -2,6 +2,7 @@ import { once } from 'node:events'
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'jose'
+import { demoStdio, startGateway, type RunningGateway } from './gateway.ts'
 
 type Json = Record<string, unknown>
 
@@ -85,4 +86,20 @@ export async function initialize (url: string, token: string | undefined): Promi
     headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...(token !== undefined && { authorization: `Bearer ${token}` }) },
     body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 't', version: '1' } } }),
   })
+}
+
+/**
+ * Serves `jwks` with one signing key (`key-1`) and starts a gateway in front of the demo upstream whose
+ * `auth.oauth` trusts it (`oauth` adds to or overrides the issuer, JWKS and resource; `auth` adds static
+ * tokens or permissions). Close both after the tests: `gw.close()`, `jwks.close()`.
+ */
+export async function startOAuthGateway (jwks: JwksServer, oauth: Json = {}, auth: Json = {}): Promise<{ gw: RunningGateway, key: SigningKey }> {
+  await jwks.listen()
+  const key = await signingKey('key-1')
+  jwks.keys = [key]
+  const gw = await startGateway({
+    auth: { ...auth, oauth: { issuer: jwks.issuer, jwksUri: jwks.jwksUri, resource: RESOURCE, ...oauth } },
+    upstreams: [demoStdio()],
+  })
+  return { gw, key }
 }
