@@ -10,6 +10,7 @@ import type { Config, ServerConfig } from './config/schema.ts'
 import { buildMethodTable } from './dispatch/method-table.ts'
 import type { MethodTable } from './dispatch/context.ts'
 import { GatewayError } from './errors.ts'
+import { registerCors } from './http/cors.ts'
 import { registerHealthRoutes } from './http/health-routes.ts'
 import { registerHostOriginGuard } from './http/host-origin-guard.ts'
 import { registerMcpRoute } from './http/mcp-route.ts'
@@ -260,6 +261,7 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
   server.headersTimeout = config.limits.headersTimeout
   server.maxConnections = config.limits.maxConnections
   registerHostOriginGuard(app, config.server)
+  await registerCors(app, config.server)
   registerHealthRoutes(app, store, upstreams, () => closing)
   const forwardsAuthorization = config.upstreams.some((u) => u.transport === 'streamable-http' && u.forwardAuthorization)
   const oauth = config.auth.oauth === undefined ? undefined : new OAuthResource(config.auth.oauth, log)

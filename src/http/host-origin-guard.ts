@@ -14,10 +14,15 @@ export function hostnameOf (host: string): string {
   return (colon > 0 ? host.slice(0, colon) : host).toLowerCase()
 }
 
+/** An Origin value as `server.allowedOrigins` entries are compared: lower case, no trailing slash. */
+export function normalizeOrigin (origin: string): string {
+  return origin.toLowerCase().replace(/\/$/, '')
+}
+
 /** Decides whether a Host and an Origin header may reach the gateway (DNS-rebinding protection). */
 export function createHostOriginCheck (config: Pick<ServerConfig, 'allowedHosts' | 'allowedOrigins'>) {
   const hosts = new Set(config.allowedHosts.map((h) => h.toLowerCase()))
-  const origins = new Set(config.allowedOrigins.map((o) => o.toLowerCase().replace(/\/$/, '')))
+  const origins = new Set(config.allowedOrigins.map(normalizeOrigin))
   return (host: string | undefined, origin: string | undefined): GatewayError | undefined => {
     if (host === undefined || host === '') return new GatewayError('GW_ERR_HTTP_HOST_FORBIDDEN', ['(missing)'])
     const hostname = hostnameOf(host)
@@ -25,7 +30,7 @@ export function createHostOriginCheck (config: Pick<ServerConfig, 'allowedHosts'
       return new GatewayError('GW_ERR_HTTP_HOST_FORBIDDEN', [host])
     }
     if (origin === undefined) return undefined
-    const normalized = origin.toLowerCase().replace(/\/$/, '')
+    const normalized = normalizeOrigin(origin)
     if (origins.has(normalized)) return undefined
     let originHost: string
     try {

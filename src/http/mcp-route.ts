@@ -8,6 +8,7 @@ import { isModernMessage, MODERN_PROTOCOL_VERSIONS } from '../protocol/modern/en
 import type { RequestId } from '../protocol/jsonrpc.ts'
 import type { ModernEndpoint } from '../protocol/modern/modern-endpoint.ts'
 import { RateLimitError, type RateLimiter } from '../limits/rate-limiter.ts'
+import { answerOptions, ENDPOINT_METHODS } from './cors.ts'
 
 export interface McpRouteOptions {
   config: ServerConfig
@@ -84,6 +85,10 @@ export async function registerMcpRoute (app: FastifyInstance, options: McpRouteO
 
   const run = async (request: FastifyRequest, reply: FastifyReply, work: (caller: Caller) => Promise<void>): Promise<void> => {
     reply.hijack()
+    // What the hooks set (CORS, Vary) would be lost with the reply: the raw response writes its own head.
+    for (const [name, value] of Object.entries(reply.getHeaders())) {
+      if (value !== undefined) reply.raw.setHeader(name, value)
+    }
     try {
       if (options.isClosing()) throw new GatewayError('GW_ERR_SHUTTING_DOWN')
       // Per address before authentication (it guards the authenticator too), per principal after it.
@@ -137,13 +142,16 @@ export async function registerMcpRoute (app: FastifyInstance, options: McpRouteO
     await run(request, reply, (caller) => legacy.delete(request.headers, reply.raw, caller.principal))
   })
 
-  for (const method of ['PUT', 'PATCH', 'OPTIONS', 'HEAD'] as const) {
+  // A CORS preflight of an allowed origin is answered by the CORS hook before this (see cors.ts).
+  app.options(config.path, answerOptions)
+
+  for (const method of ['PUT', 'PATCH', 'HEAD'] as const) {
     app.route({
       method,
       url: config.path,
       handler: async (_request, reply) => {
         const err = new GatewayError('GW_ERR_HTTP_METHOD_NOT_ALLOWED', [`use POST, GET or DELETE on ${config.path}`])
-        return reply.code(err.statusCode).header('allow', 'GET, POST, DELETE').type('application/json').send({ jsonrpc: '2.0', id: null, error: { code: err.rpcCode, message: err.message } })
+        return reply.code(err.statusCode).header('allow', ENDPOINT_METHODS.join(', ')).type('application/json').send({ jsonrpc: '2.0', id: null, error: { code: err.rpcCode, message: err.message } })
       },
     })
   }

@@ -19,7 +19,7 @@ const IN_FLIGHT = 16
 const MAX_BODY_BYTES = 128 * 1024
 /** Generous for allocator and JIT noise, far below what keeping the run's payloads (over 200 MiB of bodies) would cost. */
 const RSS_SLACK_MIB = 64
-const KNOWN_STATUSES = new Set([200, 202, 400, 401, 403, 404, 405, 406, 413, 415, 429])
+const KNOWN_STATUSES = new Set([200, 202, 204, 400, 401, 403, 404, 405, 406, 413, 415, 429])
 const TOKENS = { alice: 'alice-fuzz-token-0123456789', bob: 'bob-fuzz-token-9876543210' }
 const AUTH = { alice: { authorization: `Bearer ${TOKENS.alice}` }, bob: { authorization: `Bearer ${TOKENS.bob}` } }
 const FORM = { elicitation: { form: {} } }
