@@ -14,6 +14,7 @@ import { registerCors } from './http/cors.ts'
 import { registerHealthRoutes } from './http/health-routes.ts'
 import { registerHostOriginGuard } from './http/host-origin-guard.ts'
 import { registerMcpRoute } from './http/mcp-route.ts'
+import { loadTlsOptions } from './http/tls-options.ts'
 import { createRateLimiter } from './limits/rate-limiter.ts'
 import { createLogger, type Logger } from './observability/logger.ts'
 import { ClientRequestBroker } from './protocol/legacy/client-requests.ts'
@@ -82,6 +83,8 @@ function trustedProxies (trust: ServerConfig['trustProxy']): boolean | string[] 
 
 /** Wires the whole gateway for a configuration. It never listens: the caller decides (main.ts, tests). */
 export async function buildGateway (config: Config, options: GatewayOptions = {}): Promise<Gateway> {
+  // First: a certificate that cannot be used stops the start before anything is opened.
+  const tls = await loadTlsOptions(config.server.tls)
   const log = options.logger ?? createLogger(config.logging)
   const store = options.store ?? await createStore(config.store, log)
   const hub = new StreamHub(store.bus, {
@@ -246,7 +249,9 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
     },
   })
 
-  const app: FastifyInstance = Fastify({
+  // How often the two timeouts below are checked (Node's default, 30 s, would let a slow client hold on far longer).
+  const connectionsCheckingInterval = Math.min(1000, config.limits.headersTimeout)
+  const fastifyOptions = {
     loggerInstance: log as FastifyBaseLogger,
     bodyLimit: config.server.maxBodyBytes,
     requestIdHeader: 'x-request-id',
@@ -254,9 +259,12 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
     trustProxy: trustedProxies(config.server.trustProxy),
     // Slow clients: the whole request (headers and body) must arrive in time; responses are not bounded by it.
     requestTimeout: Math.max(config.limits.requestTimeout, config.limits.headersTimeout),
-    // How often those two are checked (Node's default, 30 s, would let a slow client hold on far longer).
-    http: { connectionsCheckingInterval: Math.min(1000, config.limits.headersTimeout) },
-  })
+  }
+  // With server.tls the listener is HTTPS. An HTTPS server hands out the same request and response objects as
+  // an HTTP one (and has the same timeouts), so the app is typed as the HTTP one everything else expects.
+  const app: FastifyInstance = tls === undefined
+    ? Fastify({ ...fastifyOptions, http: { connectionsCheckingInterval } })
+    : Fastify({ ...fastifyOptions, https: { ...tls, connectionsCheckingInterval } }) as unknown as FastifyInstance
   const server = app.server as HttpServer
   server.headersTimeout = config.limits.headersTimeout
   server.maxConnections = config.limits.maxConnections

@@ -7,7 +7,8 @@ import { upstreamPrefix, type Config, type StdioUpstreamConfig, type UpstreamCon
  * What can be checked of a valid configuration without starting an upstream (`--check`): that each stdio
  * upstream's `cwd` is a directory and its `command` an executable file (a name is looked up on the PATH the
  * child gets, a path with a slash from its `cwd`), and that no two upstreams are certain to collide: the
- * same server under the same prefix with the same filters offers every name twice.
+ * same server under the same prefix with the same filters offers every name twice; and that the `server.tls`
+ * files can be read.
  */
 export function preflight (config: Config, env: Env = process.env, cwd = process.cwd()): ConfigProblem[] {
   const problems: ConfigProblem[] = []
@@ -15,7 +16,21 @@ export function preflight (config: Config, env: Env = process.env, cwd = process
     if (upstream.transport === 'stdio') problems.push(...stdioProblems(upstream, index, env, cwd))
   })
   problems.push(...certainCollisions(config.upstreams))
+  problems.push(...unreadableFiles(config.server.tls, 'server.tls', cwd))
   return problems
+}
+
+/** The files of a `tls` section that cannot be read (the listener reads them at start). */
+function unreadableFiles (files: Readonly<Record<string, string | undefined>> | undefined, at: string, cwd: string): ConfigProblem[] {
+  return Object.entries(files ?? {}).flatMap(([field, path]) => {
+    if (path === undefined) return []
+    try {
+      accessSync(resolve(cwd, path), constants.R_OK)
+      return []
+    } catch (err) {
+      return [{ path: `${at}.${field}`, message: `cannot read '${path}': ${(err as NodeJS.ErrnoException).code ?? String(err)}` }]
+    }
+  })
 }
 
 function isDirectory (path: string): boolean {

@@ -107,6 +107,14 @@ export const upstreamSchema = z.discriminatedUnion('transport', [stdioUpstream, 
 export const upstreamVariants = { stdio: stdioUpstream, 'streamable-http': streamableHttpUpstream, sse: sseUpstream } as const
 export const upstreamCommonSchema = z.looseObject(upstreamCommon)
 
+/** Certificate files of an HTTPS listener, paths relative to the gateway's working directory. */
+export const tlsSchema = z.strictObject({
+  cert: z.string().min(1).describe('PEM file of the server certificate, followed by its intermediate CA certificates'),
+  key: z.string().min(1).describe('PEM file of the certificate\'s private key (not encrypted)'),
+  ca: z.string().min(1).optional()
+    .describe('PEM file of intermediate CA certificates sent with the certificate, when cert holds only the server\'s own'),
+})
+
 const serverSchema = z.strictObject({
   host: z.string().min(1).prefault('127.0.0.1').describe('address to listen on'),
   port: z.number().int().min(0).max(65_535).prefault(8080),
@@ -117,7 +125,7 @@ const serverSchema = z.strictObject({
   allowedHosts: z.array(z.string().min(1)).prefault([])
     .describe('Host header values (hostname, or hostname:port) accepted; localhost names are always accepted'),
   allowedOrigins: z.array(z.string().min(1)).prefault([])
-    .describe('Origin values accepted (scheme://host[:port]); origins on localhost names are always accepted'),
+    .describe('Origin values accepted (scheme://host[:port]); origins on localhost names are always accepted; listed origins, and only these, also get CORS (browser clients)'),
   maxBodyBytes: size('largest accepted request body').prefault('4mb'),
   pageSize: z.number().int().min(1).max(10_000).prefault(100)
     .describe('entries per page of tools/list, prompts/list, resources/list, resources/templates/list and tasks/list'),
@@ -130,6 +138,8 @@ const serverSchema = z.strictObject({
   listCacheTtl: duration('how long 2026-07-28 clients may cache discover and list results').prefault('60s'),
   trustProxy: z.union([z.boolean(), z.number().int().min(1), z.array(z.string().min(1))]).prefault(false)
     .describe('take the client address from X-Forwarded-For: true trusts every proxy, a number that many hops, a list those addresses or CIDR ranges; default false (the socket address)'),
+  tls: tlsSchema.optional()
+    .describe('serve HTTPS instead of HTTP with this certificate; the files are read at start; default: plain HTTP'),
 })
 
 const loggingSchema = z.strictObject({
@@ -264,6 +274,7 @@ export type UpstreamConfig = Config['upstreams'][number]
 export type StdioUpstreamConfig = Extract<UpstreamConfig, { transport: 'stdio' }>
 export type HttpUpstreamConfig = Exclude<UpstreamConfig, StdioUpstreamConfig>
 export type ServerConfig = Config['server']
+export type TlsConfig = z.output<typeof tlsSchema>
 export type StoreConfig = Config['store']
 export type TasksConfig = Config['tasks']
 export type LimitsConfig = Config['limits']

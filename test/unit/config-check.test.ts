@@ -50,6 +50,15 @@ describe('--check', () => {
     expect(result.stderr).toMatch(/upstreams\[2\]\.cwd: '.*no-such-dir' is not a directory/)
   })
 
+  it('fails on server.tls files that cannot be read, naming each path', async () => {
+    const cert = join(dir, 'missing.crt')
+    const key = join(dir, 'missing.key')
+    const result = await check(`server:\n  tls: { cert: ${JSON.stringify(cert)}, key: ${JSON.stringify(key)} }\nupstreams:\n  - { name: a, transport: stdio, command: node }\n`)
+    expect(result.code).toBe(2)
+    expect(result.stderr).toContain(`server.tls.cert: cannot read '${cert}'`)
+    expect(result.stderr).toContain(`server.tls.key: cannot read '${key}'`)
+  })
+
   it('fails on a command that is not executable', async () => {
     const script = join(dir, 'server.sh')
     await writeFile(script, '#!/bin/sh\n')

@@ -1,0 +1,93 @@
+import { execFileSync } from 'node:child_process'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { Agent, fetch as undiciFetch } from 'undici'
+import { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
+import { parseConfig } from '../../src/config/load.ts'
+import { buildGateway } from '../../src/gateway.ts'
+import { textOf } from '../helpers/clients.ts'
+import { demoStdio, startGateway, type RunningGateway } from '../helpers/gateway.ts'
+
+/** A self-signed certificate for localhost and 127.0.0.1, made with the openssl CLI into `dir`. */
+function makeCertificate (dir: string, name: string): { cert: string, key: string } {
+  const cert = join(dir, `${name}.crt`)
+  const key = join(dir, `${name}.key`)
+  execFileSync('openssl', [
+    'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1',
+    '-keyout', key, '-out', cert, '-subj', '/CN=localhost', '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1',
+  ], { stdio: 'ignore' })
+  return { cert, key }
+}
+
+const dir = mkdtempSync(join(tmpdir(), 'gateway-tls-'))
+const server = makeCertificate(dir, 'server')
+const other = makeCertificate(dir, 'other')
+
+afterAll(() => {
+  rmSync(dir, { recursive: true, force: true })
+})
+
+/** The gateway serves HTTPS from `server.tls`; a real SDK client trusting the certificate works through it. */
+describe('TLS on the listener (server.tls)', () => {
+  let gw: RunningGateway
+  let agent: Agent
+
+  beforeAll(async () => {
+    gw = await startGateway({ upstreams: [demoStdio()], server: { tls: server } })
+    agent = new Agent({ connect: { ca: readFileSync(server.cert) } })
+  })
+
+  afterAll(async () => {
+    await agent?.close()
+    await gw?.close()
+  })
+
+  it('serves the MCP endpoint over HTTPS to an SDK client that trusts the certificate', async () => {
+    expect(gw.url).toMatch(/^https:\/\/127\.0\.0\.1:\d+\/mcp$/)
+    const client = new Client({ name: 'tls', version: '1.0.0' })
+    const fetchWithCa = async (url: string | URL, init?: RequestInit): Promise<Response> => await undiciFetch(url, { ...init, dispatcher: agent } as Parameters<typeof undiciFetch>[1]) as unknown as Response
+    await client.connect(new StreamableHTTPClientTransport(new URL(gw.url), { fetch: fetchWithCa }))
+    try {
+      const tools = await client.listTools()
+      expect(tools.tools.map((tool) => tool.name)).toContain('demo__echo')
+      const result = await client.callTool({ name: 'demo__echo', arguments: { text: 'over tls' } })
+      expect(textOf(result)).toContain('over tls')
+    } finally {
+      await client.close()
+    }
+  })
+
+  it('refuses a client that does not trust the certificate, and plain HTTP', async () => {
+    await expect(undiciFetch(`${gw.base}/healthz`)).rejects.toThrow()
+    const plain = gw.base.replace('https://', 'http://')
+    await expect(undiciFetch(`${plain}/healthz`)).rejects.toThrow()
+    const trusted = await undiciFetch(`${gw.base}/healthz`, { dispatcher: agent })
+    expect(trusted.status).toBe(200)
+  })
+})
+
+describe('server.tls files that cannot be used', () => {
+  const start = async (tls: Record<string, string>): Promise<unknown> => {
+    const config = parseConfig({ store: { kind: 'memory' }, upstreams: [demoStdio()], server: { port: 0, tls } })
+    const gateway = await buildGateway(config)
+    await gateway.close()
+    return gateway
+  }
+
+  it('stops the start with GW_ERR_CONFIG_INVALID naming each file that cannot be read', async () => {
+    const missingCert = join(dir, 'missing.crt')
+    const missingKey = join(dir, 'missing.key')
+    const failure = start({ cert: missingCert, key: missingKey })
+    await expect(failure).rejects.toMatchObject({ code: 'GW_ERR_CONFIG_INVALID' })
+    await expect(failure).rejects.toThrow(`server.tls.cert: cannot read '${missingCert}'`)
+    await expect(failure).rejects.toThrow(`server.tls.key: cannot read '${missingKey}'`)
+  })
+
+  it('stops the start with GW_ERR_CONFIG_INVALID when the key does not belong to the certificate', async () => {
+    const failure = start({ cert: server.cert, key: other.key })
+    await expect(failure).rejects.toMatchObject({ code: 'GW_ERR_CONFIG_INVALID', message: expect.stringContaining('server.tls: ') })
+  })
+})
