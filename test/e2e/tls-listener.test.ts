@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -22,9 +22,26 @@ function makeCertificate (dir: string, name: string): { cert: string, key: strin
   return { cert, key }
 }
 
+/** A root CA, an intermediate CA it signs, and a localhost certificate the intermediate signs, in `dir`. */
+function makeChain (dir: string): { root: string, intermediate: string, cert: string, key: string } {
+  const file = (name: string): string => join(dir, `chain-${name}`)
+  const openssl = (...args: string[]): void => { execFileSync('openssl', args, { stdio: 'ignore' }) }
+  const newKey = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes']
+  writeFileSync(file('ca.ext'), 'basicConstraints=critical,CA:TRUE\nkeyUsage=critical,keyCertSign,cRLSign\n')
+  writeFileSync(file('leaf.ext'), 'subjectAltName=DNS:localhost,IP:127.0.0.1\n')
+  openssl('req', '-x509', ...newKey, '-days', '1', '-keyout', file('root.key'), '-out', file('root.crt'), '-subj', '/CN=test root',
+    '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign')
+  openssl('req', '-new', ...newKey, '-keyout', file('int.key'), '-out', file('int.csr'), '-subj', '/CN=test intermediate')
+  openssl('x509', '-req', '-in', file('int.csr'), '-CA', file('root.crt'), '-CAkey', file('root.key'), '-CAcreateserial', '-days', '1', '-out', file('int.crt'), '-extfile', file('ca.ext'))
+  openssl('req', '-new', ...newKey, '-keyout', file('leaf.key'), '-out', file('leaf.csr'), '-subj', '/CN=localhost')
+  openssl('x509', '-req', '-in', file('leaf.csr'), '-CA', file('int.crt'), '-CAkey', file('int.key'), '-CAcreateserial', '-days', '1', '-out', file('leaf.crt'), '-extfile', file('leaf.ext'))
+  return { root: file('root.crt'), intermediate: file('int.crt'), cert: file('leaf.crt'), key: file('leaf.key') }
+}
+
 const dir = mkdtempSync(join(tmpdir(), 'gateway-tls-'))
 const server = makeCertificate(dir, 'server')
 const other = makeCertificate(dir, 'other')
+const chain = makeChain(dir)
 
 afterAll(() => {
   rmSync(dir, { recursive: true, force: true })
@@ -66,6 +83,22 @@ describe('TLS on the listener (server.tls)', () => {
     await expect(undiciFetch(`${plain}/healthz`)).rejects.toThrow()
     const trusted = await undiciFetch(`${gw.base}/healthz`, { dispatcher: agent })
     expect(trusted.status).toBe(200)
+  })
+})
+
+describe('server.tls.ca', () => {
+  it('sends the intermediates it names, so that a client trusting only the root accepts a certificate without them', async () => {
+    const agent = new Agent({ connect: { ca: readFileSync(chain.root) } })
+    const withoutCa = await startGateway({ upstreams: [demoStdio()], server: { tls: { cert: chain.cert, key: chain.key } } })
+    const withCa = await startGateway({ upstreams: [demoStdio()], server: { tls: { cert: chain.cert, key: chain.key, ca: chain.intermediate } } })
+    try {
+      await expect(undiciFetch(`${withoutCa.base}/healthz`, { dispatcher: agent })).rejects.toMatchObject({ cause: { code: 'UNABLE_TO_VERIFY_LEAF_SIGNATURE' } })
+      expect((await undiciFetch(`${withCa.base}/healthz`, { dispatcher: agent })).status).toBe(200)
+    } finally {
+      await agent.close()
+      await withoutCa.close()
+      await withCa.close()
+    }
   })
 })
 
