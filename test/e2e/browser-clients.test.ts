@@ -96,6 +96,12 @@ describe('browser clients (CORS)', () => {
     expect(ended.headers['access-control-allow-origin']).toBe(APP)
   })
 
+  it('covers the gateway\'s other routes too', async () => {
+    const health = await send(`${gw.base}/healthz`, 'GET', { origin: APP })
+    expect(health.status).toBe(200)
+    expect(health.headers['access-control-allow-origin']).toBe(APP)
+  })
+
   it('gives a request from another origin no CORS headers', async () => {
     const res = await send(gw.url, 'POST', { origin: 'http://localhost:5173', 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${TOKEN}` }, JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: INIT }))
     expect(res.status).toBe(200)
