@@ -65,7 +65,8 @@ async function listening (config: Config, log: Logger): Promise<Gateway> {
 async function startFailed (log: Logger, gateway: Gateway | undefined, err: unknown): Promise<never> {
   log.fatal({ err }, 'gateway failed to start')
   await gateway?.close().catch(() => {})
-  fail(errorMessage(err), 1)
+  // A configuration problem found only at start (an unreadable TLS file) exits as --check would.
+  fail(errorMessage(err), err instanceof GatewayError && err.code === 'GW_ERR_CONFIG_INVALID' ? 2 : 1)
 }
 
 async function main (): Promise<void> {

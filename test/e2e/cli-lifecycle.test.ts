@@ -77,6 +77,16 @@ describe('the gateway process at start', () => {
     expect(stdout).toContain('"gateway listening"')
     expect(stderr).toMatch(/tools 'echo' is offered by upstream 'one' and by upstream 'two'/)
   })
+
+  it('exits 2, as for any configuration problem, when a server.tls file cannot be read', async () => {
+    const file = writeConfig(`server: { tls: { cert: ./missing.crt, key: ./missing.key } }\nstore: { kind: memory }\nupstreams:\n${demoStdioYaml('one')}\n`)
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts', '--config', file, '--port', '0'], { cwd: REPO_ROOT, stdio: ['ignore', 'ignore', 'pipe'] })
+    let stderr = ''
+    child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString('utf8') })
+    const [code] = await once(child, 'exit')
+    expect(code).toBe(2)
+    expect(stderr).toContain('server.tls.cert')
+  })
 })
 
 /** The built package exactly as `npm start` and the Docker image run it: dist/main.js on config/gateway.yaml. */
