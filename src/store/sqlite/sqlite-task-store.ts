@@ -2,7 +2,8 @@ import Database from 'better-sqlite3'
 import { GatewayError } from '../../errors.ts'
 import type { JsonObject } from '../../protocol/jsonrpc.ts'
 import { isTerminal } from '../../tasks/task-state.ts'
-import type { InputRecord, InputState, TaskCreateOptions, TaskCursor, TaskOutcome, TaskPatch, TaskRecord, TaskStatus, TaskStore } from '../types.ts'
+import type { InputRecord, InputState, TaskCreateOptions, TaskCursor, TaskOutcome, TaskPatch, TaskQuery, TaskRecord, TaskStatus, TaskStore } from '../types.ts'
+import { SqliteTaskQuery } from './sqlite-task-query.ts'
 
 interface TaskRow {
   id: string
@@ -121,6 +122,7 @@ export class SqliteTaskStore implements TaskStore {
   readonly #addInput: Database.Transaction<(input: InputRecord, maxPending: number) => void>
   readonly #sweep: (now: number) => number
   readonly #create: Database.Transaction<(row: TaskRow, maxActive: number | undefined) => void>
+  readonly #query: SqliteTaskQuery<TaskRow>
 
   constructor (db: Database.Database) {
     this.#insert = db.prepare(`INSERT INTO tasks (id, principal, session_id, era, status, status_message, created_at, last_updated_at,
@@ -134,6 +136,7 @@ export class SqliteTaskStore implements TaskStore {
     this.#listAfter = db.prepare(`SELECT * FROM tasks WHERE principal = @principal AND ${LIVE}
         AND (created_at > @createdAt OR (created_at = @createdAt AND id > @id))
       ORDER BY created_at, id LIMIT @limit`)
+    this.#query = new SqliteTaskQuery<TaskRow>(db, LIVE)
     this.#update = db.prepare(`UPDATE tasks SET status = @to,
         status_message = CASE WHEN @keepMessage THEN status_message ELSE @statusMessage END,
         outcome = COALESCE(@outcome, outcome),
@@ -227,6 +230,10 @@ export class SqliteTaskStore implements TaskStore {
         : this.#listFirst.all({ principal, limit: bounded, now })
       return rows.map(toTask)
     })
+  }
+
+  async query (query: TaskQuery, before: TaskCursor | undefined, limit: number, now: number): Promise<TaskRecord[]> {
+    return backend(() => this.#query.rows(query, before, limit, now).map(toTask))
   }
 
   async transition (id: string, from: readonly TaskStatus[], to: TaskStatus, patch: TaskPatch, now: number): Promise<TaskRecord | null> {
