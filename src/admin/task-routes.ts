@@ -30,7 +30,7 @@ export function registerTaskRoutes (app: FastifyInstance, { store, tasks }: Task
   app.get<{ Params: TaskParams }>('/admin/tasks/:id', async (request) => {
     const task = await store.get(request.params.id, Date.now())
     if (!task) throw new GatewayError('GW_ERR_ADMIN_TASK_NOT_FOUND', [request.params.id])
-    return detail(task, isTerminal(task.status) ? [] : await store.pendingInputs(task.id))
+    return detail(task, await store.inputsOf(task.id))
   })
 
   // As the principal's own tasks/cancel: the same compare-and-set to cancelled, then the upstream call is

@@ -1,6 +1,6 @@
 import { GatewayError } from '../errors.ts'
 import type { JsonObject } from '../protocol/jsonrpc.ts'
-import type { InputRecord, TaskCursor, TaskQuery, TaskRecord, TaskStatus } from '../store/types.ts'
+import type { InputRecord, TaskCursor, TaskOutcome, TaskQuery, TaskRecord, TaskStatus } from '../store/types.ts'
 import { TASK_STATUSES } from '../tasks/task-state.ts'
 
 /** Tasks per page of `GET /admin/tasks` unless `limit` says otherwise, and the most one page may hold. */
@@ -32,6 +32,8 @@ export interface AdminInput {
   params: JsonObject
   state: InputRecord['state']
   createdAt: string
+  /** The client's answer as the upstream got it (`{ result }` or `{ error }`); null while pending or expired. */
+  answer: TaskOutcome | null
 }
 
 export interface AdminTaskDetail extends AdminTaskSummary {
@@ -39,7 +41,7 @@ export interface AdminTaskDetail extends AdminTaskSummary {
   sessionId: string | null
   /** How the task ended: the upstream's result (with its isError) or a JSON-RPC error's code and message. */
   outcome: { kind: 'result', isError: boolean } | { kind: 'error', code: number, message: string } | null
-  /** The input requests that wait for the client's answer, oldest first. */
+  /** The input requests the upstream sent during the task, oldest first: pending, answered (with the answer) or expired. */
   inputs: AdminInput[]
 }
 
@@ -66,7 +68,7 @@ export function summarize (task: TaskRecord): AdminTaskSummary {
   }
 }
 
-export function detail (task: TaskRecord, pending: readonly InputRecord[]): AdminTaskDetail {
+export function detail (task: TaskRecord, inputs: readonly InputRecord[]): AdminTaskDetail {
   const outcome = task.outcome
   return {
     ...summarize(task),
@@ -76,7 +78,7 @@ export function detail (task: TaskRecord, pending: readonly InputRecord[]): Admi
       : 'result' in outcome
         ? { kind: 'result', isError: outcome.result['isError'] === true }
         : { kind: 'error', code: outcome.error.code, message: outcome.error.message },
-    inputs: pending.map((input) => ({ key: input.key, method: input.method, params: input.params, state: input.state, createdAt: new Date(input.createdAt).toISOString() })),
+    inputs: inputs.map((input) => ({ key: input.key, method: input.method, params: input.params, state: input.state, createdAt: new Date(input.createdAt).toISOString(), answer: input.answer })),
   }
 }
 

@@ -156,6 +156,8 @@ export interface TaskStore {
   getInput (key: string): Promise<InputRecord | null>
   /** Pending inputs of a task, oldest first. */
   pendingInputs (taskId: string): Promise<InputRecord[]>
+  /** Every input of a task whatever its state (pending, answered, expired), with answers, oldest first. */
+  inputsOf (taskId: string): Promise<InputRecord[]>
   /** Compare-and-set from pending to answered or expired; false when it was not pending. */
   settleInput (key: string, state: 'answered' | 'expired', answer: TaskOutcome | null): Promise<boolean>
 }

@@ -132,11 +132,17 @@ describe('the admin API', () => {
     expect((await adminGet(gw, '/admin/tasks?cursor=not-a-cursor')).statusCode).toBe(400)
   })
 
-  it('shows a task with its input request, and cancels a running task as its principal sees it', async () => {
+  it('shows a task with its input requests, before and after it ends, and cancels a running task as its principal sees it', async () => {
     const ask = await startTask(alice, 'demo__ask_user', { message: 'Favourite colour?' })
     const detail = await adminWaitFor(gw, ask, ['input_required'])
     expect(detail).toMatchObject({ id: ask, principal: 'alice', status: 'input_required', tool: 'ask_user', owner: gw.gateway.processId })
     expect(detail.inputs).toEqual([expect.objectContaining({ method: 'elicitation/create', state: 'pending', params: expect.objectContaining({ message: 'Favourite colour?' }) })])
+
+    // Cancelled, the task keeps its input request in its detail, no longer pending.
+    expect((await adminPost(gw, `/admin/tasks/${ask}/cancel`)).statusCode).toBe(200)
+    const ended = (await adminGet(gw, `/admin/tasks/${ask}`)).json<Json>()
+    expect(ended).toMatchObject({ status: 'cancelled', statusMessage: 'cancelled by the operator' })
+    expect(ended.inputs).toEqual([expect.objectContaining({ method: 'elicitation/create', state: 'expired', answer: null })])
 
     const unknown = await adminGet(gw, '/admin/tasks/no-such-task')
     expect(unknown.statusCode).toBe(404)

@@ -148,13 +148,17 @@ export class MemoryTaskStore implements TaskStore {
   }
 
   async pendingInputs (taskId: string): Promise<InputRecord[]> {
-    const pending: InputRecord[] = []
+    return (await this.inputsOf(taskId)).filter((input) => input.state === 'pending')
+  }
+
+  async inputsOf (taskId: string): Promise<InputRecord[]> {
+    const inputs: InputRecord[] = []
     for (const key of this.#inputsByTask.get(taskId) ?? []) {
       const input = this.#inputs.get(key)
-      if (input?.state === 'pending') pending.push(structuredClone(input))
+      if (input) inputs.push(structuredClone(input))
     }
     // Stable: inputs created in the same millisecond stay in insertion order.
-    return pending.sort((a, b) => a.createdAt - b.createdAt)
+    return inputs.sort((a, b) => a.createdAt - b.createdAt)
   }
 
   async settleInput (key: string, state: 'answered' | 'expired', answer: TaskOutcome | null): Promise<boolean> {

@@ -206,10 +206,14 @@ export class RedisTaskStore implements TaskStore {
   }
 
   async pendingInputs (taskId: string): Promise<InputRecord[]> {
+    return (await this.inputsOf(taskId)).filter((input) => input.state === 'pending')
+  }
+
+  async inputsOf (taskId: string): Promise<InputRecord[]> {
     const keys = await this.#redis.lrange(`${this.#p}inputs:${taskId}`, 0, -1)
     const inputs = await Promise.all(keys.map((key) => this.getInput(key)))
     // Oldest first; inputs created in the same millisecond keep their arrival order (sort is stable).
-    return inputs.filter((input): input is InputRecord => input !== null && input.state === 'pending').sort((a, b) => a.createdAt - b.createdAt)
+    return inputs.filter((input): input is InputRecord => input !== null).sort((a, b) => a.createdAt - b.createdAt)
   }
 
   async settleInput (key: string, state: 'answered' | 'expired', answer: TaskOutcome | null): Promise<boolean> {

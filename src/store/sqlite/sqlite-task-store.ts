@@ -116,6 +116,7 @@ export class SqliteTaskStore implements TaskStore {
   readonly #insertInput: Database.Statement<[InputRow]>
   readonly #selectInput: Database.Statement<[string], InputRow>
   readonly #pending: Database.Statement<[string], InputRow>
+  readonly #inputsOf: Database.Statement<[string], InputRow>
   readonly #countPending: Database.Statement<[string], { count: number }>
   readonly #settle: Database.Statement<[{ key: string, state: InputState, answer: string | null }]>
   readonly #transition: (params: TransitionParams) => TaskRow | undefined
@@ -152,6 +153,7 @@ export class SqliteTaskStore implements TaskStore {
       VALUES (@key, @task_id, @principal, @method, @params, @state, @created_at, @answer)`)
     this.#selectInput = db.prepare('SELECT * FROM task_inputs WHERE key = ?')
     this.#pending = db.prepare("SELECT * FROM task_inputs WHERE task_id = ? AND state = 'pending' ORDER BY created_at, rowid")
+    this.#inputsOf = db.prepare('SELECT * FROM task_inputs WHERE task_id = ? ORDER BY created_at, rowid')
     this.#countPending = db.prepare("SELECT COUNT(*) AS count FROM task_inputs WHERE task_id = ? AND state = 'pending'")
     this.#settle = db.prepare("UPDATE task_inputs SET state = @state, answer = @answer WHERE key = @key AND state = 'pending'")
 
@@ -294,6 +296,10 @@ export class SqliteTaskStore implements TaskStore {
 
   async pendingInputs (taskId: string): Promise<InputRecord[]> {
     return backend(() => this.#pending.all(taskId).map(toInput))
+  }
+
+  async inputsOf (taskId: string): Promise<InputRecord[]> {
+    return backend(() => this.#inputsOf.all(taskId).map(toInput))
   }
 
   async settleInput (key: string, state: 'answered' | 'expired', answer: TaskOutcome | null): Promise<boolean> {
