@@ -11,7 +11,7 @@ import { ADD_INPUT, CLAIM, CREATE_TASK, run, SETTLE_INPUT, SWEEP, TRANSITION } f
  *   active:<principal> sorted set of its unfinished task ids by expiry (+inf: never)
  *   active             sorted set of every unfinished task id by createdAt (recovery)
  *   created            sorted set of every task id by createdAt (the operator's query; tasks stored before it
- *                      existed are not in it and are found only by a principal filter)
+ *                      existed are not in it and are found only by a principal or an unfinished status)
  *   expiry             sorted set of task ids by expiry (sweeping)
  *   owned:<owner>      set of the unfinished task ids a gateway process runs (failover)
  *   input:<key>        hash: body (immutable JSON), state, answer (JSON)
@@ -115,8 +115,9 @@ export class RedisTaskStore implements TaskStore {
 
   async query (query: TaskQuery, before: TaskCursor | undefined, limit: number, now: number): Promise<TaskRecord[]> {
     const out: TaskRecord[] = []
-    // A principal's own index holds only its tasks: a principal filter reads no one else's.
-    const index = this.#p + (query.principal === undefined ? 'created' : `tasks:${query.principal}`)
+    // The smallest index that holds every match: a principal's own tasks, or the unfinished ones, or all.
+    const unfinished = query.status === 'working' || query.status === 'input_required'
+    const index = this.#p + (query.principal !== undefined ? `tasks:${query.principal}` : unfinished ? 'active' : 'created')
     const max = before ? String(before.createdAt) : '+inf'
     const matches = (task: TaskRecord): boolean => live(task, now) && (query.status === undefined || task.status === query.status) &&
       (query.upstream === undefined || task.upstream === query.upstream) && (query.tool === undefined || task.tool === query.tool) &&
