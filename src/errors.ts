@@ -77,6 +77,13 @@ export const ERRORS = {
   GW_ERR_SESSION_LIMIT: { status: 429, rpc: -32057, message: 'Too Many Requests: %s sessions are open for this principal (limits.sessionsPerPrincipal); end unused ones with DELETE or let them expire' },
   GW_ERR_STREAM_LIMIT: { status: 429, rpc: -32058, message: 'Too Many Requests: this session already holds %s open SSE streams on this gateway process (limits.streamsPerSession); close one first' },
 
+  GW_ERR_ADMIN_TOKEN_MISSING: { status: 401, rpc: -32001, message: 'Unauthorized: the admin API needs Authorization: Bearer <admin token> (the token whose SHA-256 is admin.tokenSha256)' },
+  GW_ERR_ADMIN_TOKEN_INVALID: { status: 401, rpc: -32001, message: 'Unauthorized: the bearer token is not the admin token (its SHA-256 must equal admin.tokenSha256)' },
+  GW_ERR_ADMIN_BAD_REQUEST: { status: 400, rpc: -32602, message: 'Bad Request: %s' },
+  GW_ERR_ADMIN_NOT_FOUND: { status: 404, rpc: -32601, message: 'Not Found: %s %s is not a route of the admin API' },
+  GW_ERR_ADMIN_TASK_NOT_FOUND: { status: 404, rpc: -32602, message: "Not Found: task '%s' does not exist or has passed its TTL" },
+  GW_ERR_ADMIN_TASK_TERMINAL: { status: 409, rpc: -32602, message: "Conflict: task '%s' is already %s; only working and input_required tasks can be cancelled" },
+
   GW_ERR_STORE_SCHEMA: { status: 500, rpc: -32603, message: 'store schema version %s is newer than this gateway supports (%s); upgrade the gateway' },
   GW_ERR_STORE_UNAVAILABLE: { status: 503, rpc: -32603, message: 'the store is unavailable: %s' },
   GW_ERR_STORE_LOCKED: { status: 500, rpc: -32603, message: "store file '%s' is in use by the gateway process with pid %s on host %s since %s; stop that process first (one gateway process per SQLite file; use the redis store to run several)" },

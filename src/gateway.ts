@@ -45,6 +45,7 @@ import { buildModernMethods } from './protocol/modern/modern-methods.ts'
 import { modernPromptsGet, modernToolsCall } from './protocol/modern/modern-tools-call.ts'
 import { RequestStateCodec } from './protocol/modern/request-state.ts'
 import { RetryRouter } from './protocol/modern/retry-router.ts'
+import { createAdmin } from './admin/admin-routes.ts'
 
 export interface GatewayOptions {
   /** Logger to use instead of one built from `config.logging`. */
@@ -61,6 +62,11 @@ export interface Gateway {
   readonly tasks: TaskService
   /** This process among the gateway processes sharing the store (owner of the tasks it runs). */
   readonly processId: string
+  /**
+   * The admin API (`admin` configured), never listening: the caller listens on `admin.host`/`admin.port`.
+   * Its routes all need the admin token; more can be added with `register…(admin, deps)` before it listens.
+   */
+  readonly admin: FastifyInstance | undefined
   /**
    * Resolves once every upstream's first connect has ended (up to its `timeouts.connect`) and the lists of
    * those that came up are read; rejects with GW_ERR_CATALOG_COLLISION when their names collide. The gateway
@@ -277,6 +283,8 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
   const limiter = createRateLimiter({ limits: config.limits, pollIntervalMs: config.tasks.pollInterval, store: store.rateLimits, log })
   await registerMcpRoute(app, { config: config.server, legacy, modern, authenticator: createAuthenticator(config.auth, oauth, forwardsAuthorization), passAuthorization: forwardsAuthorization, limiter, isClosing: () => closing })
 
+  const admin = createAdmin(config.admin, log, { store, upstreams, tasks, drain: () => { closing = true } })
+
   const sweepEvery = Math.min(60_000, Math.max(1000, Math.floor(config.server.sessionIdleTimeout / 4)))
   const sweeper = setInterval(() => {
     store.sessions.sweep(Date.now() - config.server.sessionIdleTimeout).then((ids) => {
@@ -314,10 +322,11 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
       await new Promise((resolve) => setImmediate(resolve))
       hub.closeAll()
       await app.close()
+      await admin?.close()
       await releaseAll()
     })()
     return closed
   }
 
-  return { app, store, upstreams, catalog, tasks, processId, ready, close }
+  return { app, store, upstreams, catalog, tasks, processId, admin, ready, close }
 }

@@ -55,6 +55,10 @@ async function listening (config: Config, log: Logger): Promise<Gateway> {
   try {
     const address = await gateway.app.listen({ host: config.server.host, port: config.server.port })
     log.info({ address: `${address}${config.server.path}`, processId: gateway.processId, pid: process.pid }, 'gateway listening')
+    if (gateway.admin !== undefined && config.admin !== undefined) {
+      const adminAddress = await gateway.admin.listen({ host: config.admin.host, port: config.admin.port })
+      log.info({ address: `${adminAddress}/admin` }, 'admin API listening')
+    }
     return gateway
   } catch (err) {
     await gateway.close().catch(() => {})

@@ -255,6 +255,15 @@ const storeSchema = z.discriminatedUnion('kind', [
   }),
 ])
 
+const adminSchema = z.strictObject({
+  host: z.string().min(1).prefault('127.0.0.1')
+    .describe('address of the admin API listener; keep it on loopback or a private network'),
+  port: z.number().int().min(0).max(65_535)
+    .describe('port of the admin API listener, not the MCP port; 0 picks a free port'),
+  tokenSha256: z.string().regex(/^[0-9a-fA-F]{64}$/, 'must be the hex SHA-256 of the admin token (64 hex digits), never the token itself')
+    .describe('hex SHA-256 of the bearer token every admin request must carry (put it in the environment and write the variable here)'),
+}).describe('the admin API (upstreams, every principal\'s tasks, cancel, drain) on its own listener; off unless configured')
+
 export const configSchema = z.strictObject({
   server: serverSchema.prefault({}),
   logging: loggingSchema.prefault({}),
@@ -262,6 +271,7 @@ export const configSchema = z.strictObject({
   tasks: tasksSchema.prefault({}),
   auth: authSchema.prefault({}),
   limits: limitsSchema.prefault({}),
+  admin: adminSchema.optional(),
   upstreams: z.array(upstreamSchema).min(1, 'list at least one upstream'),
 }).refine((config) => config.auth.permissions.length === 0 || config.auth.tokens.length > 0 || config.auth.oauth !== undefined, {
   message: 'permissions need callers with scopes: configure auth.tokens or auth.oauth',
@@ -279,6 +289,7 @@ export type StoreConfig = Config['store']
 export type TasksConfig = Config['tasks']
 export type LimitsConfig = Config['limits']
 export type AuthConfig = Config['auth']
+export type AdminConfig = NonNullable<Config['admin']>
 export type TaskSupport = z.output<typeof taskSupportSchema>
 
 export function upstreamPrefix (upstream: UpstreamConfig): string {

@@ -102,6 +102,14 @@ export interface TaskCursor {
   id: string
 }
 
+/** What the operator's task query keeps (the admin API): every given field must match. */
+export interface TaskQuery {
+  status?: TaskStatus
+  upstream?: string
+  tool?: string
+  principal?: string
+}
+
 export interface TaskCreateOptions {
   /**
    * Refuses the task with GW_ERR_TASK_LIMIT when its principal already has this many live tasks that
@@ -118,6 +126,11 @@ export interface TaskStore {
   get (id: string, now: number): Promise<TaskRecord | null>
   /** Up to `limit` live tasks of `principal` after `after`, oldest first. */
   list (principal: string, after: TaskCursor | undefined, limit: number, now: number): Promise<TaskRecord[]>
+  /**
+   * Up to `limit` live tasks of every principal that match `query`, newest first (createdAt, then id, both
+   * descending), strictly before `before`: the operator's view (the admin API), never a client's.
+   */
+  query (query: TaskQuery, before: TaskCursor | undefined, limit: number, now: number): Promise<TaskRecord[]>
   /**
    * Compare-and-set: moves the task to `to` (applying `patch`, setting lastUpdatedAt = now) only if its
    * status is one of `from`; returns the updated task, or null when the status did not match (or the
@@ -143,6 +156,8 @@ export interface TaskStore {
   getInput (key: string): Promise<InputRecord | null>
   /** Pending inputs of a task, oldest first. */
   pendingInputs (taskId: string): Promise<InputRecord[]>
+  /** Every input of a task whatever its state (pending, answered, expired), with answers, oldest first. */
+  inputsOf (taskId: string): Promise<InputRecord[]>
   /** Compare-and-set from pending to answered or expired; false when it was not pending. */
   settleInput (key: string, state: 'answered' | 'expired', answer: TaskOutcome | null): Promise<boolean>
 }

@@ -157,19 +157,22 @@ export class TaskService {
     return await this.#tasks.list(principal, after, limit, Date.now())
   }
 
-  /** Moves the task to cancelled before answering, then stops its upstream call. */
-  async cancel (principal: string, taskId: string): Promise<TaskRecord> {
+  /**
+   * Moves the task to cancelled before answering, then stops its upstream call (on whichever process runs it).
+   * `by`: who asked, the principal itself or an operator through the admin API (said in the statusMessage).
+   */
+  async cancel (principal: string, taskId: string, by: 'client' | 'operator' = 'client'): Promise<TaskRecord> {
     const current = await this.get(principal, taskId)
     if (isTerminal(current.status)) throw new GatewayError('GW_ERR_TASK_TERMINAL', [taskId, current.status])
-    const updated = await this.#tasks.transition(taskId, ['working', 'input_required'], 'cancelled', { statusMessage: 'cancelled by the client' }, Date.now())
+    const updated = await this.#tasks.transition(taskId, ['working', 'input_required'], 'cancelled', { statusMessage: `cancelled by the ${by}` }, Date.now())
     if (!updated) {
       const now = await this.get(principal, taskId)
       throw new GatewayError('GW_ERR_TASK_TERMINAL', [taskId, now.status])
     }
-    this.#runner.cancel(taskId, 'task cancelled by the client')
+    this.#runner.cancel(taskId, `task cancelled by the ${by}`)
     await this.#bus.publish(cancelChannel(taskId), { taskId })
     await this.#inputs.expireAll(taskId, new GatewayError('GW_ERR_REQUEST_CANCELLED', ['task cancelled']))
-    this.#log.info({ audit: 'task.cancelled', taskId, principal }, 'task cancelled')
+    this.#log.info({ audit: 'task.cancelled', taskId, principal, by }, 'task cancelled')
     this.#events.status(updated)
     return updated
   }

@@ -106,6 +106,13 @@ export class Upstream {
     return { sessions: this.#sessions.size + this.#exclusive + this.#idle.length, active: this.slots.active, waiting: this.slots.waiting }
   }
 
+  /** The protocol era the gateway's own session speaks (`modern`: 2026-07-28); undefined while it is not open. */
+  get era (): 'legacy' | 'modern' | undefined {
+    const session = this.#gateway
+    if (session === undefined || session.closed) return undefined
+    return session.client.getProtocolEra?.() === 'modern' ? 'modern' : 'legacy'
+  }
+
   /** Why the upstream is not ready, when it is not. */
   get reason (): string | undefined {
     if (this.state === 'starting') return `connecting (first attempt, up to ${formatDuration(this.config.timeouts.connect)}: timeouts.connect)`

@@ -16,6 +16,7 @@ import { ownershipContract } from './ownership.contract.ts'
 import { rateLimitStoreContract } from './rate-limit-store.contract.ts'
 import { homeStoreContract } from './home-store.contract.ts'
 import { taskLimitContract } from './task-limit.contract.ts'
+import { taskQueryContract } from './task-query.contract.ts'
 
 const dir = mkdtempSync(join(tmpdir(), 'gw-sqlite-'))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
@@ -43,6 +44,9 @@ homeStoreContract('redis', isolatedRedisStore)
 taskLimitContract('memory', async () => [new MemoryStore()])
 taskLimitContract('sqlite', async () => [new SqliteStore(dbFile())])
 taskLimitContract('redis, two processes', async () => await sharedRedisStores(2))
+taskQueryContract('memory', async () => new MemoryStore())
+taskQueryContract('sqlite', async () => new SqliteStore(dbFile()))
+taskQueryContract('redis', isolatedRedisStore)
 rateLimitStoreContract({ memory: async () => new MemoryStore(), sqlite: async () => new SqliteStore(dbFile()), redis: isolatedRedisStore })
 
 function task (id: string): TaskRecord {

@@ -63,6 +63,22 @@ export function taskInputStoreContract (name: string, create: () => Promise<Gate
         expect(await store.pendingInputs(record.id)).toHaveLength(2)
       })
 
+      it('inputsOf() lists every input of one task, pending, answered and expired, oldest first, with answers', async () => {
+        const record = await created()
+        const other = await created()
+        const late = input(record, { createdAt: T0 + 300 })
+        const early = input(record, { createdAt: T0 + 100 })
+        const sameTime = input(record, { createdAt: T0 + 200, method: 'roots/list', params: {} })
+        const middle = input(record, { createdAt: T0 + 200, method: 'sampling/createMessage' })
+        for (const each of [late, early, sameTime, middle]) await store.addInput(each, 10)
+        await store.addInput(input(other), 10)
+        const answer: TaskOutcome = { result: { action: 'accept', content: { colour: 'teal' } } }
+        await store.settleInput(early.key, 'answered', answer)
+        await store.settleInput(middle.key, 'expired', null)
+        expect(await store.inputsOf(record.id)).toEqual([{ ...early, state: 'answered', answer }, sameTime, { ...middle, state: 'expired' }, late])
+        expect(await store.inputsOf(randomUUID())).toEqual([])
+      })
+
       it('refuses an input for an unknown task', async () => {
         await expect(store.addInput(input(task()), 5)).rejects.toMatchObject({ code: 'GW_ERR_TASK_NOT_FOUND' })
       })

@@ -1,6 +1,6 @@
 import { GatewayError } from '../../errors.ts'
 import { isTerminal } from '../../tasks/task-state.ts'
-import type { InputRecord, TaskCreateOptions, TaskCursor, TaskOutcome, TaskPatch, TaskRecord, TaskStatus, TaskStore } from '../types.ts'
+import type { InputRecord, TaskCreateOptions, TaskCursor, TaskOutcome, TaskPatch, TaskQuery, TaskRecord, TaskStatus, TaskStore } from '../types.ts'
 
 function live (task: TaskRecord, now: number): boolean {
   return task.ttlMs === null || task.createdAt + task.ttlMs > now
@@ -55,6 +55,16 @@ export class MemoryTaskStore implements TaskStore {
     const tasks = [...this.#tasks.values()]
       .filter((task) => task.principal === principal && live(task, now) && (!after || byPosition(task, after) > 0))
       .sort(byPosition)
+    return tasks.slice(0, Math.max(0, limit)).map((task) => structuredClone(task))
+  }
+
+  async query (query: TaskQuery, before: TaskCursor | undefined, limit: number, now: number): Promise<TaskRecord[]> {
+    const matches = (task: TaskRecord): boolean => (query.status === undefined || task.status === query.status) &&
+      (query.upstream === undefined || task.upstream === query.upstream) && (query.tool === undefined || task.tool === query.tool) &&
+      (query.principal === undefined || task.principal === query.principal)
+    const tasks = [...this.#tasks.values()]
+      .filter((task) => matches(task) && live(task, now) && (!before || byPosition(task, before) < 0))
+      .sort((a, b) => byPosition(b, a))
     return tasks.slice(0, Math.max(0, limit)).map((task) => structuredClone(task))
   }
 
@@ -138,13 +148,17 @@ export class MemoryTaskStore implements TaskStore {
   }
 
   async pendingInputs (taskId: string): Promise<InputRecord[]> {
-    const pending: InputRecord[] = []
+    return (await this.inputsOf(taskId)).filter((input) => input.state === 'pending')
+  }
+
+  async inputsOf (taskId: string): Promise<InputRecord[]> {
+    const inputs: InputRecord[] = []
     for (const key of this.#inputsByTask.get(taskId) ?? []) {
       const input = this.#inputs.get(key)
-      if (input?.state === 'pending') pending.push(structuredClone(input))
+      if (input) inputs.push(structuredClone(input))
     }
     // Stable: inputs created in the same millisecond stay in insertion order.
-    return pending.sort((a, b) => a.createdAt - b.createdAt)
+    return inputs.sort((a, b) => a.createdAt - b.createdAt)
   }
 
   async settleInput (key: string, state: 'answered' | 'expired', answer: TaskOutcome | null): Promise<boolean> {

@@ -143,6 +143,7 @@ for _, id in ipairs(ids) do
   redis.call('DEL', key, p .. 'inputs:' .. id)
   redis.call('ZREM', p .. 'expiry', id)
   redis.call('ZREM', p .. 'active', id)
+  redis.call('ZREM', p .. 'created', id)
   if principal then
     redis.call('ZREM', p .. 'tasks:' .. principal, id)
     redis.call('ZREM', p .. 'active:' .. principal, id)
@@ -156,7 +157,8 @@ return #ids
  * Stores a new task, refusing it when its principal already has too many unfinished tasks: the count and
  * the writes are one step, so racing creates on any number of processes never overshoot the limit.
  * KEYS[1] task hash, KEYS[2] the principal's tasks (sorted set), KEYS[3] the principal's unfinished tasks
- * by expiry, KEYS[4] every unfinished task, KEYS[5] the owner's task set, KEYS[6] tasks by expiry.
+ * by expiry, KEYS[4] every unfinished task, KEYS[5] the owner's task set, KEYS[6] tasks by expiry, KEYS[7] every
+ * task by createdAt.
  * ARGV[1] the limit ('' for none), ARGV[2] createdAt (ms; also the `now` of the count), ARGV[3] task id,
  * ARGV[4] expiry (ms, '' for none), ARGV[5] '1' when the task is not terminal, ARGV[6] key expiry (ms),
  * ARGV[7..] the hash's field/value pairs.
@@ -172,6 +174,7 @@ for i = 7, #ARGV do fields[#fields + 1] = ARGV[i] end
 redis.call('HSET', KEYS[1], unpack(fields))
 redis.call('PEXPIRE', KEYS[1], ARGV[6])
 redis.call('ZADD', KEYS[2], ARGV[2], ARGV[3])
+redis.call('ZADD', KEYS[7], ARGV[2], ARGV[3])
 if ARGV[5] == '1' then
   redis.call('ZADD', KEYS[3], ARGV[4] == '' and '+inf' or ARGV[4], ARGV[3])
   redis.call('ZADD', KEYS[4], ARGV[2], ARGV[3])

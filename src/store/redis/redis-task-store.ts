@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis'
 import { GatewayError } from '../../errors.ts'
-import type { InputRecord, TaskCreateOptions, TaskCursor, TaskOutcome, TaskPatch, TaskRecord, TaskStatus, TaskStore } from '../types.ts'
+import type { InputRecord, TaskCreateOptions, TaskCursor, TaskOutcome, TaskPatch, TaskQuery, TaskRecord, TaskStatus, TaskStore } from '../types.ts'
 import { ADD_INPUT, CLAIM, CREATE_TASK, run, SETTLE_INPUT, SWEEP, TRANSITION } from './redis-scripts.ts'
 
 /**
@@ -10,6 +10,8 @@ import { ADD_INPUT, CLAIM, CREATE_TASK, run, SETTLE_INPUT, SWEEP, TRANSITION } f
  *   tasks:<principal>  sorted set of the principal's task ids by createdAt (ties by id: listing order)
  *   active:<principal> sorted set of its unfinished task ids by expiry (+inf: never)
  *   active             sorted set of every unfinished task id by createdAt (recovery)
+ *   created            sorted set of every task id by createdAt (the operator's query; tasks stored before it
+ *                      existed are not in it and are found only by a principal or an unfinished status)
  *   expiry             sorted set of task ids by expiry (sweeping)
  *   owned:<owner>      set of the unfinished task ids a gateway process runs (failover)
  *   input:<key>        hash: body (immutable JSON), state, answer (JSON)
@@ -23,6 +25,8 @@ const NO_TTL_BACKSTOP_MS = 366 * 24 * 60 * 60 * 1000
 const TERMINAL: ReadonlySet<string> = new Set(['completed', 'failed', 'cancelled'])
 /** Tasks deleted per sweep script run, so that Redis is never blocked for long. */
 const SWEEP_BATCH = 200
+/** Task ids read per round trip by the operator's query. */
+const QUERY_PAGE = 200
 
 type Body = Omit<TaskRecord, 'status' | 'statusMessage' | 'lastUpdatedAt' | 'outcome' | 'owner' | 'request'>
 
@@ -72,7 +76,7 @@ export class RedisTaskStore implements TaskStore {
     const fields = {
       body: JSON.stringify(body), req: JSON.stringify(request), status, msg: JSON.stringify(statusMessage), upd: String(lastUpdatedAt), out: outcome ? JSON.stringify(outcome) : '', exp: exp === null ? '' : String(exp), principal: task.principal, owner,
     }
-    const keys = [`task:${task.id}`, `tasks:${task.principal}`, `active:${task.principal}`, 'active', `owned:${owner}`, 'expiry'].map((key) => this.#p + key)
+    const keys = [`task:${task.id}`, `tasks:${task.principal}`, `active:${task.principal}`, 'active', `owned:${owner}`, 'expiry', 'created'].map((key) => this.#p + key)
     const active = Number(await run(this.#redis, CREATE_TASK, keys, [
       options.maxActive ?? '', task.createdAt, task.id, exp ?? '', TERMINAL.has(status) ? '0' : '1',
       exp === null ? NO_TTL_BACKSTOP_MS : task.ttlMs! + BACKSTOP_MS,
@@ -105,6 +109,31 @@ export class RedisTaskStore implements TaskStore {
       }
       if (page.length < 400) break
       offset += 200
+    }
+    return out
+  }
+
+  async query (query: TaskQuery, before: TaskCursor | undefined, limit: number, now: number): Promise<TaskRecord[]> {
+    const out: TaskRecord[] = []
+    // The smallest index that holds every match: a principal's own tasks, or the unfinished ones, or all.
+    const unfinished = query.status === 'working' || query.status === 'input_required'
+    const index = this.#p + (query.principal !== undefined ? `tasks:${query.principal}` : unfinished ? 'active' : 'created')
+    const max = before ? String(before.createdAt) : '+inf'
+    const matches = (task: TaskRecord): boolean => live(task, now) && (query.status === undefined || task.status === query.status) &&
+      (query.upstream === undefined || task.upstream === query.upstream) && (query.tool === undefined || task.tool === query.tool) &&
+      (query.principal === undefined || task.principal === query.principal)
+    for (let offset = 0; out.length < limit; offset += QUERY_PAGE) {
+      const page = await this.#redis.zrevrangebyscore(index, max, '-inf', 'WITHSCORES', 'LIMIT', offset, QUERY_PAGE)
+      const pipeline = this.#redis.pipeline()
+      for (let i = 0; i + 1 < page.length; i += 2) {
+        const id = page[i]!
+        if (!before || Number(page[i + 1]) < before.createdAt || id < before.id) pipeline.hgetall(`${this.#p}task:${id}`)
+      }
+      for (const [, hash] of await pipeline.exec() ?? []) {
+        const task = toTask(hash as Record<string, string>)
+        if (task && matches(task) && out.length < limit) out.push(task)
+      }
+      if (page.length < 2 * QUERY_PAGE) break
     }
     return out
   }
@@ -178,10 +207,14 @@ export class RedisTaskStore implements TaskStore {
   }
 
   async pendingInputs (taskId: string): Promise<InputRecord[]> {
+    return (await this.inputsOf(taskId)).filter((input) => input.state === 'pending')
+  }
+
+  async inputsOf (taskId: string): Promise<InputRecord[]> {
     const keys = await this.#redis.lrange(`${this.#p}inputs:${taskId}`, 0, -1)
     const inputs = await Promise.all(keys.map((key) => this.getInput(key)))
     // Oldest first; inputs created in the same millisecond keep their arrival order (sort is stable).
-    return inputs.filter((input): input is InputRecord => input !== null && input.state === 'pending').sort((a, b) => a.createdAt - b.createdAt)
+    return inputs.filter((input): input is InputRecord => input !== null).sort((a, b) => a.createdAt - b.createdAt)
   }
 
   async settleInput (key: string, state: 'answered' | 'expired', answer: TaskOutcome | null): Promise<boolean> {

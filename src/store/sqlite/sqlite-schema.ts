@@ -55,6 +55,8 @@ export const MIGRATIONS: readonly string[] = [
   "ALTER TABLE tasks ADD COLUMN owner TEXT NOT NULL DEFAULT '';",
   // Counting a principal's sessions reads only their index entries (limits.sessionsPerPrincipal).
   'CREATE INDEX sessions_principal ON sessions (principal);',
+  // The operator's list of every principal's tasks, newest first (the admin API), reads them in index order.
+  'CREATE INDEX tasks_created ON tasks (created_at, id);',
 ]
 
 export const SCHEMA_VERSION = MIGRATIONS.length

@@ -2,7 +2,8 @@ import Database from 'better-sqlite3'
 import { GatewayError } from '../../errors.ts'
 import type { JsonObject } from '../../protocol/jsonrpc.ts'
 import { isTerminal } from '../../tasks/task-state.ts'
-import type { InputRecord, InputState, TaskCreateOptions, TaskCursor, TaskOutcome, TaskPatch, TaskRecord, TaskStatus, TaskStore } from '../types.ts'
+import type { InputRecord, InputState, TaskCreateOptions, TaskCursor, TaskOutcome, TaskPatch, TaskQuery, TaskRecord, TaskStatus, TaskStore } from '../types.ts'
+import { SqliteTaskQuery } from './sqlite-task-query.ts'
 
 interface TaskRow {
   id: string
@@ -115,12 +116,14 @@ export class SqliteTaskStore implements TaskStore {
   readonly #insertInput: Database.Statement<[InputRow]>
   readonly #selectInput: Database.Statement<[string], InputRow>
   readonly #pending: Database.Statement<[string], InputRow>
+  readonly #inputsOf: Database.Statement<[string], InputRow>
   readonly #countPending: Database.Statement<[string], { count: number }>
   readonly #settle: Database.Statement<[{ key: string, state: InputState, answer: string | null }]>
   readonly #transition: (params: TransitionParams) => TaskRow | undefined
   readonly #addInput: Database.Transaction<(input: InputRecord, maxPending: number) => void>
   readonly #sweep: (now: number) => number
   readonly #create: Database.Transaction<(row: TaskRow, maxActive: number | undefined) => void>
+  readonly #query: SqliteTaskQuery<TaskRow>
 
   constructor (db: Database.Database) {
     this.#insert = db.prepare(`INSERT INTO tasks (id, principal, session_id, era, status, status_message, created_at, last_updated_at,
@@ -134,6 +137,7 @@ export class SqliteTaskStore implements TaskStore {
     this.#listAfter = db.prepare(`SELECT * FROM tasks WHERE principal = @principal AND ${LIVE}
         AND (created_at > @createdAt OR (created_at = @createdAt AND id > @id))
       ORDER BY created_at, id LIMIT @limit`)
+    this.#query = new SqliteTaskQuery<TaskRow>(db, LIVE)
     this.#update = db.prepare(`UPDATE tasks SET status = @to,
         status_message = CASE WHEN @keepMessage THEN status_message ELSE @statusMessage END,
         outcome = COALESCE(@outcome, outcome),
@@ -149,6 +153,7 @@ export class SqliteTaskStore implements TaskStore {
       VALUES (@key, @task_id, @principal, @method, @params, @state, @created_at, @answer)`)
     this.#selectInput = db.prepare('SELECT * FROM task_inputs WHERE key = ?')
     this.#pending = db.prepare("SELECT * FROM task_inputs WHERE task_id = ? AND state = 'pending' ORDER BY created_at, rowid")
+    this.#inputsOf = db.prepare('SELECT * FROM task_inputs WHERE task_id = ? ORDER BY created_at, rowid')
     this.#countPending = db.prepare("SELECT COUNT(*) AS count FROM task_inputs WHERE task_id = ? AND state = 'pending'")
     this.#settle = db.prepare("UPDATE task_inputs SET state = @state, answer = @answer WHERE key = @key AND state = 'pending'")
 
@@ -229,6 +234,10 @@ export class SqliteTaskStore implements TaskStore {
     })
   }
 
+  async query (query: TaskQuery, before: TaskCursor | undefined, limit: number, now: number): Promise<TaskRecord[]> {
+    return backend(() => this.#query.rows(query, before, limit, now).map(toTask))
+  }
+
   async transition (id: string, from: readonly TaskStatus[], to: TaskStatus, patch: TaskPatch, now: number): Promise<TaskRecord | null> {
     // A terminal task never changes, whatever `from` says.
     const sources = from.filter((status) => !isTerminal(status))
@@ -287,6 +296,10 @@ export class SqliteTaskStore implements TaskStore {
 
   async pendingInputs (taskId: string): Promise<InputRecord[]> {
     return backend(() => this.#pending.all(taskId).map(toInput))
+  }
+
+  async inputsOf (taskId: string): Promise<InputRecord[]> {
+    return backend(() => this.#inputsOf.all(taskId).map(toInput))
   }
 
   async settleInput (key: string, state: 'answered' | 'expired', answer: TaskOutcome | null): Promise<boolean> {

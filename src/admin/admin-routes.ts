@@ -1,0 +1,76 @@
+import type { FastifyInstance } from 'fastify'
+import type { AdminConfig } from '../config/schema.ts'
+import type { Logger } from '../observability/logger.ts'
+import type { GatewayStore } from '../store/types.ts'
+import type { TaskService } from '../tasks/task-service.ts'
+import type { Upstream } from '../upstream/upstream.ts'
+import { createAdminApp } from './admin-server.ts'
+import { registerTaskRoutes } from './task-routes.ts'
+
+/** One upstream as the admin API shows it. */
+export interface AdminUpstream {
+  name: string
+  transport: string
+  state: string
+  /** Why it is not ready, when it is not. */
+  reason?: string
+  /** The protocol era its gateway session speaks; absent while that session is not open. */
+  era?: 'legacy' | 'modern'
+  /** Upstream sessions of clients, open or opening (the gateway's own session not counted). */
+  sessions: number
+  /** Stdio only: server processes running, the gateway session's and one per client session. */
+  processes?: number
+  /** Calls in flight and calls waiting for a call slot (maxConcurrentCalls). */
+  calls: { active: number, waiting: number }
+}
+
+export function describeUpstream (upstream: Upstream): AdminUpstream {
+  const load = upstream.load
+  const era = upstream.era
+  return {
+    name: upstream.name,
+    transport: upstream.config.transport,
+    state: upstream.state,
+    ...(upstream.reason !== undefined && { reason: upstream.reason }),
+    ...(era !== undefined && { era }),
+    sessions: load.sessions,
+    ...(upstream.config.transport === 'stdio' && { processes: load.sessions + (era === undefined ? 0 : 1) }),
+    calls: { active: load.active, waiting: load.waiting },
+  }
+}
+
+/** `GET /admin/upstreams`: every configured upstream of this process with its state and load. */
+export function registerUpstreamRoutes (app: FastifyInstance, upstreams: readonly Upstream[]): void {
+  app.get('/admin/upstreams', async () => ({ upstreams: upstreams.map(describeUpstream) }))
+}
+
+export interface AdminDeps {
+  store: GatewayStore
+  upstreams: readonly Upstream[]
+  tasks: TaskService
+  /** Stops this process taking new MCP requests, as a shutdown does; `/readyz` then says draining. */
+  drain (): void
+}
+
+/**
+ * The admin API's routes. Other parts of the gateway add theirs to the same instance (it checks the admin
+ * token for every route) with their own `register…(app, deps)` before the instance listens.
+ */
+export function registerAdminRoutes (app: FastifyInstance, deps: AdminDeps): void {
+  registerUpstreamRoutes(app, deps.upstreams)
+  registerTaskRoutes(app, { store: deps.store.tasks, tasks: deps.tasks })
+  // Idempotent; there is no undrain: restart the process to take requests again.
+  app.post('/admin/drain', async (request) => {
+    deps.drain()
+    request.log.warn({ audit: 'process.drain' }, 'draining: new MCP requests are refused, /readyz says draining')
+    return { status: 'draining' }
+  })
+}
+
+/** The admin API with its routes when `admin` is configured, else undefined (no listener, no routes). */
+export function createAdmin (config: AdminConfig | undefined, log: Logger, deps: AdminDeps): FastifyInstance | undefined {
+  if (config === undefined) return undefined
+  const app = createAdminApp(config, log)
+  registerAdminRoutes(app, deps)
+  return app
+}

@@ -1,0 +1,72 @@
+import { timingSafeEqual } from 'node:crypto'
+import type { IncomingHttpHeaders } from 'node:http'
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify'
+import { sha256Hex } from '../auth/bearer-tokens.ts'
+import type { AdminConfig } from '../config/schema.ts'
+import { GatewayError } from '../errors.ts'
+import type { Logger } from '../observability/logger.ts'
+
+/** The `WWW-Authenticate` value of the admin API's refusals (its own realm: client tokens do not open it). */
+export const ADMIN_CHALLENGE = 'Bearer realm="mcp-task-gateway-admin"'
+
+/**
+ * Checks an admin request's bearer token against `admin.tokenSha256`: the token is hashed and the hashes are
+ * compared in constant time, so neither the token nor how much of it matched can be learnt from timing.
+ * Throws GW_ERR_ADMIN_TOKEN_MISSING or GW_ERR_ADMIN_TOKEN_INVALID.
+ */
+export function adminTokenCheck (tokenSha256: string): (headers: IncomingHttpHeaders) => void {
+  const expected = Buffer.from(tokenSha256.toLowerCase(), 'hex')
+  return (headers) => {
+    const header = headers.authorization
+    if (header === undefined || header === '') throw new GatewayError('GW_ERR_ADMIN_TOKEN_MISSING')
+    const match = /^Bearer\s+(\S+)\s*$/i.exec(header)
+    if (!match) throw new GatewayError('GW_ERR_ADMIN_TOKEN_INVALID')
+    if (!timingSafeEqual(expected, Buffer.from(sha256Hex(match[1]!), 'hex'))) throw new GatewayError('GW_ERR_ADMIN_TOKEN_INVALID')
+  }
+}
+
+/** The body of every admin API error: the stable code and a message that says what to fix. */
+export interface AdminErrorBody {
+  error: { code: string, message: string }
+}
+
+/** Answers with a GatewayError's HTTP status and its code and message as JSON (a 401 also with its challenge). */
+export function sendAdminError (reply: FastifyReply, err: GatewayError, status = err.statusCode): FastifyReply {
+  if (status === 401) void reply.header('www-authenticate', ADMIN_CHALLENGE)
+  const body: AdminErrorBody = { error: { code: err.code, message: err.message } }
+  return reply.code(status).send(body)
+}
+
+/**
+ * The admin API's own Fastify instance (listened on `admin.host`/`admin.port` by the CLI, never by
+ * buildGateway). Every request, to a route or not, needs the admin token; every error is JSON from the
+ * gateway's error table. Other parts of the gateway add routes to it (see registerAdminRoutes) before it listens.
+ */
+export function createAdminApp (config: AdminConfig, log: Logger): FastifyInstance {
+  const app: FastifyInstance = Fastify({
+    loggerInstance: log.child({ component: 'admin' }) as FastifyBaseLogger,
+    forceCloseConnections: true,
+    bodyLimit: 64 * 1024,
+  })
+  const check = adminTokenCheck(config.tokenSha256)
+  app.addHook('onRequest', async (request, reply) => {
+    try {
+      check(request.headers)
+    } catch (err) {
+      if (err instanceof GatewayError) return sendAdminError(reply, err)
+      throw err
+    }
+  })
+  app.setNotFoundHandler(async (request, reply) => sendAdminError(reply, new GatewayError('GW_ERR_ADMIN_NOT_FOUND', [request.method, request.url.split('?')[0]])))
+  app.setErrorHandler(async (err, request, reply) => {
+    if (err instanceof GatewayError) return sendAdminError(reply, err)
+    // Fastify's own refusals (an unparsable body, one too large) keep their status, in the admin error shape.
+    const status = (err as { statusCode?: unknown }).statusCode
+    if (typeof status === 'number' && status >= 400 && status < 500) {
+      return sendAdminError(reply, new GatewayError('GW_ERR_ADMIN_BAD_REQUEST', [err instanceof Error ? err.message : String(err)]), status)
+    }
+    request.log.error({ err }, 'admin request failed')
+    return sendAdminError(reply, new GatewayError('GW_ERR_INTERNAL', ['see the gateway log']))
+  })
+  return app
+}

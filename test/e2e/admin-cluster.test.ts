@@ -1,0 +1,96 @@
+// The admin API of the real CLI, on processes sharing one Redis: any process lists and cancels the tasks
+// another one runs.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { sha256Hex } from '../../src/auth/bearer-tokens.ts'
+import { startCluster, type Cluster } from '../helpers/cluster.ts'
+import { ModernRaw } from '../helpers/modern-raw.ts'
+import { demoStdioYaml, type GatewayProcess } from '../helpers/process.ts'
+
+type Json = Record<string, unknown>
+
+const ADMIN_TOKEN = 'cluster-admin-token-41d2e8'
+
+/** The value of `field` in the first log line whose message is `message`. */
+function logged (process: GatewayProcess, message: string, field: string): string {
+  const line = process.lines.find((l) => l.includes(`"msg":"${message}"`))
+  if (line === undefined) throw new Error(`the gateway process never logged '${message}'`)
+  return String((JSON.parse(line) as Json)[field])
+}
+
+/** Waits (bounded) until a process has logged a line containing `text`, counting only lines after `from`. */
+async function loggedLater (process: GatewayProcess, text: string, from: number): Promise<void> {
+  for (let i = 0; i < 400; i++) {
+    if (process.lines.slice(from).some((l) => l.includes(text))) return
+    await new Promise((resolve) => setTimeout(resolve, 25))
+  }
+  throw new Error(`the gateway process never logged '${text}'; it logged:\n${process.lines.slice(from).join('\n')}`)
+}
+
+async function admin (process: GatewayProcess, method: 'GET' | 'POST', path: string, token: string | null = ADMIN_TOKEN): Promise<{ status: number, body: Json }> {
+  const res = await fetch(`${logged(process, 'admin API listening', 'address').replace(/\/admin$/, '')}${path}`, {
+    method,
+    headers: token === null ? {} : { authorization: `Bearer ${token}` },
+  })
+  return { status: res.status, body: await res.json() as Json }
+}
+
+/** Waits (bounded) until the demo upstream's calls in flight on a process, as its admin API shows them, satisfy `wanted`. */
+async function activeCalls (process: GatewayProcess, wanted: (active: number) => boolean): Promise<void> {
+  let active = -1
+  for (let i = 0; i < 400; i++) {
+    const [demo] = (await admin(process, 'GET', '/admin/upstreams')).body.upstreams as Json[]
+    active = (demo!.calls as { active: number }).active
+    if (wanted(active)) return
+    await new Promise((resolve) => setTimeout(resolve, 25))
+  }
+  throw new Error(`the demo upstream still has ${active} calls in flight`)
+}
+
+describe('the admin API of gateway processes sharing a Redis store', () => {
+  let cluster: Cluster
+  let p: GatewayProcess[]
+
+  beforeAll(async () => {
+    cluster = await startCluster(`logging: { level: debug }
+tasks: { decide: always, pollInterval: 50ms }
+admin: { port: 0, tokenSha256: ${sha256Hex(ADMIN_TOKEN)} }
+upstreams:
+${demoStdioYaml()}
+`, { count: 2 })
+    p = cluster.processes
+  })
+
+  afterAll(async () => {
+    await cluster?.close()
+  })
+
+  it('listens on its own port, apart from the MCP port, and refuses requests without the token', async () => {
+    const address = logged(p[0]!, 'admin API listening', 'address')
+    expect(new URL(address).hostname).toBe('127.0.0.1')
+    expect(new URL(address).port).not.toBe(new URL(p[0]!.url).port)
+    expect(await admin(p[0]!, 'GET', '/admin/upstreams', null)).toMatchObject({ status: 401, body: { error: { code: 'GW_ERR_ADMIN_TOKEN_MISSING' } } })
+    expect(await admin(p[0]!, 'GET', '/admin/upstreams')).toMatchObject({ status: 200, body: { upstreams: [{ name: 'demo', state: 'ready' }] } })
+  })
+
+  it('lists on one process a task another runs, and cancels it there: the upstream call stops and the client sees cancelled', async () => {
+    const client = ModernRaw.withTasks(p[0]!.url)
+    // The client's upstream session (a demo process under process 0) is open before the task starts.
+    await client.result('tools/call', { name: 'demo__echo', arguments: { text: 'warm' } })
+    const handle = await client.result('tools/call', { name: 'demo__slow', arguments: { duration: 60_000, steps: 600 } })
+    const taskId = String(handle.taskId)
+    const owner = logged(p[0]!, 'gateway listening', 'processId')
+
+    const listed = await admin(p[1]!, 'GET', '/admin/tasks?tool=slow&status=working')
+    expect(listed.status).toBe(200)
+    expect(listed.body.tasks).toEqual([expect.objectContaining({ id: taskId, owner, status: 'working', upstream: 'demo' })])
+
+    await activeCalls(p[0]!, (n) => n === 1)
+    const from = p[0]!.lines.length
+    const cancelled = await admin(p[1]!, 'POST', `/admin/tasks/${taskId}/cancel`)
+    expect(cancelled).toMatchObject({ status: 200, body: { id: taskId, status: 'cancelled', statusMessage: 'cancelled by the operator' } })
+    // The 60 s call ends on process 0 at once, and the demo upstream says it was cancelled.
+    await activeCalls(p[0]!, (n) => n === 0)
+    await loggedLater(p[0]!, 'slow: cancelled', from)
+    expect(await client.result('tasks/get', { taskId })).toMatchObject({ taskId, status: 'cancelled' })
+  })
+})
