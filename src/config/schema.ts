@@ -245,6 +245,13 @@ const storeSchema = z.discriminatedUnion('kind', [
   }),
 ])
 
+const metricsSchema = z.strictObject({
+  enabled: z.boolean().prefault(true).describe('collect Prometheus metrics and serve them at metrics.path'),
+  listener: z.enum(['admin', 'main']).prefault('admin')
+    .describe('where /metrics is served: admin (the admin listener, which must be configured) or main (the MCP listener, open to whoever reaches it)'),
+  path: z.string().regex(/^\/[\w.~/-]*$/, 'must be a URL path starting with /').prefault('/metrics').describe('path of the Prometheus text exposition'),
+}).prefault({})
+
 export const configSchema = z.strictObject({
   server: serverSchema.prefault({}),
   logging: loggingSchema.prefault({}),
@@ -252,6 +259,7 @@ export const configSchema = z.strictObject({
   tasks: tasksSchema.prefault({}),
   auth: authSchema.prefault({}),
   limits: limitsSchema.prefault({}),
+  metrics: metricsSchema,
   upstreams: z.array(upstreamSchema).min(1, 'list at least one upstream'),
 }).refine((config) => config.auth.permissions.length === 0 || config.auth.tokens.length > 0 || config.auth.oauth !== undefined, {
   message: 'permissions need callers with scopes: configure auth.tokens or auth.oauth',
@@ -268,6 +276,7 @@ export type StoreConfig = Config['store']
 export type TasksConfig = Config['tasks']
 export type LimitsConfig = Config['limits']
 export type AuthConfig = Config['auth']
+export type MetricsConfig = Config['metrics']
 export type TaskSupport = z.output<typeof taskSupportSchema>
 
 export function upstreamPrefix (upstream: UpstreamConfig): string {

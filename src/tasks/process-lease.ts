@@ -12,6 +12,8 @@ export interface ProcessLeaseDeps {
   /** How long a lease lasts without renewal. */
   leaseMs: number
   log: Logger
+  /** Told what was done with the unfinished tasks of a lost process after taking them over. */
+  onTakeover?: (taken: { rerun: number, failed: number }) => void
 }
 
 /**
@@ -59,7 +61,7 @@ export class ProcessLease {
     try {
       for (const owner of await leases.lapsed(now)) {
         if (owner === processId) continue
-        await tasks.adoptOrphans(owner)
+        this.#deps.onTakeover?.(await tasks.adoptOrphans(owner))
         await leases.release(owner)
       }
     } catch (err) {
