@@ -57,7 +57,8 @@ async function run (ctx: BenchContext): Promise<SectionResult> {
         store: 'memory',
         metrics: mode === 'on' ? { enabled: true, listener: 'main' } : { enabled: false },
         tasks: { maxActivePerPrincipal: 10 * TASK_IDS },
-        upstream: { maxQueuedCalls: 10 * TASK_IDS },
+        // The tasks hold call slots for their whole (hour-long) run: the sync calls need slots of their own.
+        upstream: { maxConcurrentCalls: TASK_IDS + 2 * workers, maxQueuedCalls: 10 * TASK_IDS },
         server: { shutdownGrace: 0 },
       })
       const session = await McpHttpSession.open(gateway.url, workers)

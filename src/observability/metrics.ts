@@ -1,4 +1,5 @@
-import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
+import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client'
+import { BucketHistogram, type HistogramSeries } from './bucket-histogram.ts'
 import { GatewayError, RpcError } from '../errors.ts'
 import type { TaskRecord } from '../store/types.ts'
 import { isTerminal } from '../tasks/task-state.ts'
@@ -40,20 +41,6 @@ export interface MetricSources {
   runningCount (): number
 }
 
-/** A cache of pre-bound label children, so the hot path does one map lookup per observation. */
-function children<T> (bind: (...values: string[]) => T): (...values: string[]) => T {
-  const cache = new Map<string, T>()
-  return (...values) => {
-    const key = values.join('\u0000')
-    let child = cache.get(key)
-    if (child === undefined) {
-      child = bind(...values)
-      cache.set(key, child)
-    }
-    return child
-  }
-}
-
 /** The class of a failed upstream call: the gateway error code it maps to (a bounded set), lower-cased. */
 export function errorClass (err: unknown): string {
   if (err instanceof GatewayError) return err.code.slice('GW_ERR_'.length).toLowerCase()
@@ -69,16 +56,16 @@ export function errorClass (err: unknown): string {
 export class GatewayMetrics {
   readonly registry = new Registry()
   readonly #backend: string
-  readonly #request: (method: string, era: string, outcome: string) => Histogram.Internal<string>
-  readonly #upstreamCall: (upstream: string, tool: string, outcome: string) => Histogram.Internal<string>
-  readonly #queueWait: (upstream: string) => Histogram.Internal<string>
-  readonly #store: (operation: string) => Histogram.Internal<string>
+  readonly #requests: BucketHistogram
+  readonly #upstreamCalls: BucketHistogram
+  readonly #queueWaits: BucketHistogram
+  readonly #storeOperations: BucketHistogram
   readonly #storeErrors: Counter
   readonly #refusals: Counter
   readonly #tasksCreated: Counter
   readonly #tasksFinished: Counter
-  readonly #taskDuration: Histogram
-  readonly #inputRequired: Histogram
+  readonly #taskDuration: BucketHistogram
+  readonly #inputRequired: HistogramSeries
   readonly #inputs: Counter
   readonly #inputsSettled: Counter
   readonly #failovers: Counter
@@ -91,20 +78,16 @@ export class GatewayMetrics {
     const registers = [this.registry]
     this.#backend = backend
     collectDefaultMetrics({ register: this.registry })
-    const requests = new Histogram({ name: 'gateway_request_duration_seconds', help: 'HTTP requests to the MCP path by JSON-RPC method, protocol era and outcome, from arrival to the end of the response', labelNames: ['method', 'era', 'outcome'], buckets: REQUEST_BUCKETS, registers })
-    this.#request = children((...v) => requests.labels(...v))
-    const calls = new Histogram({ name: 'gateway_upstream_call_duration_seconds', help: 'upstream tools/call requests by upstream, tool and outcome (ok, tool_error or an error class)', labelNames: ['upstream', 'tool', 'outcome'], buckets: REQUEST_BUCKETS, registers })
-    this.#upstreamCall = children((...v) => calls.labels(...v))
-    const waits = new Histogram({ name: 'gateway_upstream_queue_wait_seconds', help: 'time calls waited for a free call slot of their upstream (maxConcurrentCalls)', labelNames: ['upstream'], buckets: REQUEST_BUCKETS, registers })
-    this.#queueWait = children((...v) => waits.labels(...v))
-    const store = new Histogram({ name: 'gateway_store_operation_duration_seconds', help: 'store operations by backend and operation', labelNames: ['backend', 'operation'], buckets: REQUEST_BUCKETS, registers })
-    this.#store = children((operation) => store.labels(backend, operation))
+    this.#requests = new BucketHistogram({ name: 'gateway_request_duration_seconds', help: 'HTTP requests to the MCP path by JSON-RPC method, protocol era and outcome, from arrival to the end of the response', labelNames: ['method', 'era', 'outcome'], buckets: REQUEST_BUCKETS, registers })
+    this.#upstreamCalls = new BucketHistogram({ name: 'gateway_upstream_call_duration_seconds', help: 'upstream tools/call requests by upstream, tool and outcome (ok, tool_error or an error class)', labelNames: ['upstream', 'tool', 'outcome'], buckets: REQUEST_BUCKETS, registers })
+    this.#queueWaits = new BucketHistogram({ name: 'gateway_upstream_queue_wait_seconds', help: 'time calls waited for a free call slot of their upstream (maxConcurrentCalls)', labelNames: ['upstream'], buckets: REQUEST_BUCKETS, registers })
+    this.#storeOperations = new BucketHistogram({ name: 'gateway_store_operation_duration_seconds', help: 'store operations by backend and operation', labelNames: ['backend', 'operation'], buckets: REQUEST_BUCKETS, registers })
     this.#storeErrors = new Counter({ name: 'gateway_store_errors_total', help: 'store operations that failed, by backend, operation and error class', labelNames: ['backend', 'operation', 'class'], registers })
     this.#refusals = new Counter({ name: 'gateway_refusals_total', help: 'requests and calls refused by a limit, by the option that sets it', labelNames: ['limit'], registers })
     this.#tasksCreated = new Counter({ name: 'gateway_tasks_created_total', help: 'tasks created by this process, by protocol era', labelNames: ['era'], registers })
     this.#tasksFinished = new Counter({ name: 'gateway_tasks_finished_total', help: 'tasks that reached a final status through this process', labelNames: ['status'], registers })
-    this.#taskDuration = new Histogram({ name: 'gateway_task_duration_seconds', help: 'task lifetime from creation to its final status', labelNames: ['status'], buckets: TASK_BUCKETS, registers })
-    this.#inputRequired = new Histogram({ name: 'gateway_task_input_required_seconds', help: 'time tasks spent in input_required, each stay from entering to leaving it', buckets: TASK_BUCKETS, registers })
+    this.#taskDuration = new BucketHistogram({ name: 'gateway_task_duration_seconds', help: 'task lifetime from creation to its final status', labelNames: ['status'], buckets: TASK_BUCKETS, registers })
+    this.#inputRequired = new BucketHistogram({ name: 'gateway_task_input_required_seconds', help: 'time tasks spent in input_required, each stay from entering to leaving it', buckets: TASK_BUCKETS, registers }).series()
     this.#inputs = new Counter({ name: 'gateway_task_input_requests_total', help: 'input requests of upstreams queued for a task\'s client, by method', labelNames: ['method'], registers })
     this.#inputsSettled = new Counter({ name: 'gateway_task_input_requests_settled_total', help: 'queued input requests settled, by how (answered or expired)', labelNames: ['state'], registers })
     this.#failovers = new Counter({ name: 'gateway_task_failovers_total', help: 'unfinished tasks of a lost gateway process taken over by this one, by what was done (rerun or failed)', labelNames: ['action'], registers })
@@ -185,16 +168,16 @@ export class GatewayMetrics {
 
   request (method: string, era: string, statusCode: number, seconds: number): void {
     const outcome = statusCode < 400 ? 'ok' : statusCode === 429 ? 'refused' : 'error'
-    this.#request(method, era, outcome).observe(seconds)
+    this.#requests.series(method, era, outcome).observe(seconds)
   }
 
   /** An upstream tools/call ended: `tool` is the upstream's own name for a tool of its catalog. */
   upstreamCall (upstream: string, tool: string, outcome: string, seconds: number): void {
-    this.#upstreamCall(upstream, tool, outcome).observe(seconds)
+    this.#upstreamCalls.series(upstream, tool, outcome).observe(seconds)
   }
 
   queueWait (upstream: string, seconds: number): void {
-    this.#queueWait(upstream).observe(seconds)
+    this.#queueWaits.series(upstream).observe(seconds)
   }
 
   /** Counts `err` when it is a refusal by a limit. */
@@ -204,8 +187,9 @@ export class GatewayMetrics {
     if (limit !== undefined) this.#refusals.inc({ limit })
   }
 
-  storeOperation (operation: string, seconds: number): void {
-    this.#store(operation).observe(seconds)
+  /** The latency series of a store operation (`<part>.<method>`), for its caller to hold. */
+  storeOperation (operation: string): HistogramSeries {
+    return this.#storeOperations.series(this.#backend, operation)
   }
 
   storeError (operation: string, err: unknown): void {
@@ -230,7 +214,7 @@ export class GatewayMetrics {
     }
     if (isTerminal(task.status)) {
       this.#tasksFinished.inc({ status: task.status })
-      this.#taskDuration.observe({ status: task.status }, (now - task.createdAt) / 1000)
+      this.#taskDuration.series(task.status).observe((now - task.createdAt) / 1000)
     }
   }
 

@@ -21,16 +21,17 @@ function timed<T extends object> (target: T, part: string, metrics: GatewayMetri
         const original = value as Method
         const operation = `${part}.${property}`
         const hook = hooks[property]
+        const latency = metrics.storeOperation(operation)
         method = (...args: unknown[]): unknown => {
           const start = performance.now()
           const result = original.apply(object, args)
           if (!(result instanceof Promise)) return result
           return result.then((resolved: unknown) => {
-            metrics.storeOperation(operation, (performance.now() - start) / 1000)
+            latency.observe((performance.now() - start) / 1000)
             hook?.(args, resolved)
             return resolved
           }, (err: unknown) => {
-            metrics.storeOperation(operation, (performance.now() - start) / 1000)
+            latency.observe((performance.now() - start) / 1000)
             metrics.storeError(operation, err)
             throw err
           })
