@@ -5,7 +5,7 @@ type Labels = Record<string, string>
 interface Sample {
   metricName: string
   labels: Record<string, string | number>
-  /** Labels prom-client's `get()` merges into `labels` (none here: each sample carries all of its own). */
+  /** The series' labels, which prom-client writes after `labels` (the bucket's `le`) and `get()` merges into them. */
   sharedLabels: Record<string, string>
   value: number
 }
@@ -91,11 +91,11 @@ export class BucketHistogram extends Histogram {
       let cumulative = 0
       for (let i = 0; i < this.#bounds.length; i++) {
         cumulative += series.counts[i]!
-        values.push({ metricName: `${name}_bucket`, labels: { ...series.labels, le: this.#bounds[i]! }, value: cumulative, sharedLabels: {} })
+        values.push({ metricName: `${name}_bucket`, labels: { le: this.#bounds[i]! }, value: cumulative, sharedLabels: series.labels })
       }
-      values.push({ metricName: `${name}_bucket`, labels: { ...series.labels, le: '+Inf' }, value: series.count, sharedLabels: {} })
-      values.push({ metricName: `${name}_sum`, labels: series.labels, value: series.sum, sharedLabels: {} })
-      values.push({ metricName: `${name}_count`, labels: series.labels, value: series.count, sharedLabels: {} })
+      values.push({ metricName: `${name}_bucket`, labels: { le: '+Inf' }, value: series.count, sharedLabels: series.labels })
+      values.push({ metricName: `${name}_sum`, labels: {}, value: series.sum, sharedLabels: series.labels })
+      values.push({ metricName: `${name}_count`, labels: {}, value: series.count, sharedLabels: series.labels })
     }
     return { name, help: this.#help, type: 'histogram', values, aggregator: 'sum' }
   }
