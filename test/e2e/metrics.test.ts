@@ -1,6 +1,7 @@
 import { fetch } from 'undici'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { CreateTaskResultSchema } from '@modelcontextprotocol/sdk/types.js'
 import { connectV1, textOf } from '../helpers/clients.ts'
 import { demoStdio, startGateway, type RunningGateway } from '../helpers/gateway.ts'
 import { runTask } from '../helpers/tasks.ts'
@@ -65,6 +66,9 @@ describe('Prometheus metrics on the main listener', () => {
     expect(value(after, callLatency) - value(before, callLatency)).toBe(1)
     expect(value(after, 'gateway_upstream_sessions{upstream="demo"}')).toBeGreaterThanOrEqual(1)
     expect(value(after, 'gateway_upstream_up{upstream="demo"}')).toBe(1)
+    // A stdio upstream runs one process per upstream session.
+    expect(value(after, 'gateway_upstream_processes{upstream="demo"}')).toBe(value(after, 'gateway_upstream_sessions{upstream="demo"}'))
+    expect(after.has('gateway_sse_streams_open')).toBe(true)
     expect(value(after, 'gateway_store_operation_duration_seconds_count{backend="memory",operation="sessions.touch"}') +
       value(after, 'gateway_store_operation_duration_seconds_count{backend="memory",operation="sessions.get"}')).toBeGreaterThan(0)
   })
@@ -113,6 +117,55 @@ describe('Prometheus metrics on the main listener', () => {
     expect(value(samples, 'gateway_upstream_up{upstream="broken"}')).toBe(0)
     expect(value(samples, 'gateway_upstream_state{upstream="broken",state="down"}')).toBe(1)
     expect(value(samples, 'gateway_upstream_state{upstream="broken",state="ready"}')).toBe(0)
+  })
+})
+
+describe('limits, queues and running tasks', () => {
+  let gw: RunningGateway
+  let client: Client
+
+  beforeAll(async () => {
+    gw = await startGateway({
+      metrics: { listener: 'main' },
+      tasks: { maxActivePerPrincipal: 1 },
+      upstreams: [demoStdio({ maxConcurrentCalls: 1 })],
+    })
+    client = await connectV1(gw.url)
+  })
+  afterAll(async () => {
+    await client?.close()
+    await gw?.close()
+  })
+
+  it('shows a running task, the task limit refusing a second one, a call queued behind it, and the cancel', async () => {
+    const create = async (): Promise<string> => {
+      const created = await client.request({ method: 'tools/call', params: { name: 'demo__slow', arguments: { duration: 600_000, steps: 1 }, task: { ttl: 60_000 } } }, CreateTaskResultSchema)
+      return created.task.taskId
+    }
+    const before = await scrape(gw.base)
+    const taskId = await create()
+    const running = await scrapeUntil(gw.base, 'gateway_upstream_calls_active{upstream="demo"}', 1)
+    expect(value(running, 'gateway_tasks_active{status="working"}')).toBe(1)
+
+    await expect(create()).rejects.toThrow(/maxActivePerPrincipal/)
+    const refused = await scrape(gw.base)
+    const limit = 'gateway_refusals_total{limit="maxActivePerPrincipal"}'
+    expect(value(refused, limit) - value(before, limit)).toBe(1)
+    const storeError = 'gateway_store_errors_total{backend="memory",operation="tasks.create",class="task_limit"}'
+    expect(value(refused, storeError) - value(before, storeError)).toBe(1)
+
+    // The task holds the upstream's only call slot: a synchronous call waits for it.
+    const echo = client.callTool({ name: 'demo__echo', arguments: { text: 'after' } })
+    const queued = await scrapeUntil(gw.base, 'gateway_upstream_calls_queued{upstream="demo"}', 1)
+    expect(value(queued, 'gateway_upstream_queue_wait_seconds_count{upstream="demo"}')).toBe(value(before, 'gateway_upstream_queue_wait_seconds_count{upstream="demo"}'))
+    await client.experimental.tasks.cancelTask(taskId)
+    expect(textOf(await echo)).toContain('after')
+
+    const after = await scrape(gw.base)
+    expect(value(after, 'gateway_upstream_queue_wait_seconds_count{upstream="demo"}') - value(before, 'gateway_upstream_queue_wait_seconds_count{upstream="demo"}')).toBe(1)
+    expect(value(after, 'gateway_upstream_calls_queued{upstream="demo"}')).toBe(0)
+    expect(value(after, 'gateway_tasks_finished_total{status="cancelled"}') - value(before, 'gateway_tasks_finished_total{status="cancelled"}')).toBe(1)
+    expect(value(after, 'gateway_tasks_active{status="working"}')).toBe(0)
   })
 })
 
