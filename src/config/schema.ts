@@ -264,6 +264,9 @@ export const configSchema = z.strictObject({
 }).refine((config) => config.auth.permissions.length === 0 || config.auth.tokens.length > 0 || config.auth.oauth !== undefined, {
   message: 'permissions need callers with scopes: configure auth.tokens or auth.oauth',
   path: ['auth', 'permissions'],
+}).refine((config) => config.metrics.listener !== 'main' || ![config.server.path, '/healthz', '/readyz'].includes(config.metrics.path), {
+  message: 'is already served on the main listener (server.path, /healthz or /readyz): choose another path',
+  path: ['metrics', 'path'],
 })
 
 export type Config = z.output<typeof configSchema>

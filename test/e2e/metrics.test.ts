@@ -5,6 +5,8 @@ import { CreateTaskResultSchema } from '@modelcontextprotocol/sdk/types.js'
 import { connectV1, textOf } from '../helpers/clients.ts'
 import { demoStdio, startGateway, type RunningGateway } from '../helpers/gateway.ts'
 import { runTask } from '../helpers/tasks.ts'
+import { ModernRaw } from '../helpers/modern-raw.ts'
+import { parseConfig } from '../../src/config/load.ts'
 
 /** One scrape of `/metrics`: every sample line as `name{labels}` → value. */
 async function scrape (base: string): Promise<Map<string, number>> {
@@ -71,6 +73,17 @@ describe('Prometheus metrics on the main listener', () => {
     expect(after.has('gateway_sse_streams_open')).toBe(true)
     expect(value(after, 'gateway_store_operation_duration_seconds_count{backend="memory",operation="sessions.touch"}') +
       value(after, 'gateway_store_operation_duration_seconds_count{backend="memory",operation="sessions.get"}')).toBeGreaterThan(0)
+  })
+
+  it('labels a 2026-07-28 request with its era', async () => {
+    const before = await scrape(gw.base)
+    const reply = await new ModernRaw(gw.url).request('tools/call', { name: 'demo__echo', arguments: { text: 'modern' } })
+    expect(JSON.stringify(reply.body.result)).toContain('modern')
+    const after = await scrape(gw.base)
+    const modern = 'gateway_request_duration_seconds_count{method="tools/call",era="modern",outcome="ok"}'
+    expect(value(after, modern) - value(before, modern)).toBe(1)
+    const call = 'gateway_upstream_call_duration_seconds_count{upstream="demo",tool="echo",outcome="ok"}'
+    expect(value(after, call) - value(before, call)).toBe(1)
   })
 
   it('never turns a tool name a client made up into a label', async () => {
@@ -180,5 +193,15 @@ describe('where metrics are served', () => {
         await gw.close()
       }
     }
+  })
+})
+
+describe('metrics configuration', () => {
+  it('refuses a metrics path that another route of the main listener already serves, naming the option', () => {
+    for (const path of ['/mcp', '/healthz', '/readyz']) {
+      expect(() => parseConfig({ metrics: { listener: 'main', path }, upstreams: [demoStdio()] }, {}))
+        .toThrow(/metrics\.path: .*already served/)
+    }
+    expect(() => parseConfig({ metrics: { listener: 'admin', path: '/mcp' }, upstreams: [demoStdio()] }, {})).not.toThrow()
   })
 })
