@@ -61,7 +61,9 @@ export class ProcessLease {
     try {
       for (const owner of await leases.lapsed(now)) {
         if (owner === processId) continue
-        this.#deps.onTakeover?.(await tasks.adoptOrphans(owner))
+        // Taken over first, told after: an optional call would skip evaluating its argument when nobody listens.
+        const taken = await tasks.adoptOrphans(owner)
+        this.#deps.onTakeover?.(taken)
         await leases.release(owner)
       }
     } catch (err) {
