@@ -10,7 +10,8 @@
 // BENCH_MEMORY_TASKS (10000), BENCH_REDIS_URL (the Redis of the redis-store measurements; default
 // REDIS_URL, else redis://127.0.0.1:6379; without one they are skipped), BENCH_SECTIONS
 // (comma-separated ids), BENCH_PROFILE_DIR (write V8 CPU profiles of the gateway during the measured
-// windows; summarise with bench/tools/cpuprofile-top.ts), BENCH_OUT (results file).
+// windows; summarise with bench/tools/cpuprofile-top.ts), BENCH_METRICS (on | off: metrics of the gateways;
+// section metrics-cost measures both), BENCH_OUT (results file).
 import { execFileSync } from 'node:child_process'
 import { mkdir, writeFile } from 'node:fs/promises'
 import { cpus, loadavg } from 'node:os'

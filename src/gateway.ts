@@ -46,6 +46,9 @@ import { modernPromptsGet, modernToolsCall } from './protocol/modern/modern-tool
 import { RequestStateCodec } from './protocol/modern/request-state.ts'
 import { RetryRouter } from './protocol/modern/retry-router.ts'
 import { createAdmin } from './admin/admin-routes.ts'
+import { GatewayMetrics } from './observability/metrics.ts'
+import { registerMetricsRoute } from './observability/metrics-route.ts'
+import { timedStore } from './observability/timed-store.ts'
 
 export interface GatewayOptions {
   /** Logger to use instead of one built from `config.logging`. */
@@ -62,6 +65,8 @@ export interface Gateway {
   readonly tasks: TaskService
   /** This process among the gateway processes sharing the store (owner of the tasks it runs). */
   readonly processId: string
+  /** The Prometheus metrics (served on the admin listener, or by this app with metrics.listener: main); undefined when off. */
+  readonly metrics: GatewayMetrics | undefined
   /**
    * The admin API (`admin` configured), never listening: the caller listens on `admin.host`/`admin.port`.
    * Its routes all need the admin token; more can be added with `register…(admin, deps)` before it listens.
@@ -92,7 +97,18 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
   // First: a certificate that cannot be used stops the start before anything is opened.
   const tls = await loadTlsOptions(config.server.tls)
   const log = options.logger ?? createLogger(config.logging)
-  const store = options.store ?? await createStore(config.store, log)
+  const backend = options.store ?? await createStore(config.store, log)
+  const upstreams: Upstream[] = []
+  // Collected only where they are served: metrics.listener admin needs the admin listener.
+  const metrics: GatewayMetrics | undefined = config.metrics.enabled && (config.metrics.listener === 'main' || config.admin !== undefined)
+    ? new GatewayMetrics(backend.kind, {
+      upstreams,
+      streams: () => hub.size,
+      running: (taskId: string): boolean => runner.has(taskId),
+      runningCount: (): number => runner.size,
+    })
+    : undefined
+  const store: GatewayStore = metrics === undefined ? backend : timedStore(backend, metrics)
   const hub = new StreamHub(store.bus, {
     log,
     keepAliveMs: config.server.sseKeepAlive,
@@ -105,7 +121,6 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
   const processId = randomBytes(12).toString('base64url')
   const peers = new PeerRequests(processId, store.bus, store.leases)
   const broker = new ClientRequestBroker(peers)
-  const upstreams: Upstream[] = []
   /** Whether this process holds upstream sessions of the client (then it is, and stays, its home). */
   const holdsSessions = (clientKey: string): boolean => upstreams.some((upstream) => upstream.sessionByKey(clientKey) !== undefined)
   const homes = new ClientHomes({
@@ -185,7 +200,7 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
   const delivery = new LegacyTaskDelivery(hub, store.bus, store.tasks)
   hub.onGetStream = (sessionId) => delivery.onGetStream(sessionId)
   const inputs = new TaskInputs(store.tasks, delivery, config.tasks, store.bus)
-  const calls = new CallEngine(catalog)
+  const calls = new CallEngine(catalog, metrics)
   const runner = new TaskRunner({ store: store.tasks, upstreams: new Map(upstreams.map((u) => [u.name, u])), calls, inputs, events: delivery, log, shutdown: shutdown.signal, bus: store.bus, isNativeTask: (upstream, tool) => catalog.isNativeTask(upstream, tool), maxResultBytes: config.tasks.maxResultBytes })
   const tasks = new TaskService({
     store: store.tasks,
@@ -198,7 +213,7 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
     owner: processId,
     isIdempotent: (task) => config.upstreams.find((u) => u.name === task.upstream)?.toolSettings[task.tool]?.idempotent === true,
   })
-  const lease = new ProcessLease({ processId, leases: store.leases, tasks, shared: store.shared, leaseMs: config.tasks.ownerLease, log })
+  const lease = new ProcessLease({ processId, leases: store.leases, tasks, shared: store.shared, leaseMs: config.tasks.ownerLease, log, onTakeover: (taken) => metrics?.failovers(taken) })
   await lease.start()
   /** What a session held dies with it; with auth off that includes its tasks, which nobody else can reach. */
   const endSession = async (sessionId: string): Promise<void> => {
@@ -281,9 +296,11 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
   const oauth = config.auth.oauth === undefined ? undefined : new OAuthResource(config.auth.oauth, log)
   oauth?.register(app)
   const limiter = createRateLimiter({ limits: config.limits, pollIntervalMs: config.tasks.pollInterval, store: store.rateLimits, log })
-  await registerMcpRoute(app, { config: config.server, legacy, modern, authenticator: createAuthenticator(config.auth, oauth, forwardsAuthorization), passAuthorization: forwardsAuthorization, limiter, isClosing: () => closing })
+  await registerMcpRoute(app, { config: config.server, legacy, modern, authenticator: createAuthenticator(config.auth, oauth, forwardsAuthorization), passAuthorization: forwardsAuthorization, limiter, isClosing: () => closing, metrics })
+  if (metrics !== undefined && config.metrics.listener === 'main') registerMetricsRoute(app, metrics, config.metrics.path)
 
   const admin = createAdmin(config.admin, log, { store, upstreams, tasks, drain: () => { closing = true } })
+  if (metrics !== undefined && config.metrics.listener === 'admin' && admin !== undefined) registerMetricsRoute(admin, metrics, config.metrics.path)
 
   const sweepEvery = Math.min(60_000, Math.max(1000, Math.floor(config.server.sessionIdleTimeout / 4)))
   const sweeper = setInterval(() => {
@@ -328,5 +345,5 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
     return closed
   }
 
-  return { app, store, upstreams, catalog, tasks, processId, admin, ready, close }
+  return { app, store, upstreams, catalog, tasks, processId, metrics, admin, ready, close }
 }

@@ -66,6 +66,8 @@ export interface GatewayOptions {
   server?: Record<string, unknown>
   /** The tasks section (limits such as maxActivePerPrincipal). */
   tasks?: Record<string, unknown>
+  /** The metrics section; default: enabled as BENCH_METRICS says. */
+  metrics?: Record<string, unknown>
 }
 
 async function waitReady (base: string, failed: () => string | undefined): Promise<void> {
@@ -94,6 +96,7 @@ export async function startGateway (settings: Settings, options: GatewayOptions)
     logging: { level: settings.gatewayLogLevel },
     store: typeof options.store === 'object' ? options.store : kind === 'sqlite' ? { kind: 'sqlite', path: join(dir, 'gateway.db') } : { kind: 'memory' },
     ...(options.tasks !== undefined && { tasks: options.tasks }),
+    metrics: options.metrics ?? { enabled: settings.metrics === 'on' },
     upstreams: [{
       name: 'demo',
       ...(options.stdio === undefined

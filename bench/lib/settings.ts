@@ -41,6 +41,8 @@ export interface Settings {
   sections: string[] | undefined
   /** When set, sections write V8 CPU profiles of the gateway's measured windows here (BENCH_PROFILE_DIR). */
   profileDir: string | undefined
+  /** Whether the gateways of the run keep Prometheus metrics (BENCH_METRICS: on, the gateway default, or off); section metrics-cost always measures both. */
+  metrics: 'on' | 'off'
   /** Results file (BENCH_OUT). */
   out: string
 }
@@ -88,6 +90,7 @@ export function readSettings (): Settings {
     redisUrl: process.env.BENCH_REDIS_URL ?? process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',
     sections: sections === undefined || sections === '' ? undefined : sections.split(',').map((s) => s.trim()).filter((s) => s !== ''),
     profileDir: process.env.BENCH_PROFILE_DIR === '' ? undefined : process.env.BENCH_PROFILE_DIR,
+    metrics: oneOf('BENCH_METRICS', ['on', 'off'] as const, 'on'),
     out: process.env.BENCH_OUT ?? join(tmpdir(), 'mcp-task-gateway-bench', 'latest.json'),
   }
 }

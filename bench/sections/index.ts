@@ -10,6 +10,7 @@ import { taskClusterSection } from './task-cluster.ts'
 import { taskCreateSection } from './task-create.ts'
 import { taskGetSection } from './task-get.ts'
 import { taskMemorySection } from './task-memory.ts'
+import { metricsCostSection } from './metrics-cost.ts'
 
 export const SECTIONS: readonly Section[] = [
   syncCallSection,
@@ -17,5 +18,6 @@ export const SECTIONS: readonly Section[] = [
   taskGetSection,
   taskClusterSection,
   taskMemorySection,
+  metricsCostSection,
   stdioPeersSection,
 ]

@@ -9,6 +9,7 @@ import { clientSupports, type ClientRef } from '../upstream/client-ref.ts'
 import type { Upstream } from '../upstream/upstream.ts'
 import { mapUpstreamError } from './upstream-errors.ts'
 import { callUpstream } from './upstream-call.ts'
+import { errorClass, type GatewayMetrics } from '../observability/metrics.ts'
 
 /** How one call reaches its client: input requests, progress and other notifications. */
 export interface CallChannel {
@@ -64,9 +65,11 @@ function liveChannel (ctx: RequestContext): CallChannel {
  */
 export class CallEngine {
   readonly #catalog: Catalog
+  readonly #metrics: GatewayMetrics | undefined
 
-  constructor (catalog: Catalog) {
+  constructor (catalog: Catalog, metrics?: GatewayMetrics) {
     this.#catalog = catalog
+    this.#metrics = metrics
   }
 
   /** A legacy-era synchronous tools/call: input is relayed live on the request's stream. */
@@ -97,12 +100,17 @@ export class CallEngine {
       },
       notify: (notification, notificationParams) => channel.notify(notification, notificationParams),
     }
+    const metrics = this.#metrics
+    const started = performance.now()
+    let outcome = 'ok'
     let freeSlot: (() => void) | undefined
     try {
       freeSlot = upstream.slots.tryTake()
       if (freeSlot === undefined) {
         channel.queued?.()
+        const queuedAt = performance.now()
         freeSlot = await upstream.slots.take(signal)
+        metrics?.queueWait(upstream.name, (performance.now() - queuedAt) / 1000)
       }
       const lease = await upstream.acquire(client, 'call', channel.authorization)
       const session = lease.session
@@ -112,20 +120,29 @@ export class CallEngine {
         channel.sent?.()
         const { requestState: _state, inputResponses: _responses, ...forwarded } = withoutProgressToken(params)
         // Every call asks for progress: its token also ties what the upstream asks during the call to it.
-        return await callUpstream(session, call, method, { ...forwarded, name: target.target }, target.native, {
+        const result = await callUpstream(session, call, method, { ...forwarded, name: target.target }, target.native, {
           timeout,
           signal,
           onprogress: (progress) => channel.progress?.(progress),
           authorization: forwardedAuthorization(upstream, channel.authorization),
         })
+        if (result.isError === true) outcome = 'tool_error'
+        return result
       } finally {
         session.calls.end(call)
         lease.release()
       }
     } catch (err) {
-      throw mapUpstreamError(err, upstream.name, `${method} '${target.target}'`, timeout, signal)
+      const mapped = mapUpstreamError(err, upstream.name, `${method} '${target.target}'`, timeout, signal)
+      if (metrics !== undefined) {
+        outcome = errorClass(mapped)
+        metrics.refused(mapped)
+      }
+      throw mapped
     } finally {
       freeSlot?.()
+      // The tool name comes from the upstream's catalog (the route), never from the client: a bounded label.
+      if (method === 'tools/call') metrics?.upstreamCall(upstream.name, target.target, outcome, (performance.now() - started) / 1000)
     }
   }
 }

@@ -263,6 +263,12 @@ const adminSchema = z.strictObject({
   tokenSha256: z.string().regex(/^[0-9a-fA-F]{64}$/, 'must be the hex SHA-256 of the admin token (64 hex digits), never the token itself')
     .describe('hex SHA-256 of the bearer token every admin request must carry (put it in the environment and write the variable here)'),
 }).describe('the admin API (upstreams, every principal\'s tasks, cancel, drain) on its own listener; off unless configured')
+const metricsSchema = z.strictObject({
+  enabled: z.boolean().prefault(true).describe('collect Prometheus metrics and serve them at metrics.path'),
+  listener: z.enum(['admin', 'main']).prefault('admin')
+    .describe('where /metrics is served: admin (the admin listener, which must be configured) or main (the MCP listener, open to whoever reaches it)'),
+  path: z.string().regex(/^\/[\w.~/-]*$/, 'must be a URL path starting with /').prefault('/metrics').describe('path of the Prometheus text exposition'),
+}).prefault({})
 
 export const configSchema = z.strictObject({
   server: serverSchema.prefault({}),
@@ -272,10 +278,14 @@ export const configSchema = z.strictObject({
   auth: authSchema.prefault({}),
   limits: limitsSchema.prefault({}),
   admin: adminSchema.optional(),
+  metrics: metricsSchema,
   upstreams: z.array(upstreamSchema).min(1, 'list at least one upstream'),
 }).refine((config) => config.auth.permissions.length === 0 || config.auth.tokens.length > 0 || config.auth.oauth !== undefined, {
   message: 'permissions need callers with scopes: configure auth.tokens or auth.oauth',
   path: ['auth', 'permissions'],
+}).refine((config) => config.metrics.listener !== 'main' || ![config.server.path, '/healthz', '/readyz'].includes(config.metrics.path), {
+  message: 'is already served on the main listener (server.path, /healthz or /readyz): choose another path',
+  path: ['metrics', 'path'],
 })
 
 export type Config = z.output<typeof configSchema>
@@ -290,6 +300,7 @@ export type TasksConfig = Config['tasks']
 export type LimitsConfig = Config['limits']
 export type AuthConfig = Config['auth']
 export type AdminConfig = NonNullable<Config['admin']>
+export type MetricsConfig = Config['metrics']
 export type TaskSupport = z.output<typeof taskSupportSchema>
 
 export function upstreamPrefix (upstream: UpstreamConfig): string {

@@ -9,6 +9,7 @@ import type { RequestId } from '../protocol/jsonrpc.ts'
 import type { ModernEndpoint } from '../protocol/modern/modern-endpoint.ts'
 import { RateLimitError, type RateLimiter } from '../limits/rate-limiter.ts'
 import { answerOptions, ENDPOINT_METHODS } from './cors.ts'
+import type { GatewayMetrics } from '../observability/metrics.ts'
 
 export interface McpRouteOptions {
   config: ServerConfig
@@ -22,6 +23,8 @@ export interface McpRouteOptions {
   limiter: RateLimiter | undefined
   /** True once shutdown began: new requests are refused with 503. */
   isClosing (): boolean
+  /** Where requests and refusals are counted; undefined when metrics are off. */
+  metrics?: GatewayMetrics | undefined
 }
 
 function accepts (request: FastifyRequest, type: string): boolean {
@@ -65,12 +68,13 @@ function requestIdOf (body: unknown): RequestId | null {
 
 /** POST, GET and DELETE on the MCP path (Streamable HTTP). Everything after parsing writes the raw response. */
 export async function registerMcpRoute (app: FastifyInstance, options: McpRouteOptions): Promise<void> {
-  const { config, legacy, limiter } = options
+  const { config, legacy, limiter, metrics } = options
   const maxBodyBytes = config.maxBodyBytes
 
   app.setErrorHandler(async (err: FastifyError, request, reply) => {
     const mapped = bodyError(err, maxBodyBytes)
     if (mapped) {
+      metrics?.refused(mapped)
       return reply.code(mapped.statusCode).type('application/json').send({ jsonrpc: '2.0', id: null, error: { code: mapped.rpcCode, message: mapped.message } })
     }
     request.log.error({ err }, 'unhandled request error')
@@ -83,11 +87,16 @@ export async function registerMcpRoute (app: FastifyInstance, options: McpRouteO
     return options.passAuthorization && authorization !== undefined ? { ...ANONYMOUS_CALLER, authorization } : ANONYMOUS_CALLER
   }
 
-  const run = async (request: FastifyRequest, reply: FastifyReply, work: (caller: Caller) => Promise<void>): Promise<void> => {
+  /** `method` and `era` label the request in the metrics; it is timed until its response ends. */
+  const run = async (request: FastifyRequest, reply: FastifyReply, method: string, era: string, work: (caller: Caller) => Promise<void>): Promise<void> => {
     reply.hijack()
     // What the hooks set (CORS, Vary) would be lost with the reply: the raw response writes its own head.
     for (const [name, value] of Object.entries(reply.getHeaders())) {
       if (value !== undefined) reply.raw.setHeader(name, value)
+    }
+    if (metrics !== undefined) {
+      const started = performance.now()
+      reply.raw.once('close', () => { metrics.request(method, era, reply.raw.statusCode, (performance.now() - started) / 1000) })
     }
     try {
       if (options.isClosing()) throw new GatewayError('GW_ERR_SHUTTING_DOWN')
@@ -98,6 +107,8 @@ export async function registerMcpRoute (app: FastifyInstance, options: McpRouteO
       await work(caller)
     } catch (err) {
       if (!reply.raw.headersSent) {
+        // Refusals answered here are those with their own status (429); the others are counted where they arise.
+        if (err instanceof GatewayError && err.statusCode === 429) metrics?.refused(err)
         if (!(err instanceof GatewayError)) request.log.error({ err }, 'MCP request failed')
         if (err instanceof GatewayError && err.code.startsWith('GW_ERR_AUTH_') && options.authenticator !== undefined && err.statusCode !== 503) {
           reply.raw.setHeader('www-authenticate', options.authenticator.challenge(err))
@@ -113,16 +124,17 @@ export async function registerMcpRoute (app: FastifyInstance, options: McpRouteO
   }
 
   app.post(config.path, { bodyLimit: maxBodyBytes }, async (request, reply) => {
-    await run(request, reply, async (caller) => {
+    // The era is decided per request, from the body: a protocol-version claim in params._meta is modern.
+    // A modern MCP-Protocol-Version header without the claim is a modern request missing its envelope.
+    const version = request.headers['mcp-protocol-version']
+    const modernHeader = typeof version === 'string' && (MODERN_PROTOCOL_VERSIONS as readonly string[]).includes(version)
+    const modern = isModernMessage(request.body) || modernHeader
+    await run(request, reply, metrics?.methodOf(request.body) ?? '', modern ? 'modern' : 'legacy', async (caller) => {
       if (!(request.headers['content-type'] ?? '').toLowerCase().startsWith('application/json')) throw new GatewayError('GW_ERR_HTTP_MEDIA_TYPE')
       if (!accepts(request, 'application/json') || !accepts(request, 'text/event-stream')) {
         throw new GatewayError('GW_ERR_HTTP_NOT_ACCEPTABLE', ['both application/json and text/event-stream'])
       }
-      // The era is decided per request, from the body: a protocol-version claim in params._meta is modern.
-      // A modern MCP-Protocol-Version header without the claim is a modern request missing its envelope.
-      const version = request.headers['mcp-protocol-version']
-      const modernHeader = typeof version === 'string' && (MODERN_PROTOCOL_VERSIONS as readonly string[]).includes(version)
-      if (isModernMessage(request.body) || modernHeader) {
+      if (modern) {
         await options.modern.post(request.headers, reply.raw, request.body, caller)
         return
       }
@@ -132,14 +144,14 @@ export async function registerMcpRoute (app: FastifyInstance, options: McpRouteO
 
   // HEAD would open a stream without a body to carry it: it is refused like the other methods below.
   app.get(config.path, { exposeHeadRoute: false }, async (request, reply) => {
-    await run(request, reply, async (caller) => {
+    await run(request, reply, 'GET', 'legacy', async (caller) => {
       if (!accepts(request, 'text/event-stream')) throw new GatewayError('GW_ERR_HTTP_NOT_ACCEPTABLE', ['text/event-stream'])
       await legacy.get(request.headers, reply.raw, caller.principal)
     })
   })
 
   app.delete(config.path, { onRequest: async (request) => { forgetEmptyBodyType(request) } }, async (request, reply) => {
-    await run(request, reply, (caller) => legacy.delete(request.headers, reply.raw, caller.principal))
+    await run(request, reply, 'DELETE', 'legacy', (caller) => legacy.delete(request.headers, reply.raw, caller.principal))
   })
 
   // A CORS preflight of an allowed origin is answered by the CORS hook before this (see cors.ts).

@@ -11,10 +11,13 @@ const WARN_EVERY_MS = 10_000
 /** A 429: the request was refused by a token bucket. `retryAfter` (whole seconds) goes out as Retry-After. */
 export class RateLimitError extends GatewayError {
   readonly retryAfter: number
+  /** The option of the limit that refused the request (`limits.<limit>`). */
+  readonly limit: string
 
   constructor (code: 'GW_ERR_RATE_LIMITED' | 'GW_ERR_POLL_TOO_FAST', args: readonly unknown[], retryAfter: number) {
     super(code, args)
     this.retryAfter = retryAfter
+    this.limit = code === 'GW_ERR_POLL_TOO_FAST' ? 'pollBurst' : String(args[1])
   }
 }
 

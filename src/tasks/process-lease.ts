@@ -12,6 +12,8 @@ export interface ProcessLeaseDeps {
   /** How long a lease lasts without renewal. */
   leaseMs: number
   log: Logger
+  /** Told what was done with the unfinished tasks of a lost process after taking them over. */
+  onTakeover?: (taken: { rerun: number, failed: number }) => void
 }
 
 /**
@@ -59,7 +61,9 @@ export class ProcessLease {
     try {
       for (const owner of await leases.lapsed(now)) {
         if (owner === processId) continue
-        await tasks.adoptOrphans(owner)
+        // Taken over first, told after: an optional call would skip evaluating its argument when nobody listens.
+        const taken = await tasks.adoptOrphans(owner)
+        this.#deps.onTakeover?.(taken)
         await leases.release(owner)
       }
     } catch (err) {

@@ -63,6 +63,11 @@ export class TaskRunner {
     return this.#running.size
   }
 
+  /** Whether this process runs the task's upstream call. */
+  has (taskId: string): boolean {
+    return this.#running.has(taskId)
+  }
+
   start (task: TaskRecord, authorization?: string): void {
     this.#track(task, (controller) => this.#run(task, controller, authorization))
   }

@@ -66,6 +66,8 @@ function connectFailure (err: unknown, config: UpstreamConfig): string {
 export class Upstream {
   readonly config: UpstreamConfig
   state: UpstreamState = 'starting'
+  /** Reconnect attempts scheduled since start (gateway_upstream_reconnects_total). */
+  reconnects = 0
   lastError: string | undefined
   /** 2026-07-28 results that lacked `resultType` and were taken as complete (see UpstreamSession). */
   resultsWithoutResultType = 0
@@ -363,6 +365,7 @@ export class Upstream {
     const delay = Math.min(this.config.restart.maxDelay, this.config.restart.initialDelay * 2 ** this.#attempt++)
     this.#log.warn({ reason, retryInMs: delay }, wasReady ? 'upstream went down' : 'upstream unavailable')
     if (wasReady) this.#events.onDown(this, reason)
+    this.reconnects++
     this.#reconnectTimer = setTimeout(() => { void this.#connect() }, delay)
     this.#reconnectTimer.unref()
   }

@@ -56,6 +56,7 @@ describe('chaos: one of three gateway processes killed with SIGKILL under 300 ta
     demo = await startUpstream('src/demo/main.ts', ['--http', '0'])
     cluster = await startCluster(`
 logging: { level: info }
+metrics: { listener: main }
 tasks: { pollInterval: 100ms, ownerLease: ${LEASE_MS}ms, maxActivePerPrincipal: 1000, decide: always }
 upstreams:
   - name: demo
@@ -208,5 +209,16 @@ upstreams:
       expect(errors).toEqual([])
     }
     expect(survivors.some((s) => s.lines.some((line) => line.includes('took over the tasks of a lost gateway process')))).toBe(true)
+    // The takeovers are counted by the survivors that made them: every orphan once, by what was done with it.
+    const failovers = { rerun: 0, failed: 0 }
+    for (const survivor of survivors) {
+      const text = await (await fetch(survivor.url.replace(/\/mcp$/, '/metrics'))).text()
+      for (const action of ['rerun', 'failed'] as const) {
+        const sample = new RegExp(`^gateway_task_failovers_total\\{action="${action}"\\} (\\d+)$`, 'm').exec(text)
+        failovers[action] += Number(sample?.[1] ?? 0)
+      }
+    }
+    const rerun = orphans.filter((t) => t.tool === 'redo__slow').length
+    expect(failovers).toEqual({ rerun, failed: orphans.length - rerun })
   }, 150_000)
 })
