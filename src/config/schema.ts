@@ -279,7 +279,7 @@ const metricsSchema = z.strictObject({
     .describe('where the path is served: `admin`, on the admin listener (it must be configured: without it nothing is collected), or `main`, on the MCP listener next to /healthz, reachable by everyone who reaches the gateway'),
   path: z.string().regex(/^\/[\w.~/-]*$/, 'must be a URL path starting with /').prefault('/metrics')
     .describe('path of the Prometheus text exposition; with listener main it must differ from server.path, /healthz and /readyz (checked at start)'),
-}).prefault({}).describe('Prometheus metrics')
+}).prefault({})
 
 export const configSchema = z.strictObject({
   server: serverSchema.prefault({}),
@@ -290,8 +290,7 @@ export const configSchema = z.strictObject({
   limits: limitsSchema.prefault({}),
   admin: adminSchema.optional(),
   metrics: metricsSchema,
-  upstreams: z.array(upstreamSchema).min(1, 'list at least one upstream')
-    .describe('the MCP servers behind the gateway (at least one)'),
+  upstreams: z.array(upstreamSchema).min(1, 'list at least one upstream'),
 }).refine((config) => config.auth.permissions.length === 0 || config.auth.tokens.length > 0 || config.auth.oauth !== undefined, {
   message: 'permissions need callers with scopes: configure auth.tokens or auth.oauth',
   path: ['auth', 'permissions'],
