@@ -186,9 +186,11 @@ function listed (names: string[]): string {
  * those of each group of variants. A shared option whose default differs shows each variant's default.
  */
 function variantTables (variants: JsonSchema[], inherited: unknown): string[] {
-  const discriminator = properties(variants[0]!).find(([name]) => variants.every((variant) => 'const' in (properties(variant).find(([other]) => other === name)?.[1] ?? {})))?.[0]
+  const propertyOf = (variant: JsonSchema, name: string): JsonSchema => properties(variant).find(([other]) => other === name)?.[1] ?? {}
+  const discriminator = properties(variants[0]!).map(([name]) => name).find((name) => variants.every((variant) => 'const' in propertyOf(variant, name)))
   if (discriminator === undefined) throw new Error('a union section needs a property that tells its variants apart')
-  const labels = variants.map((variant) => String((variant.properties as Record<string, JsonSchema>)[discriminator]!.const))
+  const kinds = variants.map((variant) => propertyOf(variant, discriminator))
+  const labels = kinds.map((kind) => String(kind.const))
   const defaults = isSchema(inherited) ? inherited : {}
   const byOption = new Map<string, { rows: Row[], labels: string[] }>()
   variants.forEach((variant, i) => {
@@ -203,7 +205,6 @@ function variantTables (variants: JsonSchema[], inherited: unknown): string[] {
       }
     }
   })
-  const kinds = variants.map((variant) => (variant.properties as Record<string, JsonSchema>)[discriminator]!)
   const discriminatorRow: Row = {
     option: discriminator,
     type: choices(labels),
