@@ -10,9 +10,9 @@ const NAME = /^[A-Za-z0-9][A-Za-z0-9_-]*$/
 
 const filterSchema = z.strictObject({
   allow: z.array(z.string().min(1)).prefault(['*'])
-    .describe('names (or globs with *) to expose; names are the upstream\'s own, before the prefix'),
+    .describe('names to expose, the upstream\'s own (before the prefix); `*` is a wildcard'),
   deny: z.array(z.string().min(1)).prefault([])
-    .describe('names (or globs with *) to hide; deny wins over allow'),
+    .describe('names to hide, the upstream\'s own (`*` is a wildcard); deny wins over allow'),
 }).describe('which entries of this kind the upstream exposes through the gateway')
 
 const defaultFilter = { allow: ['*'], deny: [] }
@@ -22,16 +22,16 @@ const taskSupportSchema = z.enum(['optional', 'required', 'forbidden'])
 const toolSettingsSchema = z.strictObject({
   timeout: duration('call timeout for this tool; overrides timeouts.call').optional(),
   taskSupport: taskSupportSchema.optional()
-    .describe('whether clients may (optional), must (required) or must not (forbidden) call this tool as a task; overrides the upstream\'s taskSupport'),
+    .describe('whether clients may (`optional`), must (`required`) or must not (`forbidden`) call this tool as a task; overrides the upstream\'s taskSupport; default: the upstream\'s taskSupport'),
   idempotent: z.boolean().prefault(false)
-    .describe('safe to run again: a task of this tool interrupted by a gateway restart is run again instead of failed'),
+    .describe('the tool is safe to run twice: a task of it that was running when the gateway stopped (or whose gateway process was lost) is run again from the start instead of failed'),
 }).describe('settings for one tool, by its upstream name')
 
 /** `connect` defaults to 60s for stdio (a package runner may download the server first) and 10s for HTTP. */
 function timeoutsSchema (connect: '60s' | '10s') {
   return z.strictObject({
-    connect: duration('time to connect (or spawn) and finish the MCP handshake').prefault(connect),
-    request: duration('timeout for list, read, prompt and completion requests').prefault('60s'),
+    connect: duration('time to connect (spawn) and finish the MCP handshake; stdio waits longer because a server started through a package runner (`npx -y …`) may be downloaded first. A handshake that takes longer is ended (a stdio process is stopped) and retried after restart.initialDelay; the log and /readyz then say `the MCP handshake did not finish within 60s (timeouts.connect of upstream \'x\')`').prefault(connect),
+    request: duration('timeout for list, read, prompt, completion and subscription requests').prefault('60s'),
     call: duration('timeout for one tools/call (no hidden shorter hop)').prefault('1h'),
   }).prefault({})
 }
@@ -43,15 +43,17 @@ const restartSchema = z.strictObject({
 
 const upstreamCommon = {
   name: z.string().regex(NAME, 'use letters, digits, - and _ (must start with a letter or digit)')
-    .describe('unique name of the upstream; also the default prefix'),
+    .describe('unique name of the upstream, also its default prefix: letters, digits, `-` and `_`, starting with a letter or digit'),
   prefix: z.string().regex(/^[A-Za-z0-9_-]*$/, 'use letters, digits, - and _').optional()
-    .describe('prefix for this upstream\'s names, joined with "__"; default: the name; "" passes names through unchanged'),
-  tools: filterSchema.prefault(defaultFilter),
-  prompts: filterSchema.prefault(defaultFilter),
-  resources: filterSchema.prefault(defaultFilter),
-  toolSettings: z.record(z.string(), toolSettingsSchema).prefault({}),
+    .describe('prefix of this upstream\'s tool and prompt names, joined with `__`; `\'\'` passes names through unchanged; default: the name'),
+  tools: filterSchema.prefault(defaultFilter).describe('which of the upstream\'s tools the gateway exposes'),
+  prompts: filterSchema.prefault(defaultFilter).describe('which of the upstream\'s prompts the gateway exposes'),
+  resources: filterSchema.prefault(defaultFilter)
+    .describe('which of the upstream\'s resources and resource templates the gateway exposes, matched by their name (or URI when they have none)'),
+  toolSettings: z.record(z.string(), toolSettingsSchema).prefault({})
+    .describe('settings per tool, by the upstream\'s own tool name'),
   taskSupport: taskSupportSchema.prefault('optional')
-    .describe('task support advertised for this upstream\'s tools; required breaks clients that cannot do tasks'),
+    .describe('whether this upstream\'s tools may (`optional`), must (`required`) or must not (`forbidden`) be called as tasks; `required` breaks clients that cannot do tasks'),
   sessions: z.enum(['per-client', 'shared', 'per-call']).prefault('per-client')
     .describe('how clients share upstream sessions: per-client (one session per client, for servers that keep state), shared (one for all clients with the same capabilities, for stateless servers), per-call (one per call, for stateless stdio servers that ask the client for input from concurrent calls)'),
   maxSessions: z.number().int().min(1).max(100_000).prefault(100)
@@ -59,23 +61,28 @@ const upstreamCommon = {
   maxConcurrentCalls: z.number().int().min(1).max(10_000).prefault(16)
     .describe('tools/call and prompts/get requests running on this upstream at once, over all its sessions; further calls wait'),
   maxQueuedCalls: z.number().int().min(0).prefault(1000)
-    .describe('calls that may wait for a call slot; beyond this a call fails at once'),
+    .describe('calls that may wait for a call slot; the next one fails at once with GW_ERR_UPSTREAM_BUSY'),
   idleTimeout: duration('close an upstream session that no request, call, task or subscription has used for this long').prefault('1h'),
   timeouts: timeoutsSchema('10s'),
   restart: restartSchema,
 }
 
+/** The protocol era spoken to an upstream; one description for both transports that offer the choice. */
+function eraSchema (fallback: 'legacy' | 'auto') {
+  return z.enum(['legacy', 'auto']).prefault(fallback)
+    .describe('protocol era to speak to this upstream: `legacy` (the initialize handshake) or `auto` (probe server/discover first, fall back to legacy); sse upstreams always speak the legacy era')
+}
+
 const stdioUpstream = z.strictObject({
   ...upstreamCommon,
   timeouts: timeoutsSchema('60s'),
-  transport: z.literal('stdio'),
-  command: z.string().min(1).describe('program to spawn'),
-  args: z.array(z.string()).prefault([]),
+  transport: z.literal('stdio').describe('spawn `command` and speak over its stdin and stdout'),
+  command: z.string().min(1).describe('program to spawn, looked up on the PATH the child gets; a path with a slash is relative to cwd'),
+  args: z.array(z.string()).prefault([]).describe('its arguments'),
   env: z.record(z.string(), z.string()).prefault({})
-    .describe('environment of the child, added to a minimal safe environment (PATH, HOME, …)'),
-  cwd: z.string().optional(),
-  era: z.enum(['legacy', 'auto']).prefault('legacy')
-    .describe('protocol era to speak to this upstream; auto probes server/discover first'),
+    .describe('environment of the child, added to a minimal one (PATH, HOME, USER, SHELL, TERM, LOGNAME); the gateway\'s own environment is not passed on'),
+  cwd: z.string().optional().describe('working directory of the child; default: the gateway\'s working directory'),
+  era: eraSchema('legacy'),
 })
 
 const httpCommon = {
@@ -83,22 +90,21 @@ const httpCommon = {
   url: z.url().describe('endpoint URL of the upstream'),
   headers: z.record(z.string(), z.string()).prefault({})
     // eslint-disable-next-line no-template-curly-in-string
-    .describe('headers sent on every upstream request; write secrets as ${ENV_VAR}'),
+    .describe('headers sent with every request to the upstream, e.g. `Authorization: Bearer ${API_TOKEN}`; write secrets as ${ENV_VAR}'),
   connections: z.number().int().min(1).prefault(64).describe('sockets in the upstream HTTP pool; raised to at least maxSessions + 2 × (maxConcurrentCalls + 1), since every upstream session holds one for its SSE stream'),
 }
 
 const streamableHttpUpstream = z.strictObject({
   ...httpCommon,
-  transport: z.literal('streamable-http'),
+  transport: z.literal('streamable-http').describe('the current MCP HTTP transport'),
   forwardAuthorization: z.boolean().prefault(false)
-    .describe('send the caller\'s own Authorization header on the requests made for it (tools/call, prompts/get, resources/read, completion/complete) instead of the configured one; never done unless set'),
-  era: z.enum(['legacy', 'auto']).prefault('auto')
-    .describe('protocol era to speak to this upstream; auto probes server/discover first'),
+    .describe('send each caller\'s own Authorization header, instead of the configured one, on what the gateway does for that caller (tools/call, prompts/get, resources/read, completion/complete); never done unless set'),
+  era: eraSchema('auto'),
 })
 
 const sseUpstream = z.strictObject({
   ...httpCommon,
-  transport: z.literal('sse'),
+  transport: z.literal('sse').describe('the older HTTP+SSE transport (protocol 2024-11-05)'),
 })
 
 export const upstreamSchema = z.discriminatedUnion('transport', [stdioUpstream, streamableHttpUpstream, sseUpstream])
@@ -116,56 +122,57 @@ export const tlsSchema = z.strictObject({
 })
 
 const serverSchema = z.strictObject({
-  host: z.string().min(1).prefault('127.0.0.1').describe('address to listen on'),
-  port: z.number().int().min(0).max(65_535).prefault(8080),
+  host: z.string().min(1).prefault('127.0.0.1').describe('address to listen on; `0.0.0.0` listens on every interface'),
+  port: z.number().int().min(0).max(65_535).prefault(8080).describe('port to listen on; `0` picks a free port'),
   path: z.string().regex(/^\/[^\s?#]*$/, 'must start with / and hold no query').prefault('/mcp')
     .describe('path of the MCP endpoint'),
   dnsRebindingProtection: z.boolean().prefault(true)
-    .describe('check Host and Origin headers against the lists below'),
+    .describe('check the Host and Origin headers of requests to the MCP path against allowedHosts and allowedOrigins (protection against DNS rebinding); turn it off only behind a proxy that checks the Host itself'),
   allowedHosts: z.array(z.string().min(1)).prefault([])
-    .describe('Host header values (hostname, or hostname:port) accepted; localhost names are always accepted'),
+    .describe('Host header values accepted besides `localhost`, `127.0.0.1` and `[::1]`: a hostname (any port) or `hostname:port`'),
   allowedOrigins: z.array(z.string().min(1)).prefault([])
     .describe('Origin values accepted (scheme://host[:port]); origins on localhost names are always accepted; listed origins, and only these, also get CORS (browser clients)'),
-  maxBodyBytes: size('largest accepted request body').prefault('4mb'),
+  maxBodyBytes: size('largest request body; larger ones get HTTP 413').prefault('4mb'),
   pageSize: z.number().int().min(1).max(10_000).prefault(100)
     .describe('entries per page of tools/list, prompts/list, resources/list, resources/templates/list and tasks/list'),
-  sessionIdleTimeout: duration('delete a session unused for this long').prefault('1h'),
+  sessionIdleTimeout: duration('delete a session unused for this long (its use is recorded at most every 10 s, and at least four times per timeout)').prefault('1h'),
   sseKeepAlive: duration('interval of SSE keep-alive comments').prefault('15s'),
-  shutdownGrace: duration('time in-flight calls get to finish on SIGTERM before they are cancelled').prefault('10s'),
+  shutdownGrace: duration('on SIGTERM or SIGINT, time in-flight calls and running tasks get to finish before they are cancelled').prefault('10s'),
   inputHoldTimeout: duration('how long a 2026-07-28 synchronous call waiting for input (input_required) is held for the client\'s retry').prefault('10m'),
   stateSecret: z.string().min(16, 'use at least 16 characters').optional()
     .describe('key that signs requestState values; give every gateway process the same one (from the environment); default: random per process'),
-  listCacheTtl: duration('how long 2026-07-28 clients may cache discover and list results').prefault('60s'),
+  listCacheTtl: duration('caching hint (`ttlMs`): how long 2026-07-28 clients may cache server/discover and list results').prefault('60s'),
   trustProxy: z.union([z.boolean(), z.number().int().min(1), z.array(z.string().min(1))]).prefault(false)
-    .describe('take the client address from X-Forwarded-For: true trusts every proxy, a number that many hops, a list those addresses or CIDR ranges; default false (the socket address)'),
+    .describe('where the client address (per-address rate limit, logs) comes from: `false` the socket; `true` the first X-Forwarded-For entry; a number: that many proxy hops are trusted; a list: proxies with these addresses or CIDR ranges are trusted'),
   tls: tlsSchema.optional()
     .describe('serve HTTPS instead of HTTP with this certificate; the files are read at start; default: plain HTTP'),
-})
+}).describe('the MCP listener that clients connect to')
 
 const loggingSchema = z.strictObject({
-  level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).prefault('info'),
+  level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).prefault('info')
+    .describe('lowest level that is logged; `silent` logs nothing'),
   redactHeaders: z.array(z.string().min(1)).prefault([])
-    .describe('extra header names whose values never appear in logs (authorization, proxy-authorization, cookie, set-cookie and x-api-key never do)'),
-})
+    .describe('extra header names whose values are replaced by `[redacted]` in logs (authorization, proxy-authorization, cookie, set-cookie and x-api-key always are)'),
+}).describe('JSON lines on stdout (pino)')
 
 const tasksSchema = z.strictObject({
   defaultTtl: duration('retention of a task when the client asks for none, counted from its creation').prefault('1h'),
-  maxTtl: duration('longest retention a client may ask for; longer requests are clamped').prefault('24h'),
-  pollInterval: duration('poll interval suggested to clients').prefault('1s'),
+  maxTtl: duration('longest retention a client may ask for with `task.ttl`; longer requests are cut to this').prefault('24h'),
+  pollInterval: duration('poll interval suggested to clients (the Task\'s `pollInterval`)').prefault('1s'),
   maxActivePerPrincipal: z.number().int().min(1).prefault(100)
-    .describe('tasks one principal may have running (working or input_required) at once'),
+    .describe('tasks one principal may have in `working` or `input_required` at once; the next one fails with GW_ERR_TASK_LIMIT'),
   maxQueuedInputs: z.number().int().min(1).prefault(10)
-    .describe('unanswered input requests (elicitation, sampling, roots) one task may hold'),
-  maxResultBytes: size('largest outcome (result or error, as JSON) a task stores; a larger one fails the task with GW_ERR_TASK_RESULT_TOO_LARGE').prefault('4mb'),
-  sweepInterval: duration('how often expired tasks are deleted').prefault('30s'),
-  ownerLease: duration('a process that has not renewed its lease for this long is lost; another process fails or re-runs its tasks (redis store)')
+    .describe('unanswered input requests (elicitation, sampling, roots) one task may hold; the upstream\'s next one fails with GW_ERR_TASK_INPUT_LIMIT'),
+  maxResultBytes: size('largest outcome (the upstream\'s result or error, as JSON) one task stores; a larger one fails the task with GW_ERR_TASK_RESULT_TOO_LARGE (-32060)').prefault('4mb'),
+  sweepInterval: duration('how often tasks past their TTL are deleted from the store').prefault('30s'),
+  ownerLease: duration('several processes on one Redis: a process that has not renewed its lease for this long is lost, and another process fails its running tasks or runs idempotent ones again; at least 1s')
     .refine((ms) => ms >= 1000, 'must be at least 1s').prefault('10s'),
   decide: z.union([
     z.literal('always'),
-    z.strictObject({ after: duration('answer synchronously when the call ends within this time, else return the task') }),
+    z.strictObject({ after: duration('how long a call may take and still be answered synchronously; a call still running then becomes a task') }),
   ]).prefault({ after: '500ms' })
-    .describe('for 2026-07-28 clients that declare the tasks extension: always return a task, or only when the call outlasts `after`'),
-})
+    .describe('for 2026-07-28 clients that declare the tasks extension: `always` returns a task for every task-eligible call; `{ after: <duration> }` answers synchronously when the call ends within that time (input it asks for meanwhile comes back as `input_required` first) and returns a task otherwise'),
+}).describe('tasks: retention, limits, and when a 2026-07-28 call becomes one')
 
 /** The asymmetric JWS algorithms an access token may be signed with (the gateway holds public keys only). */
 const JWT_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA', 'Ed25519'] as const
@@ -174,39 +181,39 @@ const authSchema = z.strictObject({
   tokens: z.array(z.strictObject({
     principal: z.string().min(1)
       .refine((name) => !name.startsWith('oauth:') && name !== 'anonymous' && !name.startsWith('anonymous:'), 'oauth:… names OAuth subjects and anonymous… callers without auth: choose another name')
-      .describe('name the token authenticates as; tasks and sessions are bound to it'),
+      .describe('the name the token authenticates as; sessions and tasks belong to it; several tokens may share one. Names starting with `oauth:` or `anonymous` are refused: they belong to OAuth subjects and to callers without auth'),
     sha256: z.string().regex(/^[0-9a-fA-F]{64}$/, 'must be the hex SHA-256 of the token (64 hex digits), never the token itself')
-      .describe('hex SHA-256 of the bearer token'),
+      .describe('hex SHA-256 of the bearer token (64 hex digits; write them in lower case), never the token itself'),
     scopes: z.array(z.string().min(1)).prefault([])
       .describe('scopes the token carries, matched against auth.permissions'),
   })).prefault([])
-    .describe('static bearer tokens; with no tokens and no oauth, auth is off and each session is its own principal'),
+    .describe('static bearer tokens; with no tokens and no oauth, auth is off and every session is its own principal'),
   permissions: z.array(z.strictObject({
     scope: z.string().min(1).describe('a scope of the caller\'s token (static token scopes, or the JWT `scope`/`scp` claim)'),
     upstreams: z.array(z.string().min(1)).prefault([])
-      .describe('upstream names (globs with *) whose tools, prompts and resources the scope grants'),
+      .describe('upstream names (`*` is a wildcard) whose tools, prompts and resources the scope grants'),
     tools: z.array(z.string().min(1)).prefault([])
-      .describe('tool names as clients see them, prefix included (globs with *), that the scope grants'),
+      .describe('tool names as clients see them, prefix included (`demo__echo`, `search__*`), that the scope grants'),
   }).refine((rule) => rule.upstreams.length + rule.tools.length > 0, 'grant at least one upstream or tool'))
     .prefault([])
-    .describe('what each scope grants; empty: every caller may use every upstream and tool. Entries a caller may not use are neither listed nor callable'),
+    .describe('what each scope grants; empty: every caller may use every upstream and tool. Entries a caller may not use are neither listed nor callable. Needs tokens or oauth'),
   oauth: z.strictObject({
     issuer: z.string().url().describe('the authorization server: the `iss` every access token must carry'),
-    jwksUri: z.string().url().describe('where the authorization server publishes its signing keys (JWKS); cached, refetched for an unknown key id'),
-    resource: z.string().url().describe('this MCP endpoint\'s public URL (https://…/mcp): the protected resource named in its metadata'),
+    jwksUri: z.string().url().describe('the issuer\'s published signing keys (JWKS); cached 10 minutes and fetched again for a key id not seen yet'),
+    resource: z.string().url().describe('this MCP endpoint\'s public URL (`https://gateway.example.com/mcp`): the resource in the protected resource metadata, and the default audience'),
     audience: z.array(z.string().min(1)).min(1).optional()
       .describe('accepted `aud` values; default: `resource`'),
     principalClaim: z.string().min(1).prefault('sub').describe('the token claim that names the principal'),
     scopesSupported: z.array(z.string().min(1)).prefault([]).describe('scopes advertised in the protected resource metadata'),
     requiredScopes: z.array(z.string().min(1)).prefault([]).describe('scopes every token must carry (403 insufficient_scope otherwise)'),
     clockTolerance: duration('accepted clock difference for `exp` and `nbf`').prefault('30s'),
-    jwksCooldown: duration('least time between two fetches of the JWKS, failed ones included (a token with an unknown key id triggers one)').prefault('30s'),
+    jwksCooldown: duration('least time between two fetches of the JWKS, failed fetches included, so neither tokens with made-up key ids nor a failing issuer make the gateway ask it more often').prefault('30s'),
     algorithms: z.array(z.enum(JWT_ALGORITHMS)).min(1).prefault([...JWT_ALGORITHMS])
-      .describe('signature algorithms (`alg`) accepted; any other, `none` and HS* included, gets 401 invalid_token'),
+      .describe('signature algorithms (`alg`) accepted; any other (`none`, `HS256`, …) gets 401 invalid_token (GW_ERR_AUTH_REJECTED)'),
     requireTyp: z.boolean().prefault(false)
       .describe('require the RFC 9068 header `typ: at+jwt` (set it when the issuer types its access tokens so); off: no `typ`, `JWT` or `at+jwt`'),
-  }).optional().describe('OAuth 2.1 resource server: JWT access tokens verified against the issuer\'s keys'),
-})
+  }).optional().describe('the gateway as an OAuth 2.1 resource server: JWT access tokens verified against the issuer\'s keys'),
+}).describe('who may call the gateway: static bearer tokens, OAuth access tokens, and what each scope grants')
 
 const bucketSchema = z.strictObject({
   rate: z.number().positive().describe('tokens added per second: the sustained rate allowed'),
@@ -215,36 +222,38 @@ const bucketSchema = z.strictObject({
 
 const limitsSchema = z.strictObject({
   requestsPerIp: bucketSchema.optional()
-    .describe('token bucket for HTTP requests to the MCP path per client address, checked before authentication (429 when empty); default: off'),
+    .describe('token bucket for requests to the MCP path per client address, checked before authentication; an empty bucket answers HTTP 429 with Retry-After (GW_ERR_RATE_LIMITED); default: off'),
   requestsPerPrincipal: bucketSchema.optional()
-    .describe('token bucket for MCP requests per authenticated principal (429 when empty); default: off'),
+    .describe('the same per authenticated principal; default: off'),
   taskOpsPerPrincipal: bucketSchema.optional()
-    .describe('token bucket for task creation and tasks/* requests per principal (429 when empty); default: off'),
+    .describe('the same for tasks/* requests and task-augmented tools/call (2025-11-25) per principal (per client address when auth is off); a 2026-07-28 tools/call is counted by requestsPerPrincipal only, since the gateway decides later whether it becomes a task; default: off'),
   pollBurst: z.number().int().min(1).optional()
-    .describe('polls of one task allowed ahead of tasks.pollInterval; further tasks/get of that task get 429 until the interval has passed; default: off'),
+    .describe('polls of one task allowed ahead of tasks.pollInterval; a faster tasks/get of that task gets 429 with Retry-After (GW_ERR_POLL_TOO_FAST); default: off'),
   sessionsPerPrincipal: z.number().int().min(1).prefault(256)
-    .describe('sessions one authenticated principal may hold at once; initialize beyond it gets 429'),
+    .describe('sessions one authenticated principal may hold at once; the next initialize gets 429 (GW_ERR_SESSION_LIMIT)'),
   streamsPerSession: z.number().int().min(1).prefault(100)
-    .describe('SSE streams a session may hold open at once on one gateway process (GET streams, tasks/result waits, 2026-07-28 listens per principal)'),
+    .describe('SSE streams one session holds open at once on one gateway process (GET streams, tasks/result waits, 2026-07-28 listens per principal; with auth off all 2026-07-28 clients share one count); the next gets 429 (GW_ERR_STREAM_LIMIT). Responses that switch to SSE only to carry progress or input requests are not counted: they last as long as their request'),
   streamStallTimeout: duration('close an SSE stream whose client has not read what is waiting for this long').prefault('60s'),
-  streamBufferBytes: size('close an SSE stream instead of writing more when this much already waits unread by its client').prefault('16mb'),
-  headersTimeout: duration('time a client has to send a request\'s headers').prefault('10s'),
-  requestTimeout: duration('time a client has to send a whole request, body included').prefault('30s'),
+  streamBufferBytes: size('close an SSE stream, instead of writing to it, when this much already waits unread by its client (one larger message still goes out)').prefault('16mb'),
+  headersTimeout: duration('time a client has to send a request\'s headers; then the connection is closed').prefault('10s'),
+  requestTimeout: duration('time a client has to send a whole request, body included (responses, SSE streams included, are not bounded by it)').prefault('30s'),
   maxConnections: z.number().int().min(1).prefault(10_000)
     .describe('TCP connections the gateway accepts at once; further ones are closed at once'),
-})
+}).describe('rate limits, and bounds on sessions, streams and connections')
 
 const storeSchema = z.discriminatedUnion('kind', [
-  z.strictObject({ kind: z.literal('memory') }),
+  z.strictObject({ kind: z.literal('memory').describe('kept in the process, lost on exit') }),
   z.strictObject({
-    kind: z.literal('sqlite'),
-    path: z.string().min(1).prefault('./data/gateway.db').describe('database file, created on first start'),
+    kind: z.literal('sqlite').describe('one file that survives restarts (one gateway process per file)'),
+    path: z.string().min(1).prefault('./data/gateway.db')
+      .describe('the SQLite file, relative to the working directory; created with its directory on first start'),
   }),
   z.strictObject({
-    kind: z.literal('redis'),
+    kind: z.literal('redis').describe('a Redis server that several gateway processes share'),
     url: z.string().regex(/^rediss?:\/\//, 'must start with redis:// (or rediss:// for TLS)').prefault('redis://127.0.0.1:6379')
       .describe('Redis URL: redis://[user:password@]host:port[/db]; rediss:// for TLS; take the password from the environment'),
-    prefix: z.string().min(1).prefault('mcp-task-gateway:').describe('prefix of every key the gateway writes'),
+    prefix: z.string().min(1).prefault('mcp-task-gateway:')
+      .describe('prefix of every key the gateway writes; processes that share tasks must use the same one'),
     password: z.string().min(1).optional()
       .describe('password (Redis AUTH) when the url carries none; take it from the environment, never write it inline'),
     caFile: z.string().min(1).optional()
@@ -253,7 +262,7 @@ const storeSchema = z.discriminatedUnion('kind', [
     message: 'caFile needs a rediss:// url (TLS)',
     path: ['caFile'],
   }),
-])
+]).describe('where sessions, tasks, their results and their input requests are kept')
 
 const adminSchema = z.strictObject({
   host: z.string().min(1).prefault('127.0.0.1')
@@ -261,13 +270,15 @@ const adminSchema = z.strictObject({
   port: z.number().int().min(0).max(65_535)
     .describe('port of the admin API listener, not the MCP port; 0 picks a free port'),
   tokenSha256: z.string().regex(/^[0-9a-fA-F]{64}$/, 'must be the hex SHA-256 of the admin token (64 hex digits), never the token itself')
-    .describe('hex SHA-256 of the bearer token every admin request must carry (put it in the environment and write the variable here)'),
+    // eslint-disable-next-line no-template-curly-in-string
+    .describe('hex SHA-256 of the bearer token every admin request must carry (64 hex digits), never the token itself; made like auth.tokens[].sha256, best from the environment (`tokenSha256: ${ADMIN_TOKEN_SHA256}`)'),
 }).describe('the admin API (upstreams, every principal\'s tasks, cancel, drain) on its own listener; off unless configured')
 const metricsSchema = z.strictObject({
-  enabled: z.boolean().prefault(true).describe('collect Prometheus metrics and serve them at metrics.path'),
+  enabled: z.boolean().prefault(true).describe('collect Prometheus metrics and serve them at metrics.path; `false` records nothing'),
   listener: z.enum(['admin', 'main']).prefault('admin')
-    .describe('where /metrics is served: admin (the admin listener, which must be configured) or main (the MCP listener, open to whoever reaches it)'),
-  path: z.string().regex(/^\/[\w.~/-]*$/, 'must be a URL path starting with /').prefault('/metrics').describe('path of the Prometheus text exposition'),
+    .describe('where the path is served: `admin`, on the admin listener (it must be configured: without it nothing is collected), or `main`, on the MCP listener next to /healthz, reachable by everyone who reaches the gateway'),
+  path: z.string().regex(/^\/[\w.~/-]*$/, 'must be a URL path starting with /').prefault('/metrics')
+    .describe('path of the Prometheus text exposition; with listener main it must differ from server.path, /healthz and /readyz (checked at start)'),
 }).prefault({})
 
 export const configSchema = z.strictObject({

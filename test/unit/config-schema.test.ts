@@ -9,7 +9,7 @@ import { parseConfigText } from '../../src/config/load.ts'
 import { configSchema } from '../../src/config/schema.ts'
 
 const EXAMPLE = new URL('../../config/gateway.example.yaml', import.meta.url)
-const README = new URL('../../README.md', import.meta.url)
+const CONFIG_DOCS = new URL('../../docs/configuration.md', import.meta.url)
 const EXAMPLE_ENV: Record<string, string> = { API_TOKEN: 'test-token' }
 
 type JsonSchema = Record<string, unknown>
@@ -145,8 +145,8 @@ describe('documentation of every option', () => {
     expect(missing).toEqual([])
   })
 
-  it('README.md lists every option', async () => {
-    const text = await readFile(README, 'utf8')
+  it('docs/configuration.md lists every option', async () => {
+    const text = await readFile(CONFIG_DOCS, 'utf8')
     const missing = names.filter((name) => !new RegExp(`\`[^\`\\s]*\\b${name}\\b[^\`\\s]*\``).test(text))
     expect(missing).toEqual([])
   })

@@ -1,15 +1,15 @@
-// The error table: every code is documented in README.md with its HTTP status and JSON-RPC code, errors keep
+// The error table: every code is documented in docs/errors.md with its HTTP status and JSON-RPC code, errors keep
 // their cause, and the wire form of an unknown error never carries its message.
 import { readFile } from 'node:fs/promises'
 import { describe, expect, it } from 'vitest'
 import { ERRORS, GatewayError, RpcError, errorMessage, gatewayError, toWireError, type ErrorCode } from '../../src/errors.ts'
 
-const README = new URL('../../README.md', import.meta.url)
+const ERRORS_DOC = new URL('../../docs/errors.md', import.meta.url)
 const CODES = Object.keys(ERRORS) as ErrorCode[]
 
-/** The rows of README.md's error table: `| \`GW_ERR_…\` | status | rpc | meaning |`. */
+/** The rows of docs/errors.md's error table: `| \`GW_ERR_…\` | status | rpc | meaning |`. */
 async function documentedErrors (): Promise<Map<string, { status: number, rpc: number, meaning: string }>> {
-  const text = await readFile(README, 'utf8')
+  const text = await readFile(ERRORS_DOC, 'utf8')
   const rows = new Map<string, { status: number, rpc: number, meaning: string }>()
   for (const line of text.split('\n')) {
     const match = /^\|\s*`(GW_ERR_[A-Z_]+)`\s*\|\s*(\d+)\s*\|\s*(-?\d+)\s*\|(.*)\|\s*$/.exec(line)
@@ -19,13 +19,13 @@ async function documentedErrors (): Promise<Map<string, { status: number, rpc: n
 }
 
 describe('the error table', () => {
-  it('documents every code in README.md with its HTTP status and JSON-RPC code', async () => {
+  it('documents every code in docs/errors.md with its HTTP status and JSON-RPC code', async () => {
     const documented = await documentedErrors()
     for (const code of CODES) {
       const row = documented.get(code)
-      expect(row, `${code} is missing from the Errors table of README.md`).toBeDefined()
+      expect(row, `${code} is missing from the error table of docs/errors.md`).toBeDefined()
       expect({ code, status: row!.status, rpc: row!.rpc }).toEqual({ code, status: ERRORS[code].status, rpc: ERRORS[code].rpc })
-      expect(row!.meaning.length, `${code} needs a meaning in README.md`).toBeGreaterThan(10)
+      expect(row!.meaning.length, `${code} needs a meaning in docs/errors.md`).toBeGreaterThan(10)
     }
   })
 
