@@ -203,6 +203,8 @@ export class Catalog {
       this.#templates.delete(upstream.name)
       await this.#listsOf(upstream, upstream.gatewaySession())
       this.base()
+      // A client's last view may lack the upstream altogether (it was down, or added by a reload).
+      this.#recent.clear()
     })()
     this.#reading.set(upstream.name, reading.catch((err: unknown) => {
       this.#log.warn({ upstream: upstream.name, err: errorMessage(err) }, 'could not read upstream lists')
