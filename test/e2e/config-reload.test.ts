@@ -204,4 +204,25 @@ describe('POST /admin/reload', () => {
     await vi.waitFor(() => { expect(logged('closed the previous instance of an upstream')).toEqual([expect.objectContaining({ upstream: 'spare', cancelled: 1 })]) }, { timeout: 10_000, interval: 20 })
     expect(logged('server.reloadGrace is over')).toHaveLength(1)
   })
+
+  it('replaces an upstream whose options changed: new calls use the new settings, a task on the previous instance runs to its end there', async () => {
+    const carol = ModernRaw.withTasks(gw.url, ELICIT, bearer('carol'))
+    const handle = await carol.result('tools/call', { name: 'demo__ask_user', arguments: { message: 'Name?' } })
+    const taskId = String(handle.taskId)
+    const asking = await carol.waitFor(taskId, ['input_required'])
+    const [key] = Object.keys(asking.inputRequests as Json)
+
+    const replaced = await reload(configuration((c) => {
+      c.server = { port: 0, reloadGrace: '1m' }
+      c.upstreams = [{ ...c.upstreams[0]!, prefix: 'd2' }]
+    }))
+    expect(replaced.json<Json>()).toEqual({ status: 'applied', changes: [{ path: 'server.reloadGrace', change: 'changed' }, { path: 'upstreams.demo', change: 'replaced' }], notApplied: [] })
+    await vi.waitFor(async () => { expect(await toolNames(carol)).toContain('d2__echo') }, { timeout: 20_000, interval: 50 })
+    expect((await toolNames(carol)).filter((name) => name.startsWith('demo__'))).toEqual([])
+    expect(((await carol.result('tools/call', { name: 'd2__echo', arguments: { text: 'new' } }).then((t) => carol.waitFor(String(t.taskId), ['completed']))).result as Json)).toMatchObject({ content: [{ text: 'new' }] })
+
+    expect(await carol.result('tasks/update', { taskId, inputResponses: { [key!]: { action: 'accept', content: { name: 'Ada' } } } })).toEqual({ resultType: 'complete' })
+    expect(await carol.waitFor(taskId, ['completed', 'failed', 'cancelled'])).toMatchObject({ status: 'completed', result: { content: [{ text: 'Hello, Ada!' }] } })
+    await vi.waitFor(() => { expect(logged('closed the previous instance of an upstream').at(-1)).toMatchObject({ upstream: 'demo', cancelled: 0 }) }, { timeout: 10_000, interval: 20 })
+  })
 })
