@@ -28,7 +28,8 @@ export interface ConfigDiff {
 /** Options read while the gateway runs; every other option of these sections is read once, at start. */
 const LIVE = {
   server: ['reloadGrace', 'shutdownGrace'],
-  logging: ['level'],
+  // Loggers made at start (per upstream, admin) keep the level they were made with: logging needs a restart.
+  logging: [],
   tasks: ['defaultTtl', 'maxTtl', 'pollInterval', 'maxActivePerPrincipal', 'maxQueuedInputs', 'maxResultBytes', 'decide'],
   limits: ['requestsPerIp', 'requestsPerPrincipal', 'taskOpsPerPrincipal', 'pollBurst', 'sessionsPerPrincipal'],
   auth: ['tokens', 'permissions'],

@@ -95,7 +95,6 @@ export class LiveSettings {
     if (JSON.stringify(before.limits) !== JSON.stringify(config.limits) || before.tasks.pollInterval !== config.tasks.pollInterval) {
       this.#limiter = this.#createLimiter(config)
     }
-    if (before.logging.level !== config.logging.level) this.#deps.log.level = config.logging.level
   }
 
   #createLimiter (config: Config): RateLimiter | undefined {
