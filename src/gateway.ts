@@ -15,7 +15,6 @@ import { registerHealthRoutes } from './http/health-routes.ts'
 import { registerHostOriginGuard } from './http/host-origin-guard.ts'
 import { registerMcpRoute } from './http/mcp-route.ts'
 import { loadTlsOptions } from './http/tls-options.ts'
-import { createRateLimiter } from './limits/rate-limiter.ts'
 import { createLogger, type Logger } from './observability/logger.ts'
 import { ClientRequestBroker } from './protocol/legacy/client-requests.ts'
 import { InflightRequests } from './protocol/legacy/inflight-requests.ts'
@@ -26,7 +25,6 @@ import type { GatewayStore } from './store/types.ts'
 import { Upstream, type UpstreamEvents } from './upstream/upstream.ts'
 import { sessionClientKey, sessionIdOf } from './upstream/client-ref.ts'
 import type { JsonObject, RpcNotification } from './protocol/jsonrpc.ts'
-import { createAuthenticator } from './auth/bearer-tokens.ts'
 import { OAuthResource } from './auth/oauth-resource.ts'
 import { LegacyTaskDelivery } from './protocol/legacy/task-delivery.ts'
 import { withLegacyTaskMethods } from './protocol/legacy/task-methods.ts'
@@ -37,7 +35,6 @@ import { ProcessLease } from './tasks/process-lease.ts'
 import { PeerRequests } from './cluster/peer-requests.ts'
 import { ClientHomes } from './cluster/client-homes.ts'
 import { HomeRouting } from './cluster/home-routing.ts'
-import { compilePermissions } from './auth/access.ts'
 import { HeldCalls } from './calls/held-calls.ts'
 import { ListenHub } from './protocol/modern/listen-hub.ts'
 import { ModernEndpoint } from './protocol/modern/modern-endpoint.ts'
@@ -49,12 +46,16 @@ import { createAdmin } from './admin/admin-routes.ts'
 import { GatewayMetrics } from './observability/metrics.ts'
 import { registerMetricsRoute } from './observability/metrics-route.ts'
 import { timedStore } from './observability/timed-store.ts'
+import { LiveSettings } from './reload/live-settings.ts'
+import { Reloader, type ReloadReport } from './reload/reloader.ts'
 
 export interface GatewayOptions {
   /** Logger to use instead of one built from `config.logging`. */
   logger?: Logger
   /** Store to use instead of one built from `config.store`. */
   store?: GatewayStore
+  /** Reads the configuration again (the file given at start) for POST /admin/reload; without it that route refuses. */
+  configSource?: () => Promise<Config>
 }
 
 export interface Gateway {
@@ -78,6 +79,11 @@ export interface Gateway {
    * serves before that: lists and calls wait for it, `/readyz` names the upstreams still connecting.
    */
   readonly ready: Promise<void>
+  /**
+   * Puts a new configuration in force without dropping sessions or running tasks (see Reloader): what
+   * changed is applied, options read only at start keep their running values and are named in the report.
+   */
+  reload (config: Config): Promise<ReloadReport>
   /** Stops taking requests, lets in-flight ones finish within `server.shutdownGrace`, then releases everything. */
   close (): Promise<void>
 }
@@ -109,6 +115,9 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
     })
     : undefined
   const store: GatewayStore = metrics === undefined ? backend : timedStore(backend, metrics)
+  const oauth = config.auth.oauth === undefined ? undefined : new OAuthResource(config.auth.oauth, log)
+  // What requests read of the configuration, which a reload replaces.
+  const live = new LiveSettings(config, { oauth, rateLimits: store.rateLimits, log })
   const hub = new StreamHub(store.bus, {
     log,
     keepAliveMs: config.server.sseKeepAlive,
@@ -199,19 +208,19 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
   let closing = false
   const delivery = new LegacyTaskDelivery(hub, store.bus, store.tasks)
   hub.onGetStream = (sessionId) => delivery.onGetStream(sessionId)
-  const inputs = new TaskInputs(store.tasks, delivery, config.tasks, store.bus)
+  const inputs = new TaskInputs(store.tasks, delivery, live.tasks, store.bus)
   const calls = new CallEngine(catalog, metrics)
-  const runner = new TaskRunner({ store: store.tasks, upstreams: new Map(upstreams.map((u) => [u.name, u])), calls, inputs, events: delivery, log, shutdown: shutdown.signal, bus: store.bus, isNativeTask: (upstream, tool) => catalog.isNativeTask(upstream, tool), maxResultBytes: config.tasks.maxResultBytes })
+  const runner = new TaskRunner({ store: store.tasks, upstreams: { get: (name) => upstreams.find((u) => u.name === name) }, calls, inputs, events: delivery, log, shutdown: shutdown.signal, bus: store.bus, isNativeTask: (upstream, tool) => catalog.isNativeTask(upstream, tool), get maxResultBytes () { return live.tasks.maxResultBytes } })
   const tasks = new TaskService({
     store: store.tasks,
     runner,
     inputs,
     events: delivery,
-    config: config.tasks,
+    config: live.tasks,
     log,
     bus: store.bus,
     owner: processId,
-    isIdempotent: (task) => config.upstreams.find((u) => u.name === task.upstream)?.toolSettings[task.tool]?.idempotent === true,
+    isIdempotent: (task) => upstreams.find((u) => u.name === task.upstream)?.config.toolSettings[task.tool]?.idempotent === true,
   })
   const lease = new ProcessLease({ processId, leases: store.leases, tasks, shared: store.shared, leaseMs: config.tasks.ownerLease, log, onTakeover: (taken) => metrics?.failovers(taken) })
   await lease.start()
@@ -222,8 +231,7 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
     const cancelled = await tasks.cancelAllOf(`anonymous:${sessionId}`)
     if (cancelled > 0) log.info({ sessionId, cancelled }, 'cancelled the tasks of an ended anonymous session')
   }
-  const accessOf = compilePermissions(config.auth.permissions)
-  const routing = new HomeRouting({ homes, peers, access: (key) => accessOf(key === '' ? [] : key.split(' ')), log })
+  const routing = new HomeRouting({ homes, peers, access: (key) => live.access(key === '' ? [] : key.split(' ')), log })
   // With one process per store every client's home is this process: nothing is routed.
   const routed = (name: string, table: MethodTable): MethodTable => store.shared ? routing.route(name, table) : table
   const base = buildMethodTable({ catalog, calls, subscriptions, pageSize: config.server.pageSize })
@@ -243,7 +251,7 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
     methods: routed('modern', buildModernMethods(base, {
       catalog,
       promptsGet: modernPromptsGet({ catalog, calls, held, retries }),
-      toolsCall: modernToolsCall({ catalog, calls, held, retries, tasks, inputs, config: config.tasks }),
+      toolsCall: modernToolsCall({ catalog, calls, held, retries, tasks, inputs, config: live.tasks }),
       listen,
       subscriptions,
       bus: store.bus,
@@ -262,7 +270,7 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
     answerInput: (principal, response) => inputs.answer(principal, response),
     log,
     shutdown: shutdown.signal,
-    sessionsPerPrincipal: config.limits.sessionsPerPrincipal,
+    get sessionsPerPrincipal () { return live.config.limits.sessionsPerPrincipal },
     touchIntervalMs: touchInterval(config.server.sessionIdleTimeout),
     onSessionClosed: (sessionId) => { endSession(sessionId).catch((err: unknown) => log.warn({ err, sessionId }, 'could not release what an ended session held')) },
     onClientNotification: (clientKey, method, params) => {
@@ -292,14 +300,22 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
   registerHostOriginGuard(app, config.server)
   await registerCors(app, config.server)
   registerHealthRoutes(app, store, upstreams, () => closing)
-  const forwardsAuthorization = config.upstreams.some((u) => u.transport === 'streamable-http' && u.forwardAuthorization)
-  const oauth = config.auth.oauth === undefined ? undefined : new OAuthResource(config.auth.oauth, log)
   oauth?.register(app)
-  const limiter = createRateLimiter({ limits: config.limits, pollIntervalMs: config.tasks.pollInterval, store: store.rateLimits, log })
-  await registerMcpRoute(app, { config: config.server, legacy, modern, authenticator: createAuthenticator(config.auth, oauth, forwardsAuthorization), passAuthorization: forwardsAuthorization, limiter, isClosing: () => closing, metrics })
+  await registerMcpRoute(app, {
+    config: config.server,
+    legacy,
+    modern,
+    get authenticator () { return live.authenticator },
+    get passAuthorization () { return live.passAuthorization },
+    get limiter () { return live.limiter },
+    isClosing: () => closing,
+    metrics,
+  })
   if (metrics !== undefined && config.metrics.listener === 'main') registerMetricsRoute(app, metrics, config.metrics.path)
 
-  const admin = createAdmin(config.admin, log, { store, upstreams, tasks, drain: () => { closing = true } })
+  const reloader = new Reloader({ live, upstreams, catalog, events, listsChanged: sync.listsChanged, log })
+  const reload = (next: Config): Promise<ReloadReport> => reloader.reload(next)
+  const admin = createAdmin(config.admin, log, { store, upstreams, tasks, drain: () => { closing = true }, reload: { source: options.configSource, apply: reload } })
   if (metrics !== undefined && config.metrics.listener === 'admin' && admin !== undefined) registerMetricsRoute(admin, metrics, config.metrics.path)
 
   const sweepEvery = Math.min(60_000, Math.max(1000, Math.floor(config.server.sessionIdleTimeout / 4)))
@@ -326,7 +342,7 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
       closing = true
       clearInterval(sweeper)
       clearInterval(taskSweeper)
-      const deadline = Date.now() + config.server.shutdownGrace
+      const deadline = Date.now() + live.config.server.shutdownGrace
       const busy = (): number => inflight.size + runner.size
       while (busy() > 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 25))
       if (busy() > 0) log.warn({ requests: inflight.size, tasks: runner.size }, 'shutdown grace over: cancelling in-flight requests and tasks')
@@ -340,10 +356,11 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
       hub.closeAll()
       await app.close()
       await admin?.close()
+      await reloader.close()
       await releaseAll()
     })()
     return closed
   }
 
-  return { app, store, upstreams, catalog, tasks, processId, metrics, admin, ready, close }
+  return { app, store, upstreams, catalog, tasks, processId, metrics, admin, ready, reload, close }
 }

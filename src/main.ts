@@ -7,6 +7,7 @@ import { GatewayError, errorMessage } from './errors.ts'
 import { buildGateway, type Gateway } from './gateway.ts'
 import { createLogger, type Logger } from './observability/logger.ts'
 import { GATEWAY_INFO } from './protocol/versions.ts'
+import { logRejectedReload } from './reload/reloader.ts'
 
 const HELP = `mcp-task-gateway ${GATEWAY_INFO.version}: one MCP endpoint in front of many MCP servers; any tool can run as a task.
 
@@ -22,7 +23,9 @@ Options:
   -v, --version            print the version
 
 Signals: SIGINT and SIGTERM stop taking requests, let in-flight calls finish within
-server.shutdownGrace, cancel the rest, close the upstreams and exit 0.
+server.shutdownGrace, cancel the rest, close the upstreams and exit 0. SIGHUP reads the
+configuration file again and puts it in force without dropping sessions or running tasks
+(a file that does not validate changes nothing; see docs/reload.md).
 `
 
 const LEVELS = new Set(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
@@ -50,8 +53,8 @@ function withOverrides (config: Config, values: { host?: string, port?: string, 
 }
 
 /** Builds the gateway and listens at once; the upstreams connect meanwhile (see Gateway.ready). */
-async function listening (config: Config, log: Logger): Promise<Gateway> {
-  const gateway = await buildGateway(config, { logger: log })
+async function listening (config: Config, log: Logger, configSource: () => Promise<Config>): Promise<Gateway> {
+  const gateway = await buildGateway(config, { logger: log, configSource })
   try {
     const address = await gateway.app.listen({ host: config.server.host, port: config.server.port })
     log.info({ address: `${address}${config.server.path}`, processId: gateway.processId, pid: process.pid }, 'gateway listening')
@@ -118,9 +121,16 @@ async function main (): Promise<void> {
 
   const log = createLogger(config.logging)
   for (const problem of problems) log.warn({ path: problem.path }, `configuration: ${problem.message}`)
+  const file = values.config
+  // The same file again, with the same command-line overrides (SIGHUP and POST /admin/reload).
+  const configSource = async (): Promise<Config> => {
+    const next = withOverrides(await loadConfig(file), values)
+    for (const problem of preflight(next)) log.warn({ path: problem.path }, `configuration: ${problem.message}`)
+    return next
+  }
   let gateway: Gateway
   try {
-    gateway = await listening(config, log)
+    gateway = await listening(config, log, configSource)
   } catch (err) {
     return await startFailed(log, undefined, err)
   }
@@ -140,6 +150,14 @@ async function main (): Promise<void> {
   }
   process.on('SIGINT', () => stop('SIGINT'))
   process.on('SIGTERM', () => stop('SIGTERM'))
+  process.on('SIGHUP', () => {
+    if (stopping) return
+    log.info({ signal: 'SIGHUP', file }, 'reloading the configuration')
+    configSource().then(
+      async (next) => { await gateway.reload(next) },
+      (err: unknown) => logRejectedReload(log, err, 'SIGHUP'),
+    ).catch((err: unknown) => log.error({ err }, 'configuration reload failed'))
+  })
 
   // The upstreams connect while the gateway already serves; colliding names stop it once they are known.
   try {

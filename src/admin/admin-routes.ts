@@ -5,6 +5,7 @@ import type { GatewayStore } from '../store/types.ts'
 import type { TaskService } from '../tasks/task-service.ts'
 import type { Upstream } from '../upstream/upstream.ts'
 import { createAdminApp } from './admin-server.ts'
+import { registerReloadRoute, type ReloadRouteDeps } from './reload-route.ts'
 import { registerTaskRoutes } from './task-routes.ts'
 
 /** One upstream as the admin API shows it. */
@@ -50,6 +51,8 @@ export interface AdminDeps {
   tasks: TaskService
   /** Stops this process taking new MCP requests, as a shutdown does; `/readyz` then says draining. */
   drain (): void
+  /** Reads the configuration file again and puts it in force (POST /admin/reload). */
+  reload: ReloadRouteDeps
 }
 
 /**
@@ -59,6 +62,7 @@ export interface AdminDeps {
 export function registerAdminRoutes (app: FastifyInstance, deps: AdminDeps): void {
   registerUpstreamRoutes(app, deps.upstreams)
   registerTaskRoutes(app, { store: deps.store.tasks, tasks: deps.tasks })
+  registerReloadRoute(app, deps.reload)
   // Idempotent; there is no undrain: restart the process to take requests again.
   app.post('/admin/drain', async (request) => {
     deps.drain()

@@ -133,7 +133,8 @@ export class CallEngine {
         lease.release()
       }
     } catch (err) {
-      const mapped = mapUpstreamError(err, upstream.name, `${method} '${target.target}'`, timeout, signal)
+      // An upstream a reload took away fails its last calls with that reason, not as a lost connection.
+      const mapped = (signal.aborted ? undefined : upstream.closedBy) ?? mapUpstreamError(err, upstream.name, `${method} '${target.target}'`, timeout, signal)
       if (metrics !== undefined) {
         outcome = errorClass(mapped)
         metrics.refused(mapped)

@@ -35,7 +35,7 @@ function notification (method: string): RpcNotification {
  * the client it serves (to every client when it changed what new sessions list); resource updates go to
  * the subscribers; what a client's session asks or says outside any call goes to that client.
  */
-export function catalogSync (targets: CatalogSyncTargets): UpstreamEvents & { started (): void, changed (change: CatalogChange): void } {
+export function catalogSync (targets: CatalogSyncTargets): UpstreamEvents & { started (): void, changed (change: CatalogChange): void, listsChanged (): void } {
   const { subscriptions, log } = targets
   let started = false
   const broadcastAll = (): void => {
@@ -46,6 +46,8 @@ export function catalogSync (targets: CatalogSyncTargets): UpstreamEvents & { st
 
   return {
     started: () => { started = true },
+    /** The upstreams themselves changed (a reload): every client of this process is told of every kind. */
+    listsChanged: broadcastAll,
     changed: (change) => {
       if (!started) return
       const messages = change.kinds.map((kind) => notification(LIST_CHANGED[kind]))

@@ -27,6 +27,12 @@ export interface Collision {
   second: string
 }
 
+/** An upstream a reload removed: what it last listed, so that its names get a precise error. */
+export interface RemovedUpstream {
+  prefix: string
+  snapshot: UpstreamSnapshot | undefined
+}
+
 /** One upstream's part of a view: the lists its session for the client shows. */
 export interface ViewPart {
   upstream: Upstream
@@ -35,8 +41,6 @@ export interface ViewPart {
 
 const KINDS: readonly CatalogKind[] = ['tools', 'prompts', 'resources', 'resourceTemplates']
 const KEY_OF: Record<CatalogKind, string> = { tools: 'name', prompts: 'name', resources: 'uri', resourceTemplates: 'uriTemplate' }
-/** Filtered lists kept at once per view (kinds × distinct sets of grants). */
-const FILTERED_CACHE_LIMIT = 100
 
 function allows (access: Access, kind: CatalogKind, upstream: string, name: string): boolean {
   return kind === 'tools' ? access.tool(upstream, name) : access.upstream(upstream)
@@ -55,13 +59,16 @@ export class CatalogView {
   readonly #lists: Record<CatalogKind, JsonObject[]> = { tools: [], prompts: [], resources: [], resourceTemplates: [] }
   readonly #routes: Record<CatalogKind, Map<string, Route>> = { tools: new Map(), prompts: new Map(), resources: new Map(), resourceTemplates: new Map() }
   readonly #templates: Array<{ template: UriTemplate, route: Route }> = []
-  readonly #filtered = new Map<string, readonly JsonObject[]>()
+  /** Filtered lists by the grants that filtered them (a reload of the permissions compiles new grants). */
+  readonly #filtered = new WeakMap<Access, Map<CatalogKind, readonly JsonObject[]>>()
+  readonly #removed: ReadonlyMap<string, RemovedUpstream>
 
-  /** `upstreams`: every configured upstream; `lastKnown`: what a down upstream last listed. */
-  constructor (parts: readonly ViewPart[], upstreams: readonly Upstream[], lastKnown: (upstream: string) => UpstreamSnapshot | undefined) {
+  /** `upstreams`: every configured upstream; `lastKnown`: what a down upstream last listed; `removed`: by name. */
+  constructor (parts: readonly ViewPart[], upstreams: readonly Upstream[], lastKnown: (upstream: string) => UpstreamSnapshot | undefined, removed: ReadonlyMap<string, RemovedUpstream> = new Map()) {
     this.#parts = parts
     this.#upstreams = upstreams
     this.#lastKnown = lastKnown
+    this.#removed = removed
     const collisions: Collision[] = []
     for (const { upstream, snapshot } of parts) {
       for (const kind of KINDS) {
@@ -85,15 +92,18 @@ export class CatalogView {
   /** The entries of one kind that `access` may see. */
   list (kind: CatalogKind, access: Access): readonly JsonObject[] {
     if (access.all) return this.#lists[kind]
-    const cacheKey = `${kind} ${access.key}`
-    let list = this.#filtered.get(cacheKey)
+    let lists = this.#filtered.get(access)
+    if (lists === undefined) {
+      lists = new Map()
+      this.#filtered.set(access, lists)
+    }
+    let list = lists.get(kind)
     if (!list) {
       list = this.#lists[kind].filter((entry) => {
         const name = String(entry[KEY_OF[kind]])
         return allows(access, kind, this.#routes[kind].get(name)!.upstream.name, name)
       })
-      if (this.#filtered.size >= FILTERED_CACHE_LIMIT) this.#filtered.clear()
-      this.#filtered.set(cacheKey, list)
+      lists.set(kind, list)
     }
     return list
   }
@@ -137,6 +147,13 @@ export class CatalogView {
       const known = this.#lastKnown(upstream.name)?.[kind].some((item) => String(item.entry[KEY_OF[kind]]) === name) ?? false
       if (known || (prefix !== '' && (kind === 'tools' || kind === 'prompts') && name.startsWith(prefix + PREFIX_SEPARATOR))) {
         throw new GatewayError('GW_ERR_UPSTREAM_UNAVAILABLE', [upstream.name, upstream.lastError ?? upstream.state])
+      }
+    }
+    for (const [upstream, { prefix, snapshot }] of this.#removed) {
+      if (!allows(access, kind, upstream, name)) continue
+      const known = snapshot?.[kind].some((item) => String(item.entry[KEY_OF[kind]]) === name) ?? false
+      if (known || (prefix !== '' && (kind === 'tools' || kind === 'prompts') && name.startsWith(prefix + PREFIX_SEPARATOR))) {
+        throw new GatewayError('GW_ERR_UPSTREAM_UNAVAILABLE', [upstream, 'a configuration reload removed it'])
       }
     }
     if (kind === 'tools') throw new GatewayError('GW_ERR_TOOL_NOT_FOUND', [name])

@@ -6,7 +6,7 @@ import type { Logger } from '../observability/logger.ts'
 import type { ClientRef } from '../upstream/client-ref.ts'
 import { GATEWAY_CLIENT, type Upstream } from '../upstream/upstream.ts'
 import type { UpstreamSession } from '../upstream/upstream-session.ts'
-import { CatalogView, type ViewPart } from './catalog-view.ts'
+import { CatalogView, type RemovedUpstream, type ViewPart } from './catalog-view.ts'
 import { compileFilter } from './name-filter.ts'
 import { fetchSnapshot, type UpstreamSnapshot } from './snapshot.ts'
 
@@ -69,6 +69,8 @@ export class Catalog {
   /** The last view built for each client, with the snapshot each upstream gave it (bounded like the views). */
   readonly #recent = new Map<string, { view: CatalogView, snapshots: ReadonlyArray<Snapshot | undefined>, complete: boolean }>()
   readonly #native = new Map<string, Set<string>>()
+  /** Upstreams a reload removed, by name, until one of that name is configured again. */
+  readonly #removed = new Map<string, RemovedUpstream>()
   #ids = 0
   #base: CatalogView | undefined
   /** Per upstream: the read of its lists after it came up (last time). */
@@ -181,6 +183,8 @@ export class Catalog {
    * told of the kinds the upstream announced, as it would be without the gateway, whether or not they differ.
    */
   listChanged (upstream: Upstream, session: UpstreamSession, kind: ListChange): void {
+    // An upstream a reload removed or replaced may still finish calls: its lists are no longer anyone's.
+    if (!this.#upstreams.includes(upstream)) return
     const state = this.#state(session)
     state.announced.add(kind)
     if (state.loading !== undefined) {
@@ -194,10 +198,13 @@ export class Catalog {
 
   /** The upstream came back: its gateway session is new, and what new sessions list may have changed. */
   async upstreamReady (upstream: Upstream): Promise<void> {
+    if (!this.#upstreams.includes(upstream)) return
     const reading = (async () => {
       this.#templates.delete(upstream.name)
       await this.#listsOf(upstream, upstream.gatewaySession())
       this.base()
+      // A client's last view may lack the upstream altogether (it was down, or added by a reload).
+      this.#recent.clear()
     })()
     this.#reading.set(upstream.name, reading.catch((err: unknown) => {
       this.#log.warn({ upstream: upstream.name, err: errorMessage(err) }, 'could not read upstream lists')
@@ -207,6 +214,38 @@ export class Catalog {
 
   /** The upstream went down: it leaves the views of clients that have no session with it. */
   upstreamDown (): void {
+    this.base()
+  }
+
+  /**
+   * A reload changed the upstreams (the array the catalog was given, changed in place): views are built
+   * again; the names of `removed` upstreams get "unavailable: a configuration reload removed it".
+   */
+  upstreamsChanged (removed: readonly Upstream[]): void {
+    for (const upstream of removed) {
+      this.#removed.set(upstream.name, { prefix: upstreamPrefix(upstream.config), snapshot: this.#templates.get(upstream.name)?.get(upstream.listKeyOf(GATEWAY_CLIENT)) })
+      this.#templates.delete(upstream.name)
+      this.#native.delete(upstream.name)
+    }
+    for (const upstream of this.#upstreams) this.#removed.delete(upstream.name)
+    this.#views.clear()
+    this.#recent.clear()
+    this.base()
+  }
+
+  /** A reload retuned the upstream (filters, tool settings): every list of it is read again. */
+  async refresh (upstream: Upstream): Promise<void> {
+    if (!this.#upstreams.includes(upstream)) return
+    this.#recent.clear()
+    const reads = [...upstream.clientSessions].map(async (session) => {
+      await this.#listsOf(upstream, session, true).catch((err: unknown) => {
+        this.#log.warn({ upstream: upstream.name, session: session.key, err: errorMessage(err) }, 'could not read upstream lists after a reload')
+      })
+    })
+    // What new sessions list is read again too, starting from the gateway's own session.
+    this.#templates.delete(upstream.name)
+    if (upstream.state === 'ready') reads.push(this.#listsOf(upstream, upstream.gatewaySession(), true).then(() => {}))
+    await Promise.all(reads)
     this.base()
   }
 
@@ -290,6 +329,6 @@ export class Catalog {
   }
 
   #build (parts: readonly ViewPart[]): CatalogView {
-    return new CatalogView(parts, this.#upstreams, (name) => this.#templates.get(name)?.values().next().value)
+    return new CatalogView(parts, this.#upstreams, (name) => this.#templates.get(name)?.values().next().value, this.#removed)
   }
 }

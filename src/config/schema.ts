@@ -138,6 +138,7 @@ const serverSchema = z.strictObject({
   sessionIdleTimeout: duration('delete a session unused for this long (its use is recorded at most every 10 s, and at least four times per timeout)').prefault('1h'),
   sseKeepAlive: duration('interval of SSE keep-alive comments').prefault('15s'),
   shutdownGrace: duration('on SIGTERM or SIGINT, time in-flight calls and running tasks get to finish before they are cancelled').prefault('10s'),
+  reloadGrace: duration('time calls and tasks running on an upstream that a configuration reload removes or replaces get to finish before they are cancelled (and fail) and the old upstream is closed').prefault('5m'),
   inputHoldTimeout: duration('how long a 2026-07-28 synchronous call waiting for input (input_required) is held for the client\'s retry').prefault('10m'),
   stateSecret: z.string().min(16, 'use at least 16 characters').optional()
     .describe('key that signs requestState values; give every gateway process the same one (from the environment); default: random per process'),

@@ -19,7 +19,7 @@ export interface McpRouteOptions {
   authenticator: Authenticator | undefined
   /** With auth off: keep the request's Authorization header for upstreams that forward it (forwardAuthorization). */
   passAuthorization: boolean
-  /** The request rate limits (limits.*); undefined when all are off. */
+  /** The request rate limits (limits.*); undefined when all are off. Read per request, like the authenticator. */
   limiter: RateLimiter | undefined
   /** True once shutdown began: new requests are refused with 503. */
   isClosing (): boolean
@@ -68,7 +68,7 @@ function requestIdOf (body: unknown): RequestId | null {
 
 /** POST, GET and DELETE on the MCP path (Streamable HTTP). Everything after parsing writes the raw response. */
 export async function registerMcpRoute (app: FastifyInstance, options: McpRouteOptions): Promise<void> {
-  const { config, legacy, limiter, metrics } = options
+  const { config, legacy, metrics } = options
   const maxBodyBytes = config.maxBodyBytes
 
   app.setErrorHandler(async (err: FastifyError, request, reply) => {
@@ -98,6 +98,8 @@ export async function registerMcpRoute (app: FastifyInstance, options: McpRouteO
       const started = performance.now()
       reply.raw.once('close', () => { metrics.request(method, era, reply.raw.statusCode, (performance.now() - started) / 1000) })
     }
+    // Read per request: a configuration reload may replace the limiter and the authenticator.
+    const limiter = options.limiter
     try {
       if (options.isClosing()) throw new GatewayError('GW_ERR_SHUTTING_DOWN')
       // Per address before authentication (it guards the authenticator too), per principal after it.

@@ -119,6 +119,8 @@ export class GatewayMetrics {
         labelNames: ['upstream'],
         registers,
         collect () {
+          // An upstream a reload removed leaves the exposition with it.
+          this.reset()
           for (const upstream of sources.upstreams) {
             const value = read(upstream)
             if (value !== undefined) this.set({ upstream: upstream.name }, value)
@@ -137,6 +139,7 @@ export class GatewayMetrics {
       labelNames: ['upstream', 'state'],
       registers,
       collect () {
+        this.reset()
         for (const upstream of sources.upstreams) {
           for (const state of UPSTREAM_STATES) this.set({ upstream: upstream.name, state }, upstream.state === state ? 1 : 0)
         }

@@ -12,7 +12,8 @@ import { isStoreUnavailable, whileStoreUnavailable, type StoreRetryOptions } fro
 
 export interface TaskRunnerDeps {
   store: TaskStore
-  upstreams: ReadonlyMap<string, Upstream>
+  /** The upstream of that name in the configuration in force (a reload may add and remove them). */
+  upstreams: { get (name: string): Upstream | undefined }
   calls: CallEngine
   inputs: TaskInputs
   events: TaskEvents
@@ -134,7 +135,7 @@ export class TaskRunner {
     const signal = AbortSignal.any([controller.signal, this.#deps.shutdown])
     const upstream = this.#deps.upstreams.get(task.upstream)
     if (!upstream) {
-      await this.#finish(task, { error: toWireError(new GatewayError('GW_ERR_UPSTREAM_UNAVAILABLE', [task.upstream, 'no longer configured'])) })
+      await this.#finish(task, { error: toWireError(new GatewayError('GW_ERR_UPSTREAM_UNAVAILABLE', [task.upstream, 'it is no longer configured'])) })
       return
     }
     // Status messages are written in order: a "queued" write never lands after the one that clears it.

@@ -1,4 +1,4 @@
-import { SdkError, SdkErrorCode, type PriorDiscovery } from '@modelcontextprotocol/client'
+import type { PriorDiscovery } from '@modelcontextprotocol/client'
 import type { UpstreamConfig } from '../config/schema.ts'
 import { formatDuration } from '../config/units.ts'
 import { GatewayError, errorMessage } from '../errors.ts'
@@ -8,7 +8,7 @@ import type { InputMethod } from './call-attribution.ts'
 import { CallSlots } from './call-slots.ts'
 import type { ClientRef } from './client-ref.ts'
 import { createUpstreamHttp, type UpstreamHttp } from './http-dispatcher.ts'
-import { UpstreamSession, type ListKind, type SessionEvents } from './upstream-session.ts'
+import { UpstreamSession, connectFailure, type ListKind, type SessionEvents } from './upstream-session.ts'
 
 export type UpstreamState = 'starting' | 'ready' | 'down' | 'closed'
 
@@ -40,15 +40,6 @@ export const GATEWAY_KEY = 'gateway'
 /** The client the gateway's own session serves: no principal, no capabilities. */
 export const GATEWAY_CLIENT: ClientRef = { key: GATEWAY_KEY, principal: '', capabilities: {}, signature: '{}' }
 
-/** Why a connect failed, naming the option to change when it timed out. */
-function connectFailure (err: unknown, config: UpstreamConfig): string {
-  if (err instanceof SdkError && err.code === SdkErrorCode.RequestTimeout) {
-    const slow = config.transport === 'stdio' ? 'a server that starts slowly (one a package runner downloads first)' : 'a server that answers slowly'
-    return `connect failed: the MCP handshake did not finish within ${formatDuration(config.timeouts.connect)} (timeouts.connect of upstream '${config.name}'); raise timeouts.connect for ${slow}`
-  }
-  return `connect failed: ${errorMessage(err)}`
-}
-
 /**
  * One configured upstream and its sessions. The gateway's own session (declaring no client capabilities)
  * tells whether the upstream is up and gives the lists every client starts from. Clients get sessions
@@ -64,13 +55,16 @@ function connectFailure (err: unknown, config: UpstreamConfig): string {
  * sessions of the first two kinds; `maxConcurrentCalls` the calls in flight across all sessions.
  */
 export class Upstream {
-  readonly config: UpstreamConfig
+  /** Its options; only retune changes them. */
+  config: UpstreamConfig
   state: UpstreamState = 'starting'
   /** Reconnect attempts scheduled since start (gateway_upstream_reconnects_total). */
   reconnects = 0
   lastError: string | undefined
   /** 2026-07-28 results that lacked `resultType` and were taken as complete (see UpstreamSession). */
   resultsWithoutResultType = 0
+  /** Why the upstream was closed while the gateway runs on (a reload removed or replaced it). */
+  closedBy: GatewayError | undefined
   readonly slots: CallSlots
   readonly #log: Logger
   readonly #events: UpstreamEvents
@@ -101,6 +95,16 @@ export class Upstream {
 
   get name (): string {
     return this.config.name
+  }
+
+  /** New filters, tool settings or task support (a reload; same name): for lists read and calls started from now on. */
+  retune (config: UpstreamConfig): void {
+    this.config = config
+  }
+
+  /** The open sessions that serve clients (per-client or shared), whose lists a retune makes stale. */
+  get clientSessions (): IterableIterator<UpstreamSession> {
+    return this.#open.values()
   }
 
   /** Sessions open (or opening) and calls running or waiting. */
@@ -166,7 +170,7 @@ export class Upstream {
   async acquire (client: ClientRef, purpose: Purpose, authorization?: string): Promise<SessionLease> {
     // Whatever needs the upstream during its first connect (a task run again at start) waits for it.
     if (this.state === 'starting') await this.firstAttempt
-    if (this.state === 'closed') throw new GatewayError('GW_ERR_SHUTTING_DOWN')
+    if (this.state === 'closed') throw this.closedBy ?? new GatewayError('GW_ERR_SHUTTING_DOWN')
     const forwarded = this.forwardsAuthorization ? authorization : undefined
     const mode = this.config.sessions
     if (mode === 'per-call') return purpose === 'read' ? this.#lease(this.gatewaySession()) : await this.#exclusiveLease(client, forwarded)
@@ -218,13 +222,16 @@ export class Upstream {
     if (session.holds === 0) this.#retire(session)
   }
 
-  async close (): Promise<void> {
+  /** Closes every session (calls still running fail); `reason`: why, when the gateway runs on without it. */
+  async close (reason?: GatewayError): Promise<void> {
+    const why = reason ?? new GatewayError('GW_ERR_SHUTTING_DOWN')
+    this.closedBy = reason
     this.state = 'closed'
-    this.#closing.abort(new GatewayError('GW_ERR_SHUTTING_DOWN'))
+    this.#closing.abort(why)
     this.#firstAttemptEnded()
     clearTimeout(this.#reconnectTimer)
     clearInterval(this.#reaper)
-    this.slots.rejectAll(new GatewayError('GW_ERR_SHUTTING_DOWN'))
+    this.slots.rejectAll(why)
     const opening = [...this.#sessions.values()].map(async (p) => await p.then((s) => s.close(), () => {}))
     this.#sessions.clear()
     this.#open.clear()

@@ -2,7 +2,7 @@ import { Writable } from 'node:stream'
 import { pino } from 'pino'
 import { parseConfig } from '../../src/config/load.ts'
 import type { Config } from '../../src/config/schema.ts'
-import { buildGateway, type Gateway } from '../../src/gateway.ts'
+import { buildGateway, type Gateway, type GatewayOptions } from '../../src/gateway.ts'
 import { loggerOptions } from '../../src/observability/logger.ts'
 
 export interface RunningGateway {
@@ -21,8 +21,8 @@ export function demoStdio (extra: Record<string, unknown> = {}): Record<string, 
   return { name: 'demo', transport: 'stdio', command: process.execPath, args: ['--import', 'tsx', 'src/demo/main.ts'], ...extra }
 }
 
-/** Builds and starts a gateway on a free loopback port with a memory store and a captured log. */
-export async function startGateway (raw: Record<string, unknown>, env: Record<string, string> = {}): Promise<RunningGateway> {
+/** Builds and starts a gateway on a free loopback port with a memory store and a captured log (`options`: more of buildGateway's). */
+export async function startGateway (raw: Record<string, unknown>, env: Record<string, string> = {}, options: Pick<GatewayOptions, 'configSource'> = {}): Promise<RunningGateway> {
   const input = { store: { kind: 'memory' }, ...raw, server: { port: 0, ...(raw.server as object | undefined) } }
   const config = parseConfig(input, env)
   const lines: string[] = []
@@ -33,7 +33,7 @@ export async function startGateway (raw: Record<string, unknown>, env: Record<st
     },
   })
   const logger = pino({ ...loggerOptions({ ...config.logging, level: 'debug' }) }, sink)
-  const gateway = await buildGateway(config, { logger })
+  const gateway = await buildGateway(config, { ...options, logger })
   const address = await gateway.app.listen({ host: '127.0.0.1', port: 0 })
   // Tests start from every upstream's first connect ended (the gateway itself serves before that).
   await gateway.ready.catch(async (err: unknown) => {
