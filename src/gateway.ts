@@ -199,7 +199,7 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
   let closing = false
   const delivery = new LegacyTaskDelivery(hub, store.bus, store.tasks)
   hub.onGetStream = (sessionId) => delivery.onGetStream(sessionId)
-  const inputs = new TaskInputs(store.tasks, delivery, config.tasks, store.bus)
+  const inputs = new TaskInputs(store.tasks, delivery, config.tasks, store.bus, processId)
   const calls = new CallEngine(catalog, metrics)
   const runner = new TaskRunner({ store: store.tasks, upstreams: new Map(upstreams.map((u) => [u.name, u])), calls, inputs, events: delivery, log, shutdown: shutdown.signal, bus: store.bus, isNativeTask: (upstream, tool) => catalog.isNativeTask(upstream, tool), maxResultBytes: config.tasks.maxResultBytes })
   const tasks = new TaskService({

@@ -160,6 +160,29 @@ describe('the admin API', () => {
     expect((await adminPost(gw, '/admin/tasks/no-such-task/cancel')).statusCode).toBe(404)
   })
 
+  it('gives a task\'s timeline: created, each status move with its statusMessage and process, the input round and its answer, the result size', async () => {
+    const ask = await startTask(alice, 'demo__ask_user', { message: 'Timeline colour?' })
+    const waiting = await alice.waitFor(ask, ['input_required'])
+    const [key] = Object.keys(waiting.inputRequests as Json)
+    await alice.result('tasks/update', { taskId: ask, inputResponses: { [key!]: { action: 'accept', content: { name: 'Teal' } } } })
+    const done = await adminWaitFor(gw, ask, ['completed'])
+
+    const me = gw.gateway.processId
+    expect(done.timeline).toEqual([
+      { type: 'created', at: done.createdAt, process: me },
+      { type: 'input', at: expect.any(String), key, method: 'elicitation/create' },
+      { type: 'status', at: expect.any(String), status: 'input_required', statusMessage: 'waiting for the user to answer an elicitation request: Timeline colour?', process: me },
+      { type: 'input_settled', at: expect.any(String), key, state: 'answered' },
+      { type: 'status', at: expect.any(String), status: 'working', statusMessage: null, process: me },
+      { type: 'status', at: done.lastUpdatedAt, status: 'completed', statusMessage: null, process: me, resultBytes: done.resultBytes },
+    ])
+    expect(done.resultBytes).toBeGreaterThan(0)
+    // In order, and no entry is later than the task's last update.
+    const times = (done.timeline as Json[]).map((entry) => Date.parse(String(entry.at)))
+    expect(times).toEqual([...times].sort((a, b) => a - b))
+    expect(done.inputs).toEqual([expect.objectContaining({ key, state: 'answered', answer: { result: { action: 'accept', content: { name: 'Teal' } } } })])
+  })
+
   // Last: the gateway takes no new MCP requests afterwards.
   it('drains the process: /readyz says draining and new MCP requests get 503', async () => {
     const drained = await adminPost(gw, '/admin/drain')
