@@ -1,10 +1,13 @@
 import type { FastifyInstance } from 'fastify'
 import type { AdminConfig } from '../config/schema.ts'
 import type { Logger } from '../observability/logger.ts'
+import type { RecentProblems } from '../observability/recent-problems.ts'
 import type { GatewayStore } from '../store/types.ts'
 import type { TaskService } from '../tasks/task-service.ts'
 import type { Upstream } from '../upstream/upstream.ts'
+import { registerAdminEvents } from './admin-events.ts'
 import { createAdminApp } from './admin-server.ts'
+import { registerDashboard } from './dashboard-routes.ts'
 import { registerTaskRoutes } from './task-routes.ts'
 
 /** One upstream as the admin API shows it. */
@@ -48,6 +51,10 @@ export interface AdminDeps {
   store: GatewayStore
   upstreams: readonly Upstream[]
   tasks: TaskService
+  /** This gateway process (the owner named by the tasks it runs). */
+  processId: string
+  /** This process's recent refusals and errors (kept when metrics are collected); undefined otherwise. */
+  problems: RecentProblems | undefined
   /** Stops this process taking new MCP requests, as a shutdown does; `/readyz` then says draining. */
   drain (): void
 }
@@ -59,6 +66,9 @@ export interface AdminDeps {
 export function registerAdminRoutes (app: FastifyInstance, deps: AdminDeps): void {
   registerUpstreamRoutes(app, deps.upstreams)
   registerTaskRoutes(app, { store: deps.store.tasks, tasks: deps.tasks })
+  registerAdminEvents(app, { bus: deps.store.bus, upstreams: deps.upstreams, problems: deps.problems, processId: deps.processId })
+  // This process's refusals and errors: counts since it started and the most recent ones, newest first.
+  app.get('/admin/problems', async () => deps.problems?.snapshot() ?? { counts: [], recent: [] })
   // Idempotent; there is no undrain: restart the process to take requests again.
   app.post('/admin/drain', async (request) => {
     deps.drain()
@@ -72,5 +82,6 @@ export function createAdmin (config: AdminConfig | undefined, log: Logger, deps:
   if (config === undefined) return undefined
   const app = createAdminApp(config, log)
   registerAdminRoutes(app, deps)
+  if (config.dashboard) registerDashboard(app)
   return app
 }

@@ -136,7 +136,7 @@ export class CallEngine {
       const mapped = mapUpstreamError(err, upstream.name, `${method} '${target.target}'`, timeout, signal)
       if (metrics !== undefined) {
         outcome = errorClass(mapped)
-        metrics.refused(mapped)
+        metrics.upstreamFailed(upstream.name, mapped)
       }
       throw mapped
     } finally {

@@ -262,7 +262,9 @@ const adminSchema = z.strictObject({
     .describe('port of the admin API listener, not the MCP port; 0 picks a free port'),
   tokenSha256: z.string().regex(/^[0-9a-fA-F]{64}$/, 'must be the hex SHA-256 of the admin token (64 hex digits), never the token itself')
     .describe('hex SHA-256 of the bearer token every admin request must carry (put it in the environment and write the variable here)'),
-}).describe('the admin API (upstreams, every principal\'s tasks, cancel, drain) on its own listener; off unless configured')
+  dashboard: z.boolean().prefault(true)
+    .describe('serve the live dashboard at /admin/dashboard; its page and script hold no data and load without the token, which the page asks for'),
+}).describe('the admin API (upstreams, every principal\'s tasks, cancel, drain, the live dashboard) on its own listener; off unless configured')
 const metricsSchema = z.strictObject({
   enabled: z.boolean().prefault(true).describe('collect Prometheus metrics and serve them at metrics.path'),
   listener: z.enum(['admin', 'main']).prefault('admin')

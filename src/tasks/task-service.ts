@@ -138,6 +138,7 @@ export class TaskService {
     // The store counts and inserts in one atomic step: racing creates never overshoot the limit.
     await this.#tasks.create(task, { maxActive: this.#config.maxActivePerPrincipal })
     this.#log.info({ audit: 'task.created', taskId: task.id, principal: task.principal, tool: task.tool, upstream: task.upstream, ttlMs: task.ttlMs }, 'task created')
+    this.#events.created?.(task)
     return task
   }
 

@@ -1,6 +1,6 @@
 // config/gateway.schema.json is generated from the zod schema and committed; these tests regenerate it in memory
 // so that it cannot go stale, and check that the JSON Schema and the loader agree on what a configuration is.
-import { readFile } from 'node:fs/promises'
+import { readdir, readFile } from 'node:fs/promises'
 import { parseDocument } from 'yaml'
 import { describe, expect, it } from 'vitest'
 import { z } from 'zod'
@@ -10,6 +10,14 @@ import { configSchema } from '../../src/config/schema.ts'
 
 const EXAMPLE = new URL('../../config/gateway.example.yaml', import.meta.url)
 const README = new URL('../../README.md', import.meta.url)
+const DOCS = new URL('../../docs/', import.meta.url)
+
+/** README.md and every page under docs/: the operator documentation. */
+async function documentation (): Promise<string> {
+  const pages = (await readdir(DOCS).catch(() => [])).filter((name) => name.endsWith('.md'))
+  const texts = await Promise.all([README, ...pages.map((name) => new URL(name, DOCS))].map((file) => readFile(file, 'utf8')))
+  return texts.join('\n')
+}
 const EXAMPLE_ENV: Record<string, string> = { API_TOKEN: 'test-token' }
 
 type JsonSchema = Record<string, unknown>
@@ -145,8 +153,8 @@ describe('documentation of every option', () => {
     expect(missing).toEqual([])
   })
 
-  it('README.md lists every option', async () => {
-    const text = await readFile(README, 'utf8')
+  it('README.md or a page under docs/ lists every option', async () => {
+    const text = await documentation()
     const missing = names.filter((name) => !new RegExp(`\`[^\`\\s]*\\b${name}\\b[^\`\\s]*\``).test(text))
     expect(missing).toEqual([])
   })
