@@ -25,7 +25,7 @@ const MAX_BUFFERED_BYTES = 1024 * 1024
 
 /**
  * `GET /admin/events`: a server-sent event stream (behind the admin token, like every admin route) of
- * `hello` (this process, its upstreams and its problems), `task` (a task of any process sharing the store
+ * `hello` (this process, its upstreams and its problems; sent once the stream hears every task change), `task` (a task of any process sharing the store
  * was created or changed: the task as GET /admin/tasks lists it), `upstreams` (their state or load changed)
  * and `problems` (new refusals or errors of this process, with the counts). Browsers read it with fetch(),
  * which can send the token header (EventSource cannot).
@@ -62,9 +62,12 @@ export function registerAdminEvents (app: FastifyInstance, deps: AdminEventDeps)
       if (res.writableLength > MAX_BUFFERED_BYTES) close()
     }
 
+    // Subscribed before `hello`: a reader that lists the tasks after it misses no change in between.
+    stops.push(watchTaskFeed(deps.bus, (message) => send('task', message)))
+    await deps.bus.subscribed()
+    if (!open.has(close)) return
     let upstreams = JSON.stringify(deps.upstreams.map(describeUpstream))
     send('hello', { processId: deps.processId, upstreams: JSON.parse(upstreams) as unknown, problems: deps.problems?.snapshot() ?? null })
-    stops.push(watchTaskFeed(deps.bus, (message) => send('task', message)))
 
     timers.push(setInterval(() => {
       const now = JSON.stringify(deps.upstreams.map(describeUpstream))

@@ -195,6 +195,12 @@ export interface SignalBus {
   publish (channel: string, message: JsonObject): Promise<number>
   /** Returns an unsubscribe function. Handlers must not throw. */
   subscribe (channel: string, handler: BusHandler): () => void
+  /**
+   * Resolves once every subscription made so far reaches messages published from now on, by any process
+   * (a shared bus confirms subscriptions asynchronously). Never rejects: a subscription that failed is taken
+   * again when the backend is back.
+   */
+  subscribed (): Promise<void>
 }
 
 /**

@@ -142,6 +142,19 @@ describe('sqlite store', () => {
 })
 
 describe('redis store', () => {
+  it('bus.subscribed() resolves once another process\'s publish reaches the new subscription', async () => {
+    const [publisher, subscriber] = await sharedRedisStores(2)
+    try {
+      const heard = new Promise<unknown>((resolve) => subscriber!.bus.subscribe('watch', resolve))
+      await subscriber!.bus.subscribed()
+      expect(await publisher!.bus.publish('watch', { n: 1 })).toBe(1)
+      expect(await heard).toEqual({ n: 1 })
+    } finally {
+      await publisher!.close()
+      await subscriber!.close()
+    }
+  })
+
   it('reports an unreachable Redis with its own code and keeps the backend error as the cause', async () => {
     const store = await isolatedRedisStore()
     await store.close()

@@ -70,7 +70,7 @@ describe('the admin API', () => {
   })
 
   it('refuses every route without the admin token, with a wrong one and with a client token: 401 with a JSON error', async () => {
-    const routes: Array<['GET' | 'POST', string]> = [['GET', '/admin/upstreams'], ['GET', '/admin/tasks'], ['GET', '/admin/tasks/abc'], ['POST', '/admin/tasks/abc/cancel'], ['POST', '/admin/drain'], ['GET', '/admin/unknown']]
+    const routes: Array<['GET' | 'POST', string]> = [['GET', '/admin/upstreams'], ['GET', '/admin/tasks'], ['GET', '/admin/tasks/abc'], ['POST', '/admin/tasks/abc/cancel'], ['POST', '/admin/drain'], ['GET', '/admin/events'], ['GET', '/admin/problems'], ['GET', '/admin/unknown']]
     for (const [method, url] of routes) {
       const missing = await adminOf(gw).inject({ method, url })
       expect({ url, status: missing.statusCode, body: missing.json<Json>() }).toMatchObject({ url, status: 401, body: { error: { code: 'GW_ERR_ADMIN_TOKEN_MISSING' } } })
