@@ -304,7 +304,7 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
   await registerMcpRoute(app, { config: config.server, legacy, modern, authenticator: createAuthenticator(config.auth, oauth, forwardsAuthorization), passAuthorization: forwardsAuthorization, limiter, isClosing: () => closing, metrics })
   if (metrics !== undefined && config.metrics.listener === 'main') registerMetricsRoute(app, metrics, config.metrics.path)
 
-  const admin = createAdmin(config.admin, log, { store, upstreams, tasks, processId, problems, drain: () => { closing = true } })
+  const admin = createAdmin(config.admin, log, { store, upstreams, tasks, processId, problems: metrics && problems, drain: () => { closing = true } })
   if (metrics !== undefined && config.metrics.listener === 'admin' && admin !== undefined) registerMetricsRoute(admin, metrics, config.metrics.path)
 
   const sweepEvery = Math.min(60_000, Math.max(1000, Math.floor(config.server.sessionIdleTimeout / 4)))

@@ -147,6 +147,13 @@ describe('the live dashboard in a browser', () => {
     await page.locator(`#tasks tbody tr[data-task="${taskId}"][data-status="cancelled"]`).waitFor()
     await page.locator('#summary', { hasText: 'cancelled by the operator' }).waitFor()
     expect((await running).statuses.at(-1)).toBe('cancelled')
+    // The focus goes back to the detail's heading (the button is gone); Escape closes the detail and leaves
+    // the focus on the task list.
+    const focused = (id: string): Promise<boolean> => page.locator(`#${id}`).evaluate((node) => node.ownerDocument.activeElement === node)
+    await expect.poll(() => focused('detail-title'), { timeout: SHOWN_MS }).toBe(true)
+    await page.keyboard.press('Escape')
+    await page.locator('#detail').waitFor({ state: 'hidden' })
+    expect(await focused('tasks-title')).toBe(true)
   })
 
   it('shows refusals as they happen, with their counts, and saves a screenshot', async () => {

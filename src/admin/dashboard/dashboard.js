@@ -116,8 +116,12 @@ function connect () {
     if (!controller.signal.aborted) reconnect('The event stream ended.')
   }, (err) => {
     if (controller.signal.aborted) return
-    if (err instanceof AuthError) showLogin(err.message)
-    else reconnect(err.message)
+    if (err instanceof AuthError) {
+      // A refused token is not tried again on the next load.
+      sessionStorage.removeItem(TOKEN_KEY)
+      state.token = null
+      showLogin(err.message)
+    } else reconnect(err.message)
   })
 }
 
@@ -166,7 +170,7 @@ async function dispatch (event, data) {
     renderProblems(data.problems)
     // Subscribed first, then read: no change falls between the list and the stream.
     await loadTasks()
-    if (state.openTask) await showTask(state.openTask, false)
+    if (state.openTask) await refreshTask(state.openTask)
     setConnection('Live', 'live')
   } else if (event === 'task') {
     taskChanged(data.task)
@@ -230,7 +234,7 @@ function taskChanged (task) {
   renderTasks()
   if (state.openTask === task.id) {
     clearTimeout(state.detailTimer)
-    state.detailTimer = setTimeout(() => { showTask(task.id, false).catch(() => {}) }, 100)
+    state.detailTimer = setTimeout(() => { refreshTask(task.id).catch(() => {}) }, 100)
   }
 }
 
@@ -271,9 +275,19 @@ function outcomeText (task) {
   return `${outcome.isError ? 'tool result with isError' : 'tool result'} · ${size}`
 }
 
+/** Reads the open task again after a change; nothing if it was closed or another was opened meanwhile. */
+async function refreshTask (id) {
+  const task = await api(`/admin/tasks/${encodeURIComponent(id)}`)
+  if (state.openTask === id) renderTask(task, false)
+}
+
 async function showTask (id, focus = true) {
   $('detail-error').textContent = ''
-  const task = await api(`/admin/tasks/${encodeURIComponent(id)}`)
+  renderTask(await api(`/admin/tasks/${encodeURIComponent(id)}`), focus)
+}
+
+function renderTask (task, focus) {
+  const id = task.id
   state.openTask = id
   $('detail').hidden = false
   $('detail-title').textContent = `Task ${task.id}`
@@ -305,7 +319,8 @@ async function cancelOpenTask () {
   $('cancel').disabled = true
   try {
     await api(`/admin/tasks/${encodeURIComponent(id)}/cancel`, { method: 'POST' })
-    await showTask(id, false)
+    // The button goes away with the task's end: the focus goes back to the detail's heading.
+    await showTask(id, true)
   } catch (err) {
     $('detail-error').textContent = err.message
     $('cancel').disabled = false
@@ -335,12 +350,15 @@ function start () {
     if (id) showTask(id).catch((err) => { $('detail-error').textContent = err.message })
   })
   $('cancel').addEventListener('click', () => { cancelOpenTask() })
-  $('close-detail').addEventListener('click', () => {
+  const closeDetail = () => {
+    clearTimeout(state.detailTimer)
     state.openTask = null
     $('detail').hidden = true
     renderTasks()
     $('tasks-title').focus()
-  })
+  }
+  $('close-detail').addEventListener('click', closeDetail)
+  $('detail').addEventListener('keydown', (event) => { if (event.key === 'Escape') closeDetail() })
   if (state.token) connect()
   else showLogin('')
 }
