@@ -62,12 +62,15 @@ export function registerAdminEvents (app: FastifyInstance, deps: AdminEventDeps)
       if (res.writableLength > MAX_BUFFERED_BYTES) close()
     }
 
-    // Subscribed before `hello`: a reader that lists the tasks after it misses no change in between.
-    stops.push(watchTaskFeed(deps.bus, (message) => send('task', message)))
+    // Subscribed before `hello`: a reader that lists the tasks after it misses no change in between (and the
+    // changes before it are in that list).
+    let greeted = false
+    stops.push(watchTaskFeed(deps.bus, (message) => { if (greeted) send('task', message) }))
     await deps.bus.subscribed()
     if (!open.has(close)) return
     let upstreams = JSON.stringify(deps.upstreams.map(describeUpstream))
     send('hello', { processId: deps.processId, upstreams: JSON.parse(upstreams) as unknown, problems: deps.problems?.snapshot() ?? null })
+    greeted = true
 
     timers.push(setInterval(() => {
       const now = JSON.stringify(deps.upstreams.map(describeUpstream))

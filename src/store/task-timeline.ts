@@ -8,7 +8,7 @@ import type { InputRecord, TaskEvent, TaskPatch, TaskRecord, TaskStatus } from '
 /** Entries kept per task: a task with more (many input rounds, many status messages) loses its oldest ones. */
 export const TIMELINE_LIMIT = 100
 
-export function createdEvent (task: TaskRecord): TaskEvent {
+export function createdEvent (task: Pick<TaskRecord, 'createdAt' | 'owner'>): TaskEvent {
   return { type: 'created', at: task.createdAt, process: task.owner }
 }
 

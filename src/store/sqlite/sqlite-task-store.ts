@@ -205,7 +205,7 @@ export class SqliteTaskStore implements TaskStore {
         if (active >= maxActive) throw new GatewayError('GW_ERR_TASK_LIMIT', [active, maxActive])
       }
       this.#insert.run(row)
-      timeline.start(row.id, createdEvent(toTask(row)))
+      timeline.start(row.id, createdEvent({ createdAt: row.created_at, owner: row.owner }))
     })
     this.#sweep = db.transaction((now: number) => {
       timeline.sweep(now)
