@@ -1,6 +1,7 @@
 // The live dashboard in a real browser (headless Debian Chromium through playwright-core): the page asks for the
 // admin token, shows the upstreams, a task as it appears, waits for input and completes (pushed by the server),
-// its detail with the timeline and the pending input request, a cancel, and a refusal. Saves a screenshot.
+// its detail with the timeline and the pending input request, a cancel, an upstream error and a refusal.
+// Saves a screenshot.
 import { mkdirSync } from 'node:fs'
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { chromium, type Browser, type Page } from 'playwright-core'
@@ -156,7 +157,13 @@ describe('the live dashboard in a browser', () => {
     expect(await focused('tasks-title')).toBe(true)
   })
 
-  it('shows refusals as they happen, with their counts, and saves a screenshot', async () => {
+  it('shows refusals and upstream errors as they happen, with their counts, and saves a screenshot', async () => {
+    await expect(client.callTool({ name: 'demo__throw_error', arguments: { code: -32011, message: 'quota exceeded' } })).rejects.toThrow(/quota exceeded/)
+    const failed = page.locator('#problem-counts tbody tr', { hasText: 'upstream demo' })
+    await failed.waitFor()
+    expect(await failed.locator('td').allTextContents()).toEqual(['error', 'RPC_ERROR', 'upstream demo', '1'])
+    expect(await page.locator('#problem-recent tbody tr').first().textContent()).toContain('quota exceeded')
+
     const tooLarge = await fetch(gw.url, {
       method: 'POST',
       headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
