@@ -10,6 +10,7 @@ export const DASHBOARD_PATH = '/admin/dashboard'
 const FILES = [
   { path: DASHBOARD_PATH, file: 'dashboard.html', type: 'text/html; charset=utf-8' },
   { path: `${DASHBOARD_PATH}/dashboard.js`, file: 'dashboard.js', type: 'text/javascript; charset=utf-8' },
+  { path: `${DASHBOARD_PATH}/dashboard-view.js`, file: 'dashboard-view.js', type: 'text/javascript; charset=utf-8' },
   { path: `${DASHBOARD_PATH}/dashboard.css`, file: 'dashboard.css', type: 'text/css; charset=utf-8' },
 ] as const
 
@@ -25,7 +26,7 @@ const SECURITY_HEADERS = {
 }
 
 /**
- * The live dashboard: a static page, its stylesheet and its script, read once at start and served without the
+ * The live dashboard: a static page, its stylesheet and its two script modules, read once at start and served without the
  * admin token (they hold no data; the page asks for the token and sends it with every request it makes).
  * `/` leads to it.
  */

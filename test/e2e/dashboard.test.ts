@@ -69,7 +69,7 @@ describe('the live dashboard in a browser', () => {
     expect(pageResponse.headers.get('content-type')).toMatch(/^text\/html/)
     expect(pageResponse.headers.get('content-security-policy')).toContain("script-src 'self'")
     expect(await pageResponse.text()).toContain('<script type="module" src="/admin/dashboard/dashboard.js">')
-    for (const [file, type] of [['dashboard.js', /^text\/javascript/], ['dashboard.css', /^text\/css/]] as const) {
+    for (const [file, type] of [['dashboard.js', /^text\/javascript/], ['dashboard-view.js', /^text\/javascript/], ['dashboard.css', /^text\/css/]] as const) {
       const asset = await fetch(`${admin}/admin/dashboard/${file}`)
       expect({ file, status: asset.status }).toEqual({ file, status: 200 })
       expect(asset.headers.get('content-type')).toMatch(type)
