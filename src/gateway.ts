@@ -43,6 +43,8 @@ import { modernPromptsGet, modernToolsCall } from './protocol/modern/modern-tool
 import { RequestStateCodec } from './protocol/modern/request-state.ts'
 import { RetryRouter } from './protocol/modern/retry-router.ts'
 import { createAdmin } from './admin/admin-routes.ts'
+import { announceTaskChanges } from './admin/task-feed.ts'
+import { RecentProblems } from './observability/recent-problems.ts'
 import { GatewayMetrics } from './observability/metrics.ts'
 import { registerMetricsRoute } from './observability/metrics-route.ts'
 import { timedStore } from './observability/timed-store.ts'
@@ -105,6 +107,7 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
   const log = options.logger ?? createLogger(config.logging)
   const backend = options.store ?? await createStore(config.store, log)
   const upstreams: Upstream[] = []
+  const problems = config.admin === undefined ? undefined : new RecentProblems()
   // Collected only where they are served: metrics.listener admin needs the admin listener.
   const metrics: GatewayMetrics | undefined = config.metrics.enabled && (config.metrics.listener === 'main' || config.admin !== undefined)
     ? new GatewayMetrics(backend.kind, {
@@ -112,7 +115,7 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
       streams: () => hub.size,
       running: (taskId: string): boolean => runner.has(taskId),
       runningCount: (): number => runner.size,
-    })
+    }, problems)
     : undefined
   const store: GatewayStore = metrics === undefined ? backend : timedStore(backend, metrics)
   const oauth = config.auth.oauth === undefined ? undefined : new OAuthResource(config.auth.oauth, log)
@@ -208,14 +211,16 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
   let closing = false
   const delivery = new LegacyTaskDelivery(hub, store.bus, store.tasks)
   hub.onGetStream = (sessionId) => delivery.onGetStream(sessionId)
-  const inputs = new TaskInputs(store.tasks, delivery, live.tasks, store.bus)
+  // With the admin API, task changes are also announced to the dashboards of every process sharing the store.
+  const taskEvents = config.admin === undefined ? delivery : announceTaskChanges(delivery, store.bus)
+  const inputs = new TaskInputs(store.tasks, taskEvents, live.tasks, store.bus, processId)
   const calls = new CallEngine(catalog, metrics)
-  const runner = new TaskRunner({ store: store.tasks, upstreams: { get: (name) => upstreams.find((u) => u.name === name) }, calls, inputs, events: delivery, log, shutdown: shutdown.signal, bus: store.bus, isNativeTask: (upstream, tool) => catalog.isNativeTask(upstream, tool), get maxResultBytes () { return live.tasks.maxResultBytes } })
+  const runner = new TaskRunner({ store: store.tasks, upstreams: { get: (name) => upstreams.find((u) => u.name === name) }, calls, inputs, events: taskEvents, log, shutdown: shutdown.signal, bus: store.bus, isNativeTask: (upstream, tool) => catalog.isNativeTask(upstream, tool), get maxResultBytes () { return live.tasks.maxResultBytes } })
   const tasks = new TaskService({
     store: store.tasks,
     runner,
     inputs,
-    events: delivery,
+    events: taskEvents,
     config: live.tasks,
     log,
     bus: store.bus,
@@ -315,7 +320,7 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
 
   const reloader = new Reloader({ live, upstreams, catalog, events, listsChanged: sync.listsChanged, log })
   const reload = (next: Config): Promise<ReloadReport> => reloader.reload(next)
-  const admin = createAdmin(config.admin, log, { store, upstreams, tasks, drain: () => { closing = true }, reload: { source: options.configSource, apply: reload } })
+  const admin = createAdmin(config.admin, log, { store, upstreams, tasks, processId, problems: metrics && problems, drain: () => { closing = true }, reload: { source: options.configSource, apply: reload } })
   if (metrics !== undefined && config.metrics.listener === 'admin' && admin !== undefined) registerMetricsRoute(admin, metrics, config.metrics.path)
 
   const sweepEvery = Math.min(60_000, Math.max(1000, Math.floor(config.server.sessionIdleTimeout / 4)))

@@ -1,11 +1,14 @@
 import type { FastifyInstance } from 'fastify'
 import type { AdminConfig } from '../config/schema.ts'
 import type { Logger } from '../observability/logger.ts'
+import type { RecentProblems } from '../observability/recent-problems.ts'
 import type { GatewayStore } from '../store/types.ts'
 import type { TaskService } from '../tasks/task-service.ts'
 import type { Upstream } from '../upstream/upstream.ts'
+import { registerAdminEvents } from './admin-events.ts'
 import { createAdminApp } from './admin-server.ts'
 import { registerReloadRoute, type ReloadRouteDeps } from './reload-route.ts'
+import { registerDashboard } from './dashboard-routes.ts'
 import { registerTaskRoutes } from './task-routes.ts'
 
 /** One upstream as the admin API shows it. */
@@ -49,6 +52,10 @@ export interface AdminDeps {
   store: GatewayStore
   upstreams: readonly Upstream[]
   tasks: TaskService
+  /** This gateway process (the owner named by the tasks it runs). */
+  processId: string
+  /** This process's recent refusals and errors (kept when metrics are collected); undefined otherwise. */
+  problems: RecentProblems | undefined
   /** Stops this process taking new MCP requests, as a shutdown does; `/readyz` then says draining. */
   drain (): void
   /** Reads the configuration file again and puts it in force (POST /admin/reload). */
@@ -63,6 +70,9 @@ export function registerAdminRoutes (app: FastifyInstance, deps: AdminDeps): voi
   registerUpstreamRoutes(app, deps.upstreams)
   registerTaskRoutes(app, { store: deps.store.tasks, tasks: deps.tasks })
   registerReloadRoute(app, deps.reload)
+  registerAdminEvents(app, { bus: deps.store.bus, upstreams: deps.upstreams, problems: deps.problems, processId: deps.processId })
+  // This process's refusals and errors: counts since it started and the most recent ones, newest first.
+  app.get('/admin/problems', async () => deps.problems?.snapshot() ?? { counts: [], recent: [] })
   // Idempotent; there is no undrain: restart the process to take requests again.
   app.post('/admin/drain', async (request) => {
     deps.drain()
@@ -76,5 +86,6 @@ export function createAdmin (config: AdminConfig | undefined, log: Logger, deps:
   if (config === undefined) return undefined
   const app = createAdminApp(config, log)
   registerAdminRoutes(app, deps)
+  if (config.dashboard) registerDashboard(app)
   return app
 }

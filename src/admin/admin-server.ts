@@ -39,7 +39,8 @@ export function sendAdminError (reply: FastifyReply, err: GatewayError, status =
 
 /**
  * The admin API's own Fastify instance (listened on `admin.host`/`admin.port` by the CLI, never by
- * buildGateway). Every request, to a route or not, needs the admin token; every error is JSON from the
+ * buildGateway). Every request, to a route or not, needs the admin token, but for the routes declared with
+ * `config: { public: true }` (the dashboard's static files, which hold no data); every error is JSON from the
  * gateway's error table. Other parts of the gateway add routes to it (see registerAdminRoutes) before it listens.
  */
 export function createAdminApp (config: AdminConfig, log: Logger): FastifyInstance {
@@ -50,6 +51,8 @@ export function createAdminApp (config: AdminConfig, log: Logger): FastifyInstan
   })
   const check = adminTokenCheck(config.tokenSha256)
   app.addHook('onRequest', async (request, reply) => {
+    // The dashboard's page and script hold no data: a browser loads them without the token (it cannot send one).
+    if ((request.routeOptions.config as { public?: unknown }).public === true) return
     try {
       check(request.headers)
     } catch (err) {

@@ -30,7 +30,8 @@ export function registerTaskRoutes (app: FastifyInstance, { store, tasks }: Task
   app.get<{ Params: TaskParams }>('/admin/tasks/:id', async (request) => {
     const task = await store.get(request.params.id, Date.now())
     if (!task) throw new GatewayError('GW_ERR_ADMIN_TASK_NOT_FOUND', [request.params.id])
-    return detail(task, await store.inputsOf(task.id))
+    const [inputs, timeline] = await Promise.all([store.inputsOf(task.id), store.timeline(task.id)])
+    return detail(task, inputs, timeline)
   })
 
   // As the principal's own tasks/cancel: the same compare-and-set to cancelled, then the upstream call is

@@ -1,6 +1,6 @@
 import { GatewayError } from '../errors.ts'
 import type { JsonObject } from '../protocol/jsonrpc.ts'
-import type { InputRecord, TaskCursor, TaskOutcome, TaskQuery, TaskRecord, TaskStatus } from '../store/types.ts'
+import type { InputRecord, TaskCursor, TaskEvent, TaskOutcome, TaskQuery, TaskRecord, TaskStatus } from '../store/types.ts'
 import { TASK_STATUSES } from '../tasks/task-state.ts'
 
 /** Tasks per page of `GET /admin/tasks` unless `limit` says otherwise, and the most one page may hold. */
@@ -43,7 +43,16 @@ export interface AdminTaskDetail extends AdminTaskSummary {
   outcome: { kind: 'result', isError: boolean } | { kind: 'error', code: number, message: string } | null
   /** The input requests the upstream sent during the task, oldest first: pending, answered (with the answer) or expired. */
   inputs: AdminInput[]
+  /**
+   * What happened to the task, oldest first (the newest 100 entries): created (by which process), each
+   * status move (its statusMessage, the process that made it, the result's size in bytes when it stored
+   * one), each input request and how it was settled, takeovers by another process.
+   */
+  timeline: AdminTimelineEntry[]
 }
+
+/** A timeline entry with its time as ISO 8601 (each kind of entry keeps its own fields). */
+export type AdminTimelineEntry = TaskEvent extends infer Entry ? Entry extends TaskEvent ? Omit<Entry, 'at'> & { at: string } : never : never
 
 export interface TaskListRequest {
   query: TaskQuery
@@ -68,7 +77,7 @@ export function summarize (task: TaskRecord): AdminTaskSummary {
   }
 }
 
-export function detail (task: TaskRecord, inputs: readonly InputRecord[]): AdminTaskDetail {
+export function detail (task: TaskRecord, inputs: readonly InputRecord[], timeline: readonly TaskEvent[]): AdminTaskDetail {
   const outcome = task.outcome
   return {
     ...summarize(task),
@@ -79,6 +88,7 @@ export function detail (task: TaskRecord, inputs: readonly InputRecord[]): Admin
         ? { kind: 'result', isError: outcome.result['isError'] === true }
         : { kind: 'error', code: outcome.error.code, message: outcome.error.message },
     inputs: inputs.map((input) => ({ key: input.key, method: input.method, params: input.params, state: input.state, createdAt: new Date(input.createdAt).toISOString(), answer: input.answer })),
+    timeline: timeline.map((entry) => ({ ...entry, at: new Date(entry.at).toISOString() }) as AdminTimelineEntry),
   }
 }
 

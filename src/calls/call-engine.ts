@@ -137,7 +137,7 @@ export class CallEngine {
       const mapped = (signal.aborted ? undefined : upstream.closedBy) ?? mapUpstreamError(err, upstream.name, `${method} '${target.target}'`, timeout, signal)
       if (metrics !== undefined) {
         outcome = errorClass(mapped)
-        metrics.refused(mapped)
+        metrics.upstreamFailed(upstream.name, mapped)
       }
       throw mapped
     } finally {

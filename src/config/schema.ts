@@ -273,7 +273,9 @@ const adminSchema = z.strictObject({
   tokenSha256: z.string().regex(/^[0-9a-fA-F]{64}$/, 'must be the hex SHA-256 of the admin token (64 hex digits), never the token itself')
     // eslint-disable-next-line no-template-curly-in-string
     .describe('hex SHA-256 of the bearer token every admin request must carry (64 hex digits), never the token itself; made like auth.tokens[].sha256, best from the environment (`tokenSha256: ${ADMIN_TOKEN_SHA256}`)'),
-}).describe('the admin API (upstreams, every principal\'s tasks, cancel, drain) on its own listener; off unless configured')
+  dashboard: z.boolean().prefault(true)
+    .describe('serve the live dashboard at /admin/dashboard; its page and script hold no data and load without the token, which the page asks for'),
+}).describe('the admin API (upstreams, every principal\'s tasks, cancel, drain, reload, the live dashboard) on its own listener; off unless configured')
 const metricsSchema = z.strictObject({
   enabled: z.boolean().prefault(true).describe('collect Prometheus metrics and serve them at metrics.path; `false` records nothing'),
   listener: z.enum(['admin', 'main']).prefault('admin')

@@ -4,6 +4,7 @@ import { GatewayError, RpcError } from '../errors.ts'
 import type { TaskRecord } from '../store/types.ts'
 import { isTerminal } from '../tasks/task-state.ts'
 import type { Upstream, UpstreamState } from '../upstream/upstream.ts'
+import type { RecentProblems } from './recent-problems.ts'
 
 /** Request latency buckets (seconds): sub-millisecond polls up to minute-long synchronous calls. */
 const REQUEST_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300]
@@ -73,10 +74,13 @@ export class GatewayMetrics {
   readonly #scraped: Array<Gauge | Counter> = []
   /** Tasks seen entering input_required, and since when (left out once they leave it or end). */
   readonly #inputSince = new Map<string, number>()
+  /** Where refusals and failures are also kept with their messages (the admin dashboard); undefined without it. */
+  readonly #problems: RecentProblems | undefined
 
-  constructor (backend: string, sources: MetricSources) {
+  constructor (backend: string, sources: MetricSources, problems?: RecentProblems) {
     const registers = [this.registry]
     this.#backend = backend
+    this.#problems = problems
     collectDefaultMetrics({ register: this.registry })
     this.#requests = new BucketHistogram({ name: 'gateway_request_duration_seconds', help: 'HTTP requests to the MCP path by JSON-RPC method, protocol era and outcome, from arrival to the end of the response', labelNames: ['method', 'era', 'outcome'], buckets: REQUEST_BUCKETS, registers })
     this.#upstreamCalls = new BucketHistogram({ name: 'gateway_upstream_call_duration_seconds', help: 'upstream tools/call requests by upstream, tool and outcome (ok, tool_error or an error class)', labelNames: ['upstream', 'tool', 'outcome'], buckets: REQUEST_BUCKETS, registers })
@@ -183,11 +187,20 @@ export class GatewayMetrics {
     this.#queueWaits.series(upstream).observe(seconds)
   }
 
-  /** Counts `err` when it is a refusal by a limit. */
-  refused (err: unknown): void {
-    if (!(err instanceof GatewayError)) return
+  /** Counts `err` when it is a refusal by a limit; true when it was one. */
+  refused (err: unknown): boolean {
+    if (!(err instanceof GatewayError)) return false
     const limit = 'limit' in err && typeof err.limit === 'string' ? err.limit : REFUSALS[err.code]
-    if (limit !== undefined) this.#refusals.inc({ limit })
+    if (limit === undefined) return false
+    this.#refusals.inc({ limit })
+    this.#problems?.record('refusal', limit, err)
+    return true
+  }
+
+  /** An upstream request failed (or was refused by one of the upstream's limits); a cancelled one did not fail. */
+  upstreamFailed (upstream: string, err: unknown): void {
+    if (this.refused(err) || (err instanceof GatewayError && err.code === 'GW_ERR_REQUEST_CANCELLED')) return
+    this.#problems?.record('error', `upstream ${upstream}`, err)
   }
 
   /** The latency series of a store operation (`<part>.<method>`), for its caller to hold. */
@@ -196,7 +209,7 @@ export class GatewayMetrics {
   }
 
   storeError (operation: string, err: unknown): void {
-    this.refused(err)
+    if (!this.refused(err)) this.#problems?.record('error', `store ${operation}`, err)
     this.#storeErrors.inc({ backend: this.#backend, operation, class: errorClass(err) })
   }
 

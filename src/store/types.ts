@@ -79,7 +79,23 @@ export interface TaskRecord {
 export interface TaskPatch {
   statusMessage?: string | null
   outcome?: TaskOutcome
+  /** The gateway process making the move: written to the task's timeline only, never to the task. */
+  by?: string
 }
+
+/**
+ * One entry of a task's timeline (TaskStore.timeline). The store writes it in the same atomic step as the
+ * change it records (create, transition, claim, addInput, settleInput), so the timeline never disagrees with
+ * the task. `at` is epoch milliseconds on the caller's clock; `process` is a gateway process id.
+ */
+export type TaskEvent =
+  | { type: 'created', at: number, process: string }
+  /** A move that won, to `status`; `statusMessage` only when the move set it; `resultBytes` when it stored an outcome. */
+  | { type: 'status', at: number, status: TaskStatus, statusMessage?: string | null, process?: string, resultBytes?: number }
+  | { type: 'input', at: number, key: string, method: string }
+  | { type: 'input_settled', at: number, key: string, state: 'answered' | 'expired' }
+  /** Another process took the task over from `from` (whose lease lapsed, or after a restart). */
+  | { type: 'claimed', at: number, process: string, from: string }
 
 export type InputState = 'pending' | 'answered' | 'expired'
 
@@ -158,8 +174,14 @@ export interface TaskStore {
   pendingInputs (taskId: string): Promise<InputRecord[]>
   /** Every input of a task whatever its state (pending, answered, expired), with answers, oldest first. */
   inputsOf (taskId: string): Promise<InputRecord[]>
-  /** Compare-and-set from pending to answered or expired; false when it was not pending. */
-  settleInput (key: string, state: 'answered' | 'expired', answer: TaskOutcome | null): Promise<boolean>
+  /** Compare-and-set from pending to answered or expired (at `now`, epoch ms, default the clock's); false when it was not pending. */
+  settleInput (key: string, state: 'answered' | 'expired', answer: TaskOutcome | null, now?: number): Promise<boolean>
+
+  /**
+   * The task's timeline, oldest first: at most TIMELINE_LIMIT entries, the newest ones (a task with very many
+   * input rounds or status messages loses its oldest entries); [] for an unknown task. Deleted with the task.
+   */
+  timeline (taskId: string): Promise<TaskEvent[]>
 }
 
 export type BusHandler = (message: JsonObject) => void
@@ -173,6 +195,12 @@ export interface SignalBus {
   publish (channel: string, message: JsonObject): Promise<number>
   /** Returns an unsubscribe function. Handlers must not throw. */
   subscribe (channel: string, handler: BusHandler): () => void
+  /**
+   * Resolves once every subscription made so far reaches messages published from now on, by any process
+   * (a shared bus confirms subscriptions asynchronously). Never rejects: a subscription that failed is taken
+   * again when the backend is back.
+   */
+  subscribed (): Promise<void>
 }
 
 /**

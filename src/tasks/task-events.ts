@@ -6,6 +6,8 @@ import type { InputRecord, TaskRecord } from '../store/types.ts'
  * sends it to the right stream. The engine never sees a wire shape.
  */
 export interface TaskEvents {
+  /** The task was stored (the protocol side answers its creator itself; others may watch). */
+  created? (task: TaskRecord): void
   /** The task's status or statusMessage changed (it is already stored). */
   status (task: TaskRecord): void
   /** The upstream asked the client something; the input is stored as pending. */

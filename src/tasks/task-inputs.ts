@@ -41,9 +41,12 @@ export class TaskInputs {
   readonly #waiting = new Map<string, Waiter>()
 
   readonly #bus: SignalBus
+  /** This gateway process, named in the timeline entries of the moves it makes. */
+  readonly #processId: string
 
-  constructor (store: TaskStore, events: TaskEvents, config: TasksConfig, bus: SignalBus) {
+  constructor (store: TaskStore, events: TaskEvents, config: TasksConfig, bus: SignalBus, processId: string) {
     this.#bus = bus
+    this.#processId = processId
     this.#store = store
     this.#events = events
     this.#config = config
@@ -74,7 +77,7 @@ export class TaskInputs {
     const onAbort = (): void => { void this.#expire(input, signal.reason) }
     signal.addEventListener('abort', onAbort, { once: true })
     try {
-      const updated = await this.#store.transition(task.id, ['working', 'input_required'], 'input_required', { statusMessage: describeInput(method, params) }, now)
+      const updated = await this.#store.transition(task.id, ['working', 'input_required'], 'input_required', { statusMessage: describeInput(method, params), by: this.#processId }, now)
       if (!updated) {
         await this.#expire(input, new GatewayError('GW_ERR_INPUT_EXPIRED', [method]))
       } else {
@@ -113,7 +116,7 @@ export class TaskInputs {
     const input = await this.#store.getInput(response.id)
     if (!input || input.principal !== principal || input.state !== 'pending') return false
     const outcome = 'error' in response ? { error: response.error } : { result: response.result }
-    if (!await this.#store.settleInput(input.key, 'answered', outcome)) return false
+    if (!await this.#store.settleInput(input.key, 'answered', outcome, Date.now())) return false
     const waiter = this.#waiting.get(input.key)
     if (!waiter) await this.#bus.publish(inputChannel(input.key), { key: input.key })
     else if ('error' in response) waiter.reject(new RpcError(response.error.code, response.error.message, response.error.data))
@@ -127,7 +130,7 @@ export class TaskInputs {
   /** Expires every pending input of a task (it ended, or the gateway restarted). */
   async expireAll (taskId: string, reason: unknown): Promise<void> {
     for (const input of await this.#store.pendingInputs(taskId)) {
-      if (await this.#store.settleInput(input.key, 'expired', null)) this.#waiting.get(input.key)?.reject(reason)
+      if (await this.#store.settleInput(input.key, 'expired', null, Date.now())) this.#waiting.get(input.key)?.reject(reason)
     }
   }
 
@@ -139,7 +142,7 @@ export class TaskInputs {
   async #expire (input: InputRecord, reason: unknown): Promise<void> {
     let settled: boolean
     try {
-      settled = await this.#store.settleInput(input.key, 'expired', null)
+      settled = await this.#store.settleInput(input.key, 'expired', null, Date.now())
     } catch {
       this.#waiting.get(input.key)?.reject(reason)
       return
@@ -154,7 +157,7 @@ export class TaskInputs {
     const pending = await this.#store.pendingInputs(input.taskId)
     const now = Date.now()
     const updated = pending.length === 0
-      ? await this.#store.transition(input.taskId, ['input_required'], 'working', { statusMessage: message }, now)
+      ? await this.#store.transition(input.taskId, ['input_required'], 'working', { statusMessage: message, by: this.#processId }, now)
       : null
     const task = updated ?? await this.#store.get(input.taskId, now)
     if (!task) return

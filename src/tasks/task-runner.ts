@@ -143,7 +143,7 @@ export class TaskRunner {
     let queued = false
     const statusMessage = (message: string | null): void => {
       statusWrites = statusWrites.then(async () => {
-        const updated = await this.#deps.store.transition(task.id, ['working'], 'working', { statusMessage: message }, Date.now())
+        const updated = await this.#deps.store.transition(task.id, ['working'], 'working', { statusMessage: message, by: task.owner }, Date.now())
         if (updated) events.status(updated)
       }).catch((err: unknown) => this.#deps.log.warn({ err, taskId: task.id }, 'could not record the queue state of a task'))
     }
@@ -182,7 +182,7 @@ export class TaskRunner {
     if (typeof params.statusMessage !== 'string') return
     const current = await this.#deps.store.get(task.id, Date.now())
     if (!current || !RUNNING.includes(current.status) || current.statusMessage === params.statusMessage) return
-    const updated = await this.#deps.store.transition(task.id, [current.status], current.status, { statusMessage: params.statusMessage }, Date.now())
+    const updated = await this.#deps.store.transition(task.id, [current.status], current.status, { statusMessage: params.statusMessage, by: task.owner }, Date.now())
     if (updated) this.#deps.events.status(updated)
   }
 
@@ -222,7 +222,7 @@ export class TaskRunner {
           const current = await store.get(task.id, Date.now())
           if (current !== null && current.owner !== task.owner) return null
         }
-        return await store.transition(task.id, RUNNING, status, { statusMessage, outcome }, Date.now())
+        return await store.transition(task.id, RUNNING, status, { statusMessage, outcome, by: task.owner }, Date.now())
       }, retry)
     } catch (err) {
       if (!isStoreUnavailable(err)) throw err

@@ -138,6 +138,7 @@ export class TaskService {
     // The store counts and inserts in one atomic step: racing creates never overshoot the limit.
     await this.#tasks.create(task, { maxActive: this.#config.maxActivePerPrincipal })
     this.#log.info({ audit: 'task.created', taskId: task.id, principal: task.principal, tool: task.tool, upstream: task.upstream, ttlMs: task.ttlMs }, 'task created')
+    this.#events.created?.(task)
     return task
   }
 
@@ -164,7 +165,7 @@ export class TaskService {
   async cancel (principal: string, taskId: string, by: 'client' | 'operator' = 'client'): Promise<TaskRecord> {
     const current = await this.get(principal, taskId)
     if (isTerminal(current.status)) throw new GatewayError('GW_ERR_TASK_TERMINAL', [taskId, current.status])
-    const updated = await this.#tasks.transition(taskId, ['working', 'input_required'], 'cancelled', { statusMessage: `cancelled by the ${by}` }, Date.now())
+    const updated = await this.#tasks.transition(taskId, ['working', 'input_required'], 'cancelled', { statusMessage: `cancelled by the ${by}`, by: this.#owner }, Date.now())
     if (!updated) {
       const now = await this.get(principal, taskId)
       throw new GatewayError('GW_ERR_TASK_TERMINAL', [taskId, now.status])
@@ -227,7 +228,7 @@ export class TaskService {
       // A process declared lost may only be stalled: if it wakes up, it drops the call instead of racing us.
       if (why === 'lost') await this.#bus.publish(cancelChannel(task.id), { taskId: task.id })
       if (this.#isIdempotent(claimed)) {
-        const restarted = await this.#tasks.transition(task.id, ['working', 'input_required'], 'working', { statusMessage: INTERRUPTED[why].again }, Date.now())
+        const restarted = await this.#tasks.transition(task.id, ['working', 'input_required'], 'working', { statusMessage: INTERRUPTED[why].again, by: this.#owner }, Date.now())
         if (restarted) {
           this.#events.status(restarted)
           this.#runner.start(restarted)
@@ -235,7 +236,7 @@ export class TaskService {
         }
         continue
       }
-      const updated = await this.#tasks.transition(task.id, ['working', 'input_required'], 'failed', { statusMessage: error.message, outcome: { error: toWireError(error) } }, Date.now())
+      const updated = await this.#tasks.transition(task.id, ['working', 'input_required'], 'failed', { statusMessage: error.message, outcome: { error: toWireError(error) }, by: this.#owner }, Date.now())
       if (updated) {
         this.#events.status(updated)
         failed++

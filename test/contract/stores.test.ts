@@ -17,6 +17,7 @@ import { rateLimitStoreContract } from './rate-limit-store.contract.ts'
 import { homeStoreContract } from './home-store.contract.ts'
 import { taskLimitContract } from './task-limit.contract.ts'
 import { taskQueryContract } from './task-query.contract.ts'
+import { taskTimelineContract } from './task-timeline.contract.ts'
 
 const dir = mkdtempSync(join(tmpdir(), 'gw-sqlite-'))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
@@ -47,6 +48,9 @@ taskLimitContract('redis, two processes', async () => await sharedRedisStores(2)
 taskQueryContract('memory', async () => new MemoryStore())
 taskQueryContract('sqlite', async () => new SqliteStore(dbFile()))
 taskQueryContract('redis', isolatedRedisStore)
+taskTimelineContract('memory', async () => new MemoryStore())
+taskTimelineContract('sqlite', async () => new SqliteStore(dbFile()))
+taskTimelineContract('redis', isolatedRedisStore)
 rateLimitStoreContract({ memory: async () => new MemoryStore(), sqlite: async () => new SqliteStore(dbFile()), redis: isolatedRedisStore })
 
 function task (id: string): TaskRecord {
@@ -113,6 +117,8 @@ describe('sqlite store', () => {
     expect(await store.sessions.get('s1')).toMatchObject({ principal: 'p' })
     // A task stored before owners were recorded belongs to no process: the next start takes it over.
     expect(await store.tasks.unfinished()).toMatchObject([{ id: 't0', owner: '' }])
+    // A task stored before timelines were recorded has none.
+    expect(await store.tasks.timeline('t0')).toEqual([])
     await store.tasks.create(task('t1'))
     expect(await store.tasks.get('t1', 1)).toEqual(task('t1'))
     await store.close()
@@ -136,6 +142,19 @@ describe('sqlite store', () => {
 })
 
 describe('redis store', () => {
+  it('bus.subscribed() resolves once another process\'s publish reaches the new subscription', async () => {
+    const [publisher, subscriber] = await sharedRedisStores(2)
+    try {
+      const heard = new Promise<unknown>((resolve) => subscriber!.bus.subscribe('watch', resolve))
+      await subscriber!.bus.subscribed()
+      expect(await publisher!.bus.publish('watch', { n: 1 })).toBe(1)
+      expect(await heard).toEqual({ n: 1 })
+    } finally {
+      await publisher!.close()
+      await subscriber!.close()
+    }
+  })
+
   it('reports an unreachable Redis with its own code and keeps the backend error as the cause', async () => {
     const store = await isolatedRedisStore()
     await store.close()

@@ -70,7 +70,7 @@ describe('the admin API', () => {
   })
 
   it('refuses every route without the admin token, with a wrong one and with a client token: 401 with a JSON error', async () => {
-    const routes: Array<['GET' | 'POST', string]> = [['GET', '/admin/upstreams'], ['GET', '/admin/tasks'], ['GET', '/admin/tasks/abc'], ['POST', '/admin/tasks/abc/cancel'], ['POST', '/admin/drain'], ['GET', '/admin/unknown']]
+    const routes: Array<['GET' | 'POST', string]> = [['GET', '/admin/upstreams'], ['GET', '/admin/tasks'], ['GET', '/admin/tasks/abc'], ['POST', '/admin/tasks/abc/cancel'], ['POST', '/admin/drain'], ['GET', '/admin/events'], ['GET', '/admin/problems'], ['GET', '/admin/unknown']]
     for (const [method, url] of routes) {
       const missing = await adminOf(gw).inject({ method, url })
       expect({ url, status: missing.statusCode, body: missing.json<Json>() }).toMatchObject({ url, status: 401, body: { error: { code: 'GW_ERR_ADMIN_TOKEN_MISSING' } } })
@@ -158,6 +158,29 @@ describe('the admin API', () => {
     expect(again.statusCode).toBe(409)
     expect(again.json<{ error: Json }>().error).toMatchObject({ code: 'GW_ERR_ADMIN_TASK_TERMINAL' })
     expect((await adminPost(gw, '/admin/tasks/no-such-task/cancel')).statusCode).toBe(404)
+  })
+
+  it('gives a task\'s timeline: created, each status move with its statusMessage and process, the input round and its answer, the result size', async () => {
+    const ask = await startTask(alice, 'demo__ask_user', { message: 'Timeline colour?' })
+    const waiting = await alice.waitFor(ask, ['input_required'])
+    const [key] = Object.keys(waiting.inputRequests as Json)
+    await alice.result('tasks/update', { taskId: ask, inputResponses: { [key!]: { action: 'accept', content: { name: 'Teal' } } } })
+    const done = await adminWaitFor(gw, ask, ['completed'])
+
+    const me = gw.gateway.processId
+    expect(done.timeline).toEqual([
+      { type: 'created', at: done.createdAt, process: me },
+      { type: 'input', at: expect.any(String), key, method: 'elicitation/create' },
+      { type: 'status', at: expect.any(String), status: 'input_required', statusMessage: 'waiting for the user to answer an elicitation request: Timeline colour?', process: me },
+      { type: 'input_settled', at: expect.any(String), key, state: 'answered' },
+      { type: 'status', at: expect.any(String), status: 'working', statusMessage: null, process: me },
+      { type: 'status', at: done.lastUpdatedAt, status: 'completed', statusMessage: null, process: me, resultBytes: done.resultBytes },
+    ])
+    expect(done.resultBytes).toBeGreaterThan(0)
+    // In order, and no entry is later than the task's last update.
+    const times = (done.timeline as Json[]).map((entry) => Date.parse(String(entry.at)))
+    expect(times).toEqual([...times].sort((a, b) => a - b))
+    expect(done.inputs).toEqual([expect.objectContaining({ key, state: 'answered', answer: { result: { action: 'accept', content: { name: 'Teal' } } } })])
   })
 
   // Last: the gateway takes no new MCP requests afterwards.

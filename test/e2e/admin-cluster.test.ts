@@ -5,6 +5,7 @@ import { sha256Hex } from '../../src/auth/bearer-tokens.ts'
 import { startCluster, type Cluster } from '../helpers/cluster.ts'
 import { ModernRaw } from '../helpers/modern-raw.ts'
 import { demoStdioYaml, type GatewayProcess } from '../helpers/process.ts'
+import { readSse } from '../helpers/sse.ts'
 
 type Json = Record<string, unknown>
 
@@ -26,8 +27,12 @@ async function loggedLater (process: GatewayProcess, text: string, from: number)
   throw new Error(`the gateway process never logged '${text}'; it logged:\n${process.lines.slice(from).join('\n')}`)
 }
 
+function adminBase (process: GatewayProcess): string {
+  return logged(process, 'admin API listening', 'address').replace(/\/admin$/, '')
+}
+
 async function admin (process: GatewayProcess, method: 'GET' | 'POST', path: string, token: string | null = ADMIN_TOKEN): Promise<{ status: number, body: Json }> {
-  const res = await fetch(`${logged(process, 'admin API listening', 'address').replace(/\/admin$/, '')}${path}`, {
+  const res = await fetch(`${adminBase(process)}${path}`, {
     method,
     headers: token === null ? {} : { authorization: `Bearer ${token}` },
   })
@@ -92,5 +97,35 @@ ${demoStdioYaml()}
     await activeCalls(p[0]!, (n) => n === 0)
     await loggedLater(p[0]!, 'slow: cancelled', from)
     expect(await client.result('tasks/get', { taskId })).toMatchObject({ taskId, status: 'cancelled' })
+  })
+
+  it('pushes to the event stream of one process the changes of a task another process runs, as they happen', async () => {
+    const controller = new AbortController()
+    const stream = await fetch(`${adminBase(p[1]!)}/admin/events`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` }, signal: controller.signal })
+    expect(stream.headers.get('content-type')).toMatch(/^text\/event-stream/)
+    const events = readSse(stream.body!)
+    const hello = await events.next()
+    expect(hello.value).toMatchObject({ event: 'hello' })
+    expect(JSON.parse(hello.value!.data)).toMatchObject({ processId: logged(p[1]!, 'gateway listening', 'processId'), upstreams: [{ name: 'demo' }] })
+
+    const client = ModernRaw.withTasks(p[0]!.url)
+    const handle = await client.result('tools/call', { name: 'demo__slow', arguments: { duration: 10, steps: 1 } })
+    const taskId = String(handle.taskId)
+    const owner = logged(p[0]!, 'gateway listening', 'processId')
+    const seen: string[] = []
+    for await (const event of events) {
+      if (event.event !== 'task') continue
+      const { change, task } = JSON.parse(event.data) as { change: string, task: Json }
+      if (task.id !== taskId) continue
+      expect(task).toMatchObject({ owner, upstream: 'demo', tool: 'slow' })
+      seen.push(`${change}:${String(task.status)}`)
+      if (task.status === 'completed') break
+    }
+    controller.abort()
+    expect(seen).toEqual(['created:working', 'status:completed'])
+    expect((await admin(p[1]!, 'GET', `/admin/tasks/${taskId}`)).body.timeline).toEqual([
+      { type: 'created', at: expect.any(String), process: owner },
+      { type: 'status', at: expect.any(String), status: 'completed', statusMessage: null, process: owner, resultBytes: expect.any(Number) },
+    ])
   })
 })

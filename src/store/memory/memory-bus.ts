@@ -27,6 +27,9 @@ export class MemoryBus implements SignalBus {
     }
   }
 
+  /** In process: a subscription takes effect at once. */
+  async subscribed (): Promise<void> {}
+
   get channelCount (): number {
     return this.#channels.size
   }

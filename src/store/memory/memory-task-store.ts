@@ -1,6 +1,7 @@
 import { GatewayError } from '../../errors.ts'
 import { isTerminal } from '../../tasks/task-state.ts'
-import type { InputRecord, TaskCreateOptions, TaskCursor, TaskOutcome, TaskPatch, TaskQuery, TaskRecord, TaskStatus, TaskStore } from '../types.ts'
+import { claimedEvent, createdEvent, inputEvent, settledEvent, statusEvent, TIMELINE_LIMIT } from '../task-timeline.ts'
+import type { InputRecord, TaskCreateOptions, TaskCursor, TaskEvent, TaskOutcome, TaskPatch, TaskQuery, TaskRecord, TaskStatus, TaskStore } from '../types.ts'
 
 function live (task: TaskRecord, now: number): boolean {
   return task.ttlMs === null || task.createdAt + task.ttlMs > now
@@ -20,6 +21,8 @@ export class MemoryTaskStore implements TaskStore {
   readonly #inputsByTask = new Map<string, Set<string>>()
   /** Ids of the tasks of each principal that are not terminal, so counting them does not scan every task. */
   readonly #activeByPrincipal = new Map<string, Set<string>>()
+  /** Each task's timeline, oldest first. */
+  readonly #timelines = new Map<string, TaskEvent[]>()
 
   async create (task: TaskRecord, options: TaskCreateOptions = {}): Promise<void> {
     // No await between the count and the insert: nothing else runs in between.
@@ -29,6 +32,14 @@ export class MemoryTaskStore implements TaskStore {
     }
     this.#tasks.set(task.id, structuredClone(task))
     if (!isTerminal(task.status)) this.#activeOf(task.principal).add(task.id)
+    this.#timelines.set(task.id, [createdEvent(task)])
+  }
+
+  #record (taskId: string, event: TaskEvent): void {
+    const timeline = this.#timelines.get(taskId)
+    if (!timeline) return
+    timeline.push(event)
+    if (timeline.length > TIMELINE_LIMIT) timeline.splice(0, timeline.length - TIMELINE_LIMIT)
   }
 
   #activeOf (principal: string): Set<string> {
@@ -81,6 +92,7 @@ export class MemoryTaskStore implements TaskStore {
     if (patch.statusMessage !== undefined) task.statusMessage = patch.statusMessage
     if (patch.outcome !== undefined) task.outcome = structuredClone(patch.outcome)
     task.lastUpdatedAt = now
+    this.#record(id, statusEvent(to, patch, now, patch.outcome === undefined ? undefined : JSON.stringify(patch.outcome)))
     return structuredClone(task)
   }
 
@@ -115,6 +127,7 @@ export class MemoryTaskStore implements TaskStore {
     const task = this.#live(id, now)
     if (!task || isTerminal(task.status) || task.owner !== from) return null
     task.owner = to
+    this.#record(id, claimedEvent(from, to, now))
     return structuredClone(task)
   }
 
@@ -126,6 +139,7 @@ export class MemoryTaskStore implements TaskStore {
       this.#inactive(task)
       for (const key of this.#inputsByTask.get(id) ?? []) this.#inputs.delete(key)
       this.#inputsByTask.delete(id)
+      this.#timelines.delete(id)
       swept++
     }
     return swept
@@ -140,6 +154,7 @@ export class MemoryTaskStore implements TaskStore {
     this.#inputs.set(input.key, structuredClone(input))
     keys.add(input.key)
     this.#inputsByTask.set(input.taskId, keys)
+    this.#record(input.taskId, inputEvent(input))
   }
 
   async getInput (key: string): Promise<InputRecord | null> {
@@ -161,12 +176,17 @@ export class MemoryTaskStore implements TaskStore {
     return inputs.sort((a, b) => a.createdAt - b.createdAt)
   }
 
-  async settleInput (key: string, state: 'answered' | 'expired', answer: TaskOutcome | null): Promise<boolean> {
+  async settleInput (key: string, state: 'answered' | 'expired', answer: TaskOutcome | null, now = Date.now()): Promise<boolean> {
     const input = this.#inputs.get(key)
     if (input?.state !== 'pending') return false
     input.state = state
     input.answer = structuredClone(answer)
+    this.#record(input.taskId, settledEvent(key, state, now))
     return true
+  }
+
+  async timeline (taskId: string): Promise<TaskEvent[]> {
+    return structuredClone(this.#timelines.get(taskId) ?? [])
   }
 
   #live (id: string, now: number): TaskRecord | undefined {

@@ -21,22 +21,38 @@ export async function run (redis: Redis, s: Script, keys: readonly string[], arg
 }
 
 /**
- * Compare-and-set of a task's status.
- * KEYS[1] task hash. ARGV[1] prefix, ARGV[2] task id, ARGV[3] now (ms), ARGV[4] new status,
- * ARGV[5] '1' to set the statusMessage to ARGV[6] (a JSON string or null), ARGV[7] '1' to set the outcome
- * to ARGV[8] (JSON), ARGV[9..] the statuses the task may be in.
+ * The Lua helper the scripts that change a task share: appends `entry` to the timeline list `key`, keeps its
+ * newest `limit` entries and gives the list the remaining lifetime of `owner` (the task or input hash), so a
+ * timeline never outlives what it describes. A task stored before timelines existed gets none.
+ */
+const APPEND = `
+local function append (key, entry, limit, owner)
+  if redis.call('EXISTS', key) == 0 then return end
+  redis.call('RPUSH', key, entry)
+  redis.call('LTRIM', key, -tonumber(limit), -1)
+  local ttl = redis.call('PTTL', owner)
+  if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
+end
+`
+
+/**
+ * Compare-and-set of a task's status, with its timeline entry.
+ * KEYS[1] task hash, KEYS[2] the task's timeline (list). ARGV[1] prefix, ARGV[2] task id, ARGV[3] now (ms),
+ * ARGV[4] new status, ARGV[5] '1' to set the statusMessage to ARGV[6] (a JSON string or null), ARGV[7] '1' to
+ * set the outcome to ARGV[8] (JSON), ARGV[9] the timeline entry (JSON), ARGV[10] the most entries a timeline
+ * keeps, ARGV[11..] the statuses the task may be in.
  * Returns the task hash (HGETALL) after the move, or false when the task is unknown, expired, terminal
  * or in none of the given statuses. Terminal moves also drop the task from the active sets and from its
  * owner's set, and its request (only a running task needs its arguments, to run again after a takeover).
  */
-export const TRANSITION = script(`
+export const TRANSITION = script(APPEND + `
 local status = redis.call('HGET', KEYS[1], 'status')
 if not status then return false end
 local exp = redis.call('HGET', KEYS[1], 'exp')
 if exp and exp ~= '' and tonumber(exp) <= tonumber(ARGV[3]) then return false end
 if status == 'completed' or status == 'failed' or status == 'cancelled' then return false end
 local allowed = false
-for i = 9, #ARGV do
+for i = 11, #ARGV do
   if ARGV[i] == status then allowed = true end
 end
 if not allowed then return false end
@@ -51,17 +67,19 @@ if ARGV[4] == 'completed' or ARGV[4] == 'failed' or ARGV[4] == 'cancelled' then
   if owner then redis.call('SREM', ARGV[1] .. 'owned:' .. owner, ARGV[2]) end
   redis.call('HSET', KEYS[1], 'req', '{}')
 end
+append(KEYS[2], ARGV[9], ARGV[10], KEYS[1])
 return redis.call('HGETALL', KEYS[1])
 `)
 
 /**
  * Compare-and-set of a task's owner (a process taking over the tasks of one whose lease lapsed).
- * KEYS[1] task hash, KEYS[2] the old owner's task set, KEYS[3] the new owner's task set. ARGV[1] task id,
- * ARGV[2] the expected owner, ARGV[3] the new owner, ARGV[4] now (ms).
+ * KEYS[1] task hash, KEYS[2] the old owner's task set, KEYS[3] the new owner's task set, KEYS[4] the task's
+ * timeline. ARGV[1] task id, ARGV[2] the expected owner, ARGV[3] the new owner, ARGV[4] now (ms), ARGV[5] the
+ * timeline entry (JSON), ARGV[6] the most entries a timeline keeps.
  * Returns the task hash after the move, or false when the task is unknown, expired, terminal or owned by
  * someone else; a task that is no longer the old owner's leaves the old owner's set either way.
  */
-export const CLAIM = script(`
+export const CLAIM = script(APPEND + `
 local status = redis.call('HGET', KEYS[1], 'status')
 local owner = redis.call('HGET', KEYS[1], 'owner')
 local exp = redis.call('HGET', KEYS[1], 'exp')
@@ -75,16 +93,18 @@ end
 redis.call('HSET', KEYS[1], 'owner', ARGV[3])
 redis.call('SREM', KEYS[2], ARGV[1])
 redis.call('SADD', KEYS[3], ARGV[1])
+append(KEYS[4], ARGV[5], ARGV[6], KEYS[1])
 return redis.call('HGETALL', KEYS[1])
 `)
 
 /**
  * Queues an input request unless its task already holds too many pending ones.
- * KEYS[1] task hash, KEYS[2] the task's input list, KEYS[3] input hash. ARGV[1] max pending, ARGV[2] input
- * body (JSON), ARGV[3] input key, ARGV[4] expiry of the keys in ms from now, ARGV[5] prefix of input hashes.
+ * KEYS[1] task hash, KEYS[2] the task's input list, KEYS[3] input hash, KEYS[4] the task's timeline. ARGV[1] max
+ * pending, ARGV[2] input body (JSON), ARGV[3] input key, ARGV[4] expiry of the keys in ms from now, ARGV[5] prefix
+ * of input hashes, ARGV[6] the timeline entry (JSON), ARGV[7] the most entries a timeline keeps.
  * Returns 1 when queued, -1 when the task is unknown, -2 when the limit is reached.
  */
-export const ADD_INPUT = script(`
+export const ADD_INPUT = script(APPEND + `
 if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
 local pending = 0
 for _, key in ipairs(redis.call('LRANGE', KEYS[2], 0, -1)) do
@@ -95,17 +115,22 @@ redis.call('HSET', KEYS[3], 'body', ARGV[2], 'state', 'pending', 'answer', '')
 redis.call('RPUSH', KEYS[2], ARGV[3])
 redis.call('PEXPIRE', KEYS[3], ARGV[4])
 redis.call('PEXPIRE', KEYS[2], ARGV[4])
+append(KEYS[4], ARGV[6], ARGV[7], KEYS[1])
 return 1
 `)
 
 /**
- * Settles a pending input.
- * KEYS[1] input hash. ARGV[1] new state, ARGV[2] answer (JSON or '').
+ * Settles a pending input, with its entry in its task's timeline (whose key derives from the task id in the
+ * input's body).
+ * KEYS[1] input hash. ARGV[1] new state, ARGV[2] answer (JSON or ''), ARGV[3] prefix, ARGV[4] the timeline
+ * entry (JSON), ARGV[5] the most entries a timeline keeps.
  * Returns 1 when the input was pending and is now settled, else 0.
  */
-export const SETTLE_INPUT = script(`
+export const SETTLE_INPUT = script(APPEND + `
 if redis.call('HGET', KEYS[1], 'state') ~= 'pending' then return 0 end
 redis.call('HSET', KEYS[1], 'state', ARGV[1], 'answer', ARGV[2])
+local taskId = cjson.decode(redis.call('HGET', KEYS[1], 'body')).taskId
+append(ARGV[3] .. 'events:' .. taskId, ARGV[4], ARGV[5], KEYS[1])
 return 1
 `)
 
@@ -140,7 +165,7 @@ for _, id in ipairs(ids) do
   for _, input in ipairs(redis.call('LRANGE', p .. 'inputs:' .. id, 0, -1)) do
     redis.call('DEL', p .. 'input:' .. input)
   end
-  redis.call('DEL', key, p .. 'inputs:' .. id)
+  redis.call('DEL', key, p .. 'inputs:' .. id, p .. 'events:' .. id)
   redis.call('ZREM', p .. 'expiry', id)
   redis.call('ZREM', p .. 'active', id)
   redis.call('ZREM', p .. 'created', id)
@@ -158,10 +183,10 @@ return #ids
  * the writes are one step, so racing creates on any number of processes never overshoot the limit.
  * KEYS[1] task hash, KEYS[2] the principal's tasks (sorted set), KEYS[3] the principal's unfinished tasks
  * by expiry, KEYS[4] every unfinished task, KEYS[5] the owner's task set, KEYS[6] tasks by expiry, KEYS[7] every
- * task by createdAt.
+ * task by createdAt, KEYS[8] the task's timeline.
  * ARGV[1] the limit ('' for none), ARGV[2] createdAt (ms; also the `now` of the count), ARGV[3] task id,
  * ARGV[4] expiry (ms, '' for none), ARGV[5] '1' when the task is not terminal, ARGV[6] key expiry (ms),
- * ARGV[7..] the hash's field/value pairs.
+ * ARGV[7] the first timeline entry (JSON), ARGV[8..] the hash's field/value pairs.
  * Returns 0 when stored, else the count that reached the limit (nothing is written).
  */
 export const CREATE_TASK = script(`
@@ -170,9 +195,11 @@ if ARGV[1] ~= '' then
   if active >= tonumber(ARGV[1]) then return active end
 end
 local fields = {}
-for i = 7, #ARGV do fields[#fields + 1] = ARGV[i] end
+for i = 8, #ARGV do fields[#fields + 1] = ARGV[i] end
 redis.call('HSET', KEYS[1], unpack(fields))
 redis.call('PEXPIRE', KEYS[1], ARGV[6])
+redis.call('RPUSH', KEYS[8], ARGV[7])
+redis.call('PEXPIRE', KEYS[8], ARGV[6])
 redis.call('ZADD', KEYS[2], ARGV[2], ARGV[3])
 redis.call('ZADD', KEYS[7], ARGV[2], ARGV[3])
 if ARGV[5] == '1' then

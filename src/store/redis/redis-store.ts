@@ -134,6 +134,10 @@ class RedisBus implements SignalBus {
     return await this.#publisher.publish(this.#channel(channel), JSON.stringify(message)).catch(() => 0)
   }
 
+  async subscribed (): Promise<void> {
+    if (this.#pending.size > 0) await Promise.all([...this.#pending])
+  }
+
   subscribe (channel: string, handler: BusHandler): () => void {
     let handlers = this.#handlers.get(channel)
     if (!handlers) {

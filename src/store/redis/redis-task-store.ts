@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis'
 import { GatewayError } from '../../errors.ts'
-import type { InputRecord, TaskCreateOptions, TaskCursor, TaskOutcome, TaskPatch, TaskQuery, TaskRecord, TaskStatus, TaskStore } from '../types.ts'
+import { claimedEvent, createdEvent, inputEvent, settledEvent, statusEvent, TIMELINE_LIMIT } from '../task-timeline.ts'
+import type { InputRecord, TaskCreateOptions, TaskCursor, TaskEvent, TaskOutcome, TaskPatch, TaskQuery, TaskRecord, TaskStatus, TaskStore } from '../types.ts'
 import { ADD_INPUT, CLAIM, CREATE_TASK, run, SETTLE_INPUT, SWEEP, TRANSITION } from './redis-scripts.ts'
 
 /**
@@ -16,6 +17,7 @@ import { ADD_INPUT, CLAIM, CREATE_TASK, run, SETTLE_INPUT, SWEEP, TRANSITION } f
  *   owned:<owner>      set of the unfinished task ids a gateway process runs (failover)
  *   input:<key>        hash: body (immutable JSON), state, answer (JSON)
  *   inputs:<taskId>    list of the task's input keys in arrival order
+ *   events:<taskId>    list of the task's timeline entries (JSON), oldest first, the newest TIMELINE_LIMIT
  * Expiry is decided by the store's callers' clock (`now`) and enforced by `sweep`; Redis key expiry is only
  * a backstop a day after a task's TTL, so nothing grows without bound if sweeping stops.
  */
@@ -76,10 +78,10 @@ export class RedisTaskStore implements TaskStore {
     const fields = {
       body: JSON.stringify(body), req: JSON.stringify(request), status, msg: JSON.stringify(statusMessage), upd: String(lastUpdatedAt), out: outcome ? JSON.stringify(outcome) : '', exp: exp === null ? '' : String(exp), principal: task.principal, owner,
     }
-    const keys = [`task:${task.id}`, `tasks:${task.principal}`, `active:${task.principal}`, 'active', `owned:${owner}`, 'expiry', 'created'].map((key) => this.#p + key)
+    const keys = [`task:${task.id}`, `tasks:${task.principal}`, `active:${task.principal}`, 'active', `owned:${owner}`, 'expiry', 'created', `events:${task.id}`].map((key) => this.#p + key)
     const active = Number(await run(this.#redis, CREATE_TASK, keys, [
       options.maxActive ?? '', task.createdAt, task.id, exp ?? '', TERMINAL.has(status) ? '0' : '1',
-      exp === null ? NO_TTL_BACKSTOP_MS : task.ttlMs! + BACKSTOP_MS,
+      exp === null ? NO_TTL_BACKSTOP_MS : task.ttlMs! + BACKSTOP_MS, JSON.stringify(createdEvent(task)),
       ...Object.entries(fields).flat(),
     ]))
     if (active > 0) throw new GatewayError('GW_ERR_TASK_LIMIT', [active, options.maxActive])
@@ -139,10 +141,12 @@ export class RedisTaskStore implements TaskStore {
   }
 
   async transition (id: string, from: readonly TaskStatus[], to: TaskStatus, patch: TaskPatch, now: number): Promise<TaskRecord | null> {
-    const result = await run(this.#redis, TRANSITION, [`${this.#p}task:${id}`], [
+    const outcome = patch.outcome === undefined ? undefined : JSON.stringify(patch.outcome)
+    const result = await run(this.#redis, TRANSITION, [`${this.#p}task:${id}`, `${this.#p}events:${id}`], [
       this.#p, id, now, to,
       patch.statusMessage === undefined ? '0' : '1', JSON.stringify(patch.statusMessage ?? null),
-      patch.outcome === undefined ? '0' : '1', patch.outcome === undefined ? '' : JSON.stringify(patch.outcome),
+      outcome === undefined ? '0' : '1', outcome ?? '',
+      JSON.stringify(statusEvent(to, patch, now, outcome)), TIMELINE_LIMIT,
       ...from,
     ])
     return result ? toTask(pairs(result)) : null
@@ -177,7 +181,9 @@ export class RedisTaskStore implements TaskStore {
   }
 
   async claim (id: string, from: string, to: string, now: number): Promise<TaskRecord | null> {
-    const result = await run(this.#redis, CLAIM, [`${this.#p}task:${id}`, `${this.#p}owned:${from}`, `${this.#p}owned:${to}`], [id, from, to, now])
+    const result = await run(this.#redis, CLAIM, [`${this.#p}task:${id}`, `${this.#p}owned:${from}`, `${this.#p}owned:${to}`, `${this.#p}events:${id}`], [
+      id, from, to, now, JSON.stringify(claimedEvent(from, to, now)), TIMELINE_LIMIT,
+    ])
     return result ? toTask(pairs(result)) : null
   }
 
@@ -193,8 +199,10 @@ export class RedisTaskStore implements TaskStore {
   async addInput (input: InputRecord, maxPending: number): Promise<void> {
     const { state: _state, answer: _answer, ...body } = input
     const ttl = await this.#redis.pttl(`${this.#p}task:${input.taskId}`)
-    const outcome = await run(this.#redis, ADD_INPUT, [`${this.#p}task:${input.taskId}`, `${this.#p}inputs:${input.taskId}`, `${this.#p}input:${input.key}`], [
+    const keys = [`task:${input.taskId}`, `inputs:${input.taskId}`, `input:${input.key}`, `events:${input.taskId}`].map((key) => this.#p + key)
+    const outcome = await run(this.#redis, ADD_INPUT, keys, [
       maxPending, JSON.stringify(body), input.key, ttl > 0 ? ttl : NO_TTL_BACKSTOP_MS, `${this.#p}input:`,
+      JSON.stringify(inputEvent(input)), TIMELINE_LIMIT,
     ])
     if (outcome === -1) throw new GatewayError('GW_ERR_TASK_NOT_FOUND', [input.taskId])
     if (outcome === -2) throw new GatewayError('GW_ERR_TASK_INPUT_LIMIT', [input.taskId, maxPending])
@@ -217,7 +225,13 @@ export class RedisTaskStore implements TaskStore {
     return inputs.filter((input): input is InputRecord => input !== null).sort((a, b) => a.createdAt - b.createdAt)
   }
 
-  async settleInput (key: string, state: 'answered' | 'expired', answer: TaskOutcome | null): Promise<boolean> {
-    return await run(this.#redis, SETTLE_INPUT, [`${this.#p}input:${key}`], [state, answer === null ? '' : JSON.stringify(answer)]) === 1
+  async settleInput (key: string, state: 'answered' | 'expired', answer: TaskOutcome | null, now = Date.now()): Promise<boolean> {
+    return await run(this.#redis, SETTLE_INPUT, [`${this.#p}input:${key}`], [
+      state, answer === null ? '' : JSON.stringify(answer), this.#p, JSON.stringify(settledEvent(key, state, now)), TIMELINE_LIMIT,
+    ]) === 1
+  }
+
+  async timeline (taskId: string): Promise<TaskEvent[]> {
+    return (await this.#redis.lrange(`${this.#p}events:${taskId}`, 0, -1)).map((entry) => JSON.parse(entry) as TaskEvent)
   }
 }

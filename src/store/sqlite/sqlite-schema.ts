@@ -57,6 +57,13 @@ export const MIGRATIONS: readonly string[] = [
   'CREATE INDEX sessions_principal ON sessions (principal);',
   // The operator's list of every principal's tasks, newest first (the admin API), reads them in index order.
   'CREATE INDEX tasks_created ON tasks (created_at, id);',
+  // Each task's timeline (JSON entries in insertion order), written in the transaction of the change it records.
+  `CREATE TABLE task_events (
+     id INTEGER PRIMARY KEY,
+     task_id TEXT NOT NULL,
+     event TEXT NOT NULL
+   );
+   CREATE INDEX task_events_task ON task_events (task_id, id);`,
 ]
 
 export const SCHEMA_VERSION = MIGRATIONS.length

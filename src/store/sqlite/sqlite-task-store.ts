@@ -2,7 +2,9 @@ import Database from 'better-sqlite3'
 import { GatewayError } from '../../errors.ts'
 import type { JsonObject } from '../../protocol/jsonrpc.ts'
 import { isTerminal } from '../../tasks/task-state.ts'
-import type { InputRecord, InputState, TaskCreateOptions, TaskCursor, TaskOutcome, TaskPatch, TaskQuery, TaskRecord, TaskStatus, TaskStore } from '../types.ts'
+import { claimedEvent, createdEvent, inputEvent, settledEvent, statusEvent } from '../task-timeline.ts'
+import type { InputRecord, InputState, TaskCreateOptions, TaskCursor, TaskEvent, TaskOutcome, TaskPatch, TaskQuery, TaskRecord, TaskStatus, TaskStore } from '../types.ts'
+import { SqliteTimeline } from './sqlite-timeline.ts'
 import { SqliteTaskQuery } from './sqlite-task-query.ts'
 
 interface TaskRow {
@@ -38,6 +40,7 @@ interface InputRow {
 }
 
 interface TransitionParams {
+  event: TaskEvent
   id: string
   from: string
   to: TaskStatus
@@ -108,7 +111,7 @@ export class SqliteTaskStore implements TaskStore {
   readonly #selectAny: Database.Statement<[string], TaskRow>
   readonly #listFirst: Database.Statement<[{ principal: string, limit: number, now: number }], TaskRow>
   readonly #listAfter: Database.Statement<[{ principal: string, createdAt: number, id: string, limit: number, now: number }], TaskRow>
-  readonly #update: Database.Statement<[TransitionParams]>
+  readonly #update: Database.Statement<[Omit<TransitionParams, 'event'>]>
   readonly #countActive: Database.Statement<[{ principal: string, now: number, limit: number }], { count: number }>
   readonly #unfinished: Database.Statement<[], TaskRow>
   readonly #ownedBy: Database.Statement<[{ owner: string, now: number }], TaskRow>
@@ -118,8 +121,10 @@ export class SqliteTaskStore implements TaskStore {
   readonly #pending: Database.Statement<[string], InputRow>
   readonly #inputsOf: Database.Statement<[string], InputRow>
   readonly #countPending: Database.Statement<[string], { count: number }>
-  readonly #settle: Database.Statement<[{ key: string, state: InputState, answer: string | null }]>
+  readonly #settle: Database.Transaction<(key: string, state: 'answered' | 'expired', answer: string | null, now: number) => boolean>
   readonly #transition: (params: TransitionParams) => TaskRow | undefined
+  readonly #claimTx: Database.Transaction<(params: { id: string, from: string, to: string, now: number }) => TaskRow | undefined>
+  readonly #timeline: SqliteTimeline
   readonly #addInput: Database.Transaction<(input: InputRecord, maxPending: number) => void>
   readonly #sweep: (now: number) => number
   readonly #create: Database.Transaction<(row: TaskRow, maxActive: number | undefined) => void>
@@ -155,13 +160,28 @@ export class SqliteTaskStore implements TaskStore {
     this.#pending = db.prepare("SELECT * FROM task_inputs WHERE task_id = ? AND state = 'pending' ORDER BY created_at, rowid")
     this.#inputsOf = db.prepare('SELECT * FROM task_inputs WHERE task_id = ? ORDER BY created_at, rowid')
     this.#countPending = db.prepare("SELECT COUNT(*) AS count FROM task_inputs WHERE task_id = ? AND state = 'pending'")
-    this.#settle = db.prepare("UPDATE task_inputs SET state = @state, answer = @answer WHERE key = @key AND state = 'pending'")
+    const settle = db.prepare<[{ key: string, state: InputState, answer: string | null }]>("UPDATE task_inputs SET state = @state, answer = @answer WHERE key = @key AND state = 'pending'")
+    const timeline = this.#timeline = new SqliteTimeline(db)
 
     const sweepInputs = db.prepare<[number]>('DELETE FROM task_inputs WHERE task_id IN (SELECT id FROM tasks WHERE expires_at <= ?)')
     const sweepTasks = db.prepare<[number]>('DELETE FROM tasks WHERE expires_at <= ?')
 
-    this.#transition = db.transaction((params: TransitionParams) =>
-      this.#update.run(params).changes === 1 ? this.#selectAny.get(params.id) : undefined)
+    this.#transition = db.transaction(({ event, ...params }: TransitionParams) => {
+      if (this.#update.run(params).changes !== 1) return undefined
+      timeline.append(params.id, event)
+      return this.#selectAny.get(params.id)
+    })
+    this.#claimTx = db.transaction((params: { id: string, from: string, to: string, now: number }) => {
+      if (this.#claim.run(params).changes !== 1) return undefined
+      timeline.append(params.id, claimedEvent(params.from, params.to, params.now))
+      return this.#selectAny.get(params.id)
+    })
+    this.#settle = db.transaction((key: string, state: 'answered' | 'expired', answer: string | null, now: number) => {
+      if (settle.run({ key, state, answer }).changes !== 1) return false
+      const input = this.#selectInput.get(key)
+      if (input) timeline.append(input.task_id, settledEvent(key, state, now))
+      return true
+    })
     this.#addInput = db.transaction((input: InputRecord, maxPending: number) => {
       if (!this.#selectAny.get(input.taskId)) throw new GatewayError('GW_ERR_TASK_NOT_FOUND', [input.taskId])
       if (this.#countPending.get(input.taskId)!.count >= maxPending) {
@@ -177,6 +197,7 @@ export class SqliteTaskStore implements TaskStore {
         created_at: input.createdAt,
         answer: json(input.answer),
       })
+      timeline.append(input.taskId, inputEvent(input))
     })
     this.#create = db.transaction((row: TaskRow, maxActive: number | undefined) => {
       if (maxActive !== undefined) {
@@ -184,8 +205,10 @@ export class SqliteTaskStore implements TaskStore {
         if (active >= maxActive) throw new GatewayError('GW_ERR_TASK_LIMIT', [active, maxActive])
       }
       this.#insert.run(row)
+      timeline.start(row.id, createdEvent({ createdAt: row.created_at, owner: row.owner }))
     })
     this.#sweep = db.transaction((now: number) => {
+      timeline.sweep(now)
       sweepInputs.run(now)
       return sweepTasks.run(now).changes
     })
@@ -243,7 +266,9 @@ export class SqliteTaskStore implements TaskStore {
     const sources = from.filter((status) => !isTerminal(status))
     if (sources.length === 0) return null
     return backend(() => {
+      const outcome = patch.outcome === undefined ? null : JSON.stringify(patch.outcome)
       const row = this.#transition({
+        event: statusEvent(to, patch, now, outcome ?? undefined),
         id,
         from: JSON.stringify(sources),
         to,
@@ -251,7 +276,7 @@ export class SqliteTaskStore implements TaskStore {
         // Only a running task needs its arguments (to run again after a takeover).
         ended: isTerminal(to) ? 1 : 0,
         statusMessage: patch.statusMessage ?? null,
-        outcome: patch.outcome === undefined ? null : JSON.stringify(patch.outcome),
+        outcome,
         now,
       })
       return row ? toTask(row) : null
@@ -272,8 +297,7 @@ export class SqliteTaskStore implements TaskStore {
 
   async claim (id: string, from: string, to: string, now: number): Promise<TaskRecord | null> {
     return backend(() => {
-      if (this.#claim.run({ id, from, to, now }).changes !== 1) return null
-      const row = this.#selectAny.get(id)
+      const row = this.#claimTx({ id, from, to, now })
       return row ? toTask(row) : null
     })
   }
@@ -302,7 +326,11 @@ export class SqliteTaskStore implements TaskStore {
     return backend(() => this.#inputsOf.all(taskId).map(toInput))
   }
 
-  async settleInput (key: string, state: 'answered' | 'expired', answer: TaskOutcome | null): Promise<boolean> {
-    return backend(() => this.#settle.run({ key, state, answer: json(answer) }).changes === 1)
+  async settleInput (key: string, state: 'answered' | 'expired', answer: TaskOutcome | null, now = Date.now()): Promise<boolean> {
+    return backend(() => this.#settle(key, state, json(answer), now))
+  }
+
+  async timeline (taskId: string): Promise<TaskEvent[]> {
+    return backend(() => this.#timeline.of(taskId))
   }
 }

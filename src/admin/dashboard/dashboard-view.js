@@ -1,0 +1,159 @@
+// The dashboard's rendering: tables and the task detail built from the admin API's JSON with DOM calls. Text
+// only: nothing from the data is ever parsed as HTML.
+
+const TERMINAL = new Set(['completed', 'failed', 'cancelled'])
+
+export const $ = (id) => document.getElementById(id)
+
+/** The gateway process the dashboard talks to (marked in process columns). */
+let self = ''
+
+export function setProcess (id) {
+  self = id
+}
+
+// ── rendering helpers: text only, never HTML from data ────────────────────────────────────────────────────
+
+function el (tag, attributes = {}, ...children) {
+  const node = document.createElement(tag)
+  for (const [name, value] of Object.entries(attributes)) {
+    if (value === undefined || value === null || value === false) continue
+    if (name === 'text') node.textContent = String(value)
+    else if (name === 'class') node.className = value
+    else node.setAttribute(name, value === true ? '' : String(value))
+  }
+  for (const child of children) if (child !== undefined && child !== null) node.append(child)
+  return node
+}
+
+function cell (content, attributes = {}) {
+  return el('td', attributes, content instanceof window.Node ? content : document.createTextNode(content ?? ''))
+}
+
+/** A time of today as its time of day, else with its date; `precise` adds milliseconds (timelines). */
+function time (iso, precise = false) {
+  if (!iso) return el('span', { class: 'muted', text: '–' })
+  const date = new Date(iso)
+  const today = date.toDateString() === new Date().toDateString()
+  const text = date.toLocaleString([], {
+    hour12: false,
+    hour: '2-digit',
+    minute: '2-digit',
+    second: '2-digit',
+    ...(precise && { fractionalSecondDigits: 3 }),
+    ...(!today && { year: 'numeric', month: 'short', day: 'numeric' }),
+  })
+  return el('time', { datetime: iso, title: date.toISOString(), text })
+}
+
+function badge (status) {
+  return el('span', { class: `badge ${status}`, text: status })
+}
+
+function processName (id) {
+  if (!id) return el('span', { class: 'muted', text: '–' })
+  const mine = id === self
+  return el('span', { class: mine ? 'process mine' : 'process', title: id, text: mine ? `${id.slice(0, 8)} (this one)` : id.slice(0, 8) })
+}
+
+function bytes (n) {
+  if (n === null || n === undefined) return ''
+  return n < 1024 ? `${n} B` : n < 1024 * 1024 ? `${(n / 1024).toFixed(1)} kB` : `${(n / 1024 / 1024).toFixed(1)} MB`
+}
+
+function compact (value) {
+  const text = JSON.stringify(value)
+  return text.length > 300 ? `${text.slice(0, 300)}…` : text
+}
+
+function replaceRows (tbody, rows) {
+  tbody.replaceChildren(...rows)
+}
+
+// ── upstreams and problems ───────────────────────────────────────────────────────────────────────────────
+
+export function renderUpstreams (upstreams) {
+  replaceRows($('upstreams').tBodies[0], upstreams.map((u) => el('tr', {},
+    el('th', { scope: 'row', text: u.name }),
+    cell(u.transport),
+    cell(el('span', { class: `badge up-${u.state}`, text: u.state, title: u.reason ?? '' })),
+    cell(u.era ?? '–'),
+    cell(String(u.sessions), { class: 'num' }),
+    cell(u.processes === undefined ? '–' : String(u.processes), { class: 'num' }),
+    cell(String(u.calls.active), { class: 'num' }),
+    cell(String(u.calls.waiting), { class: 'num' }),
+  )))
+}
+
+export function renderProblems (problems) {
+  $('problems-off').hidden = problems !== null
+  const counts = problems?.counts ?? []
+  const recent = problems?.recent ?? []
+  $('problems-empty').hidden = problems === null || counts.length > 0
+  $('problem-counts').hidden = counts.length === 0
+  $('problem-recent').hidden = recent.length === 0
+  replaceRows($('problem-counts').tBodies[0], counts.map((c) => el('tr', {},
+    cell(el('span', { class: `badge ${c.kind}`, text: c.kind })), cell(c.code), cell(c.source), cell(String(c.count), { class: 'num' }))))
+  replaceRows($('problem-recent').tBodies[0], recent.map((p) => el('tr', {},
+    cell(time(new Date(p.at).toISOString())), cell(el('span', { class: `badge ${p.kind}`, text: p.kind })), cell(p.source), cell(p.message, { class: 'message' }))))
+}
+
+// ── tasks ─────────────────────────────────────────────────────────────────────────────────────────────────
+
+/** The task list; `more` when the list was cut at its length. */
+export function renderTaskRows (tasks, openTask, more) {
+  replaceRows($('tasks').tBodies[0], tasks.map((task) => el('tr', { 'data-task': task.id, 'data-status': task.status, class: task.id === openTask ? 'open' : undefined },
+    el('th', { scope: 'row' }, el('button', { type: 'button', class: 'link', 'data-open': task.id, 'aria-label': `Open task ${task.id}`, text: task.id.slice(0, 10) })),
+    cell(badge(task.status)),
+    cell(`${task.upstream} / ${task.tool}`),
+    cell(task.principal),
+    cell(time(task.createdAt)),
+    cell(time(task.lastUpdatedAt)),
+    cell(task.statusMessage ?? '', { class: 'message' }),
+  )))
+  $('tasks-empty').hidden = tasks.length > 0
+  $('task-count').textContent = `(${tasks.length}${more ? '+' : ''})`
+}
+
+// ── one task ──────────────────────────────────────────────────────────────────────────────────────────────
+
+const EVENT_TEXT = {
+  created: () => ['Created', ''],
+  status: (e) => [`→ ${e.status}`, [e.statusMessage, e.resultBytes !== undefined ? `result ${bytes(e.resultBytes)}` : ''].filter(Boolean).join(' · ')],
+  input: (e) => ['Input requested', `${e.method} (${e.key})`],
+  input_settled: (e) => [e.state === 'answered' ? 'Input answered' : 'Input expired', e.key],
+  claimed: (e) => ['Taken over', `from process ${e.from}`],
+}
+
+function outcomeText (task) {
+  const { outcome } = task
+  if (outcome === null) return '–'
+  const size = bytes(task.resultBytes)
+  if (outcome.kind === 'error') return `JSON-RPC error ${outcome.code}: ${outcome.message} · ${size}`
+  return `${outcome.isError ? 'tool result with isError' : 'tool result'} · ${size}`
+}
+
+/** A task as GET /admin/tasks/:id gives it: summary, timeline, input requests (and the cancel button while it runs). */
+export function renderTaskDetail (task) {
+  $('detail').hidden = false
+  $('detail-title').textContent = `Task ${task.id}`
+  $('cancel').hidden = TERMINAL.has(task.status)
+  $('cancel').disabled = false
+  const facts = [
+    ['Status', badge(task.status)], ['Message', task.statusMessage ?? '–'], ['Tool', `${task.upstream} / ${task.tool}`],
+    ['Principal', task.principal], ['Era', task.era], ['Created', time(task.createdAt)], ['Updated', time(task.lastUpdatedAt)],
+    ['Runs on', processName(task.owner)], ['Result', outcomeText(task)],
+  ]
+  $('summary').replaceChildren(...facts.flatMap(([term, value]) => [el('dt', { text: term }), el('dd', {}, value)]))
+  replaceRows($('timeline').tBodies[0], task.timeline.map((entry) => {
+    const [what, details] = (EVENT_TEXT[entry.type] ?? (() => [entry.type, '']))(entry)
+    return el('tr', { 'data-event': entry.type }, cell(time(entry.at, true)), cell(what), cell(details, { class: 'message' }), cell(processName(entry.process)))
+  }))
+  replaceRows($('inputs').tBodies[0], task.inputs.map((input) => el('tr', { 'data-input': input.state },
+    cell(time(input.createdAt, true)), cell(input.method), cell(badge(input.state)),
+    cell(typeof input.params.message === 'string' ? input.params.message : compact(input.params), { class: 'message' }),
+    cell(input.answer === null ? '–' : compact(input.answer.result ?? input.answer.error), { class: 'message' }))))
+  $('inputs-empty').hidden = task.inputs.length > 0
+  $('inputs').hidden = task.inputs.length === 0
+  for (const row of $('tasks').tBodies[0].rows) row.classList.toggle('open', row.dataset.task === task.id)
+}
