@@ -49,6 +49,7 @@ import { createAdmin } from './admin/admin-routes.ts'
 import { GatewayMetrics } from './observability/metrics.ts'
 import { registerMetricsRoute } from './observability/metrics-route.ts'
 import { timedStore } from './observability/timed-store.ts'
+import { GatewayTracing } from './observability/tracing.ts'
 
 export interface GatewayOptions {
   /** Logger to use instead of one built from `config.logging`. */
@@ -119,6 +120,8 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
   const listen = new ListenHub()
   // Opaque (it appears in ids clients see); the startup log line pairs it with the host and pid.
   const processId = randomBytes(12).toString('base64url')
+  // Decided once: with tracing off nothing below makes or checks a span.
+  const tracing = config.tracing.enabled ? new GatewayTracing(config.tracing, processId) : undefined
   const peers = new PeerRequests(processId, store.bus, store.leases)
   const broker = new ClientRequestBroker(peers)
   /** Whether this process holds upstream sessions of the client (then it is, and stays, its home). */
@@ -201,7 +204,7 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
   hub.onGetStream = (sessionId) => delivery.onGetStream(sessionId)
   const inputs = new TaskInputs(store.tasks, delivery, config.tasks, store.bus)
   const calls = new CallEngine(catalog, metrics)
-  const runner = new TaskRunner({ store: store.tasks, upstreams: new Map(upstreams.map((u) => [u.name, u])), calls, inputs, events: delivery, log, shutdown: shutdown.signal, bus: store.bus, isNativeTask: (upstream, tool) => catalog.isNativeTask(upstream, tool), maxResultBytes: config.tasks.maxResultBytes })
+  const runner = new TaskRunner({ store: store.tasks, upstreams: new Map(upstreams.map((u) => [u.name, u])), calls, inputs, events: delivery, log, shutdown: shutdown.signal, bus: store.bus, isNativeTask: (upstream, tool) => catalog.isNativeTask(upstream, tool), maxResultBytes: config.tasks.maxResultBytes, tracing })
   const tasks = new TaskService({
     store: store.tasks,
     runner,
@@ -296,7 +299,7 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
   const oauth = config.auth.oauth === undefined ? undefined : new OAuthResource(config.auth.oauth, log)
   oauth?.register(app)
   const limiter = createRateLimiter({ limits: config.limits, pollIntervalMs: config.tasks.pollInterval, store: store.rateLimits, log })
-  await registerMcpRoute(app, { config: config.server, legacy, modern, authenticator: createAuthenticator(config.auth, oauth, forwardsAuthorization), passAuthorization: forwardsAuthorization, limiter, isClosing: () => closing, metrics })
+  await registerMcpRoute(app, { config: config.server, legacy, modern, authenticator: createAuthenticator(config.auth, oauth, forwardsAuthorization), passAuthorization: forwardsAuthorization, limiter, isClosing: () => closing, metrics, tracing })
   if (metrics !== undefined && config.metrics.listener === 'main') registerMetricsRoute(app, metrics, config.metrics.path)
 
   const admin = createAdmin(config.admin, log, { store, upstreams, tasks, drain: () => { closing = true } })
@@ -341,6 +344,7 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
       await app.close()
       await admin?.close()
       await releaseAll()
+      await tracing?.close()
     })()
     return closed
   }

@@ -68,6 +68,7 @@ function task (id: string): TaskRecord {
     progressToken: 7,
     clientCapabilities: {},
     outcome: null,
+    traceContext: null,
   }
 }
 
@@ -112,7 +113,7 @@ describe('sqlite store', () => {
     const store = new SqliteStore(file)
     expect(await store.sessions.get('s1')).toMatchObject({ principal: 'p' })
     // A task stored before owners were recorded belongs to no process: the next start takes it over.
-    expect(await store.tasks.unfinished()).toMatchObject([{ id: 't0', owner: '' }])
+    expect(await store.tasks.unfinished()).toMatchObject([{ id: 't0', owner: '', traceContext: null }])
     await store.tasks.create(task('t1'))
     expect(await store.tasks.get('t1', 1)).toEqual(task('t1'))
     await store.close()

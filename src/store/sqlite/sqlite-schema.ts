@@ -57,6 +57,8 @@ export const MIGRATIONS: readonly string[] = [
   'CREATE INDEX sessions_principal ON sessions (principal);',
   // The operator's list of every principal's tasks, newest first (the admin API), reads them in index order.
   'CREATE INDEX tasks_created ON tasks (created_at, id);',
+  // The trace context of the span that created each task (tracing on), NULL when it was not traced.
+  'ALTER TABLE tasks ADD COLUMN trace_context TEXT;',
 ]
 
 export const SCHEMA_VERSION = MIGRATIONS.length

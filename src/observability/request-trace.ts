@@ -1,0 +1,116 @@
+import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type Link, type Span } from '@opentelemetry/api'
+import type { TaskRecord } from '../store/types.ts'
+import { storedTraceContext, traceparentOf } from './trace-context.ts'
+import { failSpan, type GatewayTracing, type TraceParent } from './tracing.ts'
+
+/**
+ * The server span of one MCP request. The span itself is made when something needs it (an upstream
+ * request, a task created) or when the request ends, not on arrival: until then a request about an
+ * existing task can still join that task's trace. That is what it does when its client sent no trace
+ * context of its own; one that did stays in its client's trace, with a link to the task's.
+ */
+export class RequestTrace implements TraceParent {
+  readonly tracing: GatewayTracing
+  readonly #start = performance.timeOrigin + performance.now()
+  readonly #attributes: Attributes
+  readonly #links: Link[] = []
+  #name: string
+  #parent: Context | undefined
+  readonly #fromClient: boolean
+  #span: Span | undefined
+  #context: Context | undefined
+  #failed = false
+
+  constructor (tracing: GatewayTracing, method: string, era: string, parent: Context | undefined, requestId: string | number | undefined) {
+    this.tracing = tracing
+    this.#name = method
+    this.#parent = parent
+    this.#fromClient = parent !== undefined
+    this.#attributes = { 'mcp.method.name': method, 'gateway.era': era, 'network.protocol.name': 'http', 'network.transport': 'tcp' }
+    if (requestId !== undefined) this.#attributes['jsonrpc.request.id'] = String(requestId)
+    if (method === 'tools/call') this.#attributes['gen_ai.operation.name'] = 'execute_tool'
+  }
+
+  /** The context holding the server span (made now if it was not yet). */
+  get context (): Context {
+    this.#context ??= trace.setSpan(ROOT_CONTEXT, this.#materialize())
+    return this.#context
+  }
+
+  /** The tool (as the client named it) and the upstream that serves it. */
+  target (upstream: string, tool: string | undefined): void {
+    this.#set({ 'gateway.upstream': upstream })
+    if (tool === undefined || this.#attributes['gen_ai.tool.name'] !== undefined) return
+    this.#set({ 'gen_ai.tool.name': tool })
+    this.#name = `${String(this.#attributes['mcp.method.name'])} ${tool}`
+    this.#span?.updateName(this.#name)
+  }
+
+  /**
+   * The request concerns `task`: it joins the task's trace when its client sent no trace context (and the
+   * span is not made yet), else it links to it.
+   */
+  task (task: TaskRecord): void {
+    this.#set({ 'gateway.task.id': task.id, 'gateway.upstream': task.upstream })
+    const context = storedTraceContext(task.traceContext)
+    if (context === undefined) return
+    if (!this.#fromClient && this.#span === undefined) {
+      this.#parent = context
+      return
+    }
+    const linked = trace.getSpanContext(context)
+    if (linked === undefined || linked.traceId === this.#spanContextTraceId()) return
+    if (this.#span === undefined) this.#links.push({ context: linked })
+    else this.#span.addLink({ context: linked })
+  }
+
+  /** This request created `task`: its span becomes the task's root; returns the traceparent to store with it. */
+  created (task: Pick<TaskRecord, 'id' | 'upstream'>, tool: string | undefined): string | null {
+    this.#set({ 'gateway.task.id': task.id })
+    this.target(task.upstream, tool)
+    return traceparentOf(this.#materialize())
+  }
+
+  /** The request failed (a JSON-RPC error, or an HTTP error status). */
+  failed (err: unknown): void {
+    this.#failed = true
+    failSpan(this.#materialize(), err)
+  }
+
+  /** A tools/call answered with `isError: true`. */
+  toolError (): void {
+    this.#set({ 'error.type': 'tool_error', 'gateway.outcome': 'tool_error' })
+    this.#failed = true
+    this.#materialize().setStatus({ code: SpanStatusCode.ERROR })
+  }
+
+  /** The response ended with HTTP status `status`. */
+  end (status: number): void {
+    const span = this.#materialize()
+    span.setAttribute('http.response.status_code', status)
+    if (this.#attributes['gateway.outcome'] === undefined) {
+      span.setAttribute('gateway.outcome', status === 429 ? 'refused' : status >= 400 || this.#failed ? 'error' : 'ok')
+    }
+    if (status >= 400 && !this.#failed) span.setStatus({ code: SpanStatusCode.ERROR })
+    span.end()
+  }
+
+  #spanContextTraceId (): string | undefined {
+    return this.#span?.spanContext().traceId ?? (this.#parent === undefined ? undefined : trace.getSpanContext(this.#parent)?.traceId)
+  }
+
+  #set (attributes: Attributes): void {
+    Object.assign(this.#attributes, attributes)
+    this.#span?.setAttributes(attributes)
+  }
+
+  #materialize (): Span {
+    this.#span ??= this.tracing.tracer.startSpan(this.#name, {
+      kind: SpanKind.SERVER,
+      startTime: this.#start,
+      attributes: this.#attributes,
+      links: this.#links,
+    }, this.#parent ?? ROOT_CONTEXT)
+    return this.#span
+  }
+}
