@@ -226,7 +226,7 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
     if (cancelled > 0) log.info({ sessionId, cancelled }, 'cancelled the tasks of an ended anonymous session')
   }
   const accessOf = compilePermissions(config.auth.permissions)
-  const routing = new HomeRouting({ homes, peers, access: (key) => accessOf(key === '' ? [] : key.split(' ')), log })
+  const routing = new HomeRouting({ homes, peers, access: (key) => accessOf(key === '' ? [] : key.split(' ')), log, tracing })
   // With one process per store every client's home is this process: nothing is routed.
   const routed = (name: string, table: MethodTable): MethodTable => store.shared ? routing.route(name, table) : table
   const base = buildMethodTable({ catalog, calls, subscriptions, pageSize: config.server.pageSize })

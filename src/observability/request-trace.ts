@@ -21,12 +21,15 @@ export class RequestTrace implements TraceParent {
   #context: Context | undefined
   #failed = false
 
-  constructor (tracing: GatewayTracing, method: string, era: string, parent: Context | undefined, requestId: string | number | undefined) {
+  constructor (tracing: GatewayTracing, method: string, era: string | undefined, parent: Context | undefined, requestId: string | number | undefined) {
     this.tracing = tracing
     this.#name = method
     this.#parent = parent
     this.#fromClient = parent !== undefined
-    this.#attributes = { 'mcp.method.name': method, 'gateway.era': era, 'network.protocol.name': 'http', 'network.transport': 'tcp' }
+    // A request forwarded by another gateway process (no era of its own) arrives over the store, not HTTP.
+    this.#attributes = era === undefined
+      ? { 'mcp.method.name': method, 'gateway.forwarded': true }
+      : { 'mcp.method.name': method, 'gateway.era': era, 'network.protocol.name': 'http', 'network.transport': 'tcp' }
     if (requestId !== undefined) this.#attributes['jsonrpc.request.id'] = String(requestId)
     if (method === 'tools/call') this.#attributes['gen_ai.operation.name'] = 'execute_tool'
   }
@@ -84,10 +87,15 @@ export class RequestTrace implements TraceParent {
     this.#materialize().setStatus({ code: SpanStatusCode.ERROR })
   }
 
-  /** The response ended with HTTP status `status`. */
-  end (status: number): void {
+  /** The `traceparent` that continues this request's trace (a request forwarded to another gateway process). */
+  traceparent (): string | null {
+    return traceparentOf(this.#materialize())
+  }
+
+  /** The response ended with HTTP status `status` (none for a request another gateway process forwarded). */
+  end (status = 200, http = true): void {
     const span = this.#materialize()
-    span.setAttribute('http.response.status_code', status)
+    if (http) span.setAttribute('http.response.status_code', status)
     if (this.#attributes['gateway.outcome'] === undefined) {
       span.setAttribute('gateway.outcome', status === 429 ? 'refused' : status >= 400 || this.#failed ? 'error' : 'ok')
     }

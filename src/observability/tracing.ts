@@ -80,6 +80,14 @@ export class GatewayTracing {
     return new RequestTrace(this, method, era, clientTraceContext(headers, body), requestId)
   }
 
+  /**
+   * The span of a request another gateway process forwarded to this one (the client's home), continuing
+   * the forwarding request's span (`traceparent`).
+   */
+  forwarded (method: string, traceparent: string | null, requestId: string | number): RequestTrace {
+    return new RequestTrace(this, method, undefined, storedTraceContext(traceparent), requestId)
+  }
+
   /** Starts the client span of a request to an upstream, child of `parent`. */
   upstream (parent: TraceParent, config: UpstreamConfig, method: string, params: JsonObject | undefined): UpstreamSpan {
     const tool = method === 'tools/call' || method === 'prompts/get' ? params?.name : undefined

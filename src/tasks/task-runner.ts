@@ -135,7 +135,9 @@ export class TaskRunner {
   async #run (task: TaskRecord, controller: AbortController, authorization: string | undefined): Promise<void> {
     const run = this.#deps.tracing?.taskRun(task)
     try {
-      run?.end(await this.#runTraced(task, controller, authorization, run))
+      // Awaited first: with tracing off, `run?.end(await …)` would not run the task at all.
+      const status = await this.#runTraced(task, controller, authorization, run)
+      run?.end(status)
     } catch (err) {
       run?.end(undefined, err)
       throw err
