@@ -40,11 +40,12 @@ export class RequestTrace implements TraceParent {
     return this.#context
   }
 
-  /** The tool (as the client named it) and the upstream that serves it. */
+  /** The tool or prompt (as the client named it) and the upstream that serves it. */
   target (upstream: string, tool: string | undefined): void {
     this.#set({ 'gateway.upstream': upstream })
-    if (tool === undefined || this.#attributes['gen_ai.tool.name'] !== undefined) return
-    this.#set({ 'gen_ai.tool.name': tool })
+    const key = this.#attributes['mcp.method.name'] === 'prompts/get' ? 'gen_ai.prompt.name' : 'gen_ai.tool.name'
+    if (tool === undefined || this.#attributes[key] !== undefined) return
+    this.#set({ [key]: tool })
     this.#name = `${String(this.#attributes['mcp.method.name'])} ${tool}`
     this.#span?.updateName(this.#name)
   }

@@ -63,3 +63,20 @@ export function withTraceMeta (params: JsonObject | undefined, carrier: TraceCar
   const { traceparent: _parent, tracestate: _state, ...rest } = meta
   return { ...params, _meta: { ...rest, ...carrier } }
 }
+
+/**
+ * The W3C entries in the `params._meta` of a JSON-RPC message written as `body`, for a transport that
+ * cannot set headers per message (legacy HTTP+SSE POSTs); undefined when it names no trace context.
+ */
+export function traceHeadersOf (body: string): TraceCarrier | undefined {
+  // Most messages carry none: look before parsing.
+  if (!body.includes('"traceparent"')) return undefined
+  let meta: unknown
+  try {
+    meta = (JSON.parse(body) as { params?: { _meta?: unknown } }).params?._meta
+  } catch {
+    return undefined
+  }
+  if (!isObject(meta) || typeof meta.traceparent !== 'string') return undefined
+  return typeof meta.tracestate === 'string' ? { traceparent: meta.traceparent, tracestate: meta.tracestate } : { traceparent: meta.traceparent }
+}
