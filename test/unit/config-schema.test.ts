@@ -1,6 +1,6 @@
 // config/gateway.schema.json is generated from the zod schema and committed; these tests regenerate it in memory
 // so that it cannot go stale, and check that the JSON Schema and the loader agree on what a configuration is.
-import { readFile } from 'node:fs/promises'
+import { readdir, readFile } from 'node:fs/promises'
 import { parseDocument } from 'yaml'
 import { describe, expect, it } from 'vitest'
 import { z } from 'zod'
@@ -10,6 +10,7 @@ import { configSchema } from '../../src/config/schema.ts'
 
 const EXAMPLE = new URL('../../config/gateway.example.yaml', import.meta.url)
 const README = new URL('../../README.md', import.meta.url)
+const DOCS = new URL('../../docs/', import.meta.url)
 const EXAMPLE_ENV: Record<string, string> = { API_TOKEN: 'test-token' }
 
 type JsonSchema = Record<string, unknown>
@@ -145,8 +146,10 @@ describe('documentation of every option', () => {
     expect(missing).toEqual([])
   })
 
-  it('README.md lists every option', async () => {
-    const text = await readFile(README, 'utf8')
+  it('README.md and docs/ list every option', async () => {
+    const docs = await readdir(DOCS).catch(() => [] as string[])
+    const pages = [README, ...docs.filter((name) => name.endsWith('.md')).map((name) => new URL(name, DOCS))]
+    const text = (await Promise.all(pages.map(async (page) => await readFile(page, 'utf8')))).join('\n')
     const missing = names.filter((name) => !new RegExp(`\`[^\`\\s]*\\b${name}\\b[^\`\\s]*\``).test(text))
     expect(missing).toEqual([])
   })
