@@ -53,15 +53,16 @@ function tracingTo (receiver: OtlpReceiver): Json {
 describe('OpenTelemetry traces', () => {
   const receiver = new OtlpReceiver()
   let http: StartedUpstream
+  let sse: StartedUpstream
   let gw: RunningGateway
   let client: Client
 
   beforeAll(async () => {
     await receiver.listen()
-    http = await startUpstream(PROBE_SCRIPT, ['--http', '0'])
+    ;[http, sse] = await Promise.all([startUpstream(PROBE_SCRIPT, ['--http', '0']), startUpstream(PROBE_SCRIPT, ['--sse', '0'], { path: '/sse' })])
     gw = await startGateway({
       tracing: tracingTo(receiver),
-      upstreams: [probeStdio, { name: 'web', transport: 'streamable-http', url: http.url }],
+      upstreams: [probeStdio, { name: 'web', transport: 'streamable-http', url: http.url }, { name: 'old', transport: 'sse', url: sse.url }],
     }, { COLLECTOR_KEY: 'k-123' })
     client = await connectV1(gw.url, { onElicit: () => ({ action: 'accept', content: { name: 'Ada' } }) })
   })
@@ -69,6 +70,7 @@ describe('OpenTelemetry traces', () => {
     await client?.close()
     await gw?.close()
     await http?.close()
+    await sse?.close()
     await receiver.close()
   })
 
@@ -85,12 +87,15 @@ describe('OpenTelemetry traces', () => {
     expect(receiver.requests.get('application/json')).toBeGreaterThan(0)
   })
 
-  it('passes the client span to an HTTP upstream in the traceparent header and in _meta', async () => {
-    const seen = probed(await client.callTool({ name: 'web__probe', arguments: {} }))
-    expect(seen.header).toBe(seen.meta)
-    const { upstream, parent } = await upstreamAndParent(receiver, seen.header)
-    expect(upstream.attributes).toMatchObject({ 'gateway.upstream': 'web', 'gateway.upstream.transport': 'streamable-http', 'server.address': '127.0.0.1' })
-    expect(parent).toMatchObject({ kind: 'server', name: 'tools/call web__probe' })
+  it('passes the client span to HTTP upstreams in the traceparent header and in _meta', async () => {
+    for (const [upstream, transport] of [['web', 'streamable-http'], ['old', 'sse']] as const) {
+      const seen = probed(await client.callTool({ name: `${upstream}__probe`, arguments: {} }))
+      expect(seen.header).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/)
+      expect(seen.header).toBe(seen.meta)
+      const spans = await upstreamAndParent(receiver, seen.header)
+      expect(spans.upstream.attributes).toMatchObject({ 'gateway.upstream': upstream, 'gateway.upstream.transport': transport, 'server.address': '127.0.0.1' })
+      expect(spans.parent).toMatchObject({ kind: 'server', name: `tools/call ${upstream}__probe` })
+    }
   })
 
   it('continues the trace a client names in its traceparent header, or in params._meta', async () => {
