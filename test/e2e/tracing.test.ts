@@ -2,7 +2,9 @@ import { randomBytes, randomUUID } from 'node:crypto'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { connectV1, textOf } from '../helpers/clients.ts'
+import { startCluster } from '../helpers/cluster.ts'
 import { startGateway, type RunningGateway } from '../helpers/gateway.ts'
+import { demoStdioYaml } from '../helpers/process.ts'
 import { ModernRaw } from '../helpers/modern-raw.ts'
 import { OtlpReceiver, type RecordedSpan } from '../helpers/otlp-receiver.ts'
 import { next, RawSession } from '../helpers/raw-session.ts'
@@ -210,6 +212,37 @@ describe('OpenTelemetry traces of a task across two gateway processes on Redis',
     expect(one(spans, 'the input round on A', (s) => s.name === 'task input elicitation/create' && s.traceId === onB.traceId)).toMatchObject({ instance: a.gateway.processId, parentSpanId: run.spanId })
     const result = one(spans, 'the result request on B', (s) => s.name === 'tasks/result' && s.attributes['gateway.task.id'] === taskId)
     expect(result).toMatchObject({ instance: b.gateway.processId, traceId: onB.traceId, parentSpanId: forwarded.spanId })
+  })
+})
+
+describe('OpenTelemetry traces of a task taken over after its process was killed', () => {
+  it('records the run on the process that takes the task over in the trace the lost process began', async () => {
+    const receiver = new OtlpReceiver()
+    await receiver.listen()
+    const cluster = await startCluster(`
+tasks: { ownerLease: 1s }
+tracing: { enabled: true, endpoint: ${JSON.stringify(receiver.url)}, batchDelay: 20ms }
+upstreams:
+${demoStdioYaml()}
+    toolSettings: { slow: { idempotent: true } }
+`, { count: 2 })
+    try {
+      const session = await RawSession.open(cluster.processes[0]!.url)
+      const created = await session.request('tools/call', { name: 'demo__slow', arguments: { duration: 3000, steps: 1 }, task: {} })
+      const taskId = ((created.result as Json).task as Json).taskId as string
+      // The creation has reached the collector before its process dies; the run there never ends.
+      const isCreation = (s: RecordedSpan): boolean => s.kind === 'server' && s.attributes['gateway.task.id'] === taskId
+      const creation = one(await receiver.waitFor('the creation', (all) => find(all, isCreation) !== undefined), 'the creation', isCreation)
+      await cluster.kill(0)
+      const spans = await receiver.waitFor('the run on the survivor', (all) => find(all, (s) => s.name === 'task run' && s.attributes['gateway.task.id'] === taskId && s.attributes['gateway.task.status'] === 'completed') !== undefined, 30_000)
+      const run = one(spans, 'the run', (s) => s.name === 'task run' && s.attributes['gateway.task.id'] === taskId)
+      expect(run).toMatchObject({ traceId: creation.traceId, parentSpanId: creation.spanId })
+      expect(run.instance).not.toBe(creation.instance)
+      expect(one(spans, 'the upstream request of the rerun', (s) => s.kind === 'client' && s.parentSpanId === run.spanId)).toMatchObject({ name: 'tools/call slow', instance: run.instance })
+    } finally {
+      await cluster.close()
+      await receiver.close()
+    }
   })
 })
 
