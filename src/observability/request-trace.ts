@@ -29,7 +29,7 @@ export class RequestTrace implements TraceParent {
     // A request forwarded by another gateway process (no era of its own) arrives over the store, not HTTP.
     this.#attributes = era === undefined
       ? { 'mcp.method.name': method, 'gateway.forwarded': true }
-      : { 'mcp.method.name': method, 'gateway.era': era, 'network.protocol.name': 'http', 'network.transport': 'tcp' }
+      : { 'mcp.method.name': method, 'gateway.era': era }
     if (requestId !== undefined) this.#attributes['jsonrpc.request.id'] = String(requestId)
     if (method === 'tools/call') this.#attributes['gen_ai.operation.name'] = 'execute_tool'
   }

@@ -58,6 +58,7 @@ export function failSpan (span: Span, err: unknown): void {
  */
 export class GatewayTracing {
   readonly #provider: NodeTracerProvider
+  readonly #addresses = new WeakMap<UpstreamConfig, Attributes>()
   readonly tracer: Tracer
 
   constructor (config: TracingConfig, processId: string) {
@@ -98,13 +99,20 @@ export class GatewayTracing {
       'network.transport': config.transport === 'stdio' ? 'pipe' : 'tcp',
     }
     if (typeof tool === 'string') attributes[method === 'tools/call' ? 'gen_ai.tool.name' : 'gen_ai.prompt.name'] = tool
-    if (config.transport !== 'stdio') {
-      const url = new URL(config.url)
-      attributes['server.address'] = url.hostname
-      attributes['server.port'] = Number(url.port || (url.protocol === 'https:' ? 443 : 80))
-    }
+    if (config.transport !== 'stdio') Object.assign(attributes, this.#addressOf(config))
     const span = this.tracer.startSpan(typeof tool === 'string' ? `${method} ${tool}` : method, { kind: SpanKind.CLIENT, attributes }, parent.context)
     return { span, carrier: carrierOf(span) }
+  }
+
+  /** `server.address` and `server.port` of an HTTP upstream, from its URL (read once per upstream). */
+  #addressOf (config: Exclude<UpstreamConfig, { transport: 'stdio' }>): Attributes {
+    let address = this.#addresses.get(config)
+    if (address === undefined) {
+      const url = new URL(config.url)
+      address = { 'server.address': url.hostname, 'server.port': Number(url.port || (url.protocol === 'https:' ? 443 : 80)) }
+      this.#addresses.set(config, address)
+    }
+    return address
   }
 
   /** Ends an upstream request's span with its outcome (`result`, or `err` when it failed). */
