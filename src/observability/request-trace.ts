@@ -1,7 +1,27 @@
 import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type Link, type Span } from '@opentelemetry/api'
+import { GatewayError, RpcError } from '../errors.ts'
 import type { TaskRecord } from '../store/types.ts'
 import { storedTraceContext, traceparentOf } from './trace-context.ts'
-import { failSpan, type GatewayTracing, type TraceParent } from './tracing.ts'
+import type { GatewayTracing, TraceParent } from './tracing.ts'
+
+/** The class of an error, for `error.type`: the gateway's code, the JSON-RPC code, or the error's name. */
+export function errorType (err: unknown): string {
+  if (err instanceof GatewayError) return err.code
+  if (err instanceof RpcError) return String(err.rpcCode)
+  if (err instanceof Error) {
+    const code = (err as { code?: unknown }).code
+    return typeof code === 'number' || typeof code === 'string' ? String(code) : err.name
+  }
+  return 'unknown'
+}
+
+/** Marks `span` as failed by `err`: its JSON-RPC code when it has one, its class, and the gateway's message. */
+export function failSpan (span: Span, err: unknown): void {
+  const code = err instanceof GatewayError || err instanceof RpcError ? err.rpcCode : (err as { code?: unknown } | null)?.code
+  if (typeof code === 'number') span.setAttribute('rpc.response.status_code', String(code))
+  span.setAttribute('error.type', errorType(err))
+  span.setStatus({ code: SpanStatusCode.ERROR, ...(err instanceof GatewayError && { message: err.message }) })
+}
 
 /**
  * The server span of one MCP request. The span itself is made when something needs it (an upstream

@@ -5,10 +5,9 @@ import { BatchSpanProcessor, NodeTracerProvider, ParentBasedSampler, TraceIdRati
 import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions'
 import type { IncomingHttpHeaders } from 'node:http'
 import type { TracingConfig, UpstreamConfig } from '../config/schema.ts'
-import { GatewayError, RpcError } from '../errors.ts'
 import type { JsonObject } from '../protocol/jsonrpc.ts'
 import type { TaskRecord, TaskStatus } from '../store/types.ts'
-import { RequestTrace } from './request-trace.ts'
+import { failSpan, RequestTrace } from './request-trace.ts'
 import { carrierOf, clientTraceContext, storedTraceContext, type TraceCarrier } from './trace-context.ts'
 
 /** The version the gateway reports as service.version (package.json's). */
@@ -27,25 +26,6 @@ export interface TraceParent {
 export interface UpstreamSpan {
   readonly span: Span
   readonly carrier: TraceCarrier
-}
-
-/** The class of an error, for `error.type`: the gateway's code, the JSON-RPC code, or the error's name. */
-export function errorType (err: unknown): string {
-  if (err instanceof GatewayError) return err.code
-  if (err instanceof RpcError) return String(err.rpcCode)
-  if (err instanceof Error) {
-    const code = (err as { code?: unknown }).code
-    return typeof code === 'number' || typeof code === 'string' ? String(code) : err.name
-  }
-  return 'unknown'
-}
-
-/** Ends `span` as failed by `err`: its JSON-RPC code when it has one, its class, and the gateway's message. */
-export function failSpan (span: Span, err: unknown): void {
-  const code = err instanceof GatewayError || err instanceof RpcError ? err.rpcCode : (err as { code?: unknown } | null)?.code
-  if (typeof code === 'number') span.setAttribute('rpc.response.status_code', String(code))
-  span.setAttribute('error.type', errorType(err))
-  span.setStatus({ code: SpanStatusCode.ERROR, ...(err instanceof GatewayError && { message: err.message }) })
 }
 
 /**
@@ -118,7 +98,7 @@ export class GatewayTracing {
   /** Ends an upstream request's span with its outcome (`result`, or `err` when it failed). */
   upstreamEnded (span: Span, result: JsonObject | undefined, err?: unknown): void {
     if (result === undefined) failSpan(span, err)
-    else if (result.isError === true) span.setAttributes({ 'error.type': 'tool_error', 'gateway.outcome': 'tool_error' })
+    else if (result.isError === true) span.setAttributes({ 'error.type': 'tool_error', 'gateway.outcome': 'tool_error' }).setStatus({ code: SpanStatusCode.ERROR })
     else if (result.resultType === 'input_required') span.setAttribute('gateway.outcome', 'input_required')
     span.end()
   }

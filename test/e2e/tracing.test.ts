@@ -119,6 +119,18 @@ describe('OpenTelemetry traces', () => {
     }
   })
 
+  it('marks a failed request with its JSON-RPC code and the gateway\'s error code', async () => {
+    const traceId = randomBytes(16).toString('hex')
+    const reply = await new ModernRaw(gw.url).request('tools/call', { name: 'probe__missing', arguments: {} }, { traceparent: `00-${traceId}-${randomBytes(8).toString('hex')}-01` })
+    const code = (reply.body.error as Json | undefined)?.code
+    expect(code).toEqual(expect.any(Number))
+    const spans = await receiver.waitFor('the failed request', (all) => find(all, (s) => s.traceId === traceId) !== undefined)
+    const server = one(spans, 'the failed request', (s) => s.traceId === traceId)
+    expect(server).toMatchObject({ kind: 'server', name: 'tools/call', statusCode: 2 })
+    expect(server.attributes).toMatchObject({ 'rpc.response.status_code': String(code), 'gateway.outcome': 'error' })
+    expect(server.attributes['error.type']).toMatch(/^GW_ERR_/)
+  })
+
   it('records a task in one trace: its creation, its run, the upstream request, the input round and the polls', async () => {
     const outcome = await runTask(client, 'probe__ask', {})
     expect(outcome.error).toBeUndefined()
