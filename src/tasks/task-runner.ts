@@ -85,16 +85,22 @@ export class TaskRunner {
       controller.signal.addEventListener('abort', stop, { once: true })
       const onShutdown = (): void => call.cancel(this.#deps.shutdown.reason)
       this.#deps.shutdown.addEventListener('abort', onShutdown, { once: true })
+      // The call's upstream request stays under the request that started it; the run covers the rest.
+      const run = this.#deps.tracing?.taskRun(task)
       let outcome: TaskOutcome
       try {
         outcome = { result: await call.done }
       } catch (err) {
-        if (controller.signal.aborted) return
+        if (controller.signal.aborted) {
+          run?.end(undefined)
+          return
+        }
         outcome = { error: toWireError(this.#deps.shutdown.aborted ? new GatewayError('GW_ERR_SHUTTING_DOWN', [], { cause: err }) : err) as WireError }
       } finally {
         this.#deps.shutdown.removeEventListener('abort', onShutdown)
       }
-      await this.#finish(task, outcome)
+      const status = await this.#finish(task, outcome)
+      run?.end(status)
     })
   }
 

@@ -159,6 +159,22 @@ describe('OpenTelemetry traces', () => {
     }
   })
 
+  it('gives a task made from a running 2026-07-28 call a run span in the trace of the request that started it', async () => {
+    const traceId = randomBytes(16).toString('hex')
+    const modern = ModernRaw.withTasks(gw.url)
+    // Longer than the decision window (tasks.decide.after, 500ms): the running call becomes a task.
+    const reply = await modern.request('tools/call', { name: 'probe__wait', arguments: { ms: 1500 } }, { traceparent: `00-${traceId}-${randomBytes(8).toString('hex')}-01` })
+    expect(reply.body.result).toMatchObject({ resultType: 'task' })
+    const taskId = String((reply.body.result as Json).taskId)
+    const task = await modern.waitFor(taskId, ['completed'])
+    const seen = probed(task.result)
+    const spans = await receiver.waitFor('the run', (all) => find(all, (s) => s.name === 'task run' && s.attributes['gateway.task.id'] === taskId) !== undefined)
+    const created = one(spans, 'the request', (s) => s.kind === 'server' && s.traceId === traceId && s.name === 'tools/call probe__wait')
+    expect(created.attributes['gateway.task.id']).toBe(taskId)
+    expect(one(spans, 'the run', (s) => s.name === 'task run' && s.attributes['gateway.task.id'] === taskId)).toMatchObject({ traceId, parentSpanId: created.spanId, attributes: expect.objectContaining({ 'gateway.task.status': 'completed' }) })
+    expect(one(spans, 'the upstream request', (s) => traceparent(s) === seen.meta)).toMatchObject({ kind: 'client', parentSpanId: created.spanId })
+  })
+
   it('links a request about a task to the task\'s trace when the client names a trace of its own', async () => {
     const outcome = await runTask(client, 'probe__probe', {})
     const taskId = outcome.taskId!
