@@ -11,7 +11,7 @@
 // REDIS_URL, else redis://127.0.0.1:6379; without one they are skipped), BENCH_SECTIONS
 // (comma-separated ids), BENCH_PROFILE_DIR (write V8 CPU profiles of the gateway during the measured
 // windows; summarise with bench/tools/cpuprofile-top.ts), BENCH_METRICS (on | off: metrics of the gateways;
-// section metrics-cost measures both), BENCH_OUT (results file).
+// section metrics-cost measures both; section tracing-cost measures tracing on vs off), BENCH_OUT (results file).
 import { execFileSync } from 'node:child_process'
 import { mkdir, writeFile } from 'node:fs/promises'
 import { cpus, loadavg } from 'node:os'

@@ -50,6 +50,7 @@ import { registerMetricsRoute } from './observability/metrics-route.ts'
 import { timedStore } from './observability/timed-store.ts'
 import { LiveSettings } from './reload/live-settings.ts'
 import { Reloader, type ReloadReport } from './reload/reloader.ts'
+import { GatewayTracing } from './observability/tracing.ts'
 
 export interface GatewayOptions {
   /** Logger to use instead of one built from `config.logging`. */
@@ -131,6 +132,8 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
   const listen = new ListenHub()
   // Opaque (it appears in ids clients see); the startup log line pairs it with the host and pid.
   const processId = randomBytes(12).toString('base64url')
+  // Decided once: with tracing off nothing below makes or checks a span.
+  const tracing = config.tracing.enabled ? new GatewayTracing(config.tracing, processId) : undefined
   const peers = new PeerRequests(processId, store.bus, store.leases)
   const broker = new ClientRequestBroker(peers)
   /** Whether this process holds upstream sessions of the client (then it is, and stays, its home). */
@@ -215,7 +218,7 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
   const taskEvents = config.admin === undefined ? delivery : announceTaskChanges(delivery, store.bus)
   const inputs = new TaskInputs(store.tasks, taskEvents, live.tasks, store.bus, processId)
   const calls = new CallEngine(catalog, metrics)
-  const runner = new TaskRunner({ store: store.tasks, upstreams: { get: (name) => upstreams.find((u) => u.name === name) }, calls, inputs, events: taskEvents, log, shutdown: shutdown.signal, bus: store.bus, isNativeTask: (upstream, tool) => catalog.isNativeTask(upstream, tool), get maxResultBytes () { return live.tasks.maxResultBytes } })
+  const runner = new TaskRunner({ store: store.tasks, upstreams: { get: (name) => upstreams.find((u) => u.name === name) }, calls, inputs, events: taskEvents, log, shutdown: shutdown.signal, bus: store.bus, isNativeTask: (upstream, tool) => catalog.isNativeTask(upstream, tool), get maxResultBytes () { return live.tasks.maxResultBytes }, tracing })
   const tasks = new TaskService({
     store: store.tasks,
     runner,
@@ -236,7 +239,7 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
     const cancelled = await tasks.cancelAllOf(`anonymous:${sessionId}`)
     if (cancelled > 0) log.info({ sessionId, cancelled }, 'cancelled the tasks of an ended anonymous session')
   }
-  const routing = new HomeRouting({ homes, peers, access: (key) => live.access(key === '' ? [] : key.split(' ')), log })
+  const routing = new HomeRouting({ homes, peers, access: (key) => live.access(key === '' ? [] : key.split(' ')), log, tracing })
   // With one process per store every client's home is this process: nothing is routed.
   const routed = (name: string, table: MethodTable): MethodTable => store.shared ? routing.route(name, table) : table
   const base = buildMethodTable({ catalog, calls, subscriptions, pageSize: config.server.pageSize })
@@ -315,6 +318,7 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
     get limiter () { return live.limiter },
     isClosing: () => closing,
     metrics,
+    tracing,
   })
   if (metrics !== undefined && config.metrics.listener === 'main') registerMetricsRoute(app, metrics, config.metrics.path)
 
@@ -363,6 +367,7 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
       await admin?.close()
       await reloader.close()
       await releaseAll()
+      await tracing?.close()
     })()
     return closed
   }

@@ -68,6 +68,8 @@ export interface GatewayOptions {
   tasks?: Record<string, unknown>
   /** The metrics section; default: enabled as BENCH_METRICS says. */
   metrics?: Record<string, unknown>
+  /** The tracing section; default: off. */
+  tracing?: Record<string, unknown>
 }
 
 async function waitReady (base: string, failed: () => string | undefined): Promise<void> {
@@ -97,6 +99,7 @@ export async function startGateway (settings: Settings, options: GatewayOptions)
     store: typeof options.store === 'object' ? options.store : kind === 'sqlite' ? { kind: 'sqlite', path: join(dir, 'gateway.db') } : { kind: 'memory' },
     ...(options.tasks !== undefined && { tasks: options.tasks }),
     metrics: options.metrics ?? { enabled: settings.metrics === 'on' },
+    ...(options.tracing !== undefined && { tracing: options.tracing }),
     upstreams: [{
       name: 'demo',
       ...(options.stdio === undefined

@@ -11,6 +11,7 @@ import { taskCreateSection } from './task-create.ts'
 import { taskGetSection } from './task-get.ts'
 import { taskMemorySection } from './task-memory.ts'
 import { metricsCostSection } from './metrics-cost.ts'
+import { tracingCostSection } from './tracing-cost.ts'
 
 export const SECTIONS: readonly Section[] = [
   syncCallSection,
@@ -19,5 +20,6 @@ export const SECTIONS: readonly Section[] = [
   taskClusterSection,
   taskMemorySection,
   metricsCostSection,
+  tracingCostSection,
   stdioPeersSection,
 ]

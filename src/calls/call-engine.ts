@@ -10,6 +10,7 @@ import type { Upstream } from '../upstream/upstream.ts'
 import { mapUpstreamError } from './upstream-errors.ts'
 import { callUpstream } from './upstream-call.ts'
 import { errorClass, type GatewayMetrics } from '../observability/metrics.ts'
+import type { TraceParent } from '../observability/tracing.ts'
 
 /** How one call reaches its client: input requests, progress and other notifications. */
 export interface CallChannel {
@@ -26,6 +27,8 @@ export interface CallChannel {
   sent? (): void
   /** The caller's own Authorization header, for upstreams configured with forwardAuthorization. */
   authorization?: string | undefined
+  /** The span the call is made for (tracing on): a request's server span, or a task's run span. */
+  trace?: TraceParent | undefined
 }
 
 /** What a call runs: an upstream, the upstream's own name for the tool or prompt, and whether the upstream runs the tool only as a task. */
@@ -55,6 +58,7 @@ function liveChannel (ctx: RequestContext): CallChannel {
     }),
     notify: (method, params) => ctx.notify(method, params),
     authorization: ctx.caller.authorization,
+    trace: ctx.trace,
   }
 }
 
@@ -100,6 +104,7 @@ export class CallEngine {
       },
       notify: (notification, notificationParams) => channel.notify(notification, notificationParams),
     }
+    channel.trace?.target?.(upstream.name, typeof params.name === 'string' ? params.name : undefined)
     const metrics = this.#metrics
     const started = performance.now()
     let outcome = 'ok'
@@ -125,6 +130,7 @@ export class CallEngine {
           signal,
           onprogress: (progress) => channel.progress?.(progress),
           authorization: forwardedAuthorization(upstream, channel.authorization),
+          trace: channel.trace,
         })
         if (result.isError === true) outcome = 'tool_error'
         return result

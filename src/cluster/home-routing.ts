@@ -3,6 +3,7 @@ import type { Access, Caller } from '../auth/access.ts'
 import type { Handler, MethodTable, RequestContext } from '../dispatch/context.ts'
 import { GatewayError } from '../errors.ts'
 import type { Logger } from '../observability/logger.ts'
+import type { GatewayTracing } from '../observability/tracing.ts'
 import { isObject, type JsonObject, type RpcMessage } from '../protocol/jsonrpc.ts'
 import type { SessionRecord } from '../store/types.ts'
 import type { InputMethod } from '../upstream/call-attribution.ts'
@@ -26,6 +27,8 @@ export interface HomeRoutingDeps {
   /** The caller's grants, rebuilt from their key (`Access.key`) on the process serving a forwarded request. */
   access (key: string): Access
   log: Logger
+  /** Where forwarded requests are traced; undefined when tracing is off. */
+  tracing?: GatewayTracing | undefined
 }
 
 /** A request as it travels to the client's home. */
@@ -41,6 +44,8 @@ interface Forwarded {
   requestId: string | number
   progressToken: string | number | null
   forwardId: string
+  /** The forwarding request's trace context (tracing on), continued by the home. */
+  traceparent?: string | null
 }
 
 function forwardedOf (payload: JsonObject): Forwarded {
@@ -117,6 +122,7 @@ export class HomeRouting {
       requestId: ctx.requestId,
       progressToken: ctx.progressToken ?? null,
       forwardId,
+      traceparent: ctx.trace?.traceparent() ?? null,
     }
     this.#forwarded.set(forwardId, ctx)
     try {
@@ -139,6 +145,7 @@ export class HomeRouting {
       authorization: f.authorization ?? undefined,
     }
     const send = (message: RpcMessage): void => emit({ type: 'send', message: message as unknown as JsonObject })
+    const trace = this.#deps.tracing?.forwarded(f.method, f.traceparent ?? null, f.requestId)
     const ctx: RequestContext = {
       session: f.session,
       client: f.client,
@@ -152,17 +159,23 @@ export class HomeRouting {
       send,
       notify: (method, params) => send({ jsonrpc: '2.0', method, params }),
       request: async (method, params, requestSignal) => await this.#deps.peers.request(from, ASK, { forwardId: f.forwardId, method, params }, requestSignal),
+      trace,
     }
     // The home may have moved since the sender looked it up (it lapsed and another process took it).
-    const home = await this.#deps.homes.resolve(f.client.key)
-    if (home !== this.#deps.homes.processId) return await this.#forward(home, f.table, f.method, f.params, ctx)
-    this.#deps.log.debug({ method: f.method, client: f.client.key }, 'serving a request another gateway process forwarded to the client\'s home')
     try {
-      return await handler(f.params, ctx)
+      const home = await this.#deps.homes.resolve(f.client.key)
+      if (home !== this.#deps.homes.processId) return await this.#forward(home, f.table, f.method, f.params, ctx)
+      this.#deps.log.debug({ method: f.method, client: f.client.key }, 'serving a request another gateway process forwarded to the client\'s home')
+      const result = await handler(f.params, ctx)
+      if (result.isError === true) trace?.toolError()
+      return result
     } catch (err) {
       // The forwarding process's client went away (or this process is stopping).
       if (signal.aborted) this.#deps.log.debug({ method: f.method, client: f.client.key }, 'stopped serving a forwarded request')
+      trace?.failed(err)
       throw err
+    } finally {
+      trace?.end(200, false)
     }
   }
 }

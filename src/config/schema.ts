@@ -284,6 +284,26 @@ const metricsSchema = z.strictObject({
     .describe('path of the Prometheus text exposition; with listener main it must differ from server.path, /healthz and /readyz (checked at start)'),
 }).prefault({})
 
+const tracingSchema = z.strictObject({
+  enabled: z.boolean().prefault(false).describe('record OpenTelemetry traces and export them over OTLP/HTTP to tracing.endpoint'),
+  endpoint: z.url().prefault('http://127.0.0.1:4318/v1/traces')
+    .describe('OTLP/HTTP traces endpoint of the collector (the full URL, usually ending in /v1/traces); spans are sent as JSON'),
+  headers: z.record(z.string(), z.string()).prefault({})
+    // eslint-disable-next-line no-template-curly-in-string
+    .describe('headers sent with every export (a collector\'s API key, say); write secrets as ${ENV_VAR}'),
+  serviceName: z.string().min(1).prefault('mcp-task-gateway').describe('service.name of the exported spans'),
+  sampleRatio: z.number().min(0).max(1).prefault(1)
+    .describe('share of new traces recorded (0 to 1); a request that carries a trace context follows its sampled flag instead'),
+  exportTimeout: duration('time one export request may take before it is given up').prefault('10s'),
+  batchDelay: duration('longest time a finished span waits before it is exported').prefault('5s'),
+  maxBatchSize: z.number().int().min(1).max(100_000).prefault(512).describe('spans sent in one export request at most'),
+  maxQueueSize: z.number().int().min(1).max(1_000_000).prefault(2048)
+    .describe('finished spans waiting for export at most; beyond this new spans are dropped (the collector is down or slow)'),
+}).refine((tracing) => tracing.maxBatchSize <= tracing.maxQueueSize, {
+  message: 'must not be larger than maxQueueSize',
+  path: ['maxBatchSize'],
+}).prefault({})
+
 export const configSchema = z.strictObject({
   server: serverSchema.prefault({}),
   logging: loggingSchema.prefault({}),
@@ -293,6 +313,7 @@ export const configSchema = z.strictObject({
   limits: limitsSchema.prefault({}),
   admin: adminSchema.optional(),
   metrics: metricsSchema,
+  tracing: tracingSchema,
   upstreams: z.array(upstreamSchema).min(1, 'list at least one upstream'),
 }).refine((config) => config.auth.permissions.length === 0 || config.auth.tokens.length > 0 || config.auth.oauth !== undefined, {
   message: 'permissions need callers with scopes: configure auth.tokens or auth.oauth',
@@ -315,6 +336,7 @@ export type LimitsConfig = Config['limits']
 export type AuthConfig = Config['auth']
 export type AdminConfig = NonNullable<Config['admin']>
 export type MetricsConfig = Config['metrics']
+export type TracingConfig = Config['tracing']
 export type TaskSupport = z.output<typeof taskSupportSchema>
 
 export function upstreamPrefix (upstream: UpstreamConfig): string {

@@ -1,5 +1,6 @@
 import type { Caller } from '../auth/access.ts'
 import type { Logger } from '../observability/logger.ts'
+import type { RequestTrace } from '../observability/request-trace.ts'
 import type { JsonObject, RequestId, RpcMessage } from '../protocol/jsonrpc.ts'
 import type { SessionRecord } from '../store/types.ts'
 import type { ClientRef } from '../upstream/client-ref.ts'
@@ -26,6 +27,8 @@ export interface RequestContext {
   notify (method: string, params: JsonObject): void
   /** Sends a server→client request related to this request and waits for the client's answer. */
   request (method: string, params: JsonObject, signal: AbortSignal): Promise<JsonObject>
+  /** The request's server span (tracing on); upstream requests made for it are its children. */
+  readonly trace?: RequestTrace | undefined
 }
 
 export type Handler = (params: JsonObject, ctx: RequestContext) => Promise<JsonObject>

@@ -26,10 +26,11 @@ const LOG_LEVELS = new Set(['debug', 'info', 'notice', 'warning', 'error', 'crit
 async function forward (route: Route, method: string, params: JsonObject, ctx: RequestContext, rename: JsonObject): Promise<JsonObject> {
   const upstream = route.upstream
   const timeout = upstream.config.timeouts.request
+  ctx.trace?.target(upstream.name, undefined)
   try {
     const lease = await upstream.acquire(ctx.client, 'read', ctx.caller.authorization)
     try {
-      return await lease.session.request(method, { ...withoutProgressToken(params), ...rename }, { timeout, signal: ctx.signal, authorization: forwardedAuthorization(upstream, ctx.caller.authorization) })
+      return await lease.session.request(method, { ...withoutProgressToken(params), ...rename }, { timeout, signal: ctx.signal, authorization: forwardedAuthorization(upstream, ctx.caller.authorization), trace: ctx.trace })
     } finally {
       lease.release()
     }

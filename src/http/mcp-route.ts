@@ -9,7 +9,9 @@ import type { RequestId } from '../protocol/jsonrpc.ts'
 import type { ModernEndpoint } from '../protocol/modern/modern-endpoint.ts'
 import { RateLimitError, type RateLimiter } from '../limits/rate-limiter.ts'
 import { answerOptions, ENDPOINT_METHODS } from './cors.ts'
-import type { GatewayMetrics } from '../observability/metrics.ts'
+import { methodLabel, type GatewayMetrics } from '../observability/metrics.ts'
+import type { RequestTrace } from '../observability/request-trace.ts'
+import type { GatewayTracing } from '../observability/tracing.ts'
 
 export interface McpRouteOptions {
   config: ServerConfig
@@ -25,6 +27,8 @@ export interface McpRouteOptions {
   isClosing (): boolean
   /** Where requests and refusals are counted; undefined when metrics are off. */
   metrics?: GatewayMetrics | undefined
+  /** Where requests are traced; undefined when tracing is off. */
+  tracing?: GatewayTracing | undefined
 }
 
 function accepts (request: FastifyRequest, type: string): boolean {
@@ -68,7 +72,7 @@ function requestIdOf (body: unknown): RequestId | null {
 
 /** POST, GET and DELETE on the MCP path (Streamable HTTP). Everything after parsing writes the raw response. */
 export async function registerMcpRoute (app: FastifyInstance, options: McpRouteOptions): Promise<void> {
-  const { config, legacy, metrics } = options
+  const { config, legacy, metrics, tracing } = options
   const maxBodyBytes = config.maxBodyBytes
 
   app.setErrorHandler(async (err: FastifyError, request, reply) => {
@@ -88,7 +92,7 @@ export async function registerMcpRoute (app: FastifyInstance, options: McpRouteO
   }
 
   /** `method` and `era` label the request in the metrics; it is timed until its response ends. */
-  const run = async (request: FastifyRequest, reply: FastifyReply, method: string, era: string, work: (caller: Caller) => Promise<void>): Promise<void> => {
+  const run = async (request: FastifyRequest, reply: FastifyReply, method: string, era: string, work: (caller: Caller) => Promise<void>, trace?: RequestTrace): Promise<void> => {
     reply.hijack()
     // What the hooks set (CORS, Vary) would be lost with the reply: the raw response writes its own head.
     for (const [name, value] of Object.entries(reply.getHeaders())) {
@@ -98,6 +102,7 @@ export async function registerMcpRoute (app: FastifyInstance, options: McpRouteO
       const started = performance.now()
       reply.raw.once('close', () => { metrics.request(method, era, reply.raw.statusCode, (performance.now() - started) / 1000) })
     }
+    if (trace !== undefined) reply.raw.once('close', () => { trace.end(reply.raw.statusCode) })
     // Read per request: a configuration reload may replace the limiter and the authenticator.
     const limiter = options.limiter
     try {
@@ -108,6 +113,7 @@ export async function registerMcpRoute (app: FastifyInstance, options: McpRouteO
       if (limiter !== undefined) await limiter.checkCaller(caller.principal, request.ip, request.body)
       await work(caller)
     } catch (err) {
+      trace?.failed(err)
       if (!reply.raw.headersSent) {
         // Refusals answered here are those with their own status (429); the others are counted where they arise.
         if (err instanceof GatewayError && err.statusCode === 429) metrics?.refused(err)
@@ -131,17 +137,21 @@ export async function registerMcpRoute (app: FastifyInstance, options: McpRouteO
     const version = request.headers['mcp-protocol-version']
     const modernHeader = typeof version === 'string' && (MODERN_PROTOCOL_VERSIONS as readonly string[]).includes(version)
     const modern = isModernMessage(request.body) || modernHeader
-    await run(request, reply, metrics?.methodOf(request.body) ?? '', modern ? 'modern' : 'legacy', async (caller) => {
+    const era = modern ? 'modern' : 'legacy'
+    // Requests are traced; responses and notifications a client posts are not (they answer or tell, nothing runs).
+    const id = tracing === undefined ? null : requestIdOf(request.body)
+    const trace = id === null ? undefined : tracing?.request(methodLabel(request.body), era, request.headers, request.body, id)
+    await run(request, reply, metrics?.methodOf(request.body) ?? '', era, async (caller) => {
       if (!(request.headers['content-type'] ?? '').toLowerCase().startsWith('application/json')) throw new GatewayError('GW_ERR_HTTP_MEDIA_TYPE')
       if (!accepts(request, 'application/json') || !accepts(request, 'text/event-stream')) {
         throw new GatewayError('GW_ERR_HTTP_NOT_ACCEPTABLE', ['both application/json and text/event-stream'])
       }
       if (modern) {
-        await options.modern.post(request.headers, reply.raw, request.body, caller)
+        await options.modern.post(request.headers, reply.raw, request.body, caller, trace)
         return
       }
-      await legacy.post(request.headers, reply.raw, request.body, caller)
-    })
+      await legacy.post(request.headers, reply.raw, request.body, caller, trace)
+    }, trace)
   })
 
   // HEAD would open a stream without a body to carry it: it is refused like the other methods below.

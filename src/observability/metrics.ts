@@ -31,6 +31,15 @@ const REFUSALS: Partial<Record<string, string>> = {
   GW_ERR_HTTP_BODY_TOO_LARGE: 'maxBodyBytes',
 }
 
+/** The method of a POSTed body as a bounded name: an MCP request method, else a fixed word (also the span name of a request). */
+export function methodLabel (body: unknown): string {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return 'invalid'
+  const method = (body as { method?: unknown }).method
+  if (typeof method !== 'string') return 'result' in body || 'error' in body ? 'response' : 'invalid'
+  if (MCP_METHODS.has(method)) return method
+  return method.startsWith('notifications/') ? 'notification' : 'other'
+}
+
 /** What the gauges of current state read at scrape time. */
 export interface MetricSources {
   upstreams: readonly Upstream[]
@@ -166,11 +175,7 @@ export class GatewayMetrics {
 
   /** The `method` label of a POSTed body: an MCP request method, else a fixed word. */
   methodOf (body: unknown): string {
-    if (typeof body !== 'object' || body === null || Array.isArray(body)) return 'invalid'
-    const method = (body as { method?: unknown }).method
-    if (typeof method !== 'string') return 'result' in body || 'error' in body ? 'response' : 'invalid'
-    if (MCP_METHODS.has(method)) return method
-    return method.startsWith('notifications/') ? 'notification' : 'other'
+    return methodLabel(body)
   }
 
   request (method: string, era: string, statusCode: number, seconds: number): void {

@@ -111,7 +111,7 @@ function upstreamChanges (before: readonly UpstreamConfig[], after: readonly Ups
 
 /**
  * What reloading `next` over the running `current` configuration does: which options and upstreams change
- * now, and which options changed but are read only at start (listener, TLS, store, admin listener, metrics,
+ * now, and which options changed but are read only at start (listener, TLS, store, admin listener, metrics, tracing,
  * stateSecret, OAuth, turning auth on or off, stream limits, timers): those keep their running values.
  */
 export function diffConfig (current: Config, next: Config): ConfigDiff {
@@ -130,7 +130,8 @@ export function diffConfig (current: Config, next: Config): ConfigDiff {
   const store = startOnly('store', current.store, next.store, diff.restartOnly)
   const admin = startOnly('admin', current.admin, next.admin, diff.restartOnly)
   const metrics = startOnly('metrics', current.metrics, next.metrics, diff.restartOnly)
+  const tracing = startOnly('tracing', current.tracing, next.tracing, diff.restartOnly)
   const upstreams = upstreamChanges(current.upstreams, next.upstreams, diff.changes)
-  const effective: Config = { server, logging, store, tasks, auth, limits, admin, metrics, upstreams: next.upstreams }
+  const effective: Config = { server, logging, store, tasks, auth, limits, admin, metrics, tracing, upstreams: next.upstreams }
   return { ...diff, effective, upstreams }
 }

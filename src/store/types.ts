@@ -74,6 +74,11 @@ export interface TaskRecord {
   outcome: TaskOutcome | null
   /** The gateway process that runs (or last ran) the task's upstream call; it renews a lease while alive. */
   owner: string
+  /**
+   * The W3C `traceparent` of the span that created the task (tracing on), so that whichever process runs
+   * the task, or serves a request about it, records its spans in the task's trace; null when not traced.
+   */
+  traceContext: string | null
 }
 
 export interface TaskPatch {

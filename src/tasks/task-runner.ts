@@ -1,6 +1,7 @@
 import type { CallChannel, CallEngine } from '../calls/call-engine.ts'
 import { GatewayError, toWireError, type WireError } from '../errors.ts'
 import type { Logger } from '../observability/logger.ts'
+import type { GatewayTracing, TaskRunTrace } from '../observability/tracing.ts'
 import type { JsonObject } from '../protocol/jsonrpc.ts'
 import type { SignalBus, TaskOutcome, TaskRecord, TaskStatus, TaskStore } from '../store/types.ts'
 import { taskClient } from '../upstream/client-ref.ts'
@@ -25,6 +26,8 @@ export interface TaskRunnerDeps {
   isNativeTask (upstream: string, tool: string): boolean
   /** Largest outcome (as JSON) a task stores (tasks.maxResultBytes); a larger one fails the task. */
   maxResultBytes: number
+  /** Where each run of a task is traced; undefined when tracing is off. */
+  tracing?: GatewayTracing | undefined
 }
 
 const RUNNING: readonly TaskStatus[] = ['working', 'input_required']
@@ -83,16 +86,22 @@ export class TaskRunner {
       controller.signal.addEventListener('abort', stop, { once: true })
       const onShutdown = (): void => call.cancel(this.#deps.shutdown.reason)
       this.#deps.shutdown.addEventListener('abort', onShutdown, { once: true })
+      // The call's upstream request stays under the request that started it; the run covers the rest.
+      const run = this.#deps.tracing?.taskRun(task)
       let outcome: TaskOutcome
       try {
         outcome = { result: await call.done }
       } catch (err) {
-        if (controller.signal.aborted) return
+        if (controller.signal.aborted) {
+          run?.end(undefined)
+          return
+        }
         outcome = { error: toWireError(this.#deps.shutdown.aborted ? new GatewayError('GW_ERR_SHUTTING_DOWN', [], { cause: err }) : err) as WireError }
       } finally {
         this.#deps.shutdown.removeEventListener('abort', onShutdown)
       }
-      await this.#finish(task, outcome)
+      const status = await this.#finish(task, outcome)
+      run?.end(status)
     })
   }
 
@@ -131,12 +140,24 @@ export class TaskRunner {
 
   /** `authorization`: the creator's own Authorization header, sent to an upstream with forwardAuthorization (a restarted task has none). */
   async #run (task: TaskRecord, controller: AbortController, authorization: string | undefined): Promise<void> {
+    const run = this.#deps.tracing?.taskRun(task)
+    try {
+      // Awaited first: with tracing off, `run?.end(await …)` would not run the task at all.
+      const status = await this.#runTraced(task, controller, authorization, run)
+      run?.end(status)
+    } catch (err) {
+      run?.end(undefined, err)
+      throw err
+    }
+  }
+
+  /** Runs the task's call; returns the status it ended with (undefined when it was cancelled meanwhile). */
+  async #runTraced (task: TaskRecord, controller: AbortController, authorization: string | undefined, run: TaskRunTrace | undefined): Promise<TaskStatus | undefined> {
     const { events, inputs } = this.#deps
     const signal = AbortSignal.any([controller.signal, this.#deps.shutdown])
     const upstream = this.#deps.upstreams.get(task.upstream)
     if (!upstream) {
-      await this.#finish(task, { error: toWireError(new GatewayError('GW_ERR_UPSTREAM_UNAVAILABLE', [task.upstream, 'it is no longer configured'])) })
-      return
+      return await this.#finish(task, { error: toWireError(new GatewayError('GW_ERR_UPSTREAM_UNAVAILABLE', [task.upstream, 'it is no longer configured'])) })
     }
     // Status messages are written in order: a "queued" write never lands after the one that clears it.
     let statusWrites = Promise.resolve()
@@ -149,7 +170,9 @@ export class TaskRunner {
     }
     const channel: CallChannel = {
       capabilities: task.clientCapabilities,
-      ask: (method, params, inputSignal) => inputs.ask(task, method, params, inputSignal),
+      ask: (method, params, inputSignal) => run === undefined
+        ? inputs.ask(task, method, params, inputSignal)
+        : run.inputRound(method, () => inputs.ask(task, method, params, inputSignal)),
       progress: (progress) => events.progress(task, progress),
       notify: (method, params) => {
         if (method === 'notifications/tasks/status') {
@@ -164,17 +187,18 @@ export class TaskRunner {
         if (queued) statusMessage(null)
       },
       authorization,
+      trace: run,
     }
     let outcome: TaskOutcome
     try {
       const target = { upstream, target: task.tool, native: this.#deps.isNativeTask(task.upstream, task.tool) }
       outcome = { result: await this.#deps.calls.run(target, taskClient(task), task.request, channel, signal) }
     } catch (err) {
-      if (controller.signal.aborted) return
+      if (controller.signal.aborted) return undefined
       outcome = { error: toWireError(this.#deps.shutdown.aborted ? new GatewayError('GW_ERR_SHUTTING_DOWN', [], { cause: err }) : err) as WireError }
     }
     await statusWrites
-    await this.#finish(task, outcome)
+    return await this.#finish(task, outcome)
   }
 
   /** An upstream running the call as its own task reported a new statusMessage: show it on ours. */
@@ -200,7 +224,7 @@ export class TaskRunner {
    * retry drops the outcome if another process took the task over meanwhile (this one was cut off long
    * enough for its lease to lapse).
    */
-  async #finish (task: TaskRecord, upstreamOutcome: TaskOutcome): Promise<void> {
+  async #finish (task: TaskRecord, upstreamOutcome: TaskOutcome): Promise<TaskStatus | undefined> {
     const { store, log } = this.#deps
     const outcome = this.#capped(upstreamOutcome)
     if (outcome !== upstreamOutcome) log.warn({ taskId: task.id, tool: task.tool, upstream: task.upstream, maxResultBytes: this.#deps.maxResultBytes }, 'task result over tasks.maxResultBytes: the task fails instead')
@@ -229,7 +253,7 @@ export class TaskRunner {
       log.error({ ...about, err, attempts: retries + 1 }, this.#deps.shutdown.aborted
         ? 'lost the outcome of a task: the store was still unavailable when the gateway shut down'
         : 'lost the outcome of a task: the store stayed unavailable until the task\'s TTL passed')
-      return
+      return undefined
     }
     if (retries > 0) {
       log.info({ ...about, attempts: retries + 1 }, updated
@@ -242,5 +266,6 @@ export class TaskRunner {
       log.info({ ...about, audit: 'task.finished' }, 'task finished')
       this.#deps.events.status(updated)
     }
+    return updated?.status
   }
 }

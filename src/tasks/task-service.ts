@@ -4,6 +4,7 @@ import type { TasksConfig } from '../config/schema.ts'
 import { withoutProgressToken } from '../dispatch/params.ts'
 import { GatewayError, toWireError } from '../errors.ts'
 import type { Logger } from '../observability/logger.ts'
+import type { RequestTrace } from '../observability/request-trace.ts'
 import type { JsonObject, RequestId } from '../protocol/jsonrpc.ts'
 import type { SignalBus, TaskCursor, TaskRecord, TaskStore } from '../store/types.ts'
 import type { TaskEvents } from './task-events.ts'
@@ -24,6 +25,8 @@ export interface CreateTaskRequest {
   clientCapabilities: JsonObject
   /** The caller's own Authorization header for an upstream that forwards it; kept in memory only, never stored. */
   authorization?: string | undefined
+  /** The creating request's server span (tracing on): the root of the task's trace. */
+  trace?: RequestTrace | undefined
 }
 
 const RELATED_TASK = 'io.modelcontextprotocol/related-task'
@@ -116,8 +119,10 @@ export class TaskService {
   async #store (request: CreateTaskRequest): Promise<TaskRecord> {
     const now = Date.now()
     const { task: _task, name: _name, ...rest } = withoutRelatedTask(withoutProgressToken(request.params))
+    const id = randomBytes(16).toString('base64url')
+    const name = request.params.name
     const task: TaskRecord = {
-      id: randomBytes(16).toString('base64url'),
+      id,
       principal: request.principal,
       sessionId: request.sessionId,
       era: request.era,
@@ -134,6 +139,7 @@ export class TaskService {
       clientCapabilities: request.clientCapabilities,
       outcome: null,
       owner: this.#owner,
+      traceContext: request.trace?.created({ id, upstream: request.route.upstream.name }, typeof name === 'string' ? name : undefined) ?? null,
     }
     // The store counts and inserts in one atomic step: racing creates never overshoot the limit.
     await this.#tasks.create(task, { maxActive: this.#config.maxActivePerPrincipal })
@@ -142,10 +148,14 @@ export class TaskService {
     return task
   }
 
-  /** The caller's task; unknown, expired and foreign ids all get the same error. */
-  async get (principal: string, taskId: string): Promise<TaskRecord> {
+  /**
+   * The caller's task; unknown, expired and foreign ids all get the same error. `trace`: the server span of
+   * the request asking (tracing on), which joins or links the task's trace.
+   */
+  async get (principal: string, taskId: string, trace?: RequestTrace): Promise<TaskRecord> {
     const task = await this.#tasks.get(taskId, Date.now())
     if (!task || task.principal !== principal) throw new GatewayError('GW_ERR_TASK_NOT_FOUND', [taskId])
+    trace?.task(task)
     return task
   }
 
@@ -162,8 +172,8 @@ export class TaskService {
    * Moves the task to cancelled before answering, then stops its upstream call (on whichever process runs it).
    * `by`: who asked, the principal itself or an operator through the admin API (said in the statusMessage).
    */
-  async cancel (principal: string, taskId: string, by: 'client' | 'operator' = 'client'): Promise<TaskRecord> {
-    const current = await this.get(principal, taskId)
+  async cancel (principal: string, taskId: string, by: 'client' | 'operator' = 'client', trace?: RequestTrace): Promise<TaskRecord> {
+    const current = await this.get(principal, taskId, trace)
     if (isTerminal(current.status)) throw new GatewayError('GW_ERR_TASK_TERMINAL', [taskId, current.status])
     const updated = await this.#tasks.transition(taskId, ['working', 'input_required'], 'cancelled', { statusMessage: `cancelled by the ${by}`, by: this.#owner }, Date.now())
     if (!updated) {

@@ -4,6 +4,8 @@ import type { UpstreamConfig } from '../config/schema.ts'
 import { formatDuration } from '../config/units.ts'
 import { GatewayError, RpcError, errorMessage } from '../errors.ts'
 import type { Logger } from '../observability/logger.ts'
+import type { TraceParent } from '../observability/tracing.ts'
+import { withTraceMeta } from '../observability/trace-context.ts'
 import type { JsonObject } from '../protocol/jsonrpc.ts'
 import { AttributingTransport, CallRegistry, isInputMethod, untagged, type InflightCall, type InputMethod } from './call-attribution.ts'
 import type { UpstreamHttp } from './http-dispatcher.ts'
@@ -53,6 +55,8 @@ export interface SessionRequestOptions {
   authorization?: string | undefined
   /** Return a 2026-07-28 `input_required` result instead of failing on it (the caller answers it). */
   allowInputRequired?: boolean
+  /** The span the request is made for (tracing on): the request gets a client span under it, passed on upstream. */
+  trace?: TraceParent | undefined
 }
 
 const passthrough = z.looseObject({})
@@ -85,6 +89,7 @@ export class UpstreamSession {
   readonly authorization: string | undefined
   readonly calls = new CallRegistry()
   readonly #log: Logger
+  readonly #config: UpstreamConfig
   /** When the session was last used (a request, or a hold released). */
   lastUsedAt = Date.now()
   /** No call ran on it yet: what it lists is what any new session with its capabilities lists. */
@@ -106,6 +111,7 @@ export class UpstreamSession {
     this.listKey = options.listKey
     this.authorization = options.authorization
     this.#log = options.log
+    this.#config = options.config
   }
 
   static async open (options: SessionOpenOptions): Promise<UpstreamSession> {
@@ -166,11 +172,29 @@ export class UpstreamSession {
     }
   }
 
-  /** Sends any request and returns the upstream's result object untouched. */
+  /**
+   * Sends any request and returns the upstream's result object untouched. A traced request carries its
+   * span's context in `params._meta` (every transport) and in the `traceparent` header (HTTP).
+   */
   async request (method: string, params: JsonObject | undefined, options: SessionRequestOptions): Promise<JsonObject> {
+    if (options.trace === undefined) return await this.#send(method, params, options, undefined)
+    const tracing = options.trace.tracing
+    const { span, carrier } = tracing.upstream(options.trace, this.#config, method, params)
+    let result: JsonObject
+    try {
+      result = await this.#send(method, withTraceMeta(params, carrier), options, { ...carrier })
+    } catch (err) {
+      tracing.upstreamEnded(span, undefined, err)
+      throw err
+    }
+    tracing.upstreamEnded(span, result)
+    return result
+  }
+
+  async #send (method: string, params: JsonObject | undefined, options: SessionRequestOptions, traceHeaders: Record<string, string> | undefined): Promise<JsonObject> {
     this.lastUsedAt = Date.now()
     const request = params === undefined ? { method } : { method, params }
-    const auth = options.authorization === undefined ? undefined : { authorization: options.authorization }
+    const auth = options.authorization === undefined ? traceHeaders : { ...traceHeaders, authorization: options.authorization }
     const headers = this.calls.headers(options.call, auth)
     const sdkOptions: RequestOptions = {
       timeout: options.timeout,

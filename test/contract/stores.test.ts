@@ -72,6 +72,7 @@ function task (id: string): TaskRecord {
     progressToken: 7,
     clientCapabilities: {},
     outcome: null,
+    traceContext: null,
   }
 }
 
@@ -116,7 +117,7 @@ describe('sqlite store', () => {
     const store = new SqliteStore(file)
     expect(await store.sessions.get('s1')).toMatchObject({ principal: 'p' })
     // A task stored before owners were recorded belongs to no process: the next start takes it over.
-    expect(await store.tasks.unfinished()).toMatchObject([{ id: 't0', owner: '' }])
+    expect(await store.tasks.unfinished()).toMatchObject([{ id: 't0', owner: '', traceContext: null }])
     // A task stored before timelines were recorded has none.
     expect(await store.tasks.timeline('t0')).toEqual([])
     await store.tasks.create(task('t1'))

@@ -37,9 +37,9 @@ describe('diffConfig()', () => {
 
   it('keeps the running value of options read only at start and names them, while applying the live ones', () => {
     const before = config({ server: { port: 8080 }, tasks: { maxActivePerPrincipal: 5 } })
-    const after = config({ server: { port: 9090, reloadGrace: '1m' }, store: { kind: 'sqlite' }, tasks: { maxActivePerPrincipal: 6, sweepInterval: '1m' }, limits: { pollBurst: 3, maxConnections: 10 } })
+    const after = config({ server: { port: 9090, reloadGrace: '1m' }, store: { kind: 'sqlite' }, tasks: { maxActivePerPrincipal: 6, sweepInterval: '1m' }, limits: { pollBurst: 3, maxConnections: 10 }, tracing: { enabled: true, endpoint: 'http://127.0.0.1:4318/v1/traces' } })
     const diff = diffConfig(before, after)
-    expect(diff.restartOnly.sort()).toEqual(['limits.maxConnections', 'server.port', 'store.kind', 'store.path', 'tasks.sweepInterval'])
+    expect(diff.restartOnly.sort()).toEqual(['limits.maxConnections', 'server.port', 'store.kind', 'store.path', 'tasks.sweepInterval', 'tracing.enabled'])
     expect(diff.changes).toEqual([
       { path: 'server.reloadGrace', change: 'changed' },
       { path: 'tasks.maxActivePerPrincipal', change: 'changed' },
@@ -47,6 +47,7 @@ describe('diffConfig()', () => {
     ])
     expect(diff.effective.server).toMatchObject({ port: 8080, reloadGrace: 60_000 })
     expect(diff.effective.store).toEqual({ kind: 'memory' })
+    expect(diff.effective.tracing.enabled).toBe(false)
     expect(diff.effective.tasks).toMatchObject({ maxActivePerPrincipal: 6, sweepInterval: before.tasks.sweepInterval })
     expect(diff.effective.limits).toMatchObject({ pollBurst: 3, maxConnections: before.limits.maxConnections })
   })

@@ -5,6 +5,7 @@ import type { RequestContext, MethodTable } from '../../dispatch/context.ts'
 import { lookupHandler } from '../../dispatch/method-table.ts'
 import { GatewayError, toWireError } from '../../errors.ts'
 import type { Logger } from '../../observability/logger.ts'
+import type { RequestTrace } from '../../observability/request-trace.ts'
 import type { GatewayStore, SessionRecord } from '../../store/types.ts'
 import { sessionClient } from '../../upstream/client-ref.ts'
 import { classifyMessage, errorMessageFor, progressTokenOf, resultMessage, type JsonObject, type RpcNotification, type RpcRequest, type RpcResponse } from '../jsonrpc.ts'
@@ -70,8 +71,8 @@ export class LegacyEndpoint {
     this.#deps = deps
   }
 
-  /** `caller.principal` is the authenticated caller, or undefined when auth is off. */
-  async post (headers: IncomingHttpHeaders, res: ServerResponse, body: unknown, caller: Caller): Promise<void> {
+  /** `caller.principal` is the authenticated caller, or undefined when auth is off; `trace`: the request's server span (tracing on). */
+  async post (headers: IncomingHttpHeaders, res: ServerResponse, body: unknown, caller: Caller, trace?: RequestTrace): Promise<void> {
     const principal = caller.principal
     const inbound = classifyMessage(body)
     if (inbound.kind === 'request' && inbound.message.method === 'initialize') {
@@ -89,7 +90,7 @@ export class LegacyEndpoint {
         sendHttpError(res, new GatewayError('GW_ERR_HTTP_INVALID_MESSAGE', [`no request with id ${JSON.stringify(inbound.message.id)} is waiting for an answer in this session`]))
       }
     } else {
-      await this.#request(session, caller, inbound.message, res)
+      await this.#request(session, caller, inbound.message, res, trace)
     }
   }
 
@@ -156,7 +157,7 @@ export class LegacyEndpoint {
     }
   }
 
-  async #request (session: SessionRecord, caller: Caller, request: RpcRequest, res: ServerResponse): Promise<void> {
+  async #request (session: SessionRecord, caller: Caller, request: RpcRequest, res: ServerResponse, trace: RequestTrace | undefined): Promise<void> {
     const deps = this.#deps
     const exchange = new PostExchange(res, { hub: deps.hub, sessionId: session.id, requestId: request.id, headers: { 'mcp-session-id': session.id } })
     const inflight = deps.inflight.start(session.id, request.id)
@@ -171,9 +172,11 @@ export class LegacyEndpoint {
       log: deps.log,
       ...exchangeChannel(exchange),
       request: (method, requestParams, signal) => deps.broker.send(session.id, (m) => exchange.emit(m), method, requestParams, signal),
+      trace,
     }
     try {
       const result = await lookupHandler(deps.methods, request.method)(params, ctx)
+      if (result.isError === true) trace?.toolError()
       if (inflight.signal.aborted && !deps.shutdown.aborted) exchange.abandon()
       else exchange.respond(resultMessage(request.id, result))
     } catch (err) {
@@ -181,6 +184,7 @@ export class LegacyEndpoint {
         exchange.abandon()
       } else {
         if (!(err instanceof GatewayError) || err.statusCode >= 500) deps.log.warn({ err, method: request.method, sessionId: session.id }, 'request failed')
+        trace?.failed(err)
         exchange.respond(errorMessageFor(request.id, err))
       }
     } finally {

@@ -59,6 +59,7 @@ export function withLegacyTaskMethods (base: MethodTable, deps: LegacyTaskMethod
       progressToken: ctx.progressToken,
       clientCapabilities: ctx.session.clientCapabilities,
       authorization: ctx.caller.authorization,
+      trace: ctx.trace,
     })
     return renderCreateTaskResult(task, name)
   }
@@ -66,7 +67,7 @@ export function withLegacyTaskMethods (base: MethodTable, deps: LegacyTaskMethod
   const tasksResult: Handler = async (params, ctx) => {
     const taskId = requireString(params, 'taskId')
     const principal = ctx.session.principal
-    const first = await tasks.get(principal, taskId)
+    const first = await tasks.get(principal, taskId, ctx.trace)
     const handOver = (task: TaskRecord): JsonObject => {
       tasks.retrieved(task, 'tasks/result')
       return renderOutcome(task)
@@ -112,9 +113,9 @@ export function withLegacyTaskMethods (base: MethodTable, deps: LegacyTaskMethod
   }
 
   table.set('tools/call', toolsCall)
-  table.set('tasks/get', async (params, ctx) => renderTask(await tasks.get(ctx.session.principal, requireString(params, 'taskId'))))
+  table.set('tasks/get', async (params, ctx) => renderTask(await tasks.get(ctx.session.principal, requireString(params, 'taskId'), ctx.trace)))
   table.set('tasks/result', tasksResult)
-  table.set('tasks/cancel', async (params, ctx) => renderTask(await tasks.cancel(ctx.session.principal, requireString(params, 'taskId'))))
+  table.set('tasks/cancel', async (params, ctx) => renderTask(await tasks.cancel(ctx.session.principal, requireString(params, 'taskId'), 'client', ctx.trace)))
   table.set('tasks/list', async (params, ctx) => {
     const cursor = optionalString(params, 'cursor')
     const after = cursor === undefined ? undefined : decodeTaskCursor(cursor)

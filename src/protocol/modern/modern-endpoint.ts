@@ -4,6 +4,7 @@ import type { MethodTable, RequestContext } from '../../dispatch/context.ts'
 import { lookupHandler } from '../../dispatch/method-table.ts'
 import { GatewayError } from '../../errors.ts'
 import type { Logger } from '../../observability/logger.ts'
+import type { RequestTrace } from '../../observability/request-trace.ts'
 import type { SessionRecord } from '../../store/types.ts'
 import { principalClient, type ClientRef } from '../../upstream/client-ref.ts'
 import { classifyMessage, errorMessageFor, progressTokenOf, resultMessage, type JsonObject, type RpcRequest } from '../jsonrpc.ts'
@@ -50,7 +51,8 @@ export class ModernEndpoint {
     this.#deps = deps
   }
 
-  async post (headers: IncomingHttpHeaders, res: ServerResponse, body: unknown, caller: Caller): Promise<void> {
+  /** `trace`: the request's server span (tracing on). */
+  async post (headers: IncomingHttpHeaders, res: ServerResponse, body: unknown, caller: Caller, trace?: RequestTrace): Promise<void> {
     const inbound = classifyMessage(body)
     if (inbound.kind === 'notification') {
       res.writeHead(202).end()
@@ -69,13 +71,14 @@ export class ModernEndpoint {
       checkHeaders(headers, request, (name) => deps.toolSchema(name, caller.access, client))
       if (!deps.methods.has(request.method)) throw new GatewayError('GW_ERR_MODERN_METHOD_NOT_FOUND', [request.method])
     } catch (err) {
+      trace?.failed(err)
       sendHttpError(res, err, request.id)
       return
     }
-    await this.#request(request, envelope, res, caller)
+    await this.#request(request, envelope, res, caller, trace)
   }
 
-  async #request (request: RpcRequest, envelope: Envelope, res: ServerResponse, caller: Caller): Promise<void> {
+  async #request (request: RpcRequest, envelope: Envelope, res: ServerResponse, caller: Caller, trace: RequestTrace | undefined): Promise<void> {
     const deps = this.#deps
     const session = requestSession(caller.principal ?? ANONYMOUS_MODERN, envelope, Date.now())
     const exchange = new PostExchange(res, { hub: deps.hub, sessionId: session.id, requestId: request.id, headers: {} })
@@ -91,12 +94,15 @@ export class ModernEndpoint {
       log: deps.log,
       ...exchangeChannel(exchange),
       request: () => Promise.reject(new GatewayError('GW_ERR_INTERNAL', ['server-to-client requests do not exist in the 2026-07-28 protocol'])),
+      trace,
     }
     try {
       const result: JsonObject = await lookupHandler(deps.methods, request.method)(params, ctx)
+      if (result.isError === true) trace?.toolError()
       if (exchange.disconnected.aborted) exchange.abandon()
       else exchange.respond(resultMessage(request.id, 'resultType' in result ? result : { ...result, resultType: 'complete' }))
     } catch (err) {
+      trace?.failed(err)
       if (exchange.disconnected.aborted) {
         exchange.abandon()
       } else if (modernErrorStatus(err) === 400 && !res.headersSent) {

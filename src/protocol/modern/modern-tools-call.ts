@@ -3,7 +3,7 @@ import type { Route } from '../../catalog/catalog-view.ts'
 import { callTarget, type CallEngine } from '../../calls/call-engine.ts'
 import type { HeldCalls, HeldOutcome } from '../../calls/held-calls.ts'
 import type { TasksConfig } from '../../config/schema.ts'
-import type { Handler } from '../../dispatch/context.ts'
+import type { Handler, RequestContext } from '../../dispatch/context.ts'
 import { optionalObject, optionalString, requireString } from '../../dispatch/params.ts'
 import type { TaskInputs } from '../../tasks/task-inputs.ts'
 import type { CreateTaskRequest, TaskService } from '../../tasks/task-service.ts'
@@ -28,6 +28,8 @@ interface TaskCandidate {
   params: JsonObject
   capabilities: JsonObject
   authorization: string | undefined
+  /** The server span of the request that started the call (tracing on): the task's trace is its. */
+  trace: RequestContext['trace']
 }
 
 /**
@@ -54,6 +56,7 @@ export function modernToolsCall (deps: ModernToolsCallDeps): Handler {
     progressToken: undefined,
     clientCapabilities: candidate.capabilities,
     authorization: candidate.authorization,
+    trace: candidate.trace,
   })
 
   const render = async (outcome: HeldOutcome, principal: string): Promise<JsonObject> => {
@@ -85,7 +88,7 @@ export function modernToolsCall (deps: ModernToolsCallDeps): Handler {
     const eligible = tasksDeclared && route.taskSupport !== 'forbidden'
     const decide = deps.config.decide
     const authorization = ctx.caller.authorization
-    if (eligible && decide === 'always') return renderCreateTaskResult(await deps.tasks.create(taskRequest(principal, { route, params, capabilities, authorization })))
+    if (eligible && decide === 'always') return renderCreateTaskResult(await deps.tasks.create(taskRequest(principal, { route, params, capabilities, authorization, trace: ctx.trace })))
     const progressToken = ctx.progressToken
     let startedId: string | undefined
     const outcome = await held.start(principal, (ask, signal, fail, sent) => calls.run(callTarget(route), ctx.client, params, {
@@ -99,9 +102,10 @@ export function modernToolsCall (deps: ModernToolsCallDeps): Handler {
       }),
       notify: () => {},
       authorization,
+      trace: ctx.trace,
     }, signal), ctx.signal, eligible && decide !== 'always' ? decide.after : undefined)
     if (outcome.kind !== 'result') startedId = outcome.callId
-    if (eligible && startedId !== undefined) candidates.set(startedId, { route, params, capabilities, authorization })
+    if (eligible && startedId !== undefined) candidates.set(startedId, { route, params, capabilities, authorization, trace: ctx.trace })
     return await render(outcome, principal)
   }
 }
@@ -130,6 +134,7 @@ export function modernPromptsGet (deps: Pick<ModernToolsCallDeps, 'catalog' | 'c
       refused: (capability) => fail(capabilityRequired(capability)),
       notify: () => {},
       authorization: ctx.caller.authorization,
+      trace: ctx.trace,
     }, signal, 'prompts/get'), ctx.signal), principal)
   }
 }

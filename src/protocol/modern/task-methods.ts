@@ -27,7 +27,7 @@ export function modernTaskMethods (deps: ModernTaskMethodDeps): Array<[string, H
 
   const get: Handler = async (params, ctx) => {
     guard(ctx.session.clientCapabilities)
-    const task = await tasks.get(ctx.session.principal, requireString(params, 'taskId'))
+    const task = await tasks.get(ctx.session.principal, requireString(params, 'taskId'), ctx.trace)
     const pending = task.status === 'input_required' ? await store.pendingInputs(task.id) : []
     if (isTerminal(task.status)) tasks.retrieved(task, 'tasks/get')
     return { ...renderDetailedTask(task, pending), resultType: 'complete' }
@@ -35,7 +35,7 @@ export function modernTaskMethods (deps: ModernTaskMethodDeps): Array<[string, H
 
   const update: Handler = async (params, ctx) => {
     guard(ctx.session.clientCapabilities)
-    const task = await tasks.get(ctx.session.principal, requireString(params, 'taskId'))
+    const task = await tasks.get(ctx.session.principal, requireString(params, 'taskId'), ctx.trace)
     const responses = optionalObject(params, 'inputResponses') ?? {}
     const answers: Array<[string, JsonObject]> = []
     for (const [key, answer] of Object.entries(responses)) {
@@ -54,7 +54,7 @@ export function modernTaskMethods (deps: ModernTaskMethodDeps): Array<[string, H
 
   const cancel: Handler = async (params, ctx) => {
     guard(ctx.session.clientCapabilities)
-    const task = await tasks.get(ctx.session.principal, requireString(params, 'taskId'))
+    const task = await tasks.get(ctx.session.principal, requireString(params, 'taskId'), ctx.trace)
     // An acknowledgement either way: cancelling a task that already ended changes nothing.
     if (!isTerminal(task.status)) await tasks.cancel(ctx.session.principal, task.id).catch(() => {})
     return { resultType: 'complete' }

@@ -30,7 +30,7 @@ const SWEEP_BATCH = 200
 /** Task ids read per round trip by the operator's query. */
 const QUERY_PAGE = 200
 
-type Body = Omit<TaskRecord, 'status' | 'statusMessage' | 'lastUpdatedAt' | 'outcome' | 'owner' | 'request'>
+type Body = Omit<TaskRecord, 'status' | 'statusMessage' | 'lastUpdatedAt' | 'outcome' | 'owner' | 'request' | 'traceContext'> & { traceContext?: string | null }
 
 function expiresAt (task: Pick<TaskRecord, 'createdAt' | 'ttlMs'>): number | null {
   return task.ttlMs === null ? null : task.createdAt + task.ttlMs
@@ -39,9 +39,11 @@ function expiresAt (task: Pick<TaskRecord, 'createdAt' | 'ttlMs'>): number | nul
 function toTask (hash: Record<string, string>): TaskRecord | null {
   if (hash.body === undefined) return null
   // Tasks stored before `req` existed keep their request in the body.
-  const { request, ...body } = JSON.parse(hash.body) as Body & { request?: TaskRecord['request'] }
+  const { request, traceContext, ...body } = JSON.parse(hash.body) as Body & { request?: TaskRecord['request'] }
   return {
     ...body,
+    // Tasks stored before trace contexts were recorded have none.
+    traceContext: traceContext ?? null,
     request: hash.req === undefined ? request ?? {} : JSON.parse(hash.req) as TaskRecord['request'],
     status: hash.status as TaskStatus,
     statusMessage: hash.msg ? JSON.parse(hash.msg) as string | null : null,

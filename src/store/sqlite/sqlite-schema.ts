@@ -64,6 +64,8 @@ export const MIGRATIONS: readonly string[] = [
      event TEXT NOT NULL
    );
    CREATE INDEX task_events_task ON task_events (task_id, id);`,
+  // The trace context of the span that created each task (tracing on), NULL when it was not traced.
+  'ALTER TABLE tasks ADD COLUMN trace_context TEXT;',
 ]
 
 export const SCHEMA_VERSION = MIGRATIONS.length

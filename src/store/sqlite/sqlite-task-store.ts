@@ -26,6 +26,7 @@ interface TaskRow {
   client_capabilities: string
   outcome: string | null
   owner: string
+  trace_context: string | null
 }
 
 interface InputRow {
@@ -74,6 +75,7 @@ function toTask (row: TaskRow): TaskRecord {
     clientCapabilities: JSON.parse(row.client_capabilities) as JsonObject,
     outcome: row.outcome === null ? null : JSON.parse(row.outcome) as TaskOutcome,
     owner: row.owner,
+    traceContext: row.trace_context,
   }
 }
 
@@ -132,9 +134,9 @@ export class SqliteTaskStore implements TaskStore {
 
   constructor (db: Database.Database) {
     this.#insert = db.prepare(`INSERT INTO tasks (id, principal, session_id, era, status, status_message, created_at, last_updated_at,
-        ttl_ms, expires_at, poll_interval_ms, upstream, tool, request, progress_token, client_capabilities, outcome, owner)
+        ttl_ms, expires_at, poll_interval_ms, upstream, tool, request, progress_token, client_capabilities, outcome, owner, trace_context)
       VALUES (@id, @principal, @session_id, @era, @status, @status_message, @created_at, @last_updated_at,
-        @ttl_ms, @expires_at, @poll_interval_ms, @upstream, @tool, @request, @progress_token, @client_capabilities, @outcome, @owner)`)
+        @ttl_ms, @expires_at, @poll_interval_ms, @upstream, @tool, @request, @progress_token, @client_capabilities, @outcome, @owner, @trace_context)`)
     this.#select = db.prepare(`SELECT * FROM tasks WHERE id = @id AND ${LIVE}`)
     this.#selectAny = db.prepare('SELECT * FROM tasks WHERE id = ?')
     this.#listFirst = db.prepare(`SELECT * FROM tasks WHERE principal = @principal AND ${LIVE}
@@ -236,6 +238,7 @@ export class SqliteTaskStore implements TaskStore {
         client_capabilities: JSON.stringify(task.clientCapabilities),
         outcome: json(task.outcome),
         owner: task.owner,
+        trace_context: task.traceContext,
       }, options.maxActive)
     })
   }
