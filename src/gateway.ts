@@ -14,7 +14,7 @@ import { registerCors } from './http/cors.ts'
 import { registerHealthRoutes } from './http/health-routes.ts'
 import { registerHostOriginGuard } from './http/host-origin-guard.ts'
 import { registerMcpRoute } from './http/mcp-route.ts'
-import { loadTlsOptions } from './http/tls-options.ts'
+import { loadListenerTls } from './http/tls-options.ts'
 import { createLogger, type Logger } from './observability/logger.ts'
 import { ClientRequestBroker } from './protocol/legacy/client-requests.ts'
 import { InflightRequests } from './protocol/legacy/inflight-requests.ts'
@@ -104,7 +104,7 @@ function trustedProxies (trust: ServerConfig['trustProxy']): boolean | string[] 
 /** Wires the whole gateway for a configuration. It never listens: the caller decides (main.ts, tests). */
 export async function buildGateway (config: Config, options: GatewayOptions = {}): Promise<Gateway> {
   // First: a certificate that cannot be used stops the start before anything is opened.
-  const tls = await loadTlsOptions(config.server.tls)
+  const tls = await loadListenerTls(config)
   const log = options.logger ?? createLogger(config.logging)
   const backend = options.store ?? await createStore(config.store, log)
   const upstreams: Upstream[] = []
@@ -299,9 +299,9 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
   }
   // With server.tls the listener is HTTPS. An HTTPS server hands out the same request and response objects as
   // an HTTP one (and has the same timeouts), so the app is typed as the HTTP one everything else expects.
-  const app: FastifyInstance = tls === undefined
+  const app: FastifyInstance = tls.server === undefined
     ? Fastify({ ...fastifyOptions, http: { connectionsCheckingInterval } })
-    : Fastify({ ...fastifyOptions, https: { ...tls, connectionsCheckingInterval } }) as unknown as FastifyInstance
+    : Fastify({ ...fastifyOptions, https: { ...tls.server, connectionsCheckingInterval } }) as unknown as FastifyInstance
   const server = app.server as HttpServer
   server.headersTimeout = config.limits.headersTimeout
   server.maxConnections = config.limits.maxConnections
@@ -324,7 +324,7 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
 
   const reloader = new Reloader({ live, upstreams, catalog, events, listsChanged: sync.listsChanged, log })
   const reload = (next: Config): Promise<ReloadReport> => reloader.reload(next)
-  const admin = createAdmin(config.admin, log, { store, upstreams, tasks, processId, problems: metrics && problems, drain: () => { closing = true }, reload: { source: options.configSource, apply: reload } })
+  const admin = createAdmin(config.admin, log, { store, upstreams, tasks, processId, problems: metrics && problems, drain: () => { closing = true }, reload: { source: options.configSource, apply: reload } }, tls.admin)
   if (metrics !== undefined && config.metrics.listener === 'admin' && admin !== undefined) registerMetricsRoute(admin, metrics, config.metrics.path)
 
   const sweepEvery = Math.min(60_000, Math.max(1000, Math.floor(config.server.sessionIdleTimeout / 4)))

@@ -1,3 +1,4 @@
+import type { ServerOptions } from 'node:https'
 import type { FastifyInstance } from 'fastify'
 import type { AdminConfig } from '../config/schema.ts'
 import type { Logger } from '../observability/logger.ts'
@@ -82,9 +83,9 @@ export function registerAdminRoutes (app: FastifyInstance, deps: AdminDeps): voi
 }
 
 /** The admin API with its routes when `admin` is configured, else undefined (no listener, no routes). */
-export function createAdmin (config: AdminConfig | undefined, log: Logger, deps: AdminDeps): FastifyInstance | undefined {
+export function createAdmin (config: AdminConfig | undefined, log: Logger, deps: AdminDeps, tls?: ServerOptions): FastifyInstance | undefined {
   if (config === undefined) return undefined
-  const app = createAdminApp(config, log)
+  const app = createAdminApp(config, log, tls)
   registerAdminRoutes(app, deps)
   if (config.dashboard) registerDashboard(app)
   return app

@@ -1,5 +1,6 @@
 import { timingSafeEqual } from 'node:crypto'
 import type { IncomingHttpHeaders } from 'node:http'
+import type { ServerOptions } from 'node:https'
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify'
 import { sha256Hex } from '../auth/bearer-tokens.ts'
 import type { AdminConfig } from '../config/schema.ts'
@@ -41,14 +42,16 @@ export function sendAdminError (reply: FastifyReply, err: GatewayError, status =
  * The admin API's own Fastify instance (listened on `admin.host`/`admin.port` by the CLI, never by
  * buildGateway). Every request, to a route or not, needs the admin token, but for the routes declared with
  * `config: { public: true }` (the dashboard's static files, which hold no data); every error is JSON from the
- * gateway's error table. Other parts of the gateway add routes to it (see registerAdminRoutes) before it listens.
+ * gateway's error table. `tls` (from admin.tls) makes it HTTPS. Other parts of the gateway add routes to it (see registerAdminRoutes) before it listens.
  */
-export function createAdminApp (config: AdminConfig, log: Logger): FastifyInstance {
-  const app: FastifyInstance = Fastify({
+export function createAdminApp (config: AdminConfig, log: Logger, tls?: ServerOptions): FastifyInstance {
+  const options = {
     loggerInstance: log.child({ component: 'admin' }) as FastifyBaseLogger,
     forceCloseConnections: true,
     bodyLimit: 64 * 1024,
-  })
+  }
+  // With admin.tls it is HTTPS; the instance is typed as the HTTP one the routes expect (same request and reply).
+  const app: FastifyInstance = tls === undefined ? Fastify(options) : Fastify({ ...options, https: tls }) as unknown as FastifyInstance
   const check = adminTokenCheck(config.tokenSha256)
   app.addHook('onRequest', async (request, reply) => {
     // The dashboard's page and script hold no data: a browser loads them without the token (it cannot send one).

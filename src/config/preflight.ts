@@ -8,7 +8,7 @@ import { upstreamPrefix, type Config, type StdioUpstreamConfig, type UpstreamCon
  * upstream's `cwd` is a directory and its `command` an executable file (a name is looked up on the PATH the
  * child gets, a path with a slash from its `cwd`), and that no two upstreams are certain to collide: the
  * same server under the same prefix with the same filters offers every name twice; and that the `server.tls`
- * files can be read.
+ * and `admin.tls` files can be read.
  */
 export function preflight (config: Config, env: Env = process.env, cwd = process.cwd()): ConfigProblem[] {
   const problems: ConfigProblem[] = []
@@ -17,6 +17,7 @@ export function preflight (config: Config, env: Env = process.env, cwd = process
   })
   problems.push(...certainCollisions(config.upstreams))
   problems.push(...unreadableFiles(config.server.tls, 'server.tls', cwd))
+  problems.push(...unreadableFiles(config.admin?.tls, 'admin.tls', cwd))
   return problems
 }
 

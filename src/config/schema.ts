@@ -275,6 +275,8 @@ const adminSchema = z.strictObject({
     .describe('hex SHA-256 of the bearer token every admin request must carry (64 hex digits), never the token itself; made like auth.tokens[].sha256, best from the environment (`tokenSha256: ${ADMIN_TOKEN_SHA256}`)'),
   dashboard: z.boolean().prefault(true)
     .describe('serve the live dashboard at /admin/dashboard; its page and script hold no data and load without the token, which the page asks for'),
+  tls: tlsSchema.optional()
+    .describe('serve the admin API over HTTPS with these certificate files (cert, key, ca as in server.tls); default: plain HTTP'),
 }).describe('the admin API (upstreams, every principal\'s tasks, cancel, drain, reload, the live dashboard) on its own listener; off unless configured')
 const metricsSchema = z.strictObject({
   enabled: z.boolean().prefault(true).describe('collect Prometheus metrics and serve them at metrics.path; `false` records nothing'),

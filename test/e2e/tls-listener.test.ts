@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Agent, fetch as undiciFetch } from 'undici'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
+import { sha256Hex } from '../../src/auth/bearer-tokens.ts'
 import { parseConfig } from '../../src/config/load.ts'
 import { buildGateway } from '../../src/gateway.ts'
 import { textOf } from '../helpers/clients.ts'
@@ -102,9 +103,31 @@ describe('server.tls.ca', () => {
   })
 })
 
-describe('server.tls files that cannot be used', () => {
-  const start = async (tls: Record<string, string>): Promise<unknown> => {
-    const config = parseConfig({ store: { kind: 'memory' }, upstreams: [demoStdio()], server: { port: 0, tls } })
+describe('TLS on the admin listener (admin.tls)', () => {
+  it('serves the admin API over HTTPS with its own certificate, still behind the admin token, while the MCP listener stays plain', async () => {
+    const agent = new Agent({ connect: { ca: readFileSync(other.cert) } })
+    const gw = await startGateway({ upstreams: [demoStdio()], admin: { port: 0, tokenSha256: sha256Hex('admin-token-tls-0123'), tls: other } })
+    try {
+      const admin = gw.gateway.admin!
+      const address = await admin.listen({ host: '127.0.0.1', port: 0 })
+      expect(address).toMatch(/^https:\/\//)
+      const upstreams = await undiciFetch(`${address}/admin/upstreams`, { dispatcher: agent, headers: { authorization: 'Bearer admin-token-tls-0123' } })
+      expect(upstreams.status).toBe(200)
+      expect(await upstreams.json()).toMatchObject({ upstreams: [{ name: 'demo' }] })
+      expect((await undiciFetch(`${address}/admin/upstreams`, { dispatcher: agent })).status).toBe(401)
+      await expect(undiciFetch(`${address.replace('https://', 'http://')}/admin/upstreams`)).rejects.toThrow()
+      expect(gw.url).toMatch(/^http:\/\//)
+    } finally {
+      await agent.close()
+      await gw.close()
+    }
+  })
+})
+
+describe('tls files that cannot be used', () => {
+  const start = async (tls: Record<string, string>, adminTls?: Record<string, string>): Promise<unknown> => {
+    const admin = adminTls === undefined ? {} : { admin: { port: 0, tokenSha256: sha256Hex('admin-token-tls-0123'), tls: adminTls } }
+    const config = parseConfig({ store: { kind: 'memory' }, upstreams: [demoStdio()], server: { port: 0, tls }, ...admin })
     const gateway = await buildGateway(config)
     await gateway.close()
     return gateway
@@ -117,6 +140,13 @@ describe('server.tls files that cannot be used', () => {
     await expect(failure).rejects.toMatchObject({ code: 'GW_ERR_CONFIG_INVALID' })
     await expect(failure).rejects.toThrow(`server.tls.cert: cannot read '${missingCert}'`)
     await expect(failure).rejects.toThrow(`server.tls.key: cannot read '${missingKey}'`)
+  })
+
+  it('names the problems of server.tls and admin.tls together', async () => {
+    const missingKey = join(dir, 'missing.key')
+    const failure = start({ cert: server.cert, key: missingKey }, { cert: server.cert, key: other.key })
+    await expect(failure).rejects.toThrow(`server.tls.key: cannot read '${missingKey}'`)
+    await expect(failure).rejects.toThrow('admin.tls: the certificate and key cannot be used')
   })
 
   it('stops the start with GW_ERR_CONFIG_INVALID when the key does not belong to the certificate', async () => {

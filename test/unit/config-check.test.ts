@@ -50,13 +50,16 @@ describe('--check', () => {
     expect(result.stderr).toMatch(/upstreams\[2\]\.cwd: '.*no-such-dir' is not a directory/)
   })
 
-  it('fails on server.tls files that cannot be read, naming each path', async () => {
+  it('fails on server.tls and admin.tls files that cannot be read, naming each path', async () => {
     const cert = join(dir, 'missing.crt')
     const key = join(dir, 'missing.key')
-    const result = await check(`server:\n  tls: { cert: ${JSON.stringify(cert)}, key: ${JSON.stringify(key)} }\nupstreams:\n  - { name: a, transport: stdio, command: node }\n`)
+    const tls = `tls: { cert: ${JSON.stringify(cert)}, key: ${JSON.stringify(key)} }`
+    const result = await check(`server:\n  ${tls}\nadmin:\n  port: 0\n  tokenSha256: ${'a'.repeat(64)}\n  ${tls}\nupstreams:\n  - { name: a, transport: stdio, command: node }\n`)
     expect(result.code).toBe(2)
     expect(result.stderr).toContain(`server.tls.cert: cannot read '${cert}'`)
     expect(result.stderr).toContain(`server.tls.key: cannot read '${key}'`)
+    expect(result.stderr).toContain(`admin.tls.cert: cannot read '${cert}'`)
+    expect(result.stderr).toContain(`admin.tls.key: cannot read '${key}'`)
   })
 
   it('fails on a command that is not executable', async () => {
