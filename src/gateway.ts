@@ -324,7 +324,7 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
 
   const reloader = new Reloader({ live, upstreams, catalog, events, listsChanged: sync.listsChanged, log })
   const reload = (next: Config): Promise<ReloadReport> => reloader.reload(next)
-  const admin = createAdmin(config.admin, log, { store, upstreams, tasks, processId, problems: metrics && problems, drain: () => { closing = true }, reload: { source: options.configSource, apply: reload } }, tls.admin)
+  const admin = createAdmin(config.admin, log, { store, upstreams, leaving: () => reloader.leaving(), tasks, processId, problems: metrics && problems, drain: () => { closing = true }, reload: { source: options.configSource, apply: reload } }, tls.admin)
   if (metrics !== undefined && config.metrics.listener === 'admin' && admin !== undefined) registerMetricsRoute(admin, metrics, config.metrics.path)
 
   const sweepEvery = Math.min(60_000, Math.max(1000, Math.floor(config.server.sessionIdleTimeout / 4)))

@@ -2,13 +2,13 @@ import type { ServerResponse } from 'node:http'
 import type { FastifyInstance } from 'fastify'
 import type { RecentProblems } from '../observability/recent-problems.ts'
 import type { SignalBus } from '../store/types.ts'
-import type { Upstream } from '../upstream/upstream.ts'
-import { describeUpstream } from './admin-routes.ts'
+import type { AdminUpstream } from './admin-routes.ts'
 import { watchTaskFeed } from './task-feed.ts'
 
 export interface AdminEventDeps {
   bus: SignalBus
-  upstreams: readonly Upstream[]
+  /** This process's upstreams as the admin API shows them. */
+  upstreams (): AdminUpstream[]
   /** This process's refusals and errors; undefined when they are not kept (metrics off). */
   problems: RecentProblems | undefined
   processId: string
@@ -68,12 +68,12 @@ export function registerAdminEvents (app: FastifyInstance, deps: AdminEventDeps)
     stops.push(watchTaskFeed(deps.bus, (message) => { if (greeted) send('task', message) }))
     await deps.bus.subscribed()
     if (!open.has(close)) return
-    let upstreams = JSON.stringify(deps.upstreams.map(describeUpstream))
+    let upstreams = JSON.stringify(deps.upstreams())
     send('hello', { processId: deps.processId, upstreams: JSON.parse(upstreams) as unknown, problems: deps.problems?.snapshot() ?? null })
     greeted = true
 
     timers.push(setInterval(() => {
-      const now = JSON.stringify(deps.upstreams.map(describeUpstream))
+      const now = JSON.stringify(deps.upstreams())
       if (now === upstreams) return
       upstreams = now
       send('upstreams', { upstreams: JSON.parse(now) as unknown })

@@ -5,6 +5,7 @@ import type { Logger } from '../observability/logger.ts'
 import type { RecentProblems } from '../observability/recent-problems.ts'
 import type { GatewayStore } from '../store/types.ts'
 import type { TaskService } from '../tasks/task-service.ts'
+import type { LeavingUpstream } from '../reload/reloader.ts'
 import type { Upstream } from '../upstream/upstream.ts'
 import { registerAdminEvents } from './admin-events.ts'
 import { createAdminApp } from './admin-server.ts'
@@ -27,6 +28,8 @@ export interface AdminUpstream {
   processes?: number
   /** Calls in flight and calls waiting for a call slot (maxConcurrentCalls). */
   calls: { active: number, waiting: number }
+  /** A configuration reload removed or replaced it (state `draining`): it finishes its calls until `graceEndsAt`. */
+  draining?: { why: LeavingUpstream['why'], graceEndsAt: string }
 }
 
 export function describeUpstream (upstream: Upstream): AdminUpstream {
@@ -44,14 +47,32 @@ export function describeUpstream (upstream: Upstream): AdminUpstream {
   }
 }
 
-/** `GET /admin/upstreams`: every configured upstream of this process with its state and load. */
-export function registerUpstreamRoutes (app: FastifyInstance, upstreams: readonly Upstream[]): void {
-  app.get('/admin/upstreams', async () => ({ upstreams: upstreams.map(describeUpstream) }))
+/** Where the admin API finds the upstreams of this process: those configured, and those a reload let go. */
+export interface AdminUpstreamSources {
+  upstreams: readonly Upstream[]
+  /** Upstreams a reload removed or replaced that still finish their calls. */
+  leaving (): readonly LeavingUpstream[]
 }
 
-export interface AdminDeps {
+/** Every configured upstream with its state and load, then every one still draining after a reload. */
+export function describeUpstreams (sources: AdminUpstreamSources): AdminUpstream[] {
+  return [
+    ...sources.upstreams.map(describeUpstream),
+    ...sources.leaving().map(({ upstream, why, graceEndsAt }) => ({
+      ...describeUpstream(upstream),
+      state: 'draining',
+      draining: { why, graceEndsAt: new Date(graceEndsAt).toISOString() },
+    })),
+  ]
+}
+
+/** `GET /admin/upstreams`: the upstreams of this process with their state and load (see describeUpstreams). */
+export function registerUpstreamRoutes (app: FastifyInstance, sources: AdminUpstreamSources): void {
+  app.get('/admin/upstreams', async () => ({ upstreams: describeUpstreams(sources) }))
+}
+
+export interface AdminDeps extends AdminUpstreamSources {
   store: GatewayStore
-  upstreams: readonly Upstream[]
   tasks: TaskService
   /** This gateway process (the owner named by the tasks it runs). */
   processId: string
@@ -68,10 +89,10 @@ export interface AdminDeps {
  * token for every route) with their own `register…(app, deps)` before the instance listens.
  */
 export function registerAdminRoutes (app: FastifyInstance, deps: AdminDeps): void {
-  registerUpstreamRoutes(app, deps.upstreams)
+  registerUpstreamRoutes(app, deps)
   registerTaskRoutes(app, { store: deps.store.tasks, tasks: deps.tasks })
   registerReloadRoute(app, deps.reload)
-  registerAdminEvents(app, { bus: deps.store.bus, upstreams: deps.upstreams, problems: deps.problems, processId: deps.processId })
+  registerAdminEvents(app, { bus: deps.store.bus, upstreams: () => describeUpstreams(deps), problems: deps.problems, processId: deps.processId })
   // This process's refusals and errors: counts since it started and the most recent ones, newest first.
   app.get('/admin/problems', async () => deps.problems?.snapshot() ?? { counts: [], recent: [] })
   // Idempotent; there is no undrain: restart the process to take requests again.

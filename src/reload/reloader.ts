@@ -8,6 +8,14 @@ import { Upstream, type UpstreamEvents } from '../upstream/upstream.ts'
 import { diffConfig, type ConfigChange } from './config-diff.ts'
 import type { LiveSettings } from './live-settings.ts'
 
+/** An upstream a reload removed or replaced, still finishing the calls it ran (`server.reloadGrace`). */
+export interface LeavingUpstream {
+  upstream: Upstream
+  why: 'removed' | 'replaced'
+  /** When what still runs on it is cancelled (ms since the epoch). */
+  graceEndsAt: number
+}
+
 /** What a reload did: the changes it applied, and the changed options that need a restart (not applied). */
 export interface ReloadReport {
   changes: ConfigChange[]
@@ -37,7 +45,7 @@ const DRAIN_CHECK_MS = 50
  */
 export class Reloader {
   readonly #deps: ReloaderDeps
-  readonly #leaving = new Map<Upstream, Promise<void>>()
+  readonly #leaving = new Map<Upstream, { drained: Promise<void>, entry: LeavingUpstream }>()
   readonly #closing = new AbortController()
   #queue: Promise<unknown> = Promise.resolve()
 
@@ -55,7 +63,12 @@ export class Reloader {
   /** Upstreams still draining after a reload are closed now (the gateway is shutting down). */
   async close (): Promise<void> {
     this.#closing.abort()
-    await Promise.all(this.#leaving.values())
+    await Promise.all([...this.#leaving.values()].map(({ drained }) => drained))
+  }
+
+  /** The upstreams that left the configuration and still finish their calls (the admin API shows them draining). */
+  leaving (): LeavingUpstream[] {
+    return [...this.#leaving.values()].map(({ entry }) => entry)
   }
 
   #apply (next: Config): ReloadReport {
@@ -105,16 +118,16 @@ export class Reloader {
       })
     }
     const grace = config.server.reloadGrace
-    for (const upstream of removed) this.#drain(upstream, grace, `a configuration reload removed it; calls still running after server.reloadGrace (${formatDuration(grace)}) were cancelled`)
-    for (const upstream of replaced) this.#drain(upstream, grace, `a configuration reload replaced it; calls still running on the previous instance after server.reloadGrace (${formatDuration(grace)}) were cancelled`)
+    for (const upstream of removed) this.#drain(upstream, 'removed', grace, `a configuration reload removed it; calls still running after server.reloadGrace (${formatDuration(grace)}) were cancelled`)
+    for (const upstream of replaced) this.#drain(upstream, 'replaced', grace, `a configuration reload replaced it; calls still running on the previous instance after server.reloadGrace (${formatDuration(grace)}) were cancelled`)
   }
 
   /** Lets the calls running on a leaving upstream end (up to `graceMs`), then closes it; what still runs fails with `reason`. */
-  #drain (upstream: Upstream, graceMs: number, reason: string): void {
+  #drain (upstream: Upstream, why: LeavingUpstream['why'], graceMs: number, reason: string): void {
     const log = this.#deps.log
     const busy = (): number => upstream.load.active + upstream.load.waiting
+    const deadline = Date.now() + graceMs
     const drained = (async () => {
-      const deadline = Date.now() + graceMs
       while (busy() > 0 && Date.now() < deadline && !this.#closing.signal.aborted) {
         await delay(Math.min(DRAIN_CHECK_MS, Math.max(1, deadline - Date.now())), undefined, { signal: this.#closing.signal }).catch(() => {})
       }
@@ -128,7 +141,7 @@ export class Reloader {
       log.info({ upstream: upstream.name, cancelled }, 'closed the previous instance of an upstream after a configuration reload')
     })().catch((err: unknown) => log.warn({ upstream: upstream.name, err }, 'could not close an upstream a reload removed'))
       .finally(() => this.#leaving.delete(upstream))
-    this.#leaving.set(upstream, drained)
+    this.#leaving.set(upstream, { drained, entry: { upstream, why, graceEndsAt: deadline } })
   }
 }
 

@@ -219,10 +219,19 @@ describe('POST /admin/reload', () => {
     expect(replaced.json<Json>()).toEqual({ status: 'applied', changes: [{ path: 'server.reloadGrace', change: 'changed' }, { path: 'upstreams.demo', change: 'replaced' }], notApplied: [] })
     await vi.waitFor(async () => { expect(await toolNames(carol)).toContain('d2__echo') }, { timeout: 20_000, interval: 50 })
     expect((await toolNames(carol)).filter((name) => name.startsWith('demo__'))).toEqual([])
+    // The admin API shows the previous instance draining, with its task's call, next to the new one.
+    const listed = (await adminOf(gw).inject({ method: 'GET', url: '/admin/upstreams', headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).json<{ upstreams: Json[] }>().upstreams
+    expect(listed).toMatchObject([
+      { name: 'demo', state: 'ready' },
+      { name: 'demo', state: 'draining', calls: { active: 1 }, draining: { why: 'replaced', graceEndsAt: expect.stringMatching(/^\d{4}-/) } },
+    ])
+    expect(listed[0]).not.toHaveProperty('draining')
     expect(((await carol.result('tools/call', { name: 'd2__echo', arguments: { text: 'new' } }).then((t) => carol.waitFor(String(t.taskId), ['completed']))).result as Json)).toMatchObject({ content: [{ text: 'new' }] })
 
     expect(await carol.result('tasks/update', { taskId, inputResponses: { [key!]: { action: 'accept', content: { name: 'Ada' } } } })).toEqual({ resultType: 'complete' })
     expect(await carol.waitFor(taskId, ['completed', 'failed', 'cancelled'])).toMatchObject({ status: 'completed', result: { content: [{ text: 'Hello, Ada!' }] } })
     await vi.waitFor(() => { expect(logged('closed the previous instance of an upstream').at(-1)).toMatchObject({ upstream: 'demo', cancelled: 0 }) }, { timeout: 10_000, interval: 20 })
+    const after = (await adminOf(gw).inject({ method: 'GET', url: '/admin/upstreams', headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).json<{ upstreams: Json[] }>().upstreams
+    expect(after.map((u) => u.state)).toEqual(['ready'])
   })
 })

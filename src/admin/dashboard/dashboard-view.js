@@ -76,7 +76,7 @@ export function renderUpstreams (upstreams) {
   replaceRows($('upstreams').tBodies[0], upstreams.map((u) => el('tr', {},
     el('th', { scope: 'row', text: u.name }),
     cell(u.transport),
-    cell(el('span', { class: `badge up-${u.state}`, text: u.state, title: u.reason ?? '' })),
+    cell(el('span', { class: `badge up-${u.state}`, text: u.state, title: u.draining === undefined ? (u.reason ?? '') : `${u.draining.why} by a configuration reload; calls still running are cancelled at ${time(u.draining.graceEndsAt)}` })),
     cell(u.era ?? '–'),
     cell(String(u.sessions), { class: 'num' }),
     cell(u.processes === undefined ? '–' : String(u.processes), { class: 'num' }),
