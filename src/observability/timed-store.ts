@@ -1,46 +1,53 @@
 import { performance } from 'node:perf_hooks'
 import type { GatewayStore, InputRecord, TaskRecord } from '../store/types.ts'
+import type { HistogramSeries } from './bucket-histogram.ts'
 import type { GatewayMetrics } from './metrics.ts'
 
 type Method = (...args: unknown[]) => unknown
 /** Told of each operation that succeeded: its arguments and what it resolved to. */
 type Hook = (args: unknown[], value: unknown) => void
 
+/** The names of the methods of `target`, its own and its classes' (a store part has methods only). */
+function methodNames (target: object): string[] {
+  const names = new Set<string>()
+  for (let level: object | null = target; level !== null && level !== Object.prototype; level = Object.getPrototypeOf(level) as object | null) {
+    for (const name of Object.getOwnPropertyNames(level)) {
+      if (name !== 'constructor' && typeof (target as Record<string, unknown>)[name] === 'function') names.add(name)
+    }
+  }
+  return [...names]
+}
+
 /**
- * `target` with every method that returns a promise timed as `<part>.<method>` (latency, and errors by
- * class); `hooks` hear what chosen operations did. Wrapped methods are made once per name.
+ * `target`'s methods, each one that returns a promise timed as `<part>.<method>` (latency, and errors by
+ * class); `hooks` hear what chosen operations did. The wrappers are made once, on a plain object: nothing
+ * is looked up per call.
  */
 function timed<T extends object> (target: T, part: string, metrics: GatewayMetrics, hooks: Partial<Record<string, Hook>> = {}): T {
-  const wrapped = new Map<PropertyKey, Method>()
-  return new Proxy(target, {
-    get (object, property) {
-      const value: unknown = Reflect.get(object, property, object)
-      if (typeof value !== 'function' || typeof property !== 'string') return value
-      let method = wrapped.get(property)
-      if (method === undefined) {
-        const original = value as Method
-        const operation = `${part}.${property}`
-        const hook = hooks[property]
-        const latency = metrics.storeOperation(operation)
-        method = (...args: unknown[]): unknown => {
-          const start = performance.now()
-          const result = original.apply(object, args)
-          if (!(result instanceof Promise)) return result
-          return result.then((resolved: unknown) => {
-            latency.observe((performance.now() - start) / 1000)
-            hook?.(args, resolved)
-            return resolved
-          }, (err: unknown) => {
-            latency.observe((performance.now() - start) / 1000)
-            metrics.storeError(operation, err)
-            throw err
-          })
-        }
-        wrapped.set(property, method)
-      }
-      return method
-    },
-  })
+  const wrapper: Record<string, Method> = {}
+  for (const name of methodNames(target)) {
+    const original = (target as Record<string, Method>)[name]!
+    const operation = `${part}.${name}`
+    const hook = hooks[name]
+    // Made at the first call: an operation never used adds no series to the exposition.
+    let latency: HistogramSeries | undefined
+    wrapper[name] = (...args: unknown[]): unknown => {
+      const start = performance.now()
+      const result = original.apply(target, args)
+      if (!(result instanceof Promise)) return result
+      const series = latency ??= metrics.storeOperation(operation)
+      // Observed beside the caller, which gets the store's own promise: no extra hop before it goes on.
+      result.then((resolved: unknown) => {
+        series.observe((performance.now() - start) / 1000)
+        hook?.(args, resolved)
+      }, (err: unknown) => {
+        series.observe((performance.now() - start) / 1000)
+        metrics.storeError(operation, err)
+      })
+      return result
+    }
+  }
+  return wrapper as T
 }
 
 /**
@@ -55,19 +62,16 @@ export function timedStore (store: GatewayStore, metrics: GatewayMetrics): Gatew
     addInput: (args) => metrics.inputQueued((args[0] as InputRecord).method),
     settleInput: (args, settled) => { if (settled === true) metrics.inputSettled(args[1] as 'answered' | 'expired') },
   })
-  const parts = {
+  return {
+    kind: store.kind,
+    shared: store.shared,
     sessions: timed(store.sessions, 'sessions', metrics),
     tasks,
     bus: timed(store.bus, 'bus', metrics),
     leases: timed(store.leases, 'leases', metrics),
     homes: timed(store.homes, 'homes', metrics),
     rateLimits: timed(store.rateLimits, 'rateLimits', metrics),
+    health: () => store.health(),
+    close: () => store.close(),
   }
-  return new Proxy(store, {
-    get (object, property) {
-      if (typeof property === 'string' && property in parts) return parts[property as keyof typeof parts]
-      const value: unknown = Reflect.get(object, property, object)
-      return typeof value === 'function' ? (value as Method).bind(object) : value
-    },
-  })
 }
