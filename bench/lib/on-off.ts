@@ -1,7 +1,8 @@
 // What sections that weigh one feature of the gateway share: two gateways in front of the same upstream, one
 // with the feature on and one with it off, each measured for synchronous tools/call (demo echo) and tasks/get
-// at BENCH_CONCURRENCY workers, in alternating rounds of BENCH_SECONDS / BENCH_ROUNDS each so that drift of the
-// machine spreads over both.
+// at BENCH_CONCURRENCY workers, in rounds of BENCH_SECONDS / BENCH_ROUNDS each that take turns so that drift of
+// the machine spreads over them. A third gateway, the same as the one with the feature off, is measured the same
+// way: how far two identical gateways differ (the A/A spread) is the noise a cost must stand out of.
 import { concurrent } from './load.ts'
 import { McpHttpSession } from './mcp-http.ts'
 import { concat, ms, summarize } from './stats.ts'
@@ -13,9 +14,9 @@ const WARMUP_MS = 1000
 const TASK_IDS = 100
 const TEXT = 'benchmark payload'
 
-export type Mode = 'on' | 'off'
+export type Mode = 'on' | 'off' | 'off again'
 export type Workload = 'sync-call' | 'tasks/get'
-const MODES: readonly Mode[] = ['on', 'off']
+const MODES: readonly Mode[] = ['on', 'off', 'off again']
 export const WORKLOADS: readonly Workload[] = ['sync-call', 'tasks/get']
 
 interface Side {
@@ -31,7 +32,7 @@ export interface OnOffOptions {
   /** What is turned on and off, for the progress lines and the table. */
   feature: string
   /** The options (beyond the store, limits and slots the comparison sets) of the gateway in each mode. */
-  gateway (mode: Mode): Pick<GatewayOptions, 'metrics' | 'tracing'>
+  gateway (mode: 'on' | 'off'): Pick<GatewayOptions, 'metrics' | 'tracing'>
   /** Runs after the measurement with the gateway that has the feature on, while both still run. */
   measured? (on: GatewayHandle): Promise<void>
 }
@@ -42,6 +43,8 @@ export interface OnOffResult {
   rows: string[][]
   /** Throughput with the feature on ÷ throughput with it off, per workload. */
   ratio: Record<Workload, number>
+  /** Throughput of the second gateway with the feature off ÷ the first's: 1 but for the noise of the machine. */
+  spread: Record<Workload, number>
   data: Record<string, unknown>
 }
 
@@ -69,7 +72,7 @@ export async function compareOnOff (ctx: BenchContext, options: OnOffOptions): P
     for (const mode of MODES) {
       const gateway = await ctx.startGateway({
         store: 'memory',
-        ...options.gateway(mode),
+        ...options.gateway(mode === 'on' ? 'on' : 'off'),
         tasks: { maxActivePerPrincipal: 10 * TASK_IDS },
         // The tasks hold call slots for their whole (hour-long) run: the sync calls need slots of their own.
         upstream: { maxConcurrentCalls: TASK_IDS + 2 * workers, maxQueuedCalls: 10 * TASK_IDS },
@@ -85,8 +88,8 @@ export async function compareOnOff (ctx: BenchContext, options: OnOffOptions): P
         await concurrent(driver(side, workload), workers, WARMUP_MS)
       }
       for (let round = 0; round < settings.rounds; round++) {
-        // Alternate which side goes first, so neither always runs on the warmer machine.
-        const order = round % 2 === 0 ? sides : [...sides].reverse()
+        // Each round another side goes first, so none always runs on the warmer machine.
+        const order = [...sides.slice(round % sides.length), ...sides.slice(0, round % sides.length)]
         for (const side of order) {
           ctx.log(`${options.section} round ${round + 1}/${settings.rounds}: ${workload}, ${options.feature} ${side.mode}, ${workers} workers for ${(slice / 1000).toFixed(1)} s`)
           const window = await measureWindow(ctx, side.gateway, () => concurrent(driver(side, workload), workers, slice))
@@ -105,6 +108,7 @@ export async function compareOnOff (ctx: BenchContext, options: OnOffOptions): P
   const rows: string[][] = []
   const data: Record<string, unknown> = { workers }
   const ratio = {} as Record<Workload, number>
+  const spread = {} as Record<Workload, number>
   for (const workload of WORKLOADS) {
     const rate: Partial<Record<Mode, number>> = {}
     for (const mode of MODES) {
@@ -116,6 +120,7 @@ export async function compareOnOff (ctx: BenchContext, options: OnOffOptions): P
       data[key(mode, workload)] = { requests: t.calls, requestsPerSecond: rate[mode], latency, gatewayCpuUsPerRequest: gatewayUs }
     }
     ratio[workload] = rate.on! / rate.off!
+    spread[workload] = rate['off again']! / rate.off!
   }
-  return { workers, rows, ratio, data }
+  return { workers, rows, ratio, spread, data }
 }

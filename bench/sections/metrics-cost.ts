@@ -1,6 +1,6 @@
-// Section "metrics-cost": what keeping Prometheus metrics costs. Two gateways in front of the same upstream,
-// one with metrics on (served at /metrics on the main listener) and one with metrics off, compared as
-// bench/lib/on-off.ts does (sync tools/call and tasks/get, alternating rounds).
+// Section "metrics-cost": what keeping Prometheus metrics costs. Gateways in front of the same upstream, one
+// with metrics on (served at /metrics on the main listener) and two with metrics off, compared as
+// bench/lib/on-off.ts does (sync tools/call and tasks/get, rounds taking turns, the A/A spread beside the cost).
 // Budget (issue 13): metrics cost under 5 % of throughput, for each of the two workloads.
 import { request } from 'undici'
 import { compareOnOff, ON_OFF_HEAD, WORKLOADS } from '../lib/on-off.ts'
@@ -20,7 +20,7 @@ async function scrapeBytes (gateway: GatewayHandle): Promise<number> {
 async function run (ctx: BenchContext): Promise<SectionResult> {
   const { settings } = ctx
   let metricsBytes = 0
-  const { workers, rows, ratio, data } = await compareOnOff(ctx, {
+  const { workers, rows, ratio, spread, data } = await compareOnOff(ctx, {
     section: 'metrics-cost',
     feature: 'metrics',
     gateway: (mode) => ({ metrics: mode === 'on' ? { enabled: true, listener: 'main' } : { enabled: false } }),
@@ -29,6 +29,7 @@ async function run (ctx: BenchContext): Promise<SectionResult> {
   const checks = WORKLOADS.map((workload) => {
     const cost = 1 - ratio[workload]
     data[`${workload} cost`] = cost
+    data[`${workload} A/A spread`] = 1 - spread[workload]
     return {
       budget: `metrics cost, ${workload} throughput (${workers} workers)`,
       limit: `< ${COST_LIMIT * 100} %`,
@@ -38,13 +39,14 @@ async function run (ctx: BenchContext): Promise<SectionResult> {
   })
   return {
     tables: [{
-      title: `metrics on vs off, ${workers} workers, ${settings.seconds} s per gateway and workload in ${settings.rounds} alternating rounds`,
+      title: `metrics on vs off (and a second gateway with metrics off), ${workers} workers, ${settings.seconds} s per gateway and workload in ${settings.rounds} rounds taking turns`,
       head: ON_OFF_HEAD.map((name) => name === 'feature' ? 'metrics' : name),
       rows,
     }],
     checks,
     notes: [
       'cost = 1 − (requests/s with metrics on ÷ requests/s with metrics off); negative when the run with metrics on happened to be faster (noise of the machine)',
+      ...WORKLOADS.map((workload) => `${workload}: A/A spread (two gateways with metrics off) ${((1 - spread[workload]) * 100).toFixed(1)} %: a cost within it cannot be told from noise`),
       `the gateway with metrics on served a ${metricsBytes}-byte /metrics page after the run`,
     ],
     data: { ...data, metricsBytes },

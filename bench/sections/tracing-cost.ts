@@ -2,7 +2,7 @@
 // upstream, both with metrics on (served at /metrics on the main listener); one also traces every request
 // (sampleRatio 1: a server span per request, a client span per upstream request) and exports the spans as
 // OTLP/HTTP JSON to a collector stub in the bench process on loopback, the other has tracing off; compared
-// as bench/lib/on-off.ts does (sync tools/call and tasks/get, alternating rounds).
+// as bench/lib/on-off.ts does (sync tools/call and tasks/get, rounds taking turns, the A/A spread beside the cost).
 // No budget in the design: the ratio of throughputs (on ÷ off) and the latencies are reported.
 import { once } from 'node:events'
 import { createServer, type Server } from 'node:http'
@@ -48,7 +48,7 @@ async function run (ctx: BenchContext): Promise<SectionResult> {
   const collector = new CollectorStub()
   const endpoint = await collector.listen()
   try {
-    const { workers, rows, ratio, data } = await compareOnOff(ctx, {
+    const { workers, rows, ratio, spread, data } = await compareOnOff(ctx, {
       section: 'tracing-cost',
       feature: 'tracing',
       gateway: (mode) => ({
@@ -59,13 +59,13 @@ async function run (ctx: BenchContext): Promise<SectionResult> {
     })
     const ratios = WORKLOADS.map((workload) => {
       data[`${workload} ratio`] = ratio[workload]
-      return `${workload}: throughput with tracing on is ${(ratio[workload] * 100).toFixed(1)} % of tracing off (cost ${((1 - ratio[workload]) * 100).toFixed(1)} %)`
+      return `${workload}: throughput with tracing on is ${(ratio[workload] * 100).toFixed(1)} % of tracing off (cost ${((1 - ratio[workload]) * 100).toFixed(1)} %; A/A spread of two gateways with tracing off ${((1 - spread[workload]) * 100).toFixed(1)} %)`
     })
     // The gateway sends its last spans as it closes: the counts below are all it exported.
     Object.assign(data, { exports: collector.exports, exportedBytes: collector.bytes, exportedSpans: collector.spans })
     return {
       tables: [{
-        title: `tracing on (sampling 100 %, OTLP/HTTP JSON to a loopback collector) vs off, metrics on in both, ${workers} workers, ${settings.seconds} s per gateway and workload in ${settings.rounds} alternating rounds`,
+        title: `tracing on (sampling 100 %, OTLP/HTTP JSON to a loopback collector) vs off, metrics on in both, ${workers} workers, ${settings.seconds} s per gateway and workload in ${settings.rounds} rounds taking turns`,
         head: ON_OFF_HEAD.map((name) => name === 'feature' ? 'tracing' : name),
         rows,
       }],
