@@ -69,7 +69,7 @@ function section<T extends object> (name: string, before: T, after: T, live: rea
   return result as T
 }
 
-/** A section read only at start: any change of it needs a restart. */
+/** A section read only at start, whose every change needs a restart. */
 function startOnly<T> (name: string, before: T, after: T, restartOnly: string[]): T {
   if (before === undefined || after === undefined || typeof before !== 'object' || typeof after !== 'object' || before === null || after === null) {
     if (!same(before, after)) restartOnly.push(name)
