@@ -1,23 +1,15 @@
 import { randomUUID } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import type { GatewayStore, HomeStore } from '../../src/store/types.ts'
+import { freshStoreEachTest } from './fresh-store.ts'
 
 /** Client homes (which process serves a client's upstream sessions); runs unchanged against each backend. */
 export function homeStoreContract (name: string, create: () => Promise<GatewayStore>): void {
   describe(`store contract (client homes): ${name}`, () => {
-    let gateway: GatewayStore
     let homes: HomeStore
     const client = (): string => `session:${randomUUID()}`
-
-    beforeEach(async () => {
-      gateway = await create()
-      homes = gateway.homes
-    })
-
-    afterEach(async () => {
-      await gateway.close()
-    })
+    freshStoreEachTest(create, (opened) => { homes = opened.homes })
 
     it('gives a client without a home to the first claimant, and exactly one of two racing claims wins', async () => {
       const key = client()

@@ -1,19 +1,13 @@
-import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import type { GatewayStore } from '../../src/store/types.ts'
 import { completed, T0, task } from './task-records.ts'
+import { freshStoreEachTest } from './fresh-store.ts'
 
 /** Task owners and process leases (failover between gateway processes); runs unchanged against each backend. */
 export function ownershipContract (name: string, create: () => Promise<GatewayStore>): void {
   describe(`store contract (owners, leases): ${name}`, () => {
     let store: GatewayStore
-
-    beforeEach(async () => {
-      store = await create()
-    })
-
-    afterEach(async () => {
-      await store.close()
-    })
+    freshStoreEachTest(create, (opened) => { store = opened })
 
     it('lists the unfinished, live tasks of an owner, oldest first', async () => {
       const later = task({ owner: 'gw-a', createdAt: T0 + 5 })

@@ -1,19 +1,15 @@
 import { randomUUID } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import type { GatewayStore, RateLimitStore } from '../../src/store/types.ts'
+import { freshStoreEachTest } from './fresh-store.ts'
 
 /** The token-bucket contract, run against every backend with the backend's own clock. */
 export function rateLimitStoreContract (backends: Record<string, () => Promise<GatewayStore>>): void {
   for (const [name, create] of Object.entries(backends)) {
     describe(`RateLimitStore contract: ${name}`, () => {
-      let gateway: GatewayStore
       let store: RateLimitStore
-      beforeEach(async () => {
-        gateway = await create()
-        store = gateway.rateLimits
-      })
-      afterEach(async () => { await gateway.close() })
+      freshStoreEachTest(create, (opened) => { store = opened.rateLimits })
 
       it('take() lets a burst of `burst` through, then names the wait for the next token', async () => {
         const key = `ip:${randomUUID()}`

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto'
-import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import type { GatewayStore, SessionRecord } from '../../src/store/types.ts'
+import { freshStoreEachTest } from './fresh-store.ts'
 
 function session (overrides: Partial<SessionRecord> = {}): SessionRecord {
   const id = randomUUID()
@@ -20,14 +21,7 @@ function session (overrides: Partial<SessionRecord> = {}): SessionRecord {
 export function sessionStoreContract (name: string, create: () => Promise<GatewayStore>): void {
   describe(`store contract (sessions, bus): ${name}`, () => {
     let store: GatewayStore
-
-    beforeEach(async () => {
-      store = await create()
-    })
-
-    afterEach(async () => {
-      await store.close()
-    })
+    freshStoreEachTest(create, (opened) => { store = opened })
 
     it('get() returns null for an unknown id', async () => {
       expect(await store.sessions.get(randomUUID())).toBeNull()

@@ -1,22 +1,14 @@
 import { randomUUID } from 'node:crypto'
-import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import type { GatewayStore, TaskOutcome, TaskRecord, TaskStore } from '../../src/store/types.ts'
 import { completed, input, T0, task } from './task-records.ts'
+import { freshStoreEachTest } from './fresh-store.ts'
 
 /** The behaviour every store must show for the input queues of tasks; runs unchanged against each backend. */
 export function taskInputStoreContract (name: string, create: () => Promise<GatewayStore>): void {
   describe(`store contract (task inputs): ${name}`, () => {
-    let gateway: GatewayStore
     let store: TaskStore
-
-    beforeEach(async () => {
-      gateway = await create()
-      store = gateway.tasks
-    })
-
-    afterEach(async () => {
-      await gateway.close()
-    })
+    freshStoreEachTest(create, (opened) => { store = opened.tasks })
 
     async function created (overrides: Partial<TaskRecord> = {}): Promise<TaskRecord> {
       const record = task(overrides)

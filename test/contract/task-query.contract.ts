@@ -1,21 +1,13 @@
-import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import type { GatewayStore, TaskCursor, TaskQuery, TaskRecord, TaskStore } from '../../src/store/types.ts'
 import { completed, T0, task } from './task-records.ts'
+import { freshStoreEachTest } from './fresh-store.ts'
 
 /** The operator's query over the tasks of every principal (the admin API); runs unchanged against each backend. */
 export function taskQueryContract (name: string, create: () => Promise<GatewayStore>): void {
   describe(`store contract (tasks of every principal): ${name}`, () => {
-    let gateway: GatewayStore
     let store: TaskStore
-
-    beforeEach(async () => {
-      gateway = await create()
-      store = gateway.tasks
-    })
-
-    afterEach(async () => {
-      await gateway.close()
-    })
+    freshStoreEachTest(create, (opened) => { store = opened.tasks })
 
     async function created (overrides: Partial<TaskRecord>): Promise<TaskRecord> {
       const record = task(overrides)

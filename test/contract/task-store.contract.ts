@@ -1,23 +1,15 @@
 import { randomUUID } from 'node:crypto'
-import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import type { GatewayStore, TaskRecord, TaskStore } from '../../src/store/types.ts'
 import { sourcesOf } from '../../src/tasks/task-state.ts'
 import { completed, input, rpcFailure, T0, task } from './task-records.ts'
+import { freshStoreEachTest } from './fresh-store.ts'
 
 /** The behaviour every store must show for tasks and input queues; runs unchanged against each backend. */
 export function taskStoreContract (name: string, create: () => Promise<GatewayStore>): void {
   describe(`store contract (tasks, inputs): ${name}`, () => {
-    let gateway: GatewayStore
     let store: TaskStore
-
-    beforeEach(async () => {
-      gateway = await create()
-      store = gateway.tasks
-    })
-
-    afterEach(async () => {
-      await gateway.close()
-    })
+    freshStoreEachTest(create, (opened) => { store = opened.tasks })
 
     async function created (overrides: Partial<TaskRecord> = {}): Promise<TaskRecord> {
       const record = task(overrides)

@@ -1,23 +1,15 @@
 import { randomUUID } from 'node:crypto'
-import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { TIMELINE_LIMIT } from '../../src/store/task-timeline.ts'
 import type { GatewayStore, TaskStore } from '../../src/store/types.ts'
 import { completed, input, T0, task } from './task-records.ts'
+import { freshStoreEachTest } from './fresh-store.ts'
 
 /** Each task's timeline, written by the store with the change it records; runs unchanged against each backend. */
 export function taskTimelineContract (name: string, create: () => Promise<GatewayStore>): void {
   describe(`store contract (task timelines): ${name}`, () => {
-    let gateway: GatewayStore
     let store: TaskStore
-
-    beforeEach(async () => {
-      gateway = await create()
-      store = gateway.tasks
-    })
-
-    afterEach(async () => {
-      await gateway.close()
-    })
+    freshStoreEachTest(create, (opened) => { store = opened.tasks })
 
     it('starts a task\'s timeline with its creation by its owner; an unknown task has none', async () => {
       const record = task({ owner: 'gw-a' })
