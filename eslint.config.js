@@ -1,4 +1,6 @@
 import neostandard from 'neostandard'
+import { createNodeResolver, importX } from 'eslint-plugin-import-x'
+import { layerZones } from './eslint.layers.js'
 
 export default [
   ...neostandard({ ts: true, ignores: ['dist/**', 'node_modules/**', 'data/**', 'coverage/**'] }),
@@ -13,5 +15,12 @@ export default [
     files: ['src/**/*.ts'],
     ignores: ['src/demo/**'],
     rules: { 'no-console': 'error' },
+  },
+  {
+    // The folders of src/ are layers (docs/architecture.md): an import never points to a higher one.
+    files: ['src/**/*.ts'],
+    plugins: { 'import-x': importX },
+    settings: { 'import-x/resolver-next': [createNodeResolver({ extensions: ['.ts', '.js'] })] },
+    rules: { 'import-x/no-restricted-paths': ['error', { zones: layerZones() }] },
   },
 ]

@@ -6,7 +6,7 @@ import type { Config } from './config/schema.ts'
 import { GatewayError, errorMessage } from './errors.ts'
 import { buildGateway, type Gateway } from './gateway.ts'
 import { createLogger, type Logger } from './observability/logger.ts'
-import { GATEWAY_INFO } from './protocol/versions.ts'
+import { GATEWAY_INFO } from './wire/versions.ts'
 import { logRejectedReload } from './reload/reloader.ts'
 
 const HELP = `mcp-task-gateway ${GATEWAY_INFO.version}: one MCP endpoint in front of many MCP servers; any tool can run as a task.

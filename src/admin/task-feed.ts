@@ -1,4 +1,4 @@
-import type { JsonObject } from '../protocol/jsonrpc.ts'
+import type { JsonObject } from '../wire/jsonrpc.ts'
 import type { BusHandler, SignalBus, TaskRecord } from '../store/types.ts'
 import type { TaskEvents } from '../tasks/task-events.ts'
 import { summarize, type AdminTaskSummary } from './task-view.ts'

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify'
 import { GatewayError } from '../errors.ts'
 import type { TaskStore } from '../store/types.ts'
-import { isTerminal } from '../tasks/task-state.ts'
+import { isTerminal } from '../wire/task-state.ts'
 import type { TaskService } from '../tasks/task-service.ts'
 import { detail, encodeCursor, parseTaskList, summarize } from './task-view.ts'
 

@@ -1,7 +1,7 @@
 import { GatewayError } from '../errors.ts'
-import type { JsonObject } from '../protocol/jsonrpc.ts'
-import type { InputRecord, TaskCursor, TaskEvent, TaskOutcome, TaskQuery, TaskRecord, TaskStatus } from '../store/types.ts'
-import { TASK_STATUSES } from '../tasks/task-state.ts'
+import type { JsonObject } from '../wire/jsonrpc.ts'
+import type { InputRecord, TaskCursor, TaskEvent, TaskOutcome, TaskQuery, TaskRecord } from '../store/types.ts'
+import { TASK_STATUSES, type TaskStatus } from '../wire/task-state.ts'
 
 /** Tasks per page of `GET /admin/tasks` unless `limit` says otherwise, and the most one page may hold. */
 export const DEFAULT_LIMIT = 50

@@ -1,5 +1,5 @@
 import type { AuthConfig } from '../config/schema.ts'
-import { compileFilter } from '../catalog/name-filter.ts'
+import { compileFilter } from '../config/name-filter.ts'
 
 /**
  * What one caller may use. With no `auth.permissions` every caller may use everything; otherwise an

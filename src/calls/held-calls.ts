@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import { GatewayError } from '../errors.ts'
-import type { JsonObject } from '../protocol/jsonrpc.ts'
+import type { JsonObject } from '../wire/jsonrpc.ts'
 import type { InputMethod } from '../upstream/call-attribution.ts'
 
 /** What a modern client gets back from one leg of a call: the result, or the input it must provide. */

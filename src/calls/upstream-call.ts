@@ -1,5 +1,5 @@
 import { GatewayError } from '../errors.ts'
-import type { JsonObject } from '../protocol/jsonrpc.ts'
+import type { JsonObject } from '../wire/jsonrpc.ts'
 import { isInputMethod, type InflightCall } from '../upstream/call-attribution.ts'
 import type { SessionRequestOptions, UpstreamSession } from '../upstream/upstream-session.ts'
 

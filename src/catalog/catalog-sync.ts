@@ -1,6 +1,6 @@
 import { errorMessage, GatewayError } from '../errors.ts'
 import type { Logger } from '../observability/logger.ts'
-import type { JsonObject, RpcNotification } from '../protocol/jsonrpc.ts'
+import type { JsonObject, RpcNotification } from '../wire/jsonrpc.ts'
 import type { InputMethod } from '../upstream/call-attribution.ts'
 import { clientSupports } from '../upstream/client-ref.ts'
 import type { UpstreamEvents } from '../upstream/upstream.ts'

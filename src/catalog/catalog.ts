@@ -7,7 +7,7 @@ import type { ClientRef } from '../upstream/client-ref.ts'
 import { GATEWAY_CLIENT, type Upstream } from '../upstream/upstream.ts'
 import type { UpstreamSession } from '../upstream/upstream-session.ts'
 import { CatalogView, type RemovedUpstream, type ViewPart } from './catalog-view.ts'
-import { compileFilter } from './name-filter.ts'
+import { compileFilter } from '../config/name-filter.ts'
 import { fetchSnapshot, type UpstreamSnapshot } from './snapshot.ts'
 
 export type ListChange = 'tools' | 'prompts' | 'resources'

@@ -1,6 +1,6 @@
-import { mapUpstreamError } from '../calls/upstream-errors.ts'
+import { mapUpstreamError } from '../upstream/upstream-errors.ts'
 import type { Logger } from '../observability/logger.ts'
-import type { JsonObject, RpcNotification } from '../protocol/jsonrpc.ts'
+import type { JsonObject, RpcNotification } from '../wire/jsonrpc.ts'
 import type { ClientRef } from '../upstream/client-ref.ts'
 import { GATEWAY_CLIENT, GATEWAY_KEY, type SessionLease, type Upstream } from '../upstream/upstream.ts'
 import type { UpstreamSession } from '../upstream/upstream-session.ts'

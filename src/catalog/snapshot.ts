@@ -1,7 +1,7 @@
-import type { JsonObject } from '../protocol/jsonrpc.ts'
+import type { JsonObject } from '../wire/jsonrpc.ts'
 import type { UpstreamSession } from '../upstream/upstream-session.ts'
 import type { TaskSupport } from '../config/schema.ts'
-import { exposedName } from './name-filter.ts'
+import { exposedName } from '../config/name-filter.ts'
 
 /** One entry of an upstream's list as the gateway exposes it, and the upstream's own key for it. */
 export interface SnapshotItem {

@@ -4,7 +4,7 @@ import type { Handler, MethodTable, RequestContext } from '../dispatch/context.t
 import { GatewayError } from '../errors.ts'
 import type { Logger } from '../observability/logger.ts'
 import type { GatewayTracing } from '../observability/tracing.ts'
-import { isObject, type JsonObject, type RpcMessage } from '../protocol/jsonrpc.ts'
+import { isObject, type JsonObject, type RpcMessage } from '../wire/jsonrpc.ts'
 import type { SessionRecord } from '../store/types.ts'
 import type { InputMethod } from '../upstream/call-attribution.ts'
 import type { ClientRef } from '../upstream/client-ref.ts'

@@ -1,7 +1,7 @@
 import type { Caller } from '../auth/access.ts'
 import type { Logger } from '../observability/logger.ts'
 import type { RequestTrace } from '../observability/request-trace.ts'
-import type { JsonObject, RequestId, RpcMessage } from '../protocol/jsonrpc.ts'
+import type { JsonObject, RequestId, RpcMessage } from '../wire/jsonrpc.ts'
 import type { SessionRecord } from '../store/types.ts'
 import type { ClientRef } from '../upstream/client-ref.ts'
 

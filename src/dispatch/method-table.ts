@@ -3,12 +3,12 @@ import type { CatalogKind, Route } from '../catalog/catalog-view.ts'
 import type { ResourceSubscriptions } from '../catalog/resource-subscriptions.ts'
 import type { CallEngine } from '../calls/call-engine.ts'
 import { forwardedAuthorization } from '../calls/call-engine.ts'
-import { mapUpstreamError } from '../calls/upstream-errors.ts'
+import { mapUpstreamError } from '../upstream/upstream-errors.ts'
 import { GatewayError, RpcError } from '../errors.ts'
-import type { JsonObject } from '../protocol/jsonrpc.ts'
+import type { JsonObject } from '../wire/jsonrpc.ts'
 import type { Handler, MethodTable, RequestContext } from './context.ts'
 import { paginate } from './pagination.ts'
-import { requireObject, requireString, withoutProgressToken } from './params.ts'
+import { requireObject, requireString, withoutProgressToken } from '../wire/params.ts'
 
 export interface MethodTableDeps {
   catalog: Catalog

@@ -1,6 +1,6 @@
 import { GatewayError } from '../errors.ts'
-import type { JsonObject } from '../protocol/jsonrpc.ts'
-import { optionalString } from './params.ts'
+import type { JsonObject } from '../wire/jsonrpc.ts'
+import { optionalString } from '../wire/params.ts'
 
 /** Cuts a list into pages with opaque cursors; a cursor that does not decode is -32602. */
 export function paginate (items: readonly JsonObject[], params: JsonObject, pageSize: number): { page: JsonObject[], nextCursor?: string } {

@@ -5,7 +5,7 @@ import { sendHttpError, type LegacyEndpoint } from '../protocol/legacy/legacy-en
 import { ANONYMOUS_CALLER, type Caller } from '../auth/access.ts'
 import type { Authenticator } from '../auth/bearer-tokens.ts'
 import { isModernMessage, MODERN_PROTOCOL_VERSIONS } from '../protocol/modern/envelope.ts'
-import type { RequestId } from '../protocol/jsonrpc.ts'
+import type { RequestId } from '../wire/jsonrpc.ts'
 import type { ModernEndpoint } from '../protocol/modern/modern-endpoint.ts'
 import { RateLimitError, type RateLimiter } from '../limits/rate-limiter.ts'
 import { answerOptions, ENDPOINT_METHODS } from './cors.ts'

@@ -3,7 +3,7 @@ import type { LimitsConfig } from '../config/schema.ts'
 import { GatewayError } from '../errors.ts'
 import type { Logger } from '../observability/logger.ts'
 import type { RateLimitStore } from '../store/types.ts'
-import { retryAfterSeconds, type BucketLimit } from './token-bucket.ts'
+import { retryAfterSeconds, type BucketLimit } from '../store/token-bucket.ts'
 
 /** Least time between two warnings that limits are not enforced (the store being unavailable). */
 const WARN_EVERY_MS = 10_000

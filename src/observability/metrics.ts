@@ -1,16 +1,32 @@
 import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client'
 import { BucketHistogram, type HistogramSeries } from './bucket-histogram.ts'
 import { GatewayError, RpcError } from '../errors.ts'
-import type { TaskRecord } from '../store/types.ts'
-import { isTerminal } from '../tasks/task-state.ts'
-import type { Upstream, UpstreamState } from '../upstream/upstream.ts'
+import { isTerminal, type TaskStatus } from '../wire/task-state.ts'
 import type { RecentProblems } from './recent-problems.ts'
 
 /** Request latency buckets (seconds): sub-millisecond polls up to minute-long synchronous calls. */
 const REQUEST_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300]
 /** Task lifetime buckets (seconds): tasks run from a fraction of a second to hours. */
 const TASK_BUCKETS = [0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600, 4 * 3600, 24 * 3600]
-const UPSTREAM_STATES: readonly UpstreamState[] = ['starting', 'ready', 'down', 'closed']
+const UPSTREAM_STATES = ['starting', 'ready', 'down', 'closed'] as const
+
+/** What the gauges read of an upstream at scrape time (an `Upstream` is one). */
+export interface MeteredUpstream {
+  readonly name: string
+  readonly state: typeof UPSTREAM_STATES[number]
+  readonly config: { readonly transport: string }
+  readonly load: { readonly sessions: number, readonly active: number, readonly waiting: number }
+  /** Reconnect attempts scheduled since start. */
+  readonly reconnects: number
+}
+
+/** What the task counters read of a task (a stored `TaskRecord` is one). */
+export interface MeteredTask {
+  readonly id: string
+  readonly era: string
+  readonly status: TaskStatus
+  readonly createdAt: number
+}
 const INPUT_METHODS = new Set(['elicitation/create', 'sampling/createMessage', 'roots/list'])
 /** The request methods of both eras: the `method` label; any other method a client sends counts as `other`. */
 const MCP_METHODS: ReadonlySet<string> = new Set([
@@ -42,7 +58,7 @@ export function methodLabel (body: unknown): string {
 
 /** What the gauges of current state read at scrape time. */
 export interface MetricSources {
-  upstreams: readonly Upstream[]
+  upstreams: readonly MeteredUpstream[]
   /** SSE streams this process holds open. */
   streams (): number
   /** Whether this process still runs the task (its runner holds it). */
@@ -125,7 +141,7 @@ export class GatewayMetrics {
       },
     }))
     this.#scraped.push(new Gauge({ name: 'gateway_sse_streams_open', help: 'SSE streams this process holds open', registers, collect () { this.set(sources.streams()) } }))
-    const perUpstream = (name: string, help: string, read: (upstream: Upstream) => number | undefined): void => {
+    const perUpstream = (name: string, help: string, read: (upstream: MeteredUpstream) => number | undefined): void => {
       this.#scraped.push(new Gauge({
         name,
         help,
@@ -218,12 +234,12 @@ export class GatewayMetrics {
     this.#storeErrors.inc({ backend: this.#backend, operation, class: errorClass(err) })
   }
 
-  taskCreated (task: TaskRecord): void {
+  taskCreated (task: MeteredTask): void {
     this.#tasksCreated.inc({ era: task.era })
   }
 
   /** A task moved to `task.status` at `now` (a compare-and-set that won). */
-  taskMoved (task: TaskRecord, now: number): void {
+  taskMoved (task: MeteredTask, now: number): void {
     const since = this.#inputSince.get(task.id)
     if (task.status === 'input_required') {
       if (since === undefined) this.#inputSince.set(task.id, now)

@@ -1,7 +1,6 @@
 import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type Link, type Span } from '@opentelemetry/api'
 import { GatewayError, RpcError } from '../errors.ts'
-import type { TaskRecord } from '../store/types.ts'
-import { storedTraceContext, traceparentOf } from './trace-context.ts'
+import { storedTraceContext, traceparentOf, type TracedTask } from './trace-context.ts'
 import type { GatewayTracing, TraceParent } from './tracing.ts'
 
 /** The class of an error, for `error.type`: the gateway's code, the JSON-RPC code, or the error's name. */
@@ -74,7 +73,7 @@ export class RequestTrace implements TraceParent {
    * The request concerns `task`: it joins the task's trace when its client sent no trace context (and the
    * span is not made yet), else it links to it.
    */
-  task (task: TaskRecord): void {
+  task (task: TracedTask): void {
     this.#set({ 'gateway.task.id': task.id, 'gateway.upstream': task.upstream })
     const context = storedTraceContext(task.traceContext)
     if (context === undefined) return
@@ -89,7 +88,7 @@ export class RequestTrace implements TraceParent {
   }
 
   /** This request created `task`: its span becomes the task's root; returns the traceparent to store with it. */
-  created (task: Pick<TaskRecord, 'id' | 'upstream'>, tool: string | undefined): string | null {
+  created (task: Pick<TracedTask, 'id' | 'upstream'>, tool: string | undefined): string | null {
     this.#set({ 'gateway.task.id': task.id })
     this.target(task.upstream, tool)
     return traceparentOf(this.#materialize())

@@ -1,7 +1,17 @@
 import type { IncomingHttpHeaders } from 'node:http'
 import { ROOT_CONTEXT, defaultTextMapGetter, defaultTextMapSetter, trace, type Context, type Span } from '@opentelemetry/api'
 import { W3CTraceContextPropagator } from '@opentelemetry/core'
-import type { JsonObject } from '../protocol/jsonrpc.ts'
+import type { JsonObject } from '../wire/jsonrpc.ts'
+
+/** What a span reads of a task (a stored `TaskRecord` is one). */
+export interface TracedTask {
+  readonly id: string
+  readonly upstream: string
+  readonly tool: string
+  readonly era: string
+  /** The W3C trace context stored with the task, or null. */
+  readonly traceContext: string | null
+}
 
 /**
  * W3C trace context as MCP carries it: the `traceparent` and `tracestate` HTTP headers, and the same keys in

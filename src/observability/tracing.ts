@@ -5,10 +5,10 @@ import { BatchSpanProcessor, NodeTracerProvider, ParentBasedSampler, TraceIdRati
 import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions'
 import type { IncomingHttpHeaders } from 'node:http'
 import type { TracingConfig, UpstreamConfig } from '../config/schema.ts'
-import type { JsonObject } from '../protocol/jsonrpc.ts'
-import type { TaskRecord, TaskStatus } from '../store/types.ts'
+import type { JsonObject } from '../wire/jsonrpc.ts'
+import type { TaskStatus } from '../wire/task-state.ts'
 import { failSpan, RequestTrace } from './request-trace.ts'
-import { carrierOf, clientTraceContext, storedTraceContext, type TraceCarrier } from './trace-context.ts'
+import { carrierOf, clientTraceContext, storedTraceContext, type TraceCarrier, type TracedTask } from './trace-context.ts'
 
 /** The version the gateway reports as service.version (package.json's). */
 const GATEWAY_VERSION = '0.1.0'
@@ -104,7 +104,7 @@ export class GatewayTracing {
   }
 
   /** The span of one run of a task on this process: a child of the span that created the task. */
-  taskRun (task: TaskRecord): TaskRunTrace {
+  taskRun (task: TracedTask): TaskRunTrace {
     const span = this.tracer.startSpan('task run', {
       kind: SpanKind.INTERNAL,
       attributes: { 'gateway.task.id': task.id, 'gateway.upstream': task.upstream, 'gen_ai.tool.name': task.tool, 'gateway.era': task.era },

@@ -1,4 +1,5 @@
-import type { InputRecord, TaskEvent, TaskPatch, TaskRecord, TaskStatus } from './types.ts'
+import type { InputRecord, TaskEvent, TaskPatch, TaskRecord } from './types.ts'
+import type { TaskStatus } from '../wire/task-state.ts'
 
 /**
  * The entries of a task's timeline, built the same way for every backend: each store writes the entry in the

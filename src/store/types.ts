@@ -1,4 +1,5 @@
-import type { JsonObject } from '../protocol/jsonrpc.ts'
+import type { JsonObject } from '../wire/jsonrpc.ts'
+import type { TaskStatus } from '../wire/task-state.ts'
 import type { WireError } from '../errors.ts'
 
 /**
@@ -37,8 +38,6 @@ export interface SessionStore {
   /** Sessions of `principal` that exist (not deleted, not swept), counted up to `atMost` (enough to check a limit). */
   countOf (principal: string, atMost: number): Promise<number>
 }
-
-export type TaskStatus = 'working' | 'input_required' | 'completed' | 'failed' | 'cancelled'
 
 /** The raw outcome of the upstream call, exactly as the upstream answered. */
 export type TaskOutcome = { result: JsonObject } | { error: WireError }

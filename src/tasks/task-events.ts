@@ -1,4 +1,4 @@
-import type { JsonObject } from '../protocol/jsonrpc.ts'
+import type { JsonObject } from '../wire/jsonrpc.ts'
 import type { InputRecord, TaskRecord } from '../store/types.ts'
 
 /**
@@ -18,4 +18,9 @@ export interface TaskEvents {
   progress (task: TaskRecord, progress: JsonObject): void
   /** Any other notification the upstream sent during the task's call (e.g. log messages). */
   notification (task: TaskRecord, method: string, params: JsonObject): void
+}
+
+/** The bus channel where every change of a task is announced to the processes waiting on it. */
+export function taskChannel (taskId: string): string {
+  return `task:${taskId}`
 }

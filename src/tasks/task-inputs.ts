@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import type { TasksConfig } from '../config/schema.ts'
 import { GatewayError, RpcError } from '../errors.ts'
-import type { JsonObject, RpcResponse } from '../protocol/jsonrpc.ts'
+import type { JsonObject, RpcResponse } from '../wire/jsonrpc.ts'
 import type { InputRecord, SignalBus, TaskRecord, TaskStore } from '../store/types.ts'
 import type { TaskEvents } from './task-events.ts'
 import { whileStoreUnavailable } from './store-retry.ts'

@@ -1,16 +1,16 @@
 import { randomBytes } from 'node:crypto'
 import type { Route } from '../catalog/catalog-view.ts'
 import type { TasksConfig } from '../config/schema.ts'
-import { withoutProgressToken } from '../dispatch/params.ts'
+import { withoutProgressToken } from '../wire/params.ts'
 import { GatewayError, toWireError } from '../errors.ts'
 import type { Logger } from '../observability/logger.ts'
 import type { RequestTrace } from '../observability/request-trace.ts'
-import type { JsonObject, RequestId } from '../protocol/jsonrpc.ts'
+import type { JsonObject, RequestId } from '../wire/jsonrpc.ts'
 import type { SignalBus, TaskCursor, TaskRecord, TaskStore } from '../store/types.ts'
 import type { TaskEvents } from './task-events.ts'
 import type { TaskInputs } from './task-inputs.ts'
 import { cancelChannel, type TaskRunner } from './task-runner.ts'
-import { isTerminal } from './task-state.ts'
+import { isTerminal } from '../wire/task-state.ts'
 
 export interface CreateTaskRequest {
   principal: string

@@ -1,5 +1,5 @@
 import type { JSONRPCMessage, Transport, TransportSendOptions } from '@modelcontextprotocol/client'
-import type { JsonObject, RequestId } from '../protocol/jsonrpc.ts'
+import type { JsonObject, RequestId } from '../wire/jsonrpc.ts'
 
 /** Server→client requests an upstream may send while a call runs. */
 export const INPUT_METHODS = ['elicitation/create', 'sampling/createMessage', 'roots/list'] as const

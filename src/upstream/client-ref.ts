@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto'
 import type { ClientCapabilities } from '@modelcontextprotocol/client'
-import type { JsonObject } from '../protocol/jsonrpc.ts'
+import type { JsonObject } from '../wire/jsonrpc.ts'
 import type { InputMethod } from './call-attribution.ts'
 
 /**

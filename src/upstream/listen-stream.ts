@@ -1,7 +1,7 @@
 import type { Client, McpSubscription, SubscriptionFilter } from '@modelcontextprotocol/client'
 import { errorMessage } from '../errors.ts'
 import type { Logger } from '../observability/logger.ts'
-import type { JsonObject } from '../protocol/jsonrpc.ts'
+import type { JsonObject } from '../wire/jsonrpc.ts'
 
 /** Times in a row a listen stream the upstream ended is opened again before the gateway gives up on it. */
 const REOPEN_ATTEMPTS = 3

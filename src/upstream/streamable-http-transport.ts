@@ -1,7 +1,7 @@
 import { setMaxListeners } from 'node:events'
 import type { JSONRPCMessage, Transport, TransportSendOptions } from '@modelcontextprotocol/client'
 import type { Dispatcher } from 'undici'
-import { encodeHeaderValue, MCP_NAME_SOURCE } from '../protocol/mcp-name.ts'
+import { encodeHeaderValue, MCP_NAME_SOURCE } from '../wire/mcp-name.ts'
 import type { ArrivalInfo } from './call-attribution.ts'
 import { JsonStreamParser } from './json-stream-parser.ts'
 import { SseParser } from './sse-parser.ts'

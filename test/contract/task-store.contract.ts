@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import { describe, expect, it } from 'vitest'
 import type { GatewayStore, TaskRecord, TaskStore } from '../../src/store/types.ts'
-import { sourcesOf } from '../../src/tasks/task-state.ts'
+import { sourcesOf } from '../../src/wire/task-state.ts'
 import { completed, input, rpcFailure, T0, task } from './task-records.ts'
 import { freshStoreEachTest } from './fresh-store.ts'
 

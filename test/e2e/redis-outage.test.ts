@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import { fetch as undiciFetch } from 'undici'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import type { JsonObject } from '../../src/protocol/jsonrpc.ts'
+import type { JsonObject } from '../../src/wire/jsonrpc.ts'
 import { RedisStore } from '../../src/store/redis/redis-store.ts'
 import { ModernRaw } from '../helpers/modern-raw.ts'
 import { demoStdioYaml, startGatewayProcess, writeConfig, type GatewayProcess } from '../helpers/process.ts'

@@ -1,4 +1,4 @@
-import { encodeHeaderValue } from '../../src/protocol/mcp-name.ts'
+import { encodeHeaderValue } from '../../src/wire/mcp-name.ts'
 
 /**
  * Generates malformed and mutated requests for the gateway's MCP endpoint, each with the answer it must get.

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest'
 import { pino } from 'pino'
 import { PeerRequests } from '../../src/cluster/peer-requests.ts'
-import type { JsonObject } from '../../src/protocol/jsonrpc.ts'
+import type { JsonObject } from '../../src/wire/jsonrpc.ts'
 import { capabilityRequired } from '../../src/protocol/modern/envelope.ts'
 import { RequestStateCodec } from '../../src/protocol/modern/request-state.ts'
 import { RetryRouter, type HeldRetry, type RouteRetry } from '../../src/protocol/modern/retry-router.ts'

@@ -1,6 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import type { TaskStatus } from '../../src/store/types.ts'
-import { TASK_STATUSES, TERMINAL_STATUSES, TRANSITIONS, canTransition, isTerminal, sourcesOf } from '../../src/tasks/task-state.ts'
+import { TASK_STATUSES, TERMINAL_STATUSES, TRANSITIONS, canTransition, isTerminal, sourcesOf, type TaskStatus } from '../../src/wire/task-state.ts'
 
 /** The spec's table (2025-11-25, Task Status), written out pair by pair: every move not listed is forbidden. */
 const ALLOWED = new Set([

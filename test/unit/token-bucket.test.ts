@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import { MemoryRateLimits } from '../../src/limits/memory-rate-limits.ts'
-import { msUntilFull, refilled, retryAfterSeconds, take, type Bucket } from '../../src/limits/token-bucket.ts'
+import { MemoryRateLimits } from '../../src/store/memory/memory-rate-limits.ts'
+import { msUntilFull, refilled, retryAfterSeconds, take, type Bucket } from '../../src/store/token-bucket.ts'
 
 const LIMIT = { rate: 2, burst: 3 }
 

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import type { PeerRequests } from '../../cluster/peer-requests.ts'
 import { GatewayError, RpcError } from '../../errors.ts'
-import { classifyMessage, type JsonObject, type RpcMessage, type RpcResponse } from '../jsonrpc.ts'
+import { classifyMessage, type JsonObject, type RpcMessage, type RpcResponse } from '../../wire/jsonrpc.ts'
 
 interface Pending {
   sessionId: string

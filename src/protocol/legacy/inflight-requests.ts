@@ -1,5 +1,5 @@
 import type { SignalBus } from '../../store/types.ts'
-import type { RequestId } from '../jsonrpc.ts'
+import type { RequestId } from '../../wire/jsonrpc.ts'
 
 /** Where a process asks the others to cancel a request it does not serve itself. */
 const CANCEL_CHANNEL = 'legacy:cancel'

@@ -1,7 +1,7 @@
 import { GatewayError } from '../../errors.ts'
 import type { SessionRecord } from '../../store/types.ts'
-import type { JsonObject } from '../jsonrpc.ts'
-import { GATEWAY_INFO, negotiateVersion } from '../versions.ts'
+import type { JsonObject } from '../../wire/jsonrpc.ts'
+import { GATEWAY_INFO, negotiateVersion } from '../../wire/versions.ts'
 
 const TASKS_PROTOCOL_VERSION = '2025-11-25'
 

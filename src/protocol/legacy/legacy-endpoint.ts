@@ -8,13 +8,13 @@ import type { Logger } from '../../observability/logger.ts'
 import type { RequestTrace } from '../../observability/request-trace.ts'
 import type { GatewayStore, SessionRecord } from '../../store/types.ts'
 import { sessionClient } from '../../upstream/client-ref.ts'
-import { classifyMessage, errorMessageFor, progressTokenOf, resultMessage, type JsonObject, type RpcNotification, type RpcRequest, type RpcResponse } from '../jsonrpc.ts'
-import { isLegacyVersion } from '../versions.ts'
+import { classifyMessage, errorMessageFor, progressTokenOf, resultMessage, type JsonObject, type RpcNotification, type RpcRequest, type RpcResponse } from '../../wire/jsonrpc.ts'
+import { isLegacyVersion } from '../../wire/versions.ts'
 import type { ClientRequestBroker } from './client-requests.ts'
 import type { InflightRequests } from './inflight-requests.ts'
-import { exchangeChannel, PostExchange } from './post-exchange.ts'
+import { exchangeChannel, PostExchange } from '../../streams/post-exchange.ts'
 import { initializeResult, validateInitialize } from './initialize.ts'
-import type { StreamHub } from './stream-hub.ts'
+import type { StreamHub } from '../../streams/stream-hub.ts'
 
 export interface LegacyEndpointDeps {
   store: GatewayStore

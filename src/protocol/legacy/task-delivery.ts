@@ -1,14 +1,10 @@
 import { randomBytes } from 'node:crypto'
-import { isObject, type JsonObject, type RpcMessage, type RpcRequest } from '../jsonrpc.ts'
+import { isObject, type JsonObject, type RpcMessage, type RpcRequest } from '../../wire/jsonrpc.ts'
 import type { InputRecord, SignalBus, TaskRecord, TaskStore } from '../../store/types.ts'
-import type { TaskEvents } from '../../tasks/task-events.ts'
-import { isTerminal } from '../../tasks/task-state.ts'
+import { taskChannel, type TaskEvents } from '../../tasks/task-events.ts'
+import { isTerminal } from '../../wire/task-state.ts'
 import { RELATED_TASK, relatedTaskMeta, renderInputRequest, renderTask } from './task-wire.ts'
-import type { StreamHub } from './stream-hub.ts'
-
-export function taskChannel (taskId: string): string {
-  return `task:${taskId}`
-}
+import type { StreamHub } from '../../streams/stream-hub.ts'
 
 /** What a task sends to its `tasks/result` streams; the processes holding one subscribe to it. */
 function resultStreamChannel (taskId: string): string {

@@ -1,13 +1,14 @@
 import type { Catalog } from '../../catalog/catalog.ts'
 import type { CallEngine } from '../../calls/call-engine.ts'
 import type { Handler, MethodTable } from '../../dispatch/context.ts'
-import { optionalObject, optionalString, requireString } from '../../dispatch/params.ts'
+import { optionalObject, optionalString, requireString } from '../../wire/params.ts'
 import { GatewayError } from '../../errors.ts'
 import type { SignalBus, TaskRecord } from '../../store/types.ts'
 import type { TaskService } from '../../tasks/task-service.ts'
-import { isTerminal } from '../../tasks/task-state.ts'
-import type { JsonObject } from '../jsonrpc.ts'
-import { taskChannel, type LegacyTaskDelivery } from './task-delivery.ts'
+import { isTerminal } from '../../wire/task-state.ts'
+import type { JsonObject } from '../../wire/jsonrpc.ts'
+import type { LegacyTaskDelivery } from './task-delivery.ts'
+import { taskChannel } from '../../tasks/task-events.ts'
 import { decodeTaskCursor, encodeTaskCursor, renderCreateTaskResult, renderOutcome, renderTask } from './task-wire.ts'
 
 export interface LegacyTaskMethodDeps {

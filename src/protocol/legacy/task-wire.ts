@@ -1,6 +1,6 @@
 import { RpcError } from '../../errors.ts'
 import type { InputRecord, TaskRecord } from '../../store/types.ts'
-import type { JsonObject, RpcRequest } from '../jsonrpc.ts'
+import type { JsonObject, RpcRequest } from '../../wire/jsonrpc.ts'
 
 /** How the 2025-11-25 dialect writes tasks on the wire (spec-tasks §2, §4.1). */
 

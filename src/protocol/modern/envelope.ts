@@ -1,5 +1,5 @@
 import { GatewayError, RpcError } from '../../errors.ts'
-import type { JsonObject } from '../jsonrpc.ts'
+import type { JsonObject } from '../../wire/jsonrpc.ts'
 
 /** The reserved `_meta` keys of the 2026-07-28 per-request envelope. */
 export const PROTOCOL_VERSION_KEY = 'io.modelcontextprotocol/protocolVersion'

@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http'
 import { GatewayError } from '../../errors.ts'
-import type { JsonObject, RpcRequest } from '../jsonrpc.ts'
-import { decodeHeaderValue, MCP_NAME_SOURCE } from '../mcp-name.ts'
+import type { JsonObject, RpcRequest } from '../../wire/jsonrpc.ts'
+import { decodeHeaderValue, MCP_NAME_SOURCE } from '../../wire/mcp-name.ts'
 
 function header (headers: IncomingHttpHeaders, name: string): string | undefined {
   const value = headers[name]

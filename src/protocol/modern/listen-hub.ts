@@ -1,5 +1,5 @@
-import type { JsonObject, RpcMessage, RequestId } from '../jsonrpc.ts'
-import { ListChangeCoalescer } from '../list-changes.ts'
+import type { JsonObject, RpcMessage, RequestId } from '../../wire/jsonrpc.ts'
+import { ListChangeCoalescer } from '../../wire/list-changes.ts'
 import { SUBSCRIPTION_ID_KEY } from './envelope.ts'
 
 export interface ListenFilter {

@@ -1,7 +1,7 @@
 import type { PeerRequests } from '../../cluster/peer-requests.ts'
 import { errorMessage, GatewayError } from '../../errors.ts'
 import type { Logger } from '../../observability/logger.ts'
-import { isObject, type JsonObject } from '../jsonrpc.ts'
+import { isObject, type JsonObject } from '../../wire/jsonrpc.ts'
 import type { RequestStateCodec } from './request-state.ts'
 
 /** A client's retry of a held call, as the process holding the call serves it. */

@@ -1,5 +1,5 @@
 import type { InputRecord, TaskRecord } from '../../store/types.ts'
-import type { JsonObject } from '../jsonrpc.ts'
+import type { JsonObject } from '../../wire/jsonrpc.ts'
 
 /** How the tasks extension (2026-07-28) writes tasks on the wire (spec-tasks §3, §4.2). */
 

@@ -1,5 +1,5 @@
 import type { BusHandler, SignalBus } from '../types.ts'
-import type { JsonObject } from '../../protocol/jsonrpc.ts'
+import type { JsonObject } from '../../wire/jsonrpc.ts'
 
 /** In-process signal bus: enough for one gateway process (memory and sqlite stores). */
 export class MemoryBus implements SignalBus {

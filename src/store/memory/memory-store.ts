@@ -1,5 +1,5 @@
 import type { GatewayStore, LeaseStore, SessionRecord, SessionStore, StoreHealth } from '../types.ts'
-import { MemoryRateLimits } from '../../limits/memory-rate-limits.ts'
+import { MemoryRateLimits } from './memory-rate-limits.ts'
 import { MemoryBus } from './memory-bus.ts'
 import { MemoryTaskStore } from './memory-task-store.ts'
 import { MemoryHomeStore } from './memory-homes.ts'

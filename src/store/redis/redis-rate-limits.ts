@@ -3,7 +3,7 @@ import type { RateLimitStore } from '../types.ts'
 import { run, script } from './redis-scripts.ts'
 
 /**
- * Takes one token from a bucket (the arithmetic of src/limits/token-bucket.ts, in one atomic step).
+ * Takes one token from a bucket (the arithmetic of src/store/token-bucket.ts, in one atomic step).
  * KEYS[1] the bucket: a hash of `t` (tokens, fractional) and `at` (ms of the last update).
  * ARGV[1] rate (tokens per second), ARGV[2] burst (bucket size).
  * Returns 0 when a token was taken, else the ms until one token is there (at least 1); a refusal writes

@@ -1,9 +1,9 @@
 import Database from 'better-sqlite3'
 import { GatewayError } from '../../errors.ts'
-import type { JsonObject } from '../../protocol/jsonrpc.ts'
-import { isTerminal } from '../../tasks/task-state.ts'
+import type { JsonObject } from '../../wire/jsonrpc.ts'
+import { isTerminal, type TaskStatus } from '../../wire/task-state.ts'
 import { claimedEvent, createdEvent, inputEvent, settledEvent, statusEvent } from '../task-timeline.ts'
-import type { InputRecord, InputState, TaskCreateOptions, TaskCursor, TaskEvent, TaskOutcome, TaskPatch, TaskQuery, TaskRecord, TaskStatus, TaskStore } from '../types.ts'
+import type { InputRecord, InputState, TaskCreateOptions, TaskCursor, TaskEvent, TaskOutcome, TaskPatch, TaskQuery, TaskRecord, TaskStore } from '../types.ts'
 import { SqliteTimeline } from './sqlite-timeline.ts'
 import { SqliteTaskQuery } from './sqlite-task-query.ts'
 

@@ -1,7 +1,7 @@
 import type { ServerResponse } from 'node:http'
-import type { RequestContext } from '../../dispatch/context.ts'
-import { GatewayError } from '../../errors.ts'
-import { errorMessageFor, type RequestId, type RpcMessage, type RpcResponse } from '../jsonrpc.ts'
+import type { RequestContext } from '../dispatch/context.ts'
+import { GatewayError } from '../errors.ts'
+import { errorMessageFor, type RequestId, type RpcMessage, type RpcResponse } from '../wire/jsonrpc.ts'
 import type { EventStream } from './event-stream.ts'
 import type { StreamHub } from './stream-hub.ts'
 

@@ -1,5 +1,5 @@
-import type { RateLimitStore } from '../store/types.ts'
-import { msUntilFull, take, type Bucket } from './token-bucket.ts'
+import type { RateLimitStore } from '../types.ts'
+import { msUntilFull, take, type Bucket } from '../token-bucket.ts'
 
 /** Buckets held at once by default (about 150 bytes each). */
 export const DEFAULT_MAX_BUCKETS = 100_000

@@ -1,14 +1,12 @@
-import type { TaskStatus } from '../store/types.ts'
-
 /**
  * The task status machine of the MCP tasks spec (2025-11-25, "Task Status"), as data. Tasks begin in
  * `working`; `working` and `input_required` may move to each other or end; an ended task never changes.
  * Stores apply a move with a compare-and-set whose `from` list is `sourcesOf(to)`.
  */
 
-export const TASK_STATUSES: readonly TaskStatus[] = Object.freeze([
-  'working', 'input_required', 'completed', 'failed', 'cancelled',
-])
+export const TASK_STATUSES = Object.freeze(['working', 'input_required', 'completed', 'failed', 'cancelled'] as const)
+
+export type TaskStatus = typeof TASK_STATUSES[number]
 
 export const TERMINAL_STATUSES: readonly TaskStatus[] = Object.freeze(['completed', 'failed', 'cancelled'])
 

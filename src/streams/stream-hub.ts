@@ -1,11 +1,11 @@
 import { randomBytes } from 'node:crypto'
 import type { ServerResponse } from 'node:http'
-import { GatewayError } from '../../errors.ts'
-import { SseConnection, type SseSettings } from '../../http/sse-connection.ts'
-import type { Logger } from '../../observability/logger.ts'
-import type { SignalBus } from '../../store/types.ts'
-import type { RpcMessage, JsonObject } from '../jsonrpc.ts'
-import { isListChanged, ListChangeCoalescer } from '../list-changes.ts'
+import { GatewayError } from '../errors.ts'
+import { SseConnection, type SseSettings } from './sse-connection.ts'
+import type { Logger } from '../observability/logger.ts'
+import type { SignalBus } from '../store/types.ts'
+import type { RpcMessage, JsonObject } from '../wire/jsonrpc.ts'
+import { isListChanged, ListChangeCoalescer } from '../wire/list-changes.ts'
 import { EventStream, parseEventId } from './event-stream.ts'
 
 /** How long a finished request stream stays resumable. */

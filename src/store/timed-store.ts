@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks'
-import type { GatewayStore, InputRecord, TaskRecord } from '../store/types.ts'
-import type { HistogramSeries } from './bucket-histogram.ts'
-import type { GatewayMetrics } from './metrics.ts'
+import type { GatewayStore, InputRecord, TaskRecord } from './types.ts'
+import type { HistogramSeries } from '../observability/bucket-histogram.ts'
+import type { GatewayMetrics } from '../observability/metrics.ts'
 
 type Method = (...args: unknown[]) => unknown
 /** Told of each operation that succeeded: its arguments and what it resolved to. */

@@ -1,5 +1,5 @@
 import { GatewayError } from '../errors.ts'
-import type { JsonObject } from '../protocol/jsonrpc.ts'
+import type { JsonObject } from './jsonrpc.ts'
 
 /** Reads a required string field of `params`; a missing or mistyped field is -32602 naming it. */
 export function requireString (params: JsonObject, field: string): string {

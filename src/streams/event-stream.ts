@@ -1,5 +1,5 @@
-import type { SseConnection } from '../../http/sse-connection.ts'
-import type { RpcMessage } from '../jsonrpc.ts'
+import type { SseConnection } from './sse-connection.ts'
+import type { RpcMessage } from '../wire/jsonrpc.ts'
 
 /** Events a stream keeps for resumption (Last-Event-ID) after they were written. */
 const REPLAY_LIMIT = 256
