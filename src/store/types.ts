@@ -1,5 +1,6 @@
 import type { JsonObject } from '../protocol/jsonrpc.ts'
 import type { WireError } from '../errors.ts'
+import type { TaskStatus } from '../tasks/task-state.ts'
 
 /**
  * The store contract. Every gateway process talks to shared state only through this interface, so
@@ -38,7 +39,8 @@ export interface SessionStore {
   countOf (principal: string, atMost: number): Promise<number>
 }
 
-export type TaskStatus = 'working' | 'input_required' | 'completed' | 'failed' | 'cancelled'
+/** The statuses are written once, with their table, in task-state.ts. */
+export type { TaskStatus }
 
 /** The raw outcome of the upstream call, exactly as the upstream answered. */
 export type TaskOutcome = { result: JsonObject } | { error: WireError }
@@ -154,8 +156,9 @@ export interface TaskStore {
   query (query: TaskQuery, before: TaskCursor | undefined, limit: number, now: number): Promise<TaskRecord[]>
   /**
    * Compare-and-set: moves the task to `to` (applying `patch`, setting lastUpdatedAt = now) only if its
-   * status is one of `from`; returns the updated task, or null when the status did not match (or the
-   * task is gone). Atomic: of two racing moves from the same status, exactly one wins.
+   * status is one of `from` and task-state.ts's table has the move (so a terminal task never changes);
+   * returns the updated task, or null when the status did not match (or the task is gone). Atomic: of two
+   * racing moves from the same status, exactly one wins.
    */
   transition (id: string, from: readonly TaskStatus[], to: TaskStatus, patch: TaskPatch, now: number): Promise<TaskRecord | null>
   /** Live tasks of `principal` that are not terminal, counted up to `atMost` (enough to check a limit). */
