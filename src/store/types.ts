@@ -153,8 +153,9 @@ export interface TaskStore {
   query (query: TaskQuery, before: TaskCursor | undefined, limit: number, now: number): Promise<TaskRecord[]>
   /**
    * Compare-and-set: moves the task to `to` (applying `patch`, setting lastUpdatedAt = now) only if its
-   * status is one of `from`; returns the updated task, or null when the status did not match (or the
-   * task is gone). Atomic: of two racing moves from the same status, exactly one wins.
+   * status is one of `from` and task-state.ts's table has the move (so a terminal task never changes);
+   * returns the updated task, or null when the status did not match (or the task is gone). Atomic: of two
+   * racing moves from the same status, exactly one wins.
    */
   transition (id: string, from: readonly TaskStatus[], to: TaskStatus, patch: TaskPatch, now: number): Promise<TaskRecord | null>
   /** Live tasks of `principal` that are not terminal, counted up to `atMost` (enough to check a limit). */

@@ -5,6 +5,7 @@ import type { JsonObject, RpcResponse } from '../wire/jsonrpc.ts'
 import type { InputRecord, SignalBus, TaskRecord, TaskStore } from '../store/types.ts'
 import type { TaskEvents } from './task-events.ts'
 import { whileStoreUnavailable } from './store-retry.ts'
+import { RESUME, sourcesOf } from '../wire/task-state.ts'
 
 interface Waiter {
   resolve (result: JsonObject): void
@@ -77,7 +78,7 @@ export class TaskInputs {
     const onAbort = (): void => { void this.#expire(input, signal.reason) }
     signal.addEventListener('abort', onAbort, { once: true })
     try {
-      const updated = await this.#store.transition(task.id, ['working', 'input_required'], 'input_required', { statusMessage: describeInput(method, params), by: this.#processId }, now)
+      const updated = await this.#store.transition(task.id, sourcesOf('input_required'), 'input_required', { statusMessage: describeInput(method, params), by: this.#processId }, now)
       if (!updated) {
         await this.#expire(input, new GatewayError('GW_ERR_INPUT_EXPIRED', [method]))
       } else {
@@ -157,7 +158,7 @@ export class TaskInputs {
     const pending = await this.#store.pendingInputs(input.taskId)
     const now = Date.now()
     const updated = pending.length === 0
-      ? await this.#store.transition(input.taskId, ['input_required'], 'working', { statusMessage: message, by: this.#processId }, now)
+      ? await this.#store.transition(input.taskId, RESUME.from, RESUME.to, { statusMessage: message, by: this.#processId }, now)
       : null
     const task = updated ?? await this.#store.get(input.taskId, now)
     if (!task) return

@@ -11,6 +11,7 @@ import type { TaskEvents } from './task-events.ts'
 import type { TaskInputs } from './task-inputs.ts'
 import { MAX_TIMER_MS } from '../config/units.ts'
 import { isStoreUnavailable, whileStoreUnavailable, type StoreRetryOptions } from './store-retry.ts'
+import { isTerminal, restatement, sourcesOf } from '../wire/task-state.ts'
 
 export interface TaskRunnerDeps {
   store: TaskStore
@@ -30,8 +31,6 @@ export interface TaskRunnerDeps {
   /** Where each run of a task is traced; undefined when tracing is off. */
   tracing?: GatewayTracing | undefined
 }
-
-const RUNNING: readonly TaskStatus[] = ['working', 'input_required']
 
 export function cancelChannel (taskId: string): string {
   return `cancel:${taskId}`
@@ -165,7 +164,8 @@ export class TaskRunner {
     let queued = false
     const statusMessage = (message: string | null): void => {
       statusWrites = statusWrites.then(async () => {
-        const updated = await this.#deps.store.transition(task.id, ['working'], 'working', { statusMessage: message, by: task.owner }, Date.now())
+        const { from, to } = restatement('working')
+        const updated = await this.#deps.store.transition(task.id, from, to, { statusMessage: message, by: task.owner }, Date.now())
         if (updated) events.status(updated)
       }).catch((err: unknown) => this.#deps.log.warn({ err, taskId: task.id }, 'could not record the queue state of a task'))
     }
@@ -206,8 +206,9 @@ export class TaskRunner {
   async #mirror (task: TaskRecord, params: JsonObject): Promise<void> {
     if (typeof params.statusMessage !== 'string') return
     const current = await this.#deps.store.get(task.id, Date.now())
-    if (!current || !RUNNING.includes(current.status) || current.statusMessage === params.statusMessage) return
-    const updated = await this.#deps.store.transition(task.id, [current.status], current.status, { statusMessage: params.statusMessage, by: task.owner }, Date.now())
+    if (!current || isTerminal(current.status) || current.statusMessage === params.statusMessage) return
+    const { from, to } = restatement(current.status)
+    const updated = await this.#deps.store.transition(task.id, from, to, { statusMessage: params.statusMessage, by: task.owner }, Date.now())
     if (updated) this.#deps.events.status(updated)
   }
 
@@ -247,7 +248,7 @@ export class TaskRunner {
           const current = await store.get(task.id, Date.now())
           if (current !== null && current.owner !== task.owner) return null
         }
-        return await store.transition(task.id, RUNNING, status, { statusMessage, outcome, by: task.owner }, Date.now())
+        return await store.transition(task.id, sourcesOf(status), status, { statusMessage, outcome, by: task.owner }, Date.now())
       }, retry)
     } catch (err) {
       if (!isStoreUnavailable(err)) throw err

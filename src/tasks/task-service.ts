@@ -10,7 +10,7 @@ import type { SignalBus, TaskCursor, TaskRecord, TaskStore } from '../store/type
 import type { TaskEvents } from './task-events.ts'
 import type { TaskInputs } from './task-inputs.ts'
 import { cancelChannel, type TaskRunner } from './task-runner.ts'
-import { isTerminal } from '../wire/task-state.ts'
+import { isTerminal, sourcesOf } from '../wire/task-state.ts'
 
 export interface CreateTaskRequest {
   principal: string
@@ -175,7 +175,7 @@ export class TaskService {
   async cancel (principal: string, taskId: string, by: 'client' | 'operator' = 'client', trace?: RequestTrace): Promise<TaskRecord> {
     const current = await this.get(principal, taskId, trace)
     if (isTerminal(current.status)) throw new GatewayError('GW_ERR_TASK_TERMINAL', [taskId, current.status])
-    const updated = await this.#tasks.transition(taskId, ['working', 'input_required'], 'cancelled', { statusMessage: `cancelled by the ${by}`, by: this.#owner }, Date.now())
+    const updated = await this.#tasks.transition(taskId, sourcesOf('cancelled'), 'cancelled', { statusMessage: `cancelled by the ${by}`, by: this.#owner }, Date.now())
     if (!updated) {
       const now = await this.get(principal, taskId)
       throw new GatewayError('GW_ERR_TASK_TERMINAL', [taskId, now.status])
@@ -238,7 +238,7 @@ export class TaskService {
       // A process declared lost may only be stalled: if it wakes up, it drops the call instead of racing us.
       if (why === 'lost') await this.#bus.publish(cancelChannel(task.id), { taskId: task.id })
       if (this.#isIdempotent(claimed)) {
-        const restarted = await this.#tasks.transition(task.id, ['working', 'input_required'], 'working', { statusMessage: INTERRUPTED[why].again, by: this.#owner }, Date.now())
+        const restarted = await this.#tasks.transition(task.id, sourcesOf('working'), 'working', { statusMessage: INTERRUPTED[why].again, by: this.#owner }, Date.now())
         if (restarted) {
           this.#events.status(restarted)
           this.#runner.start(restarted)
@@ -246,7 +246,7 @@ export class TaskService {
         }
         continue
       }
-      const updated = await this.#tasks.transition(task.id, ['working', 'input_required'], 'failed', { statusMessage: error.message, outcome: { error: toWireError(error) }, by: this.#owner }, Date.now())
+      const updated = await this.#tasks.transition(task.id, sourcesOf('failed'), 'failed', { statusMessage: error.message, outcome: { error: toWireError(error) }, by: this.#owner }, Date.now())
       if (updated) {
         this.#events.status(updated)
         failed++

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import { describe, expect, it } from 'vitest'
 import type { GatewayStore, TaskRecord, TaskStore } from '../../src/store/types.ts'
-import { sourcesOf } from '../../src/wire/task-state.ts'
+import { RESUME, restatement, sourcesOf } from '../../src/wire/task-state.ts'
 import { completed, input, rpcFailure, T0, task } from './task-records.ts'
 import { freshStoreEachTest } from './fresh-store.ts'
 
@@ -110,6 +110,16 @@ export function taskStoreContract (name: string, create: () => Promise<GatewaySt
         expect(patched).toMatchObject({ status: 'working', statusMessage: null, lastUpdatedAt: T0 + 1 })
         expect(await store.transition(record.id, sourcesOf('input_required'), 'input_required', {}, T0 + 2)).toMatchObject({ status: 'input_required' })
         expect(await store.transition(record.id, sourcesOf('working'), 'working', {}, T0 + 3)).toMatchObject({ status: 'working', lastUpdatedAt: T0 + 3 })
+      })
+
+      it('a task waiting for input restates its wait in place, and only a waiting task resumes', async () => {
+        const record = await created()
+        expect(await store.transition(record.id, RESUME.from, RESUME.to, {}, T0 + 1)).toBeNull()
+        await store.transition(record.id, sourcesOf('input_required'), 'input_required', { statusMessage: 'first question' }, T0 + 2)
+        const again = restatement('input_required')
+        const restated = await store.transition(record.id, again.from, again.to, { statusMessage: 'second question' }, T0 + 3)
+        expect(restated).toMatchObject({ status: 'input_required', statusMessage: 'second question', lastUpdatedAt: T0 + 3 })
+        expect(await store.transition(record.id, RESUME.from, RESUME.to, { statusMessage: null }, T0 + 4)).toMatchObject({ status: 'working', statusMessage: null })
       })
 
       it('applies the patch: statusMessage undefined keeps, null clears; outcome is stored verbatim', async () => {

@@ -1,13 +1,21 @@
 import { describe, expect, it } from 'vitest'
-import { TASK_STATUSES, TERMINAL_STATUSES, TRANSITIONS, canTransition, isTerminal, sourcesOf, type TaskStatus } from '../../src/wire/task-state.ts'
+import {
+  RESUME, RUNNING_STATUSES, TASK_STATUSES, TERMINAL_STATUSES, TRANSITIONS, canTransition, isTerminal, restatement, sourcesOf,
+  type TaskStatus,
+} from '../../src/wire/task-state.ts'
 
-/** The spec's table (2025-11-25, Task Status), written out pair by pair: every move not listed is forbidden. */
+/**
+ * The spec's table (2025-11-25, Task Status), written out pair by pair, plus the self-moves of the two running
+ * statuses (a new statusMessage, same status): every move not listed is forbidden.
+ */
 const ALLOWED = new Set([
+  'working → working',
   'working → input_required',
   'working → completed',
   'working → failed',
   'working → cancelled',
   'input_required → working',
+  'input_required → input_required',
   'input_required → completed',
   'input_required → failed',
   'input_required → cancelled',
@@ -37,15 +45,30 @@ describe('task state machine', () => {
     }
   })
 
+  it('working and input_required are the running statuses', () => {
+    expect(RUNNING_STATUSES).toEqual(['working', 'input_required'])
+  })
+
   it('gives the compare-and-set sources of each status', () => {
-    expect(sourcesOf('working')).toEqual(['input_required'])
-    expect(sourcesOf('input_required')).toEqual(['working'])
+    expect(sourcesOf('working')).toEqual(['working', 'input_required'])
+    expect(sourcesOf('input_required')).toEqual(['working', 'input_required'])
     for (const end of TERMINAL_STATUSES) expect(sourcesOf(end)).toEqual(['working', 'input_required'])
+  })
+
+  it('resumes only a task waiting for input', () => {
+    expect(RESUME).toEqual({ from: ['input_required'], to: 'working' })
+  })
+
+  it('restates a running status as a move to itself, and refuses to restate a terminal one', () => {
+    for (const status of RUNNING_STATUSES) expect(restatement(status)).toEqual({ from: [status], to: status })
+    for (const end of TERMINAL_STATUSES) expect(() => restatement(end)).toThrow(`a task that is ${end} never changes`)
   })
 
   it('cannot be changed at run time', () => {
     expect(Object.isFrozen(TRANSITIONS)).toBe(true)
     expect(Object.isFrozen(TRANSITIONS.working)).toBe(true)
     expect(Object.isFrozen(sourcesOf('completed'))).toBe(true)
+    expect(Object.isFrozen(TERMINAL_STATUSES) && Object.isFrozen(RUNNING_STATUSES)).toBe(true)
+    expect(Object.isFrozen(RESUME) && Object.isFrozen(RESUME.from)).toBe(true)
   })
 })

@@ -1,5 +1,5 @@
 import { GatewayError } from '../../errors.ts'
-import { isTerminal, type TaskStatus } from '../../wire/task-state.ts'
+import { canTransition, isTerminal, type TaskStatus } from '../../wire/task-state.ts'
 import { claimedEvent, createdEvent, inputEvent, settledEvent, statusEvent, TIMELINE_LIMIT } from '../task-timeline.ts'
 import type { InputRecord, TaskCreateOptions, TaskCursor, TaskEvent, TaskOutcome, TaskPatch, TaskQuery, TaskRecord, TaskStore } from '../types.ts'
 
@@ -81,8 +81,8 @@ export class MemoryTaskStore implements TaskStore {
 
   async transition (id: string, from: readonly TaskStatus[], to: TaskStatus, patch: TaskPatch, now: number): Promise<TaskRecord | null> {
     const task = this.#live(id, now)
-    // A terminal task never changes, whatever `from` says.
-    if (!task || isTerminal(task.status) || !from.includes(task.status)) return null
+    // Only a move of the table: a terminal task never changes, whatever `from` says.
+    if (!task || !from.includes(task.status) || !canTransition(task.status, to)) return null
     task.status = to
     if (isTerminal(to)) {
       this.#inactive(task)

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto'
 import type { Redis } from 'ioredis'
+import { TASK_STATUSES, TERMINAL_STATUSES, TRANSITIONS } from '../../wire/task-state.ts'
 
 /** A Lua script run with EVALSHA (loaded on first use). Each script states its contract at its top. */
 export interface Script {
@@ -35,22 +36,37 @@ local function append (key, entry, limit, owner)
 end
 `
 
+/** A Lua table with `true` at each of `keys` (JSON strings are Lua strings for these plain names). */
+function luaSet (keys: readonly string[]): string {
+  return `{${keys.map((key) => ` [${JSON.stringify(key)}] = true`).join(',')} }`
+}
+
+/**
+ * task-state.ts's table as Lua, generated once when this module loads, for the scripts that check a status:
+ * `moves[from][to]` is true for each move of the table, `terminal[status]` for each terminal status.
+ */
+const STATUS_TABLE = `
+local moves = { ${TASK_STATUSES.map((from) => `[${JSON.stringify(from)}] = ${luaSet(TRANSITIONS[from])}`).join(', ')} }
+local terminal = ${luaSet(TERMINAL_STATUSES)}
+`
+
 /**
  * Compare-and-set of a task's status, with its timeline entry.
  * KEYS[1] task hash, KEYS[2] the task's timeline (list). ARGV[1] prefix, ARGV[2] task id, ARGV[3] now (ms),
  * ARGV[4] new status, ARGV[5] '1' to set the statusMessage to ARGV[6] (a JSON string or null), ARGV[7] '1' to
  * set the outcome to ARGV[8] (JSON), ARGV[9] the timeline entry (JSON), ARGV[10] the most entries a timeline
  * keeps, ARGV[11..] the statuses the task may be in.
- * Returns the task hash (HGETALL) after the move, or false when the task is unknown, expired, terminal
- * or in none of the given statuses. Terminal moves also drop the task from the active sets and from its
- * owner's set, and its request (only a running task needs its arguments, to run again after a takeover).
+ * Returns the task hash (HGETALL) after the move, or false when the task is unknown, expired, in none of
+ * the given statuses, or the table has no move from its status to the new one (a terminal status has none).
+ * Terminal moves also drop the task from the active sets and from its owner's set, and its request (only a
+ * running task needs its arguments, to run again after a takeover).
  */
-export const TRANSITION = script(APPEND + `
+export const TRANSITION = script(APPEND + STATUS_TABLE + `
 local status = redis.call('HGET', KEYS[1], 'status')
 if not status then return false end
 local exp = redis.call('HGET', KEYS[1], 'exp')
 if exp and exp ~= '' and tonumber(exp) <= tonumber(ARGV[3]) then return false end
-if status == 'completed' or status == 'failed' or status == 'cancelled' then return false end
+if not (moves[status] and moves[status][ARGV[4]]) then return false end
 local allowed = false
 for i = 11, #ARGV do
   if ARGV[i] == status then allowed = true end
@@ -59,7 +75,7 @@ if not allowed then return false end
 redis.call('HSET', KEYS[1], 'status', ARGV[4], 'upd', ARGV[3])
 if ARGV[5] == '1' then redis.call('HSET', KEYS[1], 'msg', ARGV[6]) end
 if ARGV[7] == '1' then redis.call('HSET', KEYS[1], 'out', ARGV[8]) end
-if ARGV[4] == 'completed' or ARGV[4] == 'failed' or ARGV[4] == 'cancelled' then
+if terminal[ARGV[4]] then
   local principal = redis.call('HGET', KEYS[1], 'principal')
   redis.call('ZREM', ARGV[1] .. 'active:' .. principal, ARGV[2])
   redis.call('ZREM', ARGV[1] .. 'active', ARGV[2])
@@ -79,13 +95,13 @@ return redis.call('HGETALL', KEYS[1])
  * Returns the task hash after the move, or false when the task is unknown, expired, terminal or owned by
  * someone else; a task that is no longer the old owner's leaves the old owner's set either way.
  */
-export const CLAIM = script(APPEND + `
+export const CLAIM = script(APPEND + STATUS_TABLE + `
 local status = redis.call('HGET', KEYS[1], 'status')
 local owner = redis.call('HGET', KEYS[1], 'owner')
 local exp = redis.call('HGET', KEYS[1], 'exp')
 local expired = exp and exp ~= '' and tonumber(exp) <= tonumber(ARGV[4])
-if not status or expired or status == 'completed' or status == 'failed' or status == 'cancelled' or owner ~= ARGV[2] then
-  if owner ~= ARGV[2] or not status or status == 'completed' or status == 'failed' or status == 'cancelled' then
+if not status or expired or terminal[status] or owner ~= ARGV[2] then
+  if owner ~= ARGV[2] or not status or terminal[status] then
     redis.call('SREM', KEYS[2], ARGV[1])
   end
   return false

@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis'
 import { GatewayError } from '../../errors.ts'
+import { isTerminal } from '../../wire/task-state.ts'
 import { claimedEvent, createdEvent, inputEvent, settledEvent, statusEvent, TIMELINE_LIMIT } from '../task-timeline.ts'
 import type { InputRecord, TaskCreateOptions, TaskCursor, TaskEvent, TaskOutcome, TaskPatch, TaskQuery, TaskRecord, TaskStore } from '../types.ts'
 import type { TaskStatus } from '../../wire/task-state.ts'
@@ -25,7 +26,6 @@ import { ADD_INPUT, CLAIM, CREATE_TASK, run, SETTLE_INPUT, SWEEP, TRANSITION } f
 
 const BACKSTOP_MS = 24 * 60 * 60 * 1000
 const NO_TTL_BACKSTOP_MS = 366 * 24 * 60 * 60 * 1000
-const TERMINAL: ReadonlySet<string> = new Set(['completed', 'failed', 'cancelled'])
 /** Tasks deleted per sweep script run, so that Redis is never blocked for long. */
 const SWEEP_BATCH = 200
 /** Task ids read per round trip by the operator's query. */
@@ -83,7 +83,7 @@ export class RedisTaskStore implements TaskStore {
     }
     const keys = [`task:${task.id}`, `tasks:${task.principal}`, `active:${task.principal}`, 'active', `owned:${owner}`, 'expiry', 'created', `events:${task.id}`].map((key) => this.#p + key)
     const active = Number(await run(this.#redis, CREATE_TASK, keys, [
-      options.maxActive ?? '', task.createdAt, task.id, exp ?? '', TERMINAL.has(status) ? '0' : '1',
+      options.maxActive ?? '', task.createdAt, task.id, exp ?? '', isTerminal(status) ? '0' : '1',
       exp === null ? NO_TTL_BACKSTOP_MS : task.ttlMs! + BACKSTOP_MS, JSON.stringify(createdEvent(task)),
       ...Object.entries(fields).flat(),
     ]))
@@ -121,7 +121,7 @@ export class RedisTaskStore implements TaskStore {
   async query (query: TaskQuery, before: TaskCursor | undefined, limit: number, now: number): Promise<TaskRecord[]> {
     const out: TaskRecord[] = []
     // The smallest index that holds every match: a principal's own tasks, or the unfinished ones, or all.
-    const unfinished = query.status === 'working' || query.status === 'input_required'
+    const unfinished = query.status !== undefined && !isTerminal(query.status)
     const index = this.#p + (query.principal !== undefined ? `tasks:${query.principal}` : unfinished ? 'active' : 'created')
     const max = before ? String(before.createdAt) : '+inf'
     const matches = (task: TaskRecord): boolean => live(task, now) && (query.status === undefined || task.status === query.status) &&
@@ -164,7 +164,7 @@ export class RedisTaskStore implements TaskStore {
     const pipeline = this.#redis.pipeline()
     for (const id of ids) pipeline.hgetall(`${this.#p}task:${id}`)
     const results = await pipeline.exec() ?? []
-    return results.map(([, hash]) => toTask(hash as Record<string, string>)).filter((t): t is TaskRecord => t !== null && !TERMINAL.has(t.status))
+    return results.map(([, hash]) => toTask(hash as Record<string, string>)).filter((t): t is TaskRecord => t !== null && !isTerminal(t.status))
   }
 
   async ownedBy (owner: string, now: number): Promise<TaskRecord[]> {
@@ -176,7 +176,7 @@ export class RedisTaskStore implements TaskStore {
     const stale: string[] = []
     results.forEach(([, hash], i) => {
       const task = toTask(hash as Record<string, string>)
-      if (task && task.owner === owner && !TERMINAL.has(task.status) && live(task, now)) owned.push(task)
+      if (task && task.owner === owner && !isTerminal(task.status) && live(task, now)) owned.push(task)
       else stale.push(ids[i]!)
     })
     if (stale.length > 0) await this.#redis.srem(`${this.#p}owned:${owner}`, ...stale)

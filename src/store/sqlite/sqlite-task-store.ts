@@ -1,7 +1,7 @@
 import Database from 'better-sqlite3'
 import { GatewayError } from '../../errors.ts'
 import type { JsonObject } from '../../wire/jsonrpc.ts'
-import { isTerminal, type TaskStatus } from '../../wire/task-state.ts'
+import { canTransition, isTerminal, RUNNING_STATUSES, type TaskStatus } from '../../wire/task-state.ts'
 import { claimedEvent, createdEvent, inputEvent, settledEvent, statusEvent } from '../task-timeline.ts'
 import type { InputRecord, InputState, TaskCreateOptions, TaskCursor, TaskEvent, TaskOutcome, TaskPatch, TaskQuery, TaskRecord, TaskStore } from '../types.ts'
 import { SqliteTimeline } from './sqlite-timeline.ts'
@@ -104,7 +104,12 @@ function backend<T> (work: () => T): T {
 }
 
 const LIVE = '(expires_at IS NULL OR expires_at > @now)'
-const ACTIVE = "status IN ('working', 'input_required')"
+/** A set of statuses as SQL text, written once from task-state.ts (constants, so the planner uses tasks_principal_active). */
+function sqlList (statuses: readonly string[]): string {
+  return statuses.map((status) => `'${status.replaceAll("'", "''")}'`).join(', ')
+}
+
+const ACTIVE = `status IN (${sqlList(RUNNING_STATUSES)})`
 
 /** Tasks and input queues in the `tasks` and `task_inputs` tables; every status move is an `UPDATE … WHERE status IN`. */
 export class SqliteTaskStore implements TaskStore {
@@ -265,8 +270,8 @@ export class SqliteTaskStore implements TaskStore {
   }
 
   async transition (id: string, from: readonly TaskStatus[], to: TaskStatus, patch: TaskPatch, now: number): Promise<TaskRecord | null> {
-    // A terminal task never changes, whatever `from` says.
-    const sources = from.filter((status) => !isTerminal(status))
+    // Only a move of the table: a terminal task never changes, whatever `from` says.
+    const sources = from.filter((status) => canTransition(status, to))
     if (sources.length === 0) return null
     return backend(() => {
       const outcome = patch.outcome === undefined ? null : JSON.stringify(patch.outcome)
