@@ -217,7 +217,7 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
   // With the admin API, task changes are also announced to the dashboards of every process sharing the store.
   const taskEvents = config.admin === undefined ? delivery : announceTaskChanges(delivery, store.bus)
   const inputs = new TaskInputs(store.tasks, taskEvents, live.tasks, store.bus, processId)
-  const calls = new CallEngine(catalog, metrics)
+  const calls = new CallEngine(metrics)
   const runner = new TaskRunner({ store: store.tasks, upstreams: { get: (name) => upstreams.find((u) => u.name === name) }, calls, inputs, events: taskEvents, log, shutdown: shutdown.signal, bus: store.bus, isNativeTask: (upstream, tool) => catalog.isNativeTask(upstream, tool), get maxResultBytes () { return live.tasks.maxResultBytes }, tracing })
   const tasks = new TaskService({
     store: store.tasks,
@@ -242,7 +242,7 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
   const routing = new HomeRouting({ homes, peers, access: (key) => live.access(key === '' ? [] : key.split(' ')), log, tracing })
   // With one process per store every client's home is this process: nothing is routed.
   const routed = (name: string, table: MethodTable): MethodTable => store.shared ? routing.route(name, table) : table
-  const base = buildMethodTable({ catalog, calls, subscriptions, pageSize: config.server.pageSize })
+  const base = buildMethodTable({ catalog, subscriptions, pageSize: config.server.pageSize })
   const held = new HeldCalls(config.server.inputHoldTimeout)
   const retries = new RetryRouter({ processId, states: new RequestStateCodec(config.server.stateSecret, config.server.inputHoldTimeout), peers, log })
   const modern = new ModernEndpoint({

@@ -1,7 +1,5 @@
-import type { Catalog } from '../catalog/catalog.ts'
 import type { Route } from '../catalog/catalog-view.ts'
-import type { RequestContext } from '../dispatch/context.ts'
-import { optionalObject, requireString, withoutProgressToken } from '../wire/params.ts'
+import { optionalObject, withoutProgressToken } from '../wire/params.ts'
 import { GatewayError } from '../errors.ts'
 import type { JsonObject } from '../wire/jsonrpc.ts'
 import type { CallSink, InputMethod } from '../upstream/call-attribution.ts'
@@ -12,10 +10,17 @@ import { callUpstream } from './upstream-call.ts'
 import { errorClass, type GatewayMetrics } from '../observability/metrics.ts'
 import type { TraceParent } from '../observability/tracing.ts'
 
-/** How one call reaches its client: input requests, progress and other notifications. */
-export interface CallChannel {
-  /** The client's capabilities: what may be relayed to it. */
+/**
+ * The client a call is made for, and how the call reaches it: a request's client (live relay in the
+ * 2025 era, `input_required` rounds in 2026-07-28) or a task's (queued input).
+ */
+export interface CallOrigin {
+  /** The client whose upstream session carries the call. */
+  client: ClientRef
+  /** The capabilities the client declared: what may be relayed to it. */
   capabilities: JsonObject
+  /** Aborted when the call is no longer wanted (the client cancelled, the task was cancelled, shutdown). */
+  signal: AbortSignal
   ask (method: InputMethod, params: JsonObject, signal: AbortSignal): Promise<JsonObject>
   /** The upstream asked for something the client did not declare (the upstream gets an error regardless). */
   refused? (capability: string, method: InputMethod): void
@@ -47,64 +52,38 @@ export function callTarget (route: Route): CallTarget {
   return { upstream: route.upstream, target: route.target, native: route.nativeTaskSupport === 'required' }
 }
 
-/** The channel of a legacy-era request: input, progress and notifications go live on its own stream. */
-function liveChannel (ctx: RequestContext): CallChannel {
-  const progressToken = ctx.progressToken
-  return {
-    capabilities: ctx.session.clientCapabilities,
-    ask: (method, params, signal) => ctx.request(method, params, signal),
-    ...(progressToken !== undefined && {
-      progress: (progress: JsonObject) => ctx.notify('notifications/progress', { ...progress, progressToken }),
-    }),
-    notify: (method, params) => ctx.notify(method, params),
-    authorization: ctx.caller.authorization,
-    trace: ctx.trace,
-  }
-}
-
 /**
- * Runs upstream tools/call (and prompts/get) requests, synchronous or for a task. Each call runs on its
- * client's upstream session, within its upstream's call slots; what the upstream asks during the call
- * goes to the call's channel, and progress is forwarded with the client's own token.
+ * The one way an upstream tools/call (or prompts/get) runs, whoever it is for: a synchronous call of either
+ * era, a held 2026-07-28 call, or a task. Each call runs on its client's upstream session, within its
+ * upstream's call slots; what the upstream asks during the call goes to its origin once the client's
+ * capabilities allow it, progress is forwarded with the client's own token, and failures become the
+ * gateway's errors.
  */
 export class CallEngine {
-  readonly #catalog: Catalog
   readonly #metrics: GatewayMetrics | undefined
 
-  constructor (catalog: Catalog, metrics?: GatewayMetrics) {
-    this.#catalog = catalog
+  constructor (metrics?: GatewayMetrics) {
     this.#metrics = metrics
   }
 
-  /** A legacy-era synchronous tools/call: input is relayed live on the request's stream. */
-  async callTool (params: JsonObject, ctx: RequestContext): Promise<JsonObject> {
-    const route = (await this.#catalog.view(ctx.client, ctx.caller)).tool(requireString(params, 'name'), ctx.caller.access)
-    return await this.run(callTarget(route), ctx.client, params, liveChannel(ctx), ctx.signal)
-  }
-
-  /** A legacy-era prompts/get: an upstream that asks for input while building the prompt is answered live too. */
-  async getPrompt (params: JsonObject, ctx: RequestContext): Promise<JsonObject> {
-    const route = (await this.#catalog.view(ctx.client, ctx.caller)).prompt(requireString(params, 'name'), ctx.caller.access)
-    return await this.run(callTarget(route), ctx.client, params, liveChannel(ctx), ctx.signal, 'prompts/get')
-  }
-
-  /** Runs one upstream request of `target` for `client` (a tools/call, or a prompts/get that may ask for input too). */
-  async run (target: CallTarget, client: ClientRef, params: JsonObject, channel: CallChannel, signal: AbortSignal, method: 'tools/call' | 'prompts/get' = 'tools/call'): Promise<JsonObject> {
+  /** Runs one upstream request of `target` for `origin` (a tools/call, or a prompts/get that may ask for input too). */
+  async run (target: CallTarget, params: JsonObject, origin: CallOrigin, method: 'tools/call' | 'prompts/get' = 'tools/call'): Promise<JsonObject> {
     optionalObject(params, 'arguments')
+    const { client, signal } = origin
     const upstream = target.upstream
     const timeout = method === 'tools/call' ? upstream.config.toolSettings[target.target]?.timeout ?? upstream.config.timeouts.call : upstream.config.timeouts.request
     const sink: CallSink = {
       input: (inputMethod, inputParams, inputSignal) => {
-        const missing = clientSupports(channel.capabilities, inputMethod, inputParams)
+        const missing = clientSupports(origin.capabilities, inputMethod, inputParams)
         if (missing) {
-          channel.refused?.(missing, inputMethod)
+          origin.refused?.(missing, inputMethod)
           return Promise.reject(new GatewayError('GW_ERR_CLIENT_CAPABILITY_MISSING', [missing, inputMethod]))
         }
-        return channel.ask(inputMethod, inputParams, AbortSignal.any([inputSignal, signal]))
+        return origin.ask(inputMethod, inputParams, AbortSignal.any([inputSignal, signal]))
       },
-      notify: (notification, notificationParams) => channel.notify(notification, notificationParams),
+      notify: (notification, notificationParams) => origin.notify(notification, notificationParams),
     }
-    channel.trace?.target?.(upstream.name, typeof params.name === 'string' ? params.name : undefined)
+    origin.trace?.target?.(upstream.name, typeof params.name === 'string' ? params.name : undefined)
     const metrics = this.#metrics
     const started = performance.now()
     let outcome = 'ok'
@@ -112,25 +91,25 @@ export class CallEngine {
     try {
       freeSlot = upstream.slots.tryTake()
       if (freeSlot === undefined) {
-        channel.queued?.()
+        origin.queued?.()
         const queuedAt = performance.now()
         freeSlot = await upstream.slots.take(signal)
         metrics?.queueWait(upstream.name, (performance.now() - queuedAt) / 1000)
       }
-      const lease = await upstream.acquire(client, 'call', channel.authorization)
+      const lease = await upstream.acquire(client, 'call', origin.authorization)
       const session = lease.session
       const call = session.calls.begin(client.key, sink)
       session.pristine = false
       try {
-        channel.sent?.()
+        origin.sent?.()
         const { requestState: _state, inputResponses: _responses, ...forwarded } = withoutProgressToken(params)
         // Every call asks for progress: its token also ties what the upstream asks during the call to it.
         const result = await callUpstream(session, call, method, { ...forwarded, name: target.target }, target.native, {
           timeout,
           signal,
-          onprogress: (progress) => channel.progress?.(progress),
-          authorization: forwardedAuthorization(upstream, channel.authorization),
-          trace: channel.trace,
+          onprogress: (progress) => origin.progress?.(progress),
+          authorization: forwardedAuthorization(upstream, origin.authorization),
+          trace: origin.trace,
         })
         if (result.isError === true) outcome = 'tool_error'
         return result

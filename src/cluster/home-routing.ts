@@ -1,11 +1,10 @@
 import { randomBytes } from 'node:crypto'
 import type { Access, Caller } from '../auth/access.ts'
-import type { Handler, MethodTable, RequestContext } from '../dispatch/context.ts'
+import { liveRequest, type Handler, type MethodTable, type RequestContext } from '../dispatch/context.ts'
 import { GatewayError } from '../errors.ts'
 import type { Logger } from '../observability/logger.ts'
 import type { GatewayTracing } from '../observability/tracing.ts'
 import { isObject, type JsonObject, type RpcMessage } from '../wire/jsonrpc.ts'
-import type { SessionRecord } from '../store/types.ts'
 import type { InputMethod } from '../upstream/call-attribution.ts'
 import type { ClientRef } from '../upstream/client-ref.ts'
 import type { ClientHomes } from './client-homes.ts'
@@ -36,8 +35,11 @@ interface Forwarded {
   table: string
   method: string
   params: JsonObject
-  session: SessionRecord
   client: ClientRef
+  clientCapabilities: JsonObject
+  sessionId: string | null
+  /** Whether the client can be sent server→client requests (2025-era requests can; 2026-07-28 ones cannot). */
+  asks: boolean
   principal: string | null
   access: string
   authorization: string | null
@@ -50,7 +52,7 @@ interface Forwarded {
 
 function forwardedOf (payload: JsonObject): Forwarded {
   const f = payload as unknown as Forwarded
-  if (typeof f.table !== 'string' || typeof f.method !== 'string' || !isObject(f.params) || !isObject(f.session) || !isObject(f.client) || typeof f.forwardId !== 'string') {
+  if (typeof f.table !== 'string' || typeof f.method !== 'string' || !isObject(f.params) || !isObject(f.clientCapabilities) || !isObject(f.client) || typeof f.forwardId !== 'string') {
     throw new GatewayError('GW_ERR_INTERNAL', ['a malformed request from another gateway process'])
   }
   return f
@@ -76,7 +78,7 @@ export class HomeRouting {
     deps.peers.handle(ASK, async (payload, signal) => {
       const ctx = this.#forwarded.get(String(payload.forwardId))
       if (!ctx) throw new GatewayError('GW_ERR_INTERNAL', ['the request this input belongs to is no longer waiting'])
-      return await ctx.request(payload.method as InputMethod, (payload.params ?? {}) as JsonObject, signal)
+      return await liveRequest(ctx)(payload.method as InputMethod, (payload.params ?? {}) as JsonObject, signal)
     })
   }
 
@@ -114,8 +116,10 @@ export class HomeRouting {
       table,
       method,
       params,
-      session: ctx.session,
       client: ctx.client,
+      clientCapabilities: ctx.clientCapabilities,
+      sessionId: ctx.sessionId ?? null,
+      asks: ctx.request !== undefined,
       principal: ctx.caller.principal ?? null,
       access: ctx.caller.access.key,
       authorization: ctx.caller.authorization ?? null,
@@ -147,8 +151,9 @@ export class HomeRouting {
     const send = (message: RpcMessage): void => emit({ type: 'send', message: message as unknown as JsonObject })
     const trace = this.#deps.tracing?.forwarded(f.method, f.traceparent ?? null, f.requestId)
     const ctx: RequestContext = {
-      session: f.session,
       client: f.client,
+      clientCapabilities: f.clientCapabilities,
+      sessionId: f.sessionId ?? undefined,
       caller,
       requestId: f.requestId,
       signal,
@@ -158,7 +163,7 @@ export class HomeRouting {
       openStream: () => emit({ type: 'open' }),
       send,
       notify: (method, params) => send({ jsonrpc: '2.0', method, params }),
-      request: async (method, params, requestSignal) => await this.#deps.peers.request(from, ASK, { forwardId: f.forwardId, method, params }, requestSignal),
+      request: f.asks ? async (method, params, requestSignal) => await this.#deps.peers.request(from, ASK, { forwardId: f.forwardId, method, params }, requestSignal) : undefined,
       trace,
     }
     // The home may have moved since the sender looked it up (it lapsed and another process took it).

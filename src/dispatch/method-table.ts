@@ -1,18 +1,16 @@
 import type { Catalog } from '../catalog/catalog.ts'
 import type { CatalogKind, Route } from '../catalog/catalog-view.ts'
 import type { ResourceSubscriptions } from '../catalog/resource-subscriptions.ts'
-import type { CallEngine } from '../calls/call-engine.ts'
 import { forwardedAuthorization } from '../calls/call-engine.ts'
 import { mapUpstreamError } from '../upstream/upstream-errors.ts'
 import { GatewayError, RpcError } from '../errors.ts'
 import type { JsonObject } from '../wire/jsonrpc.ts'
-import type { Handler, MethodTable, RequestContext } from './context.ts'
+import { sessionOf, type Handler, type MethodTable, type RequestContext } from './context.ts'
 import { paginate } from './pagination.ts'
 import { requireObject, requireString, withoutProgressToken } from '../wire/params.ts'
 
 export interface MethodTableDeps {
   catalog: Catalog
-  calls: CallEngine
   subscriptions: ResourceSubscriptions
   pageSize: number
 }
@@ -46,9 +44,13 @@ function lister (catalog: Catalog, kind: CatalogKind, key: string, pageSize: num
   }
 }
 
-/** The one table of methods the gateway answers (both eras share it); unknown methods are -32601. */
+/**
+ * The methods both eras answer alike; unknown methods are -32601. The calls (`tools/call`, `prompts/get`)
+ * are not here: how an upstream's input requests reach the client differs by era, so each era's table
+ * adds its own (`withLegacyTaskMethods`, `buildModernMethods`).
+ */
 export function buildMethodTable (deps: MethodTableDeps): MethodTable {
-  const { catalog, calls, subscriptions, pageSize } = deps
+  const { catalog, subscriptions, pageSize } = deps
   const table = new Map<string, Handler>([
     ['ping', async () => ({})],
     ['logging/setLevel', async (params) => {
@@ -60,8 +62,6 @@ export function buildMethodTable (deps: MethodTableDeps): MethodTable {
     ['prompts/list', lister(catalog, 'prompts', 'prompts', pageSize)],
     ['resources/list', lister(catalog, 'resources', 'resources', pageSize)],
     ['resources/templates/list', lister(catalog, 'resourceTemplates', 'resourceTemplates', pageSize)],
-    ['tools/call', (params, ctx) => calls.callTool(params, ctx)],
-    ['prompts/get', (params, ctx) => calls.getPrompt(params, ctx)],
     ['resources/read', async (params, ctx) => {
       const uri = requireString(params, 'uri')
       const route = (await catalog.view(ctx.client, ctx.caller)).resource(uri, ctx.caller.access)
@@ -78,12 +78,12 @@ export function buildMethodTable (deps: MethodTableDeps): MethodTable {
     ['resources/subscribe', async (params, ctx) => {
       const uri = requireString(params, 'uri')
       const route = (await catalog.view(ctx.client, ctx.caller)).resource(uri, ctx.caller.access)
-      await subscriptions.subscribe(ctx.session.id, uri, route.upstream, ctx.client, ctx.caller.authorization)
+      await subscriptions.subscribe(sessionOf(ctx, 'resources/subscribe'), uri, route.upstream, ctx.client, ctx.caller.authorization)
       return {}
     }],
     ['resources/unsubscribe', async (params, ctx) => {
       const uri = requireString(params, 'uri')
-      await subscriptions.unsubscribe(ctx.session.id, uri)
+      await subscriptions.unsubscribe(sessionOf(ctx, 'resources/unsubscribe'), uri)
       return {}
     }],
     ['completion/complete', async (params, ctx) => {

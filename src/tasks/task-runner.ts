@@ -1,4 +1,4 @@
-import type { CallChannel, CallEngine } from '../calls/call-engine.ts'
+import type { CallEngine, CallOrigin } from '../calls/call-engine.ts'
 import { GatewayError, toWireError, type WireError } from '../errors.ts'
 import type { Logger } from '../observability/logger.ts'
 import type { GatewayTracing, TaskRunTrace } from '../observability/tracing.ts'
@@ -169,8 +169,10 @@ export class TaskRunner {
         if (updated) events.status(updated)
       }).catch((err: unknown) => this.#deps.log.warn({ err, taskId: task.id }, 'could not record the queue state of a task'))
     }
-    const channel: CallChannel = {
+    const origin: CallOrigin = {
+      client: taskClient(task),
       capabilities: task.clientCapabilities,
+      signal,
       ask: (method, params, inputSignal) => run === undefined
         ? inputs.ask(task, method, params, inputSignal)
         : run.inputRound(method, () => inputs.ask(task, method, params, inputSignal)),
@@ -193,7 +195,7 @@ export class TaskRunner {
     let outcome: TaskOutcome
     try {
       const target = { upstream, target: task.tool, native: this.#deps.isNativeTask(task.upstream, task.tool) }
-      outcome = { result: await this.#deps.calls.run(target, taskClient(task), task.request, channel, signal) }
+      outcome = { result: await this.#deps.calls.run(target, task.request, origin) }
     } catch (err) {
       if (controller.signal.aborted) return undefined
       outcome = { error: toWireError(this.#deps.shutdown.aborted ? new GatewayError('GW_ERR_SHUTTING_DOWN', [], { cause: err }) : err) as WireError }

@@ -163,8 +163,9 @@ export class LegacyEndpoint {
     const inflight = deps.inflight.start(session.id, request.id)
     const params = request.params ?? {}
     const ctx: RequestContext = {
-      session,
       client: sessionClient(session.id, session.principal, session.clientCapabilities),
+      clientCapabilities: session.clientCapabilities,
+      sessionId: session.id,
       caller,
       requestId: request.id,
       signal: inflight.signal,

@@ -1,6 +1,6 @@
 import type { Catalog } from '../../catalog/catalog.ts'
-import type { CallEngine } from '../../calls/call-engine.ts'
-import type { Handler, MethodTable } from '../../dispatch/context.ts'
+import { callTarget, type CallEngine, type CallOrigin } from '../../calls/call-engine.ts'
+import { liveRequest, requestOrigin, type Handler, type MethodTable, type RequestContext } from '../../dispatch/context.ts'
 import { optionalObject, optionalString, requireString } from '../../wire/params.ts'
 import { GatewayError } from '../../errors.ts'
 import type { SignalBus, TaskRecord } from '../../store/types.ts'
@@ -29,13 +29,19 @@ function requestedTtl (params: JsonObject): number | undefined {
   return ttl
 }
 
-/**
- * The 2025-11-25 task dialect: task-augmented `tools/call`, `tasks/get`, blocking `tasks/result`,
- * `tasks/list` and `tasks/cancel`, added to the era-neutral method table.
- */
 /** How often a waiting tasks/result reads the task again, in case a wake-up signal was lost. */
 const RECHECK_MS = 5000
 
+/** A 2025-era call's input requests go to the client live, as server→client requests on the request's stream. */
+function liveOrigin (ctx: RequestContext): CallOrigin {
+  return requestOrigin(ctx, liveRequest(ctx))
+}
+
+/**
+ * The 2025-11-25 calls, added to the era-neutral method table: `tools/call` (synchronous, or as a task with
+ * `params.task`), `prompts/get`, and the task dialect: `tasks/get`, blocking `tasks/result`, `tasks/list`
+ * and `tasks/cancel`.
+ */
 export function withLegacyTaskMethods (base: MethodTable, deps: LegacyTaskMethodDeps): MethodTable {
   const { catalog, calls, tasks, delivery, bus } = deps
   const table = new Map(base)
@@ -46,19 +52,19 @@ export function withLegacyTaskMethods (base: MethodTable, deps: LegacyTaskMethod
     const support = route.taskSupport
     if (params.task === undefined) {
       if (support === 'required') throw new GatewayError('GW_ERR_TASK_REQUIRED', [name])
-      return await calls.callTool(params, ctx)
+      return await calls.run(callTarget(route), params, liveOrigin(ctx))
     }
     if (support === 'forbidden') throw new GatewayError('GW_ERR_TASK_FORBIDDEN', [name])
     optionalObject(params, 'arguments')
     const task = await tasks.create({
-      principal: ctx.session.principal,
-      sessionId: ctx.session.id,
+      principal: ctx.client.principal,
+      sessionId: ctx.sessionId ?? null,
       era: 'legacy',
       route,
       params,
       requestedTtl: requestedTtl(params),
       progressToken: ctx.progressToken,
-      clientCapabilities: ctx.session.clientCapabilities,
+      clientCapabilities: ctx.clientCapabilities,
       authorization: ctx.caller.authorization,
       trace: ctx.trace,
     })
@@ -67,7 +73,7 @@ export function withLegacyTaskMethods (base: MethodTable, deps: LegacyTaskMethod
 
   const tasksResult: Handler = async (params, ctx) => {
     const taskId = requireString(params, 'taskId')
-    const principal = ctx.session.principal
+    const principal = ctx.client.principal
     const first = await tasks.get(principal, taskId, ctx.trace)
     const handOver = (task: TaskRecord): JsonObject => {
       tasks.retrieved(task, 'tasks/result')
@@ -114,14 +120,19 @@ export function withLegacyTaskMethods (base: MethodTable, deps: LegacyTaskMethod
   }
 
   table.set('tools/call', toolsCall)
-  table.set('tasks/get', async (params, ctx) => renderTask(await tasks.get(ctx.session.principal, requireString(params, 'taskId'), ctx.trace)))
+  // An upstream that asks for input while building a prompt is answered live too.
+  table.set('prompts/get', async (params, ctx) => {
+    const route = (await catalog.view(ctx.client, ctx.caller)).prompt(requireString(params, 'name'), ctx.caller.access)
+    return await calls.run(callTarget(route), params, liveOrigin(ctx), 'prompts/get')
+  })
+  table.set('tasks/get', async (params, ctx) => renderTask(await tasks.get(ctx.client.principal, requireString(params, 'taskId'), ctx.trace)))
   table.set('tasks/result', tasksResult)
-  table.set('tasks/cancel', async (params, ctx) => renderTask(await tasks.cancel(ctx.session.principal, requireString(params, 'taskId'), 'client', ctx.trace)))
+  table.set('tasks/cancel', async (params, ctx) => renderTask(await tasks.cancel(ctx.client.principal, requireString(params, 'taskId'), 'client', ctx.trace)))
   table.set('tasks/list', async (params, ctx) => {
     const cursor = optionalString(params, 'cursor')
     const after = cursor === undefined ? undefined : decodeTaskCursor(cursor)
     if (cursor !== undefined && after === undefined) throw new GatewayError('GW_ERR_RPC_INVALID_PARAMS', ["'cursor' is not a cursor this gateway issued; start again without a cursor"])
-    const page = await tasks.list(ctx.session.principal, after, deps.pageSize + 1)
+    const page = await tasks.list(ctx.client.principal, after, deps.pageSize + 1)
     const more = page.length > deps.pageSize
     const shown = more ? page.slice(0, deps.pageSize) : page
     const last = shown.at(-1)

@@ -5,7 +5,6 @@ import { lookupHandler } from '../../dispatch/method-table.ts'
 import { GatewayError } from '../../errors.ts'
 import type { Logger } from '../../observability/logger.ts'
 import type { RequestTrace } from '../../observability/request-trace.ts'
-import type { SessionRecord } from '../../store/types.ts'
 import { principalClient, type ClientRef } from '../../upstream/client-ref.ts'
 import { classifyMessage, errorMessageFor, progressTokenOf, resultMessage, type JsonObject, type RpcRequest } from '../../wire/jsonrpc.ts'
 import { sendHttpError } from '../legacy/legacy-endpoint.ts'
@@ -26,17 +25,9 @@ export interface ModernEndpointDeps {
 /** The principal of a modern request without auth: no sessions exist, task ids act as bearer capabilities. */
 export const ANONYMOUS_MODERN = 'anonymous'
 
-/** Modern requests have no session; handlers still get one built from the request's own envelope. */
-function requestSession (principal: string, envelope: Envelope, now: number): SessionRecord {
-  return {
-    id: `modern:${principal}`,
-    principal,
-    protocolVersion: envelope.protocolVersion,
-    clientCapabilities: envelope.clientCapabilities,
-    clientInfo: envelope.clientInfo ?? {},
-    createdAt: now,
-    lastSeenAt: now,
-  }
+/** Where the stream hub counts a principal's open request streams (modern requests have no session). */
+function streamOwner (principal: string): string {
+  return `modern:${principal}`
 }
 
 /**
@@ -80,20 +71,21 @@ export class ModernEndpoint {
 
   async #request (request: RpcRequest, envelope: Envelope, res: ServerResponse, caller: Caller, trace: RequestTrace | undefined): Promise<void> {
     const deps = this.#deps
-    const session = requestSession(caller.principal ?? ANONYMOUS_MODERN, envelope, Date.now())
-    const exchange = new PostExchange(res, { hub: deps.hub, sessionId: session.id, requestId: request.id, headers: {} })
+    const principal = caller.principal ?? ANONYMOUS_MODERN
+    const exchange = new PostExchange(res, { hub: deps.hub, sessionId: streamOwner(principal), requestId: request.id, headers: {} })
     const signal = AbortSignal.any([exchange.disconnected, deps.shutdown])
     const params = withoutEnvelope(request.params ?? {})
+    // No `request`: this era has no server→client requests (input comes back as input_required).
     const ctx: RequestContext = {
-      session,
-      client: principalClient(session.principal, envelope.clientCapabilities),
+      client: principalClient(principal, envelope.clientCapabilities),
+      clientCapabilities: envelope.clientCapabilities,
+      sessionId: undefined,
       caller,
       requestId: request.id,
       signal,
       progressToken: progressTokenOf(params),
       log: deps.log,
       ...exchangeChannel(exchange),
-      request: () => Promise.reject(new GatewayError('GW_ERR_INTERNAL', ['server-to-client requests do not exist in the 2026-07-28 protocol'])),
       trace,
     }
     try {

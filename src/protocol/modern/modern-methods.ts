@@ -52,7 +52,7 @@ function taskNotifier (deps: ModernMethodDeps, ctx: RequestContext): (taskId: st
   let queue = Promise.resolve()
   const lastSent = new Map<string, string>()
   const notify = async (taskId: string): Promise<void> => {
-    const task = await deps.tasks.get(ctx.session.principal, taskId).catch(() => undefined)
+    const task = await deps.tasks.get(ctx.client.principal, taskId).catch(() => undefined)
     if (!task) return
     const pending = task.status === 'input_required' ? await deps.store.pendingInputs(task.id) : []
     const params = renderDetailedTask(task, pending)
@@ -95,10 +95,10 @@ export function buildModernMethods (base: MethodTable, deps: ModernMethodDeps): 
   table.set('subscriptions/listen', async (params, ctx) => {
     const requested = optionalObject(params, 'notifications') ?? {}
     const wantedTasks = strings(requested, 'taskIds')
-    if (wantedTasks.length > 0 && !declaresTasks(ctx.session.clientCapabilities)) throw tasksCapabilityRequired()
+    if (wantedTasks.length > 0 && !declaresTasks(ctx.clientCapabilities)) throw tasksCapabilityRequired()
     const taskIds: string[] = []
     for (const taskId of wantedTasks) {
-      if (await deps.tasks.get(ctx.session.principal, taskId).then(() => true, () => false)) taskIds.push(taskId)
+      if (await deps.tasks.get(ctx.client.principal, taskId).then(() => true, () => false)) taskIds.push(taskId)
     }
     const id = `listen:${randomBytes(9).toString('base64url')}`
     const resourceSubscriptions: string[] = []

@@ -3,7 +3,7 @@ import type { Route } from '../../catalog/catalog-view.ts'
 import { callTarget, type CallEngine } from '../../calls/call-engine.ts'
 import type { HeldCalls, HeldOutcome } from '../../calls/held-calls.ts'
 import type { TasksConfig } from '../../config/schema.ts'
-import type { Handler, RequestContext } from '../../dispatch/context.ts'
+import { requestOrigin, type Handler, type RequestContext } from '../../dispatch/context.ts'
 import { optionalObject, optionalString, requireString } from '../../wire/params.ts'
 import type { TaskInputs } from '../../tasks/task-inputs.ts'
 import type { CreateTaskRequest, TaskService } from '../../tasks/task-service.ts'
@@ -79,8 +79,8 @@ export function modernToolsCall (deps: ModernToolsCallDeps): Handler {
     // A `task` field is a 2025-11-25 request for a task; in this era the server decides, so it is dropped.
     const { task: _ignored, ...params } = rawParams
     const route = (await catalog.view(ctx.client, ctx.caller)).tool(requireString(params, 'name'), ctx.caller.access)
-    const principal = ctx.session.principal
-    const capabilities = ctx.session.clientCapabilities
+    const principal = ctx.client.principal
+    const capabilities = ctx.clientCapabilities
     const requestState = optionalString(params, 'requestState')
     if (requestState !== undefined) return await retry(requestState, principal, optionalObject(params, 'inputResponses') ?? {}, ctx.signal)
     const tasksDeclared = declaresTasks(capabilities)
@@ -89,21 +89,14 @@ export function modernToolsCall (deps: ModernToolsCallDeps): Handler {
     const decide = deps.config.decide
     const authorization = ctx.caller.authorization
     if (eligible && decide === 'always') return renderCreateTaskResult(await deps.tasks.create(taskRequest(principal, { route, params, capabilities, authorization, trace: ctx.trace })))
-    const progressToken = ctx.progressToken
     let startedId: string | undefined
-    const outcome = await held.start(principal, (ask, signal, fail, sent) => calls.run(callTarget(route), ctx.client, params, {
-      capabilities,
-      ask,
+    const outcome = await held.start(principal, (ask, signal, fail, sent) => calls.run(callTarget(route), params, {
+      ...requestOrigin(ctx, ask, signal),
       sent,
       // The client must learn what it lacks (-32021), not get a result built on a refused request.
       refused: (capability) => fail(capabilityRequired(capability)),
-      ...(progressToken !== undefined && {
-        progress: (progress: JsonObject) => ctx.notify('notifications/progress', { ...progress, progressToken }),
-      }),
       notify: () => {},
-      authorization,
-      trace: ctx.trace,
-    }, signal), ctx.signal, eligible && decide !== 'always' ? decide.after : undefined)
+    }), ctx.signal, eligible && decide !== 'always' ? decide.after : undefined)
     if (outcome.kind !== 'result') startedId = outcome.callId
     if (eligible && startedId !== undefined) candidates.set(startedId, { route, params, capabilities, authorization, trace: ctx.trace })
     return await render(outcome, principal)
@@ -125,16 +118,15 @@ export function modernPromptsGet (deps: Pick<ModernToolsCallDeps, 'catalog' | 'c
     render(await held.resume(callId, principal, inputResponses, signal), principal))
   return async (params, ctx) => {
     const route = (await catalog.view(ctx.client, ctx.caller)).prompt(requireString(params, 'name'), ctx.caller.access)
-    const principal = ctx.session.principal
+    const principal = ctx.client.principal
     const requestState = optionalString(params, 'requestState')
     if (requestState !== undefined) return await retry(requestState, principal, optionalObject(params, 'inputResponses') ?? {}, ctx.signal)
-    return render(await held.start(principal, (ask, signal, fail) => calls.run(callTarget(route), ctx.client, params, {
-      capabilities: ctx.session.clientCapabilities,
-      ask,
+    return render(await held.start(principal, (ask, signal, fail) => calls.run(callTarget(route), params, {
+      ...requestOrigin(ctx, ask, signal),
       refused: (capability) => fail(capabilityRequired(capability)),
+      // Of what the upstream sends while building a prompt, only input requests reach a 2026-07-28 client.
+      progress: undefined,
       notify: () => {},
-      authorization: ctx.caller.authorization,
-      trace: ctx.trace,
-    }, signal, 'prompts/get'), ctx.signal), principal)
+    }, 'prompts/get'), ctx.signal), principal)
   }
 }

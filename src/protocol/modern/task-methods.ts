@@ -26,16 +26,16 @@ export function modernTaskMethods (deps: ModernTaskMethodDeps): Array<[string, H
   }
 
   const get: Handler = async (params, ctx) => {
-    guard(ctx.session.clientCapabilities)
-    const task = await tasks.get(ctx.session.principal, requireString(params, 'taskId'), ctx.trace)
+    guard(ctx.clientCapabilities)
+    const task = await tasks.get(ctx.client.principal, requireString(params, 'taskId'), ctx.trace)
     const pending = task.status === 'input_required' ? await store.pendingInputs(task.id) : []
     if (isTerminal(task.status)) tasks.retrieved(task, 'tasks/get')
     return { ...renderDetailedTask(task, pending), resultType: 'complete' }
   }
 
   const update: Handler = async (params, ctx) => {
-    guard(ctx.session.clientCapabilities)
-    const task = await tasks.get(ctx.session.principal, requireString(params, 'taskId'), ctx.trace)
+    guard(ctx.clientCapabilities)
+    const task = await tasks.get(ctx.client.principal, requireString(params, 'taskId'), ctx.trace)
     const responses = optionalObject(params, 'inputResponses') ?? {}
     const answers: Array<[string, JsonObject]> = []
     for (const [key, answer] of Object.entries(responses)) {
@@ -48,15 +48,15 @@ export function modernTaskMethods (deps: ModernTaskMethodDeps): Array<[string, H
       }
       answers.push([key, answer as JsonObject])
     }
-    for (const [key, answer] of answers) await inputs.answer(ctx.session.principal, { jsonrpc: '2.0', id: key, result: answer })
+    for (const [key, answer] of answers) await inputs.answer(ctx.client.principal, { jsonrpc: '2.0', id: key, result: answer })
     return { resultType: 'complete' }
   }
 
   const cancel: Handler = async (params, ctx) => {
-    guard(ctx.session.clientCapabilities)
-    const task = await tasks.get(ctx.session.principal, requireString(params, 'taskId'), ctx.trace)
+    guard(ctx.clientCapabilities)
+    const task = await tasks.get(ctx.client.principal, requireString(params, 'taskId'), ctx.trace)
     // An acknowledgement either way: cancelling a task that already ended changes nothing.
-    if (!isTerminal(task.status)) await tasks.cancel(ctx.session.principal, task.id).catch(() => {})
+    if (!isTerminal(task.status)) await tasks.cancel(ctx.client.principal, task.id).catch(() => {})
     return { resultType: 'complete' }
   }
 
