@@ -25,7 +25,7 @@ export const LAYERS = [
 ]
 
 /** The bundled demo upstream is a program of its own: nothing of the gateway imports it. */
-const APART = ['demo']
+export const APART = ['demo']
 
 const path = (place) => `./src/${place}`
 
