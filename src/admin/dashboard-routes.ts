@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs'
 import type { FastifyInstance } from 'fastify'
+import { TASK_STATUSES, TERMINAL_STATUSES } from '../wire/task-state.ts'
 
 /** The dashboard's files, next to this module (the build copies them into dist with it). */
 const DIRECTORY = new URL('./dashboard/', import.meta.url)
@@ -14,6 +15,11 @@ const FILES = [
   { path: `${DASHBOARD_PATH}/dashboard.css`, file: 'dashboard.css', type: 'text/css; charset=utf-8' },
 ] as const
 
+/** The status machine's sets as a browser module, so the page never keeps a copy of its own. */
+const TASK_STATES_MODULE = `export const TASK_STATUSES = ${JSON.stringify(TASK_STATUSES)}
+export const TERMINAL_STATUSES = ${JSON.stringify(TERMINAL_STATUSES)}
+`
+
 /**
  * Only this origin's own files, no inline script or style, no framing; fetch() only to this origin (the admin
  * API). The token the page asks for is sent in headers, never in a URL, and kept in the tab's sessionStorage.
@@ -26,7 +32,7 @@ const SECURITY_HEADERS = {
 }
 
 /**
- * The live dashboard: a static page, its stylesheet and its two script modules, read once at start and served without the
+ * The live dashboard: a static page, its stylesheet and its script modules (the task statuses among them, from the status machine), read once at start and served without the
  * admin token (they hold no data; the page asks for the token and sends it with every request it makes).
  * `/` leads to it.
  */
@@ -35,5 +41,7 @@ export function registerDashboard (app: FastifyInstance): void {
     const body = readFileSync(new URL(file, DIRECTORY))
     app.get(path, { config: { public: true } }, async (_request, reply) => await reply.headers(SECURITY_HEADERS).type(type).send(body))
   }
+  app.get(`${DASHBOARD_PATH}/task-states.js`, { config: { public: true } }, async (_request, reply) =>
+    await reply.headers(SECURITY_HEADERS).type('text/javascript; charset=utf-8').send(TASK_STATES_MODULE))
   app.get('/', { config: { public: true } }, async (_request, reply) => await reply.redirect(DASHBOARD_PATH))
 }

@@ -7,6 +7,7 @@ import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { chromium, type Browser, type Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { sha256Hex } from '../../src/auth/bearer-tokens.ts'
+import { TASK_STATUSES } from '../../src/wire/task-state.ts'
 import { connectV1 } from '../helpers/clients.ts'
 import { demoStdio, startGateway, type RunningGateway } from '../helpers/gateway.ts'
 import { runTask, type StreamOutcome } from '../helpers/tasks.ts'
@@ -69,7 +70,8 @@ describe('the live dashboard in a browser', () => {
     expect(pageResponse.headers.get('content-type')).toMatch(/^text\/html/)
     expect(pageResponse.headers.get('content-security-policy')).toContain("script-src 'self'")
     expect(await pageResponse.text()).toContain('<script type="module" src="/admin/dashboard/dashboard.js">')
-    for (const [file, type] of [['dashboard.js', /^text\/javascript/], ['dashboard-view.js', /^text\/javascript/], ['dashboard.css', /^text\/css/]] as const) {
+    const files = [['dashboard.js', /^text\/javascript/], ['dashboard-view.js', /^text\/javascript/], ['task-states.js', /^text\/javascript/], ['dashboard.css', /^text\/css/]] as const
+    for (const [file, type] of files) {
       const asset = await fetch(`${admin}/admin/dashboard/${file}`)
       expect({ file, status: asset.status }).toEqual({ file, status: 200 })
       expect(asset.headers.get('content-type')).toMatch(type)
@@ -148,6 +150,10 @@ describe('the live dashboard in a browser', () => {
     await page.locator(`#tasks tbody tr[data-task="${taskId}"][data-status="cancelled"]`).waitFor()
     await page.locator('#summary', { hasText: 'cancelled by the operator' }).waitFor()
     expect((await running).statuses.at(-1)).toBe('cancelled')
+    // An ended task offers no cancel; the status filter offers every status of the status machine.
+    expect(await page.getByRole('button', { name: 'Cancel task' }).isHidden()).toBe(true)
+    expect(await page.locator('#status-filter option').evaluateAll((options) => options.map((option) => option.getAttribute('value'))))
+      .toEqual(['', ...TASK_STATUSES])
     // The focus goes back to the detail's heading (the button is gone); Escape closes the detail and leaves
     // the focus on the task list.
     const focused = (id: string): Promise<boolean> => page.locator(`#${id}`).evaluate((node) => node.ownerDocument.activeElement === node)

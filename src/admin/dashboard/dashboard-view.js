@@ -1,7 +1,6 @@
 // The dashboard's rendering: tables and the task detail built from the admin API's JSON with DOM calls. Text
 // only: nothing from the data is ever parsed as HTML.
-
-const TERMINAL = new Set(['completed', 'failed', 'cancelled'])
+import { TERMINAL_STATUSES } from './task-states.js'
 
 export const $ = (id) => document.getElementById(id)
 
@@ -137,7 +136,7 @@ function outcomeText (task) {
 export function renderTaskDetail (task) {
   $('detail').hidden = false
   $('detail-title').textContent = `Task ${task.id}`
-  $('cancel').hidden = TERMINAL.has(task.status)
+  $('cancel').hidden = TERMINAL_STATUSES.includes(task.status)
   $('cancel').disabled = false
   const facts = [
     ['Status', badge(task.status)], ['Message', task.statusMessage ?? '–'], ['Tool', `${task.upstream} / ${task.tool}`],

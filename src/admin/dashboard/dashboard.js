@@ -2,6 +2,7 @@
 // once, kept in this tab's sessionStorage and sent in the Authorization header of every request, the event
 // stream included (read with fetch(), since EventSource cannot send headers); it never goes into a URL.
 
+import { TASK_STATUSES } from './task-states.js'
 import { $, renderProblems, renderTaskDetail, renderTaskRows, renderUpstreams, setProcess } from './dashboard-view.js'
 
 const TOKEN_KEY = 'mcp-task-gateway.admin-token'
@@ -208,6 +209,11 @@ function start () {
     state.token = null
     showLogin('')
   })
+  for (const status of TASK_STATUSES) {
+    const option = document.createElement('option')
+    option.value = option.textContent = status
+    $('status-filter').append(option)
+  }
   $('filters').addEventListener('submit', (event) => event.preventDefault())
   $('status-filter').addEventListener('change', () => { loadTasks().catch((err) => { $('detail-error').textContent = err.message }) })
   $('tool-filter').addEventListener('input', renderTasks)
