@@ -1,4 +1,5 @@
-import { GatewayError, toWireError, type WireError } from '../errors.ts'
+import type { RpcErrorResponse } from '../error-replies.ts'
+import { GatewayError } from '../errors.ts'
 
 /** JSON-RPC 2.0 message shapes as the gateway sees them on the wire. */
 
@@ -24,11 +25,7 @@ export interface RpcResult {
   result: JsonObject
 }
 
-export interface RpcErrorResponse {
-  jsonrpc: '2.0'
-  id: RequestId | null
-  error: WireError
-}
+export type { RpcErrorResponse }
 
 export type RpcResponse = RpcResult | RpcErrorResponse
 export type RpcMessage = RpcRequest | RpcNotification | RpcResponse
@@ -89,10 +86,6 @@ export function classifyMessage (body: unknown): InboundMessage {
 
 export function resultMessage (id: RequestId, result: JsonObject): RpcResult {
   return { jsonrpc: '2.0', id, result }
-}
-
-export function errorMessageFor (id: RequestId | null, err: unknown): RpcErrorResponse {
-  return { jsonrpc: '2.0', id, error: toWireError(err) }
 }
 
 /** Reads `params._meta.progressToken` if the client supplied one. */

@@ -1,5 +1,6 @@
 import type { CallChannel, CallEngine } from '../calls/call-engine.ts'
-import { GatewayError, toWireError, type WireError } from '../errors.ts'
+import { toWireError } from '../error-replies.ts'
+import { GatewayError, type WireError } from '../errors.ts'
 import type { Logger } from '../observability/logger.ts'
 import type { GatewayTracing, TaskRunTrace } from '../observability/tracing.ts'
 import type { JsonObject } from '../protocol/jsonrpc.ts'
