@@ -109,7 +109,7 @@ describe('an HTTP upstream that fails', () => {
     gone = await startFlakyUpstream()
     gw = await startGateway({
       upstreams: [
-        { name: 'flaky', transport: 'streamable-http', url: flaky.url, era: 'legacy', timeouts: { call: '300ms' } },
+        { name: 'flaky', transport: 'streamable-http', url: flaky.url, era: 'legacy', toolSettings: { silent: { timeout: '300ms' } } },
         { name: 'gone', transport: 'streamable-http', url: gone.url, era: 'legacy' },
       ],
     })
