@@ -9,6 +9,8 @@ export interface ErrorDef {
   readonly status: number
   readonly rpc: number
   readonly message: string
+  /** Seconds a client should wait before trying again (sent as Retry-After), when the condition is known to pass. */
+  readonly retryAfter?: number
 }
 
 export const ERRORS = {
@@ -47,6 +49,8 @@ export const ERRORS = {
   GW_ERR_UPSTREAM_TIMEOUT: { status: 504, rpc: -32001, message: "upstream '%s' did not answer %s within %s" },
   GW_ERR_UPSTREAM_CONNECTION_LOST: { status: 502, rpc: -32051, message: "upstream '%s' connection was lost during %s: %s" },
   GW_ERR_UPSTREAM_FAILED: { status: 502, rpc: -32052, message: "upstream '%s' failed on %s: %s" },
+  GW_ERR_UPSTREAM_OVERLOADED: { status: 503, rpc: -32061, message: "upstream '%s' refused %s for now (it answered HTTP %s: unavailable or overloaded); try again later" },
+  GW_ERR_UPSTREAM_UNREACHABLE: { status: 503, rpc: -32062, message: "upstream '%s' cannot be reached for %s (%s); the request was not sent" },
   GW_ERR_UPSTREAM_BUSY: { status: 503, rpc: -32053, message: "upstream '%s' has %s calls waiting for a free call slot (upstreams[].maxQueuedCalls); try again later" },
   GW_ERR_UPSTREAM_SESSION_LIMIT: { status: 503, rpc: -32059, message: "upstream '%s' already has %s sessions open (upstreams[].maxSessions); try again later, or raise maxSessions, shorten idleTimeout, or use sessions: shared for a server that keeps no per-client state" },
 
@@ -85,7 +89,7 @@ export const ERRORS = {
   GW_ERR_ADMIN_TASK_TERMINAL: { status: 409, rpc: -32602, message: "Conflict: task '%s' is already %s; only working and input_required tasks can be cancelled" },
 
   GW_ERR_STORE_SCHEMA: { status: 500, rpc: -32603, message: 'store schema version %s is newer than this gateway supports (%s); upgrade the gateway' },
-  GW_ERR_STORE_UNAVAILABLE: { status: 503, rpc: -32603, message: 'the store is unavailable: %s' },
+  GW_ERR_STORE_UNAVAILABLE: { status: 503, rpc: -32603, message: 'the store is unavailable: %s', retryAfter: 1 },
   GW_ERR_STORE_LOCKED: { status: 500, rpc: -32603, message: "store file '%s' is in use by the gateway process with pid %s on host %s since %s; stop that process first (one gateway process per SQLite file; use the redis store to run several)" },
 
   GW_ERR_PEER_LOST: { status: 503, rpc: -32603, message: 'the gateway process holding this %s is gone; start the request again' },
@@ -106,6 +110,8 @@ function format (template: string, args: readonly unknown[]): string {
 export interface GatewayErrorOptions extends ErrorOptions {
   /** Goes out as the JSON-RPC error's `data`. */
   data?: unknown
+  /** Seconds to wait before trying again, instead of the table's (see ErrorDef.retryAfter). */
+  retryAfter?: number | undefined
 }
 
 export class GatewayError extends Error {
@@ -113,6 +119,8 @@ export class GatewayError extends Error {
   readonly statusCode: number
   readonly rpcCode: number
   readonly data: unknown
+  /** Seconds a client should wait before trying again; undefined when nobody knows. */
+  readonly retryAfter: number | undefined
 
   constructor (code: ErrorCode, args: readonly unknown[] = [], options: GatewayErrorOptions = {}) {
     const def: ErrorDef = ERRORS[code]
@@ -122,6 +130,7 @@ export class GatewayError extends Error {
     this.statusCode = def.status
     this.rpcCode = def.rpc
     this.data = options.data
+    this.retryAfter = options.retryAfter ?? def.retryAfter
   }
 }
 
@@ -142,20 +151,28 @@ export class RpcError extends Error {
   }
 }
 
+/**
+ * An upstream's HTTP answer with a status outside 2xx that carried no JSON-RPC error. The message names the
+ * status only; what the upstream wrote in the body is the `cause`, for the log: it may hold the upstream's
+ * internals, and reaches no client.
+ */
+export class UpstreamHttpError extends Error {
+  readonly status: number
+  /** Seconds the upstream asked to wait (its Retry-After header), if it said. */
+  readonly retryAfter: number | undefined
+
+  constructor (status: number, body: string, retryAfter?: number) {
+    super(`the upstream answered HTTP ${status}`, body === '' ? undefined : { cause: new Error(`the upstream's body: ${body}`) })
+    this.name = 'UpstreamHttpError'
+    this.status = status
+    this.retryAfter = retryAfter
+  }
+}
+
 export interface WireError {
   code: number
   message: string
   data?: unknown
-}
-
-/** The JSON-RPC `error` object for any thrown value; unknown errors never leak their internals. */
-export function toWireError (err: unknown): WireError {
-  if (err instanceof GatewayError || err instanceof RpcError) {
-    const wire: WireError = { code: err.rpcCode, message: err.message }
-    if (err.data !== undefined) wire.data = err.data
-    return wire
-  }
-  return { code: ERRORS.GW_ERR_INTERNAL.rpc, message: format(ERRORS.GW_ERR_INTERNAL.message, ['unexpected failure']) }
 }
 
 export function errorMessage (err: unknown): string {

@@ -4,6 +4,7 @@ import type { ServerOptions } from 'node:https'
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify'
 import { sha256Hex } from '../auth/bearer-tokens.ts'
 import type { AdminConfig } from '../config/schema.ts'
+import { sendHttpError } from '../wire/error-replies.ts'
 import { GatewayError } from '../errors.ts'
 import type { Logger } from '../observability/logger.ts'
 
@@ -26,16 +27,9 @@ export function adminTokenCheck (tokenSha256: string): (headers: IncomingHttpHea
   }
 }
 
-/** The body of every admin API error: the stable code and a message that says what to fix. */
-export interface AdminErrorBody {
-  error: { code: string, message: string }
-}
-
 /** Answers with a GatewayError's HTTP status and its code and message as JSON (a 401 also with its challenge). */
 export function sendAdminError (reply: FastifyReply, err: GatewayError, status = err.statusCode): FastifyReply {
-  if (status === 401) void reply.header('www-authenticate', ADMIN_CHALLENGE)
-  const body: AdminErrorBody = { error: { code: err.code, message: err.message } }
-  return reply.code(status).send(body)
+  return sendHttpError(reply, err, { form: 'admin', status, ...(status === 401 && { headers: { 'www-authenticate': ADMIN_CHALLENGE } }) })
 }
 
 /**

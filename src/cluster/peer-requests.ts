@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto'
-import { ERRORS, GatewayError, RpcError, toWireError, type ErrorCode, type WireError } from '../errors.ts'
+import { toWireError } from '../wire/error-replies.ts'
+import { ERRORS, GatewayError, RpcError, type ErrorCode, type WireError } from '../errors.ts'
 import type { JsonObject } from '../wire/jsonrpc.ts'
 import type { LeaseStore, SignalBus } from '../store/types.ts'
 

@@ -1,6 +1,7 @@
 import fastifyCors, { type FastifyCorsOptions } from '@fastify/cors'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { ServerConfig } from '../config/schema.ts'
+import { sendHttpError } from '../wire/error-replies.ts'
 import { GatewayError } from '../errors.ts'
 import { normalizeOrigin } from './host-origin-guard.ts'
 
@@ -70,7 +71,7 @@ export async function answerOptions (request: FastifyRequest, reply: FastifyRepl
   const origin = firstOf(request.headers.origin)
   if (origin !== undefined && request.headers['access-control-request-method'] !== undefined) {
     const err = new GatewayError('GW_ERR_HTTP_ORIGIN_FORBIDDEN', [origin])
-    return await reply.code(err.statusCode).type('application/json').send({ jsonrpc: '2.0', id: null, error: { code: err.rpcCode, message: err.message } })
+    return sendHttpError(reply, err)
   }
   return await reply.code(204).header('allow', ENDPOINT_METHODS.join(', ')).send()
 }

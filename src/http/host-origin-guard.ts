@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify'
 import type { ServerConfig } from '../config/schema.ts'
+import { sendHttpError } from '../wire/error-replies.ts'
 import { GatewayError } from '../errors.ts'
 
 const LOCAL_HOSTNAMES = new Set(['localhost', '127.0.0.1', '[::1]', '::1'])
@@ -53,7 +54,7 @@ export function registerHostOriginGuard (app: FastifyInstance, config: ServerCon
     const failure = check(request.headers.host, Array.isArray(origin) ? origin[0] : origin)
     if (failure) {
       request.log.warn({ host: request.headers.host, origin }, failure.message)
-      await reply.code(failure.statusCode).type('application/json').send({ jsonrpc: '2.0', id: null, error: { code: failure.rpcCode, message: failure.message } })
+      return sendHttpError(reply, failure)
     }
   })
 }

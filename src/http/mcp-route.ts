@@ -1,13 +1,14 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { ServerConfig } from '../config/schema.ts'
 import { GatewayError, errorMessage } from '../errors.ts'
-import { sendHttpError, type LegacyEndpoint } from '../protocol/legacy/legacy-endpoint.ts'
+import { sendHttpError, writeHttpError } from '../wire/error-replies.ts'
+import type { LegacyEndpoint } from '../protocol/legacy/legacy-endpoint.ts'
 import { ANONYMOUS_CALLER, type Caller } from '../auth/access.ts'
 import type { Authenticator } from '../auth/bearer-tokens.ts'
 import { isModernMessage, MODERN_PROTOCOL_VERSIONS } from '../protocol/modern/envelope.ts'
 import type { RequestId } from '../wire/jsonrpc.ts'
 import type { ModernEndpoint } from '../protocol/modern/modern-endpoint.ts'
-import { RateLimitError, type RateLimiter } from '../limits/rate-limiter.ts'
+import type { RateLimiter } from '../limits/rate-limiter.ts'
 import { answerOptions, ENDPOINT_METHODS } from './cors.ts'
 import { methodLabel, type GatewayMetrics } from '../observability/metrics.ts'
 import type { RequestTrace } from '../observability/request-trace.ts'
@@ -79,11 +80,10 @@ export async function registerMcpRoute (app: FastifyInstance, options: McpRouteO
     const mapped = bodyError(err, maxBodyBytes)
     if (mapped) {
       metrics?.refused(mapped)
-      return reply.code(mapped.statusCode).type('application/json').send({ jsonrpc: '2.0', id: null, error: { code: mapped.rpcCode, message: mapped.message } })
+      return sendHttpError(reply, mapped)
     }
     request.log.error({ err }, 'unhandled request error')
-    const internal = new GatewayError('GW_ERR_INTERNAL', ['the request could not be processed'], { cause: err })
-    return reply.code(internal.statusCode).type('application/json').send({ jsonrpc: '2.0', id: null, error: { code: internal.rpcCode, message: internal.message } })
+    return sendHttpError(reply, new GatewayError('GW_ERR_INTERNAL', ['the request could not be processed'], { cause: err }))
   })
 
   const anonymous = (request: FastifyRequest): Caller => {
@@ -118,13 +118,10 @@ export async function registerMcpRoute (app: FastifyInstance, options: McpRouteO
         // Refusals answered here are those with their own status (429); the others are counted where they arise.
         if (err instanceof GatewayError && err.statusCode === 429) metrics?.refused(err)
         if (!(err instanceof GatewayError)) request.log.error({ err }, 'MCP request failed')
-        if (err instanceof GatewayError && err.code.startsWith('GW_ERR_AUTH_') && options.authenticator !== undefined && err.statusCode !== 503) {
-          reply.raw.setHeader('www-authenticate', options.authenticator.challenge(err))
-        }
-        // The store being unavailable is transient (the Redis store reconnects by itself): say when to retry.
-        if (err instanceof GatewayError && err.code === 'GW_ERR_STORE_UNAVAILABLE') reply.raw.setHeader('retry-after', '1')
-        if (err instanceof RateLimitError) reply.raw.setHeader('retry-after', String(err.retryAfter))
-        sendHttpError(reply.raw, err, requestIdOf(request.body))
+        const challenge = err instanceof GatewayError && err.code.startsWith('GW_ERR_AUTH_') && options.authenticator !== undefined && err.statusCode !== 503
+          ? { 'www-authenticate': options.authenticator.challenge(err) }
+          : undefined
+        writeHttpError(reply.raw, err, { id: requestIdOf(request.body), headers: challenge })
       } else if (!reply.raw.writableEnded) {
         reply.raw.end()
       }
@@ -175,7 +172,7 @@ export async function registerMcpRoute (app: FastifyInstance, options: McpRouteO
       url: config.path,
       handler: async (_request, reply) => {
         const err = new GatewayError('GW_ERR_HTTP_METHOD_NOT_ALLOWED', [`use POST, GET or DELETE on ${config.path}`])
-        return reply.code(err.statusCode).header('allow', ENDPOINT_METHODS.join(', ')).type('application/json').send({ jsonrpc: '2.0', id: null, error: { code: err.rpcCode, message: err.message } })
+        return sendHttpError(reply, err, { headers: { allow: ENDPOINT_METHODS.join(', ') } })
       },
     })
   }

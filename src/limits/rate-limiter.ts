@@ -10,7 +10,7 @@ const WARN_EVERY_MS = 10_000
 
 /** A 429: the request was refused by a token bucket. `retryAfter` (whole seconds) goes out as Retry-After. */
 export class RateLimitError extends GatewayError {
-  readonly retryAfter: number
+  override readonly retryAfter: number
   /** The option of the limit that refused the request (`limits.<limit>`). */
   readonly limit: string
 

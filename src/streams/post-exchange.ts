@@ -1,7 +1,7 @@
 import type { ServerResponse } from 'node:http'
 import type { RequestContext } from '../dispatch/context.ts'
-import { GatewayError } from '../errors.ts'
-import { errorMessageFor, type RequestId, type RpcMessage, type RpcResponse } from '../wire/jsonrpc.ts'
+import { writeHttpError } from '../wire/error-replies.ts'
+import type { RequestId, RpcMessage, RpcResponse } from '../wire/jsonrpc.ts'
 import type { EventStream } from './event-stream.ts'
 import type { StreamHub } from './stream-hub.ts'
 
@@ -101,13 +101,7 @@ export class PostExchange {
 
   #refuse (err: unknown): void {
     this.#done = true
-    const body = JSON.stringify(errorMessageFor(this.#options.requestId, err))
-    this.#res.writeHead(err instanceof GatewayError ? err.statusCode : 500, {
-      ...this.#options.headers,
-      'content-type': 'application/json',
-      'content-length': Buffer.byteLength(body),
-    })
-    this.#res.end(body)
+    writeHttpError(this.#res, err, { id: this.#options.requestId, headers: this.#options.headers })
     setImmediate(() => this.#disconnected.abort(err))
   }
 }

@@ -1,5 +1,6 @@
 import type { CallEngine, CallOrigin } from '../calls/call-engine.ts'
-import { GatewayError, toWireError, type WireError } from '../errors.ts'
+import { toWireError } from '../wire/error-replies.ts'
+import { GatewayError, type WireError } from '../errors.ts'
 import type { Logger } from '../observability/logger.ts'
 import type { GatewayTracing, TaskRunTrace } from '../observability/tracing.ts'
 import type { JsonObject } from '../wire/jsonrpc.ts'

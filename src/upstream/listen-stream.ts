@@ -1,5 +1,4 @@
 import type { Client, McpSubscription, SubscriptionFilter } from '@modelcontextprotocol/client'
-import { errorMessage } from '../errors.ts'
 import type { Logger } from '../observability/logger.ts'
 import type { JsonObject } from '../wire/jsonrpc.ts'
 
@@ -67,7 +66,8 @@ export class ListenStream {
     try {
       return await ListenStream.open(client, filter, timeout, log)
     } catch (err) {
-      log.warn({ session, err: errorMessage(err) }, 'upstream refused a subscriptions/listen stream for its list changes; they will not be seen on this session')
+      // The whole error: an HTTP refusal keeps what the upstream wrote in its cause, which only the log shows.
+      log.warn({ session, err }, 'upstream refused a subscriptions/listen stream for its list changes; they will not be seen on this session')
       return undefined
     }
   }

@@ -3,6 +3,7 @@ import type { JSONRPCMessage, Transport, TransportSendOptions } from '@modelcont
 import type { Dispatcher } from 'undici'
 import { encodeHeaderValue, MCP_NAME_SOURCE } from '../wire/mcp-name.ts'
 import type { ArrivalInfo } from './call-attribution.ts'
+import { upstreamHttpError } from './http-dispatcher.ts'
 import { JsonStreamParser } from './json-stream-parser.ts'
 import { SseParser } from './sse-parser.ts'
 
@@ -80,7 +81,7 @@ export class StreamableHttpTransport implements Transport {
       const text = await res.body.text()
       if (type.includes('application/json') && this.#deliverErrorBody(text, msg)) return
       if (res.statusCode === 404 && this.sessionId !== undefined) void this.close()
-      throw new Error(`HTTP ${res.statusCode} from upstream: ${text.slice(0, 300)}`)
+      throw upstreamHttpError(res.statusCode, res.headers['retry-after'], text)
     }
     if (type.includes('text/event-stream')) {
       const requestSignal = options?.requestSignal

@@ -1,10 +1,58 @@
 import { ProtocolError, SdkError, SdkErrorCode } from '@modelcontextprotocol/client'
-import { GatewayError, RpcError, errorMessage } from '../errors.ts'
+import { GatewayError, RpcError, UpstreamHttpError, errorMessage } from '../errors.ts'
+
+/** Network failures by their `code` (undici's own, or Node's system errors undici passes on): timeouts, by the limit that ran out. */
+const TIMED_OUT: Readonly<Record<string, string>> = {
+  UND_ERR_CONNECT_TIMEOUT: 'timeouts.connect (no connection could be opened)',
+  UND_ERR_HEADERS_TIMEOUT: "the HTTP client's headers timeout",
+  UND_ERR_BODY_TIMEOUT: "the HTTP client's body timeout",
+}
+/** No connection could be opened: the request never left the gateway. */
+const UNREACHABLE = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH'])
+/** The connection broke with the request on it: the upstream may have acted on it. */
+const CONNECTION_LOST = new Set(['UND_ERR_SOCKET', 'ECONNRESET', 'EPIPE', 'UND_ERR_CLOSED'])
+/** HTTP answers that say "not now" rather than "failed". */
+const OVERLOADED_STATUSES = new Set([429, 503])
+
+/** The `code` of a network failure, looked for along the `cause` chain (undici's fetch wraps it in a TypeError). */
+function networkCode (err: unknown): string | undefined {
+  let current = err
+  for (let depth = 0; depth < 4 && current instanceof Error; depth++) {
+    const code = (current as { code?: unknown }).code
+    if (typeof code === 'string') return code
+    current = current.cause
+  }
+  return undefined
+}
+
+/** What an HTTP error status of the upstream becomes; the upstream's body stays in the cause, out of the message. */
+function fromHttpStatus (err: UpstreamHttpError, upstream: string, what: string): GatewayError {
+  if (OVERLOADED_STATUSES.has(err.status)) {
+    return new GatewayError('GW_ERR_UPSTREAM_OVERLOADED', [upstream, what, err.status], {
+      cause: err,
+      retryAfter: err.retryAfter,
+      ...(err.retryAfter !== undefined && { data: { retryAfter: err.retryAfter } }),
+    })
+  }
+  return new GatewayError('GW_ERR_UPSTREAM_FAILED', [upstream, what, `it answered HTTP ${err.status}`], { cause: err })
+}
+
+/** What a network failure becomes, by its code; undefined for one this table does not know. */
+function fromNetworkCode (err: unknown, upstream: string, what: string): GatewayError | undefined {
+  const code = networkCode(err)
+  if (code === undefined) return undefined
+  const limit = TIMED_OUT[code]
+  if (limit !== undefined) return new GatewayError('GW_ERR_UPSTREAM_TIMEOUT', [upstream, what, `${limit} (${code})`], { cause: err })
+  if (UNREACHABLE.has(code)) return new GatewayError('GW_ERR_UPSTREAM_UNREACHABLE', [upstream, what, code], { cause: err })
+  if (CONNECTION_LOST.has(code)) return new GatewayError('GW_ERR_UPSTREAM_CONNECTION_LOST', [upstream, what, code], { cause: err })
+  return undefined
+}
 
 /**
  * Turns whatever an upstream request threw into the error the client sees: a JSON-RPC error from the
- * upstream keeps its code, message and data; transport failures and timeouts become gateway errors
- * that name the upstream and keep the cause.
+ * upstream keeps its code, message and data; HTTP error statuses, network failures (by their code, as
+ * @fastify/reply-from maps undici's) and timeouts become gateway errors that name the upstream and keep
+ * the cause. Nothing the upstream wrote outside a JSON-RPC error reaches the message.
  */
 export function mapUpstreamError (err: unknown, upstream: string, what: string, timeoutMs: number, signal?: AbortSignal): Error {
   if (err instanceof GatewayError || err instanceof RpcError) return err
@@ -12,6 +60,7 @@ export function mapUpstreamError (err: unknown, upstream: string, what: string, 
     return new GatewayError('GW_ERR_REQUEST_CANCELLED', [errorMessage(signal.reason)], { cause: err })
   }
   if (err instanceof ProtocolError) return new RpcError(err.code, err.message.replace(/^MCP error -?\d+: /, ''), err.data)
+  if (err instanceof UpstreamHttpError) return fromHttpStatus(err, upstream, what)
   if (err instanceof SdkError) {
     switch (err.code) {
       case SdkErrorCode.RequestTimeout:
@@ -24,5 +73,5 @@ export function mapUpstreamError (err: unknown, upstream: string, what: string, 
         return new GatewayError('GW_ERR_UPSTREAM_FAILED', [upstream, what, err.message], { cause: err })
     }
   }
-  return new GatewayError('GW_ERR_UPSTREAM_FAILED', [upstream, what, errorMessage(err)], { cause: err })
+  return fromNetworkCode(err, upstream, what) ?? new GatewayError('GW_ERR_UPSTREAM_FAILED', [upstream, what, errorMessage(err)], { cause: err })
 }

@@ -1,4 +1,4 @@
-import { GatewayError, toWireError, type WireError } from '../errors.ts'
+import { GatewayError, type WireError } from '../errors.ts'
 
 /** JSON-RPC 2.0 message shapes as the gateway sees them on the wire. */
 
@@ -24,9 +24,10 @@ export interface RpcResult {
   result: JsonObject
 }
 
+/** A JSON-RPC response that answers request `id` (null: the request could not be read) with an error. */
 export interface RpcErrorResponse {
   jsonrpc: '2.0'
-  id: RequestId | null
+  id: string | number | null
   error: WireError
 }
 
@@ -89,10 +90,6 @@ export function classifyMessage (body: unknown): InboundMessage {
 
 export function resultMessage (id: RequestId, result: JsonObject): RpcResult {
   return { jsonrpc: '2.0', id, result }
-}
-
-export function errorMessageFor (id: RequestId | null, err: unknown): RpcErrorResponse {
-  return { jsonrpc: '2.0', id, error: toWireError(err) }
 }
 
 /** Reads `params._meta.progressToken` if the client supplied one. */

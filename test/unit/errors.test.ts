@@ -2,7 +2,8 @@
 // their cause, and the wire form of an unknown error never carries its message.
 import { readFile } from 'node:fs/promises'
 import { describe, expect, it } from 'vitest'
-import { ERRORS, GatewayError, RpcError, errorMessage, gatewayError, toWireError, type ErrorCode } from '../../src/errors.ts'
+import { toWireError } from '../../src/wire/error-replies.ts'
+import { ERRORS, GatewayError, RpcError, errorMessage, gatewayError, type ErrorCode } from '../../src/errors.ts'
 
 const ERRORS_DOC = new URL('../../docs/errors.md', import.meta.url)
 const CODES = Object.keys(ERRORS) as ErrorCode[]

@@ -3,12 +3,13 @@ import type { IncomingHttpHeaders, ServerResponse } from 'node:http'
 import type { Caller } from '../../auth/access.ts'
 import type { RequestContext, MethodTable } from '../../dispatch/context.ts'
 import { lookupHandler } from '../../dispatch/method-table.ts'
-import { GatewayError, toWireError } from '../../errors.ts'
+import { errorResponse, writeHttpError } from '../../wire/error-replies.ts'
+import { GatewayError } from '../../errors.ts'
 import type { Logger } from '../../observability/logger.ts'
 import type { RequestTrace } from '../../observability/request-trace.ts'
 import type { GatewayStore, SessionRecord } from '../../store/types.ts'
 import { sessionClient } from '../../upstream/client-ref.ts'
-import { classifyMessage, errorMessageFor, progressTokenOf, resultMessage, type JsonObject, type RpcNotification, type RpcRequest, type RpcResponse } from '../../wire/jsonrpc.ts'
+import { classifyMessage, progressTokenOf, resultMessage, type JsonObject, type RpcNotification, type RpcRequest, type RpcResponse } from '../../wire/jsonrpc.ts'
 import { isLegacyVersion } from '../../wire/versions.ts'
 import type { ClientRequestBroker } from './client-requests.ts'
 import type { InflightRequests } from './inflight-requests.ts'
@@ -56,13 +57,6 @@ function closedSignal (res: ServerResponse): AbortSignal {
   return controller.signal
 }
 
-/** Writes an error that ends the HTTP exchange: its status, and a JSON-RPC error body. */
-export function sendHttpError (res: ServerResponse, err: unknown, id: string | number | null = null, status = err instanceof GatewayError ? err.statusCode : 500): void {
-  const body = JSON.stringify({ jsonrpc: '2.0', id, error: toWireError(err) })
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) })
-  res.end(body)
-}
-
 /** The legacy era (2024-11-05 … 2025-11-25) of the Streamable HTTP endpoint: sessions, POST, GET, DELETE. */
 export class LegacyEndpoint {
   readonly #deps: LegacyEndpointDeps
@@ -87,7 +81,7 @@ export class LegacyEndpoint {
       if (await this.#deps.broker.accept(session.id, inbound.message, closedSignal(res)) || await this.#deps.answerInput(session.principal, inbound.message)) {
         res.writeHead(202).end()
       } else {
-        sendHttpError(res, new GatewayError('GW_ERR_HTTP_INVALID_MESSAGE', [`no request with id ${JSON.stringify(inbound.message.id)} is waiting for an answer in this session`]))
+        writeHttpError(res, new GatewayError('GW_ERR_HTTP_INVALID_MESSAGE', [`no request with id ${JSON.stringify(inbound.message.id)} is waiting for an answer in this session`]))
       }
     } else {
       await this.#request(session, caller, inbound.message, res, trace)
@@ -113,8 +107,8 @@ export class LegacyEndpoint {
     try {
       validateInitialize(params)
     } catch (err) {
-      const body = JSON.stringify(errorMessageFor(request.id, err))
-      res.writeHead(200, { 'content-type': 'application/json' }).end(body)
+      // A JSON-RPC error of the request: the exchange itself succeeded.
+      writeHttpError(res, err, { id: request.id, status: 200 })
       return
     }
     if (principal !== undefined) {
@@ -186,7 +180,7 @@ export class LegacyEndpoint {
       } else {
         if (!(err instanceof GatewayError) || err.statusCode >= 500) deps.log.warn({ err, method: request.method, sessionId: session.id }, 'request failed')
         trace?.failed(err)
-        exchange.respond(errorMessageFor(request.id, err))
+        exchange.respond(errorResponse(request.id, err))
       }
     } finally {
       inflight.done()

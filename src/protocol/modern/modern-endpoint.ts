@@ -2,12 +2,12 @@ import type { IncomingHttpHeaders, ServerResponse } from 'node:http'
 import type { Access, Caller } from '../../auth/access.ts'
 import type { MethodTable, RequestContext } from '../../dispatch/context.ts'
 import { lookupHandler } from '../../dispatch/method-table.ts'
+import { errorResponse, writeHttpError } from '../../wire/error-replies.ts'
 import { GatewayError } from '../../errors.ts'
 import type { Logger } from '../../observability/logger.ts'
 import type { RequestTrace } from '../../observability/request-trace.ts'
 import { principalClient, type ClientRef } from '../../upstream/client-ref.ts'
-import { classifyMessage, errorMessageFor, progressTokenOf, resultMessage, type JsonObject, type RpcRequest } from '../../wire/jsonrpc.ts'
-import { sendHttpError } from '../legacy/legacy-endpoint.ts'
+import { classifyMessage, progressTokenOf, resultMessage, type JsonObject, type RpcRequest } from '../../wire/jsonrpc.ts'
 import { exchangeChannel, PostExchange } from '../../streams/post-exchange.ts'
 import type { StreamHub } from '../../streams/stream-hub.ts'
 import { checkHeaders, type ToolSchemaLookup } from './header-checks.ts'
@@ -63,7 +63,7 @@ export class ModernEndpoint {
       if (!deps.methods.has(request.method)) throw new GatewayError('GW_ERR_MODERN_METHOD_NOT_FOUND', [request.method])
     } catch (err) {
       trace?.failed(err)
-      sendHttpError(res, err, request.id)
+      writeHttpError(res, err, { id: request.id })
       return
     }
     await this.#request(request, envelope, res, caller, trace)
@@ -98,10 +98,10 @@ export class ModernEndpoint {
       if (exchange.disconnected.aborted) {
         exchange.abandon()
       } else if (modernErrorStatus(err) === 400 && !res.headersSent) {
-        sendHttpError(res, err, request.id, 400)
+        writeHttpError(res, err, { id: request.id, status: 400 })
       } else {
         if (!(err instanceof GatewayError) || err.statusCode >= 500) deps.log.warn({ err, method: request.method }, 'request failed')
-        exchange.respond(errorMessageFor(request.id, err))
+        exchange.respond(errorResponse(request.id, err))
       }
     }
   }
