@@ -20,7 +20,8 @@ export const LAYERS = [
   ['protocol/legacy', 'protocol/modern'],
   ['http', 'reload'],
   ['admin'],
-  ['gateway', 'gateway.ts'],
+  ['gateway'],
+  ['gateway.ts'],
   ['main.ts'],
 ]
 

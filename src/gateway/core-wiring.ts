@@ -1,0 +1,218 @@
+import { randomBytes } from 'node:crypto'
+import { OAuthResource } from '../auth/oauth-resource.ts'
+import { CallEngine } from '../calls/call-engine.ts'
+import { Catalog } from '../catalog/catalog.ts'
+import { catalogSync } from '../catalog/catalog-sync.ts'
+import { ResourceSubscriptions } from '../catalog/resource-subscriptions.ts'
+import { ClientHomes } from '../cluster/client-homes.ts'
+import { PeerRequests } from '../cluster/peer-requests.ts'
+import type { Config } from '../config/schema.ts'
+import { GatewayError } from '../errors.ts'
+import { loadListenerTls, type ListenerTls } from '../http/tls-options.ts'
+import { createLogger, type Logger } from '../observability/logger.ts'
+import { GatewayMetrics } from '../observability/metrics.ts'
+import { RecentProblems } from '../observability/recent-problems.ts'
+import { timedStore } from '../store/timed-store.ts'
+import { GatewayTracing } from '../observability/tracing.ts'
+import { announceTaskChanges } from '../admin/task-feed.ts'
+import type { RpcNotification } from '../wire/jsonrpc.ts'
+import { ClientRequestBroker } from '../protocol/legacy/client-requests.ts'
+import { InflightRequests } from '../protocol/legacy/inflight-requests.ts'
+import { StreamHub } from '../streams/stream-hub.ts'
+import { LegacyTaskDelivery } from '../protocol/legacy/task-delivery.ts'
+import { ListenHub } from '../protocol/modern/listen-hub.ts'
+import { LiveSettings } from '../reload/live-settings.ts'
+import { createStore } from '../store/create-store.ts'
+import type { GatewayStore } from '../store/types.ts'
+import { ProcessLease } from '../tasks/process-lease.ts'
+import { TaskInputs } from '../tasks/task-inputs.ts'
+import { TaskRunner } from '../tasks/task-runner.ts'
+import { TaskService } from '../tasks/task-service.ts'
+import { sessionIdOf } from '../upstream/client-ref.ts'
+import { Upstream, type UpstreamEvents } from '../upstream/upstream.ts'
+import { SessionEnd } from './session-end.ts'
+
+/** Where a change of the lists every client starts from is announced to every gateway process. */
+const LIST_CHANGED_CHANNEL = 'catalog:list-changed'
+
+/** What the gateway is made of behind its endpoints: built by wireCore, started and stopped by the lifecycle. */
+export interface GatewayCore {
+  readonly config: Config
+  readonly tls: ListenerTls
+  readonly log: Logger
+  readonly store: GatewayStore
+  /** Whether the store was opened here (then the gateway closes it); a store passed in stays open. */
+  readonly ownsStore: boolean
+  readonly problems: RecentProblems | undefined
+  readonly metrics: GatewayMetrics | undefined
+  readonly oauth: OAuthResource | undefined
+  readonly live: LiveSettings
+  readonly hub: StreamHub
+  readonly listen: ListenHub
+  readonly processId: string
+  readonly tracing: GatewayTracing | undefined
+  readonly peers: PeerRequests
+  readonly broker: ClientRequestBroker
+  readonly homes: ClientHomes
+  readonly subscriptions: ResourceSubscriptions
+  readonly sync: ReturnType<typeof catalogSync>
+  readonly events: UpstreamEvents
+  readonly upstreams: Upstream[]
+  readonly catalog: Catalog
+  /** Aborted once the shutdown grace is over: what still runs is cancelled. */
+  readonly shutdown: AbortController
+  readonly inflight: InflightRequests
+  readonly delivery: LegacyTaskDelivery
+  readonly inputs: TaskInputs
+  readonly calls: CallEngine
+  readonly runner: TaskRunner
+  readonly tasks: TaskService
+  readonly lease: ProcessLease
+  readonly sessionEnd: SessionEnd
+  /** Bus subscriptions to end at shutdown, before the store closes. */
+  readonly unsubscribes: ReadonlyArray<() => void>
+}
+
+/** Builds the parts behind the endpoints for a configuration. Nothing is started here. */
+export async function wireCore (config: Config, given: { logger?: Logger, store?: GatewayStore }): Promise<GatewayCore> {
+  // First: a certificate that cannot be used stops the start before anything is opened.
+  const tls = await loadListenerTls(config)
+  const log = given.logger ?? createLogger(config.logging)
+  const backend = given.store ?? await createStore(config.store, log)
+  const upstreams: Upstream[] = []
+  const problems = config.admin === undefined ? undefined : new RecentProblems()
+  // Collected only where they are served: metrics.listener admin needs the admin listener.
+  const metrics: GatewayMetrics | undefined = config.metrics.enabled && (config.metrics.listener === 'main' || config.admin !== undefined)
+    ? new GatewayMetrics(backend.kind, {
+      upstreams,
+      streams: () => hub.size,
+      running: (taskId: string): boolean => runner.has(taskId),
+      runningCount: (): number => runner.size,
+    }, problems)
+    : undefined
+  const store: GatewayStore = metrics === undefined ? backend : timedStore(backend, metrics)
+  const oauth = config.auth.oauth === undefined ? undefined : new OAuthResource(config.auth.oauth, log)
+  // What requests read of the configuration, which a reload replaces.
+  const live = new LiveSettings(config, { oauth, rateLimits: store.rateLimits, log })
+  const hub = new StreamHub(store.bus, {
+    log,
+    keepAliveMs: config.server.sseKeepAlive,
+    streamsPerSession: config.limits.streamsPerSession,
+    stallTimeoutMs: config.limits.streamStallTimeout,
+    bufferBytes: config.limits.streamBufferBytes,
+  })
+  const listen = new ListenHub()
+  // Opaque (it appears in ids clients see); the startup log line pairs it with the host and pid.
+  const processId = randomBytes(12).toString('base64url')
+  // Decided once: with tracing off nothing below makes or checks a span.
+  const tracing = config.tracing.enabled ? new GatewayTracing(config.tracing, processId) : undefined
+  const peers = new PeerRequests(processId, store.bus, store.leases)
+  const broker = new ClientRequestBroker(peers)
+  /** Whether this process holds upstream sessions of the client (then it is, and stays, its home). */
+  const holdsSessions = (clientKey: string): boolean => upstreams.some((upstream) => upstream.sessionByKey(clientKey) !== undefined)
+  const homes = new ClientHomes({
+    processId,
+    homes: store.homes,
+    shared: store.shared,
+    ttlMs: 3 * config.tasks.ownerLease,
+    holdsSessions,
+    log,
+  })
+  const subscriptions = new ResourceSubscriptions(log, (subscriber, message) => {
+    if (subscriber.startsWith('listen:')) listen.deliver(subscriber, message)
+    else void hub.publish(subscriber, message)
+  })
+  const broadcastLocal = (message: RpcNotification): void => {
+    hub.broadcastLocal(message)
+    listen.listChanged(message.method)
+  }
+  const unsubscribeBroadcasts = store.bus.subscribe(LIST_CHANGED_CHANNEL, ({ method }) => {
+    if (typeof method === 'string') broadcastLocal({ jsonrpc: '2.0', method })
+  })
+  const sync = catalogSync({
+    catalog: () => catalog,
+    subscriptions,
+    log,
+    broadcast: (message, everywhere) => {
+      if (everywhere) void store.bus.publish(LIST_CHANGED_CHANNEL, { method: message.method }).catch(() => broadcastLocal(message))
+      else broadcastLocal(message)
+    },
+    notifyClient: (clientKey, message) => {
+      const sessionId = sessionIdOf(clientKey)
+      if (sessionId !== undefined) void hub.publish(sessionId, message).catch(() => {})
+      else listen.listChangedFor(clientKey, message.method)
+    },
+    askClient: async (clientKey, method, params, signal) => {
+      const sessionId = sessionIdOf(clientKey)
+      if (sessionId === undefined) throw new GatewayError('GW_ERR_CLIENT_UNREACHABLE', [method, 'a 2026-07-28 client can only be asked during a call'])
+      return await broker.send(sessionId, (message) => { void hub.publish(sessionId, message).catch(() => {}) }, method, params, signal)
+    },
+  })
+  const events: UpstreamEvents = {
+    ...sync,
+    onSessionClosed: (upstream, session) => {
+      sync.onSessionClosed(upstream, session)
+      if (!holdsSessions(session.key)) void homes.release(session.key)
+    },
+  }
+  for (const upstream of config.upstreams) upstreams.push(new Upstream(upstream, log, events))
+  const catalog = new Catalog(upstreams, log, (change) => sync.changed(change))
+
+  const shutdown = new AbortController()
+  const inflight = new InflightRequests(shutdown.signal, store.bus)
+  const delivery = new LegacyTaskDelivery(hub, store.bus, store.tasks)
+  hub.onGetStream = (sessionId) => delivery.onGetStream(sessionId)
+  // With the admin API, task changes are also announced to the dashboards of every process sharing the store.
+  const taskEvents = config.admin === undefined ? delivery : announceTaskChanges(delivery, store.bus)
+  const inputs = new TaskInputs(store.tasks, taskEvents, live.tasks, store.bus, processId)
+  const calls = new CallEngine(metrics)
+  const runner = new TaskRunner({ store: store.tasks, upstreams: { get: (name) => upstreams.find((u) => u.name === name) }, calls, inputs, events: taskEvents, log, shutdown: shutdown.signal, bus: store.bus, isNativeTask: (upstream, tool) => catalog.isNativeTask(upstream, tool), get maxResultBytes () { return live.tasks.maxResultBytes }, tracing })
+  const tasks = new TaskService({
+    store: store.tasks,
+    runner,
+    inputs,
+    events: taskEvents,
+    config: live.tasks,
+    log,
+    bus: store.bus,
+    owner: processId,
+    isIdempotent: (task) => upstreams.find((u) => u.name === task.upstream)?.config.toolSettings[task.tool]?.idempotent === true,
+  })
+  const lease = new ProcessLease({ processId, leases: store.leases, tasks, shared: store.shared, leaseMs: config.tasks.ownerLease, log, onTakeover: (taken) => metrics?.failovers(taken) })
+  const sessionEnd = new SessionEnd({ bus: store.bus, upstreams, hub, subscriptions, tasks, log })
+  const unsubscribes = [unsubscribeBroadcasts, sessionEnd.listen()]
+
+  return {
+    config,
+    tls,
+    log,
+    store,
+    ownsStore: given.store === undefined,
+    problems,
+    metrics,
+    oauth,
+    live,
+    hub,
+    listen,
+    processId,
+    tracing,
+    peers,
+    broker,
+    homes,
+    subscriptions,
+    sync,
+    events,
+    upstreams,
+    catalog,
+    shutdown,
+    inflight,
+    delivery,
+    inputs,
+    calls,
+    runner,
+    tasks,
+    lease,
+    sessionEnd,
+    unsubscribes,
+  }
+}

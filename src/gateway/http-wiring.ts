@@ -1,0 +1,133 @@
+import type { Server as HttpServer } from 'node:http'
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify'
+import { createAdmin } from '../admin/admin-routes.ts'
+import { HeldCalls } from '../calls/held-calls.ts'
+import { HomeRouting } from '../cluster/home-routing.ts'
+import type { Config, ServerConfig } from '../config/schema.ts'
+import type { MethodTable } from '../dispatch/context.ts'
+import { buildMethodTable } from '../dispatch/method-table.ts'
+import { registerCors } from '../http/cors.ts'
+import { registerHealthRoutes } from '../http/health-routes.ts'
+import { registerHostOriginGuard } from '../http/host-origin-guard.ts'
+import { registerMcpRoute } from '../http/mcp-route.ts'
+import { registerMetricsRoute } from '../observability/metrics-route.ts'
+import type { JsonObject } from '../wire/jsonrpc.ts'
+import { LegacyEndpoint, touchInterval } from '../protocol/legacy/legacy-endpoint.ts'
+import { withLegacyTaskMethods } from '../protocol/legacy/task-methods.ts'
+import { ModernEndpoint } from '../protocol/modern/modern-endpoint.ts'
+import { buildModernMethods } from '../protocol/modern/modern-methods.ts'
+import { modernPromptsGet, modernToolsCall } from '../protocol/modern/modern-tools-call.ts'
+import { RequestStateCodec } from '../protocol/modern/request-state.ts'
+import { RetryRouter } from '../protocol/modern/retry-router.ts'
+import { Reloader, type ReloadReport } from '../reload/reloader.ts'
+import type { GatewayCore } from './core-wiring.ts'
+
+/** The gateway's front: its endpoints, the Fastify app serving them and the admin API. Neither listens. */
+export interface GatewayFront {
+  readonly app: FastifyInstance
+  readonly admin: FastifyInstance | undefined
+  readonly reloader: Reloader
+  /** 2026-07-28 calls waiting for the client's retry with its answers. */
+  readonly held: HeldCalls
+  /** Stops taking requests: `/readyz` says so and new MCP requests are refused; those in flight go on. */
+  drain (): void
+}
+
+/** `server.trustProxy` as Fastify takes it: a number of trusted hops becomes a test by hop index. */
+function trustedProxies (trust: ServerConfig['trustProxy']): boolean | string[] | ((address: string, hop: number) => boolean) {
+  return typeof trust === 'number' ? (_address, hop) => hop < trust : trust
+}
+
+/** Builds the endpoints of both protocol eras over the core, and the HTTP apps that serve them. */
+export async function wireHttp (core: GatewayCore, configSource: (() => Promise<Config>) | undefined): Promise<GatewayFront> {
+  const { config, tls, log, store, live, hub, listen, processId, tracing, peers, broker, homes, subscriptions, sync, events } = core
+  const { upstreams, catalog, shutdown, inflight, delivery, inputs, calls, tasks, metrics, problems, oauth, sessionEnd } = core
+  let closing = false
+  const routing = new HomeRouting({ homes, peers, access: (key) => live.access(key === '' ? [] : key.split(' ')), log, tracing })
+  // With one process per store every client's home is this process: nothing is routed.
+  const routed = (name: string, table: MethodTable): MethodTable => store.shared ? routing.route(name, table) : table
+  const base = buildMethodTable({ catalog, subscriptions, pageSize: config.server.pageSize })
+  const held = new HeldCalls(config.server.inputHoldTimeout)
+  const retries = new RetryRouter({ processId, states: new RequestStateCodec(config.server.stateSecret, config.server.inputHoldTimeout), peers, log })
+  const modern = new ModernEndpoint({
+    hub,
+    toolSchema: (name, access, client) => {
+      try {
+        return catalog.peek(client).tool(name, access).entry?.inputSchema as JsonObject | undefined
+      } catch {
+        return undefined
+      }
+    },
+    log,
+    shutdown: shutdown.signal,
+    methods: routed('modern', buildModernMethods(base, {
+      catalog,
+      promptsGet: modernPromptsGet({ catalog, calls, held, retries }),
+      toolsCall: modernToolsCall({ catalog, calls, held, retries, tasks, inputs, config: live.tasks }),
+      listen,
+      subscriptions,
+      bus: store.bus,
+      store: store.tasks,
+      tasks,
+      inputs,
+      listTtlMs: config.server.listCacheTtl,
+    })),
+  })
+  const legacy = new LegacyEndpoint({
+    store,
+    hub,
+    broker,
+    inflight,
+    methods: routed('legacy', withLegacyTaskMethods(base, { catalog, calls, tasks, delivery, bus: store.bus, pageSize: config.server.pageSize })),
+    answerInput: (principal, response) => inputs.answer(principal, response),
+    log,
+    shutdown: shutdown.signal,
+    get sessionsPerPrincipal () { return live.config.limits.sessionsPerPrincipal },
+    touchIntervalMs: touchInterval(config.server.sessionIdleTimeout),
+    onSessionClosed: (sessionId) => { sessionEnd.closed(sessionId) },
+    onClientNotification: (clientKey, method, params) => { sessionEnd.relayNotification(clientKey, method, params) },
+  })
+
+  // How often the two timeouts below are checked (Node's default, 30 s, would let a slow client hold on far longer).
+  const connectionsCheckingInterval = Math.min(1000, config.limits.headersTimeout)
+  const fastifyOptions = {
+    loggerInstance: log as FastifyBaseLogger,
+    bodyLimit: config.server.maxBodyBytes,
+    requestIdHeader: 'x-request-id',
+    forceCloseConnections: true,
+    trustProxy: trustedProxies(config.server.trustProxy),
+    // Slow clients: the whole request (headers and body) must arrive in time; responses are not bounded by it.
+    requestTimeout: Math.max(config.limits.requestTimeout, config.limits.headersTimeout),
+  }
+  // With server.tls the listener is HTTPS. An HTTPS server hands out the same request and response objects as
+  // an HTTP one (and has the same timeouts), so the app is typed as the HTTP one everything else expects.
+  const app: FastifyInstance = tls.server === undefined
+    ? Fastify({ ...fastifyOptions, http: { connectionsCheckingInterval } })
+    : Fastify({ ...fastifyOptions, https: { ...tls.server, connectionsCheckingInterval } }) as unknown as FastifyInstance
+  const server = app.server as HttpServer
+  server.headersTimeout = config.limits.headersTimeout
+  server.maxConnections = config.limits.maxConnections
+  registerHostOriginGuard(app, config.server)
+  await registerCors(app, config.server)
+  registerHealthRoutes(app, store, upstreams, () => closing)
+  oauth?.register(app)
+  await registerMcpRoute(app, {
+    config: config.server,
+    legacy,
+    modern,
+    get authenticator () { return live.authenticator },
+    get passAuthorization () { return live.passAuthorization },
+    get limiter () { return live.limiter },
+    isClosing: () => closing,
+    metrics,
+    tracing,
+  })
+  if (metrics !== undefined && config.metrics.listener === 'main') registerMetricsRoute(app, metrics, config.metrics.path)
+
+  const reloader = new Reloader({ live, upstreams, catalog, events, listsChanged: sync.listsChanged, log })
+  const reload = (next: Config): Promise<ReloadReport> => reloader.reload(next)
+  const admin = createAdmin(config.admin, log, { store, upstreams, leaving: () => reloader.leaving(), tasks, processId, problems: metrics && problems, drain: () => { closing = true }, reload: { source: configSource, apply: reload } }, tls.admin)
+  if (metrics !== undefined && config.metrics.listener === 'admin' && admin !== undefined) registerMetricsRoute(admin, metrics, config.metrics.path)
+
+  return { app, admin, reloader, held, drain: () => { closing = true } }
+}
