@@ -7,11 +7,9 @@ import type { IncomingHttpHeaders } from 'node:http'
 import type { TracingConfig, UpstreamConfig } from '../config/schema.ts'
 import type { JsonObject } from '../wire/jsonrpc.ts'
 import type { TaskStatus } from '../wire/task-state.ts'
+import { GATEWAY_INFO } from '../wire/versions.ts'
 import { failSpan, RequestTrace } from './request-trace.ts'
 import { carrierOf, clientTraceContext, storedTraceContext, type TraceCarrier, type TracedTask } from './trace-context.ts'
-
-/** The version the gateway reports as service.version (package.json's). */
-const GATEWAY_VERSION = '0.1.0'
 
 /** Where spans of upstream requests hang: a client request's server span, or a task's run span. */
 export interface TraceParent {
@@ -44,7 +42,7 @@ export class GatewayTracing {
   constructor (config: TracingConfig, processId: string) {
     const exporter = new OTLPTraceExporter({ url: config.endpoint, headers: { ...config.headers }, timeoutMillis: config.exportTimeout })
     this.#provider = new NodeTracerProvider({
-      resource: resourceFromAttributes({ [ATTR_SERVICE_NAME]: config.serviceName, [ATTR_SERVICE_VERSION]: GATEWAY_VERSION, 'service.instance.id': processId }),
+      resource: resourceFromAttributes({ [ATTR_SERVICE_NAME]: config.serviceName, [ATTR_SERVICE_VERSION]: GATEWAY_INFO.version, 'service.instance.id': processId }),
       sampler: new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(config.sampleRatio) }),
       spanProcessors: [new BatchSpanProcessor(exporter, {
         maxQueueSize: config.maxQueueSize,
@@ -53,7 +51,7 @@ export class GatewayTracing {
         exportTimeoutMillis: config.exportTimeout,
       })],
     })
-    this.tracer = this.#provider.getTracer('mcp-task-gateway', GATEWAY_VERSION)
+    this.tracer = this.#provider.getTracer(GATEWAY_INFO.name, GATEWAY_INFO.version)
   }
 
   /** The server span of one MCP request, continuing the trace context its client sent, if any. */

@@ -1,4 +1,5 @@
 import { Client, ProtocolError, SdkError, SdkErrorCode, type ClientCapabilities, type PriorDiscovery, type RequestOptions } from '@modelcontextprotocol/client'
+import { GATEWAY_INFO } from '../wire/versions.ts'
 import { z } from 'zod'
 import type { UpstreamConfig } from '../config/schema.ts'
 import { formatDuration } from '../config/units.ts'
@@ -117,7 +118,7 @@ export class UpstreamSession {
   static async open (options: SessionOpenOptions): Promise<UpstreamSession> {
     const { config, capabilities, events, log } = options
     const client = new Client(
-      { name: 'mcp-task-gateway', version: '0.1.0' },
+      GATEWAY_INFO,
       { capabilities, versionNegotiation: { mode: config.transport === 'sse' ? 'legacy' : config.era }, inputRequired: { autoFulfill: false } },
     )
     const session = new UpstreamSession(options, client)

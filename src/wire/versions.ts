@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs'
+
 /** Protocol revisions of the legacy (initialize + sessions) era, newest first. */
 export const LEGACY_PROTOCOL_VERSIONS = ['2025-11-25', '2025-06-18', '2025-03-26', '2024-11-05'] as const
 export const LATEST_LEGACY_VERSION = LEGACY_PROTOCOL_VERSIONS[0]
@@ -13,4 +15,8 @@ export function negotiateVersion (requested: unknown): string {
   return typeof requested === 'string' && isLegacyVersion(requested) ? requested : LATEST_LEGACY_VERSION
 }
 
-export const GATEWAY_INFO = { name: 'mcp-task-gateway', version: '0.1.0' } as const
+/** The package's own name and version (read once; src/ and dist/ sit at the same depth below package.json). */
+const PACKAGE = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { name: string, version: string }
+
+/** How the gateway names itself: to clients as `serverInfo`, to upstreams as `clientInfo`, to tracing as the service. */
+export const GATEWAY_INFO: Readonly<{ name: string, version: string }> = Object.freeze({ name: PACKAGE.name, version: PACKAGE.version })
