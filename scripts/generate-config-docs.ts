@@ -44,7 +44,8 @@ function schemas (value: unknown): JsonSchema[] {
 }
 
 function properties (node: JsonSchema): Array<[string, JsonSchema]> {
-  return isSchema(node.properties) ? Object.entries(node.properties).filter((entry): entry is [string, JsonSchema] => isSchema(entry[1])) : []
+  if (!isSchema(node.properties)) return []
+  return Object.entries(node.properties).filter((entry): entry is [string, JsonSchema] => isSchema(entry[1]))
 }
 
 function required (node: JsonSchema): string[] {
@@ -241,7 +242,9 @@ function renderSection (name: string, node: JsonSchema, note: string | undefined
   } else {
     const needed = required(body)
     const defaults = isSchema(body.default) ? body.default : {}
-    parts.push(table(properties(body).flatMap(([option, schema]) => rowsOf(option, schema, option, { inherited: defaults[option], isRequired: needed.includes(option) }))))
+    const rows = properties(body).flatMap(([option, schema]) =>
+      rowsOf(option, schema, option, { inherited: defaults[option], isRequired: needed.includes(option) }))
+    parts.push(table(rows))
   }
   return parts.join('\n\n')
 }

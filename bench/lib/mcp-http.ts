@@ -36,7 +36,13 @@ export interface TaskClient {
 }
 
 function openPool (url: URL, connections: number): Pool {
-  return new Pool(url.origin, { connections, pipelining: 1, keepAliveTimeout: 60_000, headersTimeout: CALL_TIMEOUT_MS, bodyTimeout: CALL_TIMEOUT_MS })
+  return new Pool(url.origin, {
+    connections,
+    pipelining: 1,
+    keepAliveTimeout: 60_000,
+    headersTimeout: CALL_TIMEOUT_MS,
+    bodyTimeout: CALL_TIMEOUT_MS,
+  })
 }
 
 export class McpHttpSession implements TaskClient {

@@ -25,7 +25,10 @@ export interface Settings {
   gatewayLogLevel: string
   /** Extra node flags for the gateway child, split on spaces (BENCH_GATEWAY_NODE_ARGS, e.g. `--cpu-prof --cpu-prof-dir=/tmp/p`). */
   gatewayNodeArgs: string[]
-  /** Store of the default gateway, the one sync-call uses (BENCH_STORE): memory (default) or sqlite (a fresh file in the temp directory). The task sections always measure both. */
+  /**
+   * Store of the default gateway, the one sync-call uses (BENCH_STORE): memory (default) or sqlite (a fresh
+   * file in the temp directory). The task sections always measure both.
+   */
   store: 'memory' | 'sqlite'
   /** upstreams[].maxConcurrentCalls of the gateway (BENCH_MAX_CONCURRENT_CALLS); undefined keeps the gateway default. */
   maxConcurrentCalls: number | undefined
@@ -35,13 +38,19 @@ export interface Settings {
   taskCreates: number
   /** Tasks in flight when the memory per task is measured (BENCH_MEMORY_TASKS). */
   memoryTasks: number
-  /** Redis for the redis-store measurements (BENCH_REDIS_URL, else REDIS_URL, else the machine's); each gateway gets a fresh key prefix, deleted afterwards. */
+  /**
+   * Redis for the redis-store measurements (BENCH_REDIS_URL, else REDIS_URL, else the machine's); each gateway
+   * gets a fresh key prefix, deleted afterwards.
+   */
   redisUrl: string
   /** Section ids to run (BENCH_SECTIONS, comma separated); undefined runs every registered section. */
   sections: string[] | undefined
   /** When set, sections write V8 CPU profiles of the gateway's measured windows here (BENCH_PROFILE_DIR). */
   profileDir: string | undefined
-  /** Whether the gateways of the run keep Prometheus metrics (BENCH_METRICS: on, the gateway default, or off); section metrics-cost always measures both. */
+  /**
+   * Whether the gateways of the run keep Prometheus metrics (BENCH_METRICS: on, the gateway default, or off);
+   * section metrics-cost always measures both.
+   */
   metrics: 'on' | 'off'
   /** Results file (BENCH_OUT). */
   out: string

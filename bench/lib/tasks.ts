@@ -61,7 +61,11 @@ export interface TaskGatewayLimits {
  * tasks wait in the upstream pool's queue), and the shutdown grace is zero so closing it does not
  * wait for tasks that run for an hour.
  */
-export async function startTaskGateway (ctx: BenchContext, store: StoreKind | RedisStoreConfig, limits: TaskGatewayLimits): Promise<GatewayHandle> {
+export async function startTaskGateway (
+  ctx: BenchContext,
+  store: StoreKind | RedisStoreConfig,
+  limits: TaskGatewayLimits,
+): Promise<GatewayHandle> {
   if (store === 'redis') {
     // A fresh key prefix, deleted once this gateway has closed.
     const redis = freshRedisStore(ctx.settings.redisUrl)
@@ -77,7 +81,12 @@ export async function startTaskGateway (ctx: BenchContext, store: StoreKind | Re
 }
 
 /** Creates `count` tasks of `args` on `session` with `workers` requests at a time; returns their ids. */
-export async function createTasks (session: TaskClient, count: number, workers: number, args: Record<string, unknown> = LONG_TASK): Promise<string[]> {
+export async function createTasks (
+  session: TaskClient,
+  count: number,
+  workers: number,
+  args: Record<string, unknown> = LONG_TASK,
+): Promise<string[]> {
   const ids: string[] = []
   let started = 0
   const worker = async (): Promise<void> => {
@@ -132,8 +141,10 @@ export interface WindowTotals {
 }
 
 export function totalsOf (windows: readonly Window[]): WindowTotals {
-  const sum = (values: Array<number | undefined>): number | undefined => values.some((v) => v === undefined) ? undefined : values.reduce<number>((a, b) => a + b!, 0)
-  const max = (values: Array<number | undefined>): number | undefined => values.some((v) => v === undefined) ? undefined : Math.max(...values as number[])
+  const sum = (values: Array<number | undefined>): number | undefined =>
+    values.some((v) => v === undefined) ? undefined : values.reduce<number>((a, b) => a + b!, 0)
+  const max = (values: Array<number | undefined>): number | undefined =>
+    values.some((v) => v === undefined) ? undefined : Math.max(...values as number[])
   return {
     calls: windows.reduce((n, w) => n + w.run.calls, 0),
     elapsedMs: windows.reduce((n, w) => n + w.run.elapsedMs, 0),
@@ -155,7 +166,13 @@ export function perCallUs (cpuMs: number | undefined, calls: number): number | u
  * Runs `body` under a V8 CPU profile of `gateway` when BENCH_PROFILE_DIR is set, and records the file
  * in `profiles`; otherwise just runs it.
  */
-export async function profiled (ctx: BenchContext, gateway: GatewayHandle, name: string, profiles: string[], body: () => Promise<void>): Promise<void> {
+export async function profiled (
+  ctx: BenchContext,
+  gateway: GatewayHandle,
+  name: string,
+  profiles: string[],
+  body: () => Promise<void>,
+): Promise<void> {
   const dir = ctx.settings.profileDir
   if (dir === undefined || !gateway.canProfile) return await body()
   await mkdir(dir, { recursive: true })

@@ -246,7 +246,14 @@ async function run (ctx: BenchContext): Promise<SectionResult> {
       ...PATHS.map((path) => {
         const r = results[path]
         const s = summarize(Float64Array.from(r.firstCallSamples))
-        return [path, ms(s.p50, 1), ms(Math.min(...r.firstCallSamples), 1), ms(s.max, 1), ms(r.serverStartMs, 1), signedMs(s.p50 - r.serverStartMs, 1)]
+        return [
+          path,
+          ms(s.p50, 1),
+          ms(Math.min(...r.firstCallSamples), 1),
+          ms(s.max, 1),
+          ms(r.serverStartMs, 1),
+          signedMs(s.p50 - r.serverStartMs, 1),
+        ]
       }),
       ['echo server alone, all samples', ms(serverStartMs, 1), ms(Math.min(...serverStarts), 1), ms(Math.max(...serverStarts), 1), '', ''],
     ],

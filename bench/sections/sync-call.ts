@@ -31,7 +31,16 @@ interface PathTotals {
 }
 
 function emptyTotals (): PathTotals {
-  return { calls: 0, elapsedMs: 0, latencies: [], clientCpuMs: 0, clientMaxLoopDelayMs: 0, upstreamCpuMs: 0, gatewayCpuMs: 0, gatewayMaxLoopDelayMs: 0 }
+  return {
+    calls: 0,
+    elapsedMs: 0,
+    latencies: [],
+    clientCpuMs: 0,
+    clientMaxLoopDelayMs: 0,
+    upstreamCpuMs: 0,
+    gatewayCpuMs: 0,
+    gatewayMaxLoopDelayMs: 0,
+  }
 }
 
 function add (a: number | undefined, b: number | undefined): number | undefined {
@@ -50,9 +59,12 @@ async function measure (ctx: BenchContext, gateway: GatewayHandle, totals: PathT
   totals.latencies.push(run.latencies)
   totals.clientCpuMs += run.clientCpuMs
   totals.clientMaxLoopDelayMs = Math.max(totals.clientMaxLoopDelayMs, run.clientMaxLoopDelayMs)
-  totals.upstreamCpuMs = add(totals.upstreamCpuMs, upstreamBefore === undefined || upstreamAfter === undefined ? undefined : upstreamAfter - upstreamBefore)
+  const upstreamCpuMs = upstreamBefore === undefined || upstreamAfter === undefined ? undefined : upstreamAfter - upstreamBefore
+  totals.upstreamCpuMs = add(totals.upstreamCpuMs, upstreamCpuMs)
   totals.gatewayCpuMs = add(totals.gatewayCpuMs, stats?.cpuMs)
-  totals.gatewayMaxLoopDelayMs = stats === undefined || totals.gatewayMaxLoopDelayMs === undefined ? undefined : Math.max(totals.gatewayMaxLoopDelayMs, stats.maxLoopDelayMs)
+  totals.gatewayMaxLoopDelayMs = stats === undefined || totals.gatewayMaxLoopDelayMs === undefined
+    ? undefined
+    : Math.max(totals.gatewayMaxLoopDelayMs, stats.maxLoopDelayMs)
 }
 
 interface PhaseResult {

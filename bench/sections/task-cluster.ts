@@ -60,7 +60,12 @@ interface ClusterWindow {
   redisCpuMs: number | undefined
 }
 
-async function measure (ctx: BenchContext, gateways: GatewayHandle[], rr: RoundRobin, driver: () => Promise<LoadRun>): Promise<ClusterWindow> {
+async function measure (
+  ctx: BenchContext,
+  gateways: GatewayHandle[],
+  rr: RoundRobin,
+  driver: () => Promise<LoadRun>,
+): Promise<ClusterWindow> {
   await Promise.all(gateways.map((g) => g.resetStats()))
   rr.reset()
   const upstreamBefore = procCpuMs(ctx.upstream.pid)
@@ -91,7 +96,8 @@ interface Totals {
 }
 
 function totals (windows: readonly ClusterWindow[]): Totals {
-  const sum = (values: Array<number | undefined>): number | undefined => values.some((v) => v === undefined) ? undefined : values.reduce<number>((a, b) => a + b!, 0)
+  const sum = (values: Array<number | undefined>): number | undefined =>
+    values.some((v) => v === undefined) ? undefined : values.reduce<number>((a, b) => a + b!, 0)
   const calls = windows.reduce((n, w) => n + w.run.calls, 0)
   const elapsedMs = windows.reduce((n, w) => n + w.run.elapsedMs, 0)
   return {
@@ -103,7 +109,9 @@ function totals (windows: readonly ClusterWindow[]): Totals {
     processes: Array.from({ length: PROCESSES }, (_, i) => ({
       served: windows.reduce((n, w) => n + (w.served[i] ?? 0), 0),
       cpuMs: sum(windows.map((w) => w.gateways[i]?.cpuMs)),
-      maxLoopDelayMs: windows.some((w) => w.gateways[i] === undefined) ? undefined : Math.max(...windows.map((w) => w.gateways[i]!.maxLoopDelayMs)),
+      maxLoopDelayMs: windows.some((w) => w.gateways[i] === undefined)
+        ? undefined
+        : Math.max(...windows.map((w) => w.gateways[i]!.maxLoopDelayMs)),
     })),
     upstreamCpuMs: sum(windows.map((w) => w.upstreamCpuMs)),
     redisCpuMs: sum(windows.map((w) => w.redisCpuMs)),

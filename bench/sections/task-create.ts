@@ -9,8 +9,8 @@
 import { sequential } from '../lib/load.ts'
 import { concat, ms, summarize, type LatencySummary, type Table } from '../lib/stats.ts'
 import {
-  CREATE_WARMUP, LONG_TASK, LOOP_STALL_LIMIT_MS, SLOW_TOOL, STORES, TASK_TTL_MS, measureWindow, measuredStores, perCallUs, profileNotes, profiled,
-  redisSkippedNote, sharedTaskGateway, split, totalsOf, us, type StoreKind, type Window,
+  CREATE_WARMUP, LONG_TASK, LOOP_STALL_LIMIT_MS, SLOW_TOOL, STORES, TASK_TTL_MS, measureWindow, measuredStores, perCallUs, profileNotes,
+  profiled, redisSkippedNote, sharedTaskGateway, split, totalsOf, us, type StoreKind, type Window,
 } from '../lib/tasks.ts'
 import type { BenchContext, Check, Section, SectionResult } from '../lib/types.ts'
 
@@ -36,7 +36,11 @@ function phase (label: string, inFlight: [number, number], windows: readonly Win
     latency: summarize(concat(t.latencies)),
     calls: t.calls,
     callsPerSecond: t.calls / (t.elapsedMs / 1000),
-    cpuUsPerCall: { client: perCallUs(t.clientCpuMs, t.calls), gateway: perCallUs(t.gatewayCpuMs, t.calls), upstream: perCallUs(t.upstreamCpuMs, t.calls) },
+    cpuUsPerCall: {
+      client: perCallUs(t.clientCpuMs, t.calls),
+      gateway: perCallUs(t.gatewayCpuMs, t.calls),
+      upstream: perCallUs(t.upstreamCpuMs, t.calls),
+    },
     clientMaxLoopDelayMs: t.clientMaxLoopDelayMs,
     gatewayMaxLoopDelayMs: t.gatewayMaxLoopDelayMs,
   }
@@ -127,7 +131,10 @@ async function run (ctx: BenchContext): Promise<SectionResult> {
   const sqliteP99 = measured('sqlite').create.latency.p99
   // The budgets are stated for the sqlite and memory stores: redis is reported, not checked.
   const stall = Math.max(...STORES.map((store) => measured(store).create.gatewayMaxLoopDelayMs ?? Number.NaN))
-  const phases = (store: StoreKind): Phase[] => [...(measured(store).rounds.length > 1 ? measured(store).rounds : []), measured(store).create, measured(store).get]
+  const phases = (store: StoreKind): Phase[] => {
+    const result = measured(store)
+    return [...(result.rounds.length > 1 ? result.rounds : []), result.create, result.get]
+  }
   const inFlight = (p: Phase): string => p.inFlight[0] === p.inFlight[1] ? String(p.inFlight[0]) : `${p.inFlight[0]}→${p.inFlight[1]}`
   const latencyTable: Table = {
     title: `task creation: tools/call ${SLOW_TOOL} with params.task, concurrency 1 (${settings.taskCreates} creations per store, ms); tasks/get at concurrency 1 as the round-trip floor`,

@@ -91,7 +91,10 @@ async function run (ctx: BenchContext): Promise<SectionResult> {
         taskIds: g.ids.length,
         cpuUsPerRequest: { client, gateway, upstream: perCallUs(t.upstreamCpuMs, t.calls) },
         busy: { client: t.clientCpuMs / t.elapsedMs, gateway: t.gatewayCpuMs === undefined ? undefined : t.gatewayCpuMs / t.elapsedMs },
-        ceilingPerSecond: { client: client === undefined ? undefined : 1e6 / client, gateway: gateway === undefined ? undefined : 1e6 / gateway },
+        ceilingPerSecond: {
+          client: client === undefined ? undefined : 1e6 / client,
+          gateway: gateway === undefined ? undefined : 1e6 / gateway,
+        },
         clientMaxLoopDelayMs: t.clientMaxLoopDelayMs,
         gatewayMaxLoopDelayMs: t.gatewayMaxLoopDelayMs,
       }
@@ -102,7 +105,15 @@ async function run (ctx: BenchContext): Promise<SectionResult> {
       head: ['store', 'task ids', 'requests', 'requests/s', 'p50 ms', 'p99 ms', 'max ms'],
       rows: stores.map((store) => {
         const r = measured(store)
-        return [store, String(r.taskIds), String(r.requests), r.requestsPerSecond.toFixed(0), ms(r.latency.p50), ms(r.latency.p99), ms(r.latency.max)]
+        return [
+          store,
+          String(r.taskIds),
+          String(r.requests),
+          r.requestsPerSecond.toFixed(0),
+          ms(r.latency.p50),
+          ms(r.latency.p99),
+          ms(r.latency.max),
+        ]
       }),
     }
     const costTable: Table = {
@@ -110,8 +121,17 @@ async function run (ctx: BenchContext): Promise<SectionResult> {
       head: ['store', 'client µs', 'gateway µs', 'upstream µs', 'client busy', 'gateway busy', 'client-bound /s', 'gateway-bound /s', 'gateway loop max ms'],
       rows: stores.map((store) => {
         const r = measured(store)
-        return [store, us(r.cpuUsPerRequest.client), us(r.cpuUsPerRequest.gateway), us(r.cpuUsPerRequest.upstream),
-          percent(r.busy.client), percent(r.busy.gateway), rate(r.ceilingPerSecond.client), rate(r.ceilingPerSecond.gateway), ms(r.gatewayMaxLoopDelayMs, 1)]
+        return [
+          store,
+          us(r.cpuUsPerRequest.client),
+          us(r.cpuUsPerRequest.gateway),
+          us(r.cpuUsPerRequest.upstream),
+          percent(r.busy.client),
+          percent(r.busy.gateway),
+          rate(r.ceilingPerSecond.client),
+          rate(r.ceilingPerSecond.gateway),
+          ms(r.gatewayMaxLoopDelayMs, 1),
+        ]
       }),
     }
 

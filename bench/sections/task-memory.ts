@@ -65,7 +65,13 @@ async function measureStore (ctx: BenchContext, store: StoreKind, profiles: stri
         const cpu = process.cpuUsage()
         ids = await createTasks(session!, count, CREATE_WORKERS)
         const used = process.cpuUsage(cpu)
-        return { calls: ids.length, elapsedMs: performance.now() - started, latencies: new Float64Array(0), clientMaxLoopDelayMs: Number.NaN, clientCpuMs: (used.user + used.system) / 1000 }
+        return {
+          calls: ids.length,
+          elapsedMs: performance.now() - started,
+          latencies: new Float64Array(0),
+          clientMaxLoopDelayMs: Number.NaN,
+          clientCpuMs: (used.user + used.system) / 1000,
+        }
       })
     })
     // In flight: the first and the last task are still working (the first holds an upstream connection, the last is queued).

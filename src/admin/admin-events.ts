@@ -25,10 +25,11 @@ const MAX_BUFFERED_BYTES = 1024 * 1024
 
 /**
  * `GET /admin/events`: a server-sent event stream (behind the admin token, like every admin route) of
- * `hello` (this process, its upstreams and its problems; sent once the stream hears every task change), `task` (a task of any process sharing the store
- * was created or changed: the task as GET /admin/tasks lists it), `upstreams` (their state or load changed)
- * and `problems` (new refusals or errors of this process, with the counts). Browsers read it with fetch(),
- * which can send the token header (EventSource cannot).
+ * `hello` (this process, its upstreams and its problems; sent once the stream hears every task change),
+ * `task` (a task of any process sharing the store was created or changed: the task as GET /admin/tasks
+ * lists it), `upstreams` (their state or load changed) and `problems` (new refusals or errors of this
+ * process, with the counts). Browsers read it with fetch(), which can send the token header (EventSource
+ * cannot).
  */
 export function registerAdminEvents (app: FastifyInstance, deps: AdminEventDeps): void {
   const open = new Set<() => void>()

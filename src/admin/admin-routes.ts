@@ -92,7 +92,12 @@ export function registerAdminRoutes (app: FastifyInstance, deps: AdminDeps): voi
   registerUpstreamRoutes(app, deps)
   registerTaskRoutes(app, { store: deps.store.tasks, tasks: deps.tasks })
   registerReloadRoute(app, deps.reload)
-  registerAdminEvents(app, { bus: deps.store.bus, upstreams: () => describeUpstreams(deps), problems: deps.problems, processId: deps.processId })
+  registerAdminEvents(app, {
+    bus: deps.store.bus,
+    upstreams: () => describeUpstreams(deps),
+    problems: deps.problems,
+    processId: deps.processId,
+  })
   // This process's refusals and errors: counts since it started and the most recent ones, newest first.
   app.get('/admin/problems', async () => deps.problems?.snapshot() ?? { counts: [], recent: [] })
   // Idempotent; there is no undrain: restart the process to take requests again.
@@ -104,7 +109,12 @@ export function registerAdminRoutes (app: FastifyInstance, deps: AdminDeps): voi
 }
 
 /** The admin API with its routes when `admin` is configured, else undefined (no listener, no routes). */
-export function createAdmin (config: AdminConfig | undefined, log: Logger, deps: AdminDeps, tls?: ServerOptions): FastifyInstance | undefined {
+export function createAdmin (
+  config: AdminConfig | undefined,
+  log: Logger,
+  deps: AdminDeps,
+  tls?: ServerOptions,
+): FastifyInstance | undefined {
   if (config === undefined) return undefined
   const app = createAdminApp(config, log, tls)
   registerAdminRoutes(app, deps)

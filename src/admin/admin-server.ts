@@ -36,7 +36,8 @@ export function sendAdminError (reply: FastifyReply, err: GatewayError, status =
  * The admin API's own Fastify instance (listened on `admin.host`/`admin.port` by the CLI, never by
  * buildGateway). Every request, to a route or not, needs the admin token, but for the routes declared with
  * `config: { public: true }` (the dashboard's static files, which hold no data); every error is JSON from the
- * gateway's error table. `tls` (from admin.tls) makes it HTTPS. Other parts of the gateway add routes to it (see registerAdminRoutes) before it listens.
+ * gateway's error table. `tls` (from admin.tls) makes it HTTPS. Other parts of the gateway add routes to it
+ * (see registerAdminRoutes) before it listens.
  */
 export function createAdminApp (config: AdminConfig, log: Logger, tls?: ServerOptions): FastifyInstance {
   const options = {

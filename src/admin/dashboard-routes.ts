@@ -32,9 +32,9 @@ const SECURITY_HEADERS = {
 }
 
 /**
- * The live dashboard: a static page, its stylesheet and its script modules (the task statuses among them, from the status machine), read once at start and served without the
- * admin token (they hold no data; the page asks for the token and sends it with every request it makes).
- * `/` leads to it.
+ * The live dashboard: a static page, its stylesheet and its script modules (the task statuses among them,
+ * from the status machine), read once at start and served without the admin token (they hold no data; the
+ * page asks for the token and sends it with every request it makes). `/` leads to it.
  */
 export function registerDashboard (app: FastifyInstance): void {
   for (const { path, file, type } of FILES) {

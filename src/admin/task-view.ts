@@ -87,7 +87,14 @@ export function detail (task: TaskRecord, inputs: readonly InputRecord[], timeli
       : 'result' in outcome
         ? { kind: 'result', isError: outcome.result['isError'] === true }
         : { kind: 'error', code: outcome.error.code, message: outcome.error.message },
-    inputs: inputs.map((input) => ({ key: input.key, method: input.method, params: input.params, state: input.state, createdAt: new Date(input.createdAt).toISOString(), answer: input.answer })),
+    inputs: inputs.map((input) => ({
+      key: input.key,
+      method: input.method,
+      params: input.params,
+      state: input.state,
+      createdAt: new Date(input.createdAt).toISOString(),
+      answer: input.answer,
+    })),
     timeline: timeline.map((entry) => ({ ...entry, at: new Date(entry.at).toISOString() }) as AdminTimelineEntry),
   }
 }

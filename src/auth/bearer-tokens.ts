@@ -24,7 +24,11 @@ export function sha256Hex (token: string): string {
  * server. Undefined when neither is configured: auth is off and every session is its own principal.
  * The request's Authorization header is kept on the caller only when `forwardAuthorization` needs it.
  */
-export function createAuthenticator (config: AuthConfig, oauth: OAuthResource | undefined, keepAuthorization: boolean): Authenticator | undefined {
+export function createAuthenticator (
+  config: AuthConfig,
+  oauth: OAuthResource | undefined,
+  keepAuthorization: boolean,
+): Authenticator | undefined {
   if (config.tokens.length === 0 && oauth === undefined) return undefined
   const known = config.tokens.map((t) => ({ principal: t.principal, scopes: t.scopes, hash: Buffer.from(t.sha256.toLowerCase(), 'hex') }))
   const accessOf = compilePermissions(config.permissions)

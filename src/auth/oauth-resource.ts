@@ -73,7 +73,13 @@ export class OAuthResource {
 
   constructor (config: OAuthConfig, log: Logger) {
     this.#config = config
-    this.#keys = new JwksCache({ uri: new URL(config.jwksUri), maxAgeMs: JWKS_MAX_AGE_MS, cooldownMs: config.jwksCooldown, timeoutMs: JWKS_TIMEOUT_MS, log })
+    this.#keys = new JwksCache({
+      uri: new URL(config.jwksUri),
+      maxAgeMs: JWKS_MAX_AGE_MS,
+      cooldownMs: config.jwksCooldown,
+      timeoutMs: JWKS_TIMEOUT_MS,
+      log,
+    })
     this.#audience = config.audience ?? [config.resource]
   }
 

@@ -90,7 +90,12 @@ export class HeldCalls {
   }
 
   /** Starts a call; answers when it finishes or first needs input. */
-  async start (principal: string, run: (input: HeldInput, signal: AbortSignal, fail: (error: unknown) => void, sent: () => void) => Promise<JsonObject>, signal: AbortSignal, windowMs?: number): Promise<HeldOutcome> {
+  async start (
+    principal: string,
+    run: (input: HeldInput, signal: AbortSignal, fail: (error: unknown) => void, sent: () => void) => Promise<JsonObject>,
+    signal: AbortSignal,
+    windowMs?: number,
+  ): Promise<HeldOutcome> {
     const call: HeldCall = { id: randomBytes(16).toString('base64url'), principal, pending: new Map(), final: undefined, wake: undefined, abort: new AbortController(), expiry: undefined, windowMs, sentAt: undefined, done: undefined, detached: undefined }
     this.#calls.set(call.id, call)
     const onAbort = (): void => call.abort.abort(signal.reason)
@@ -172,7 +177,8 @@ export class HeldCalls {
   async #next (call: HeldCall, signal: AbortSignal): Promise<HeldOutcome> {
     const entered = Date.now()
     // Waiting for an upstream connection does not count: the window measures the upstream's work.
-    const deadlineOf = (): number | undefined => call.windowMs === undefined || call.sentAt === undefined ? undefined : Math.max(entered, call.sentAt) + call.windowMs
+    const deadlineOf = (): number | undefined =>
+      call.windowMs === undefined || call.sentAt === undefined ? undefined : Math.max(entered, call.sentAt) + call.windowMs
     while (call.final === undefined && call.pending.size === 0) {
       const deadline = deadlineOf()
       if (signal.aborted) {

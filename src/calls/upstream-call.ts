@@ -23,7 +23,13 @@ function withoutRelatedTask (result: JsonObject): JsonObject {
  * call's sink (the client), and the request is sent again with the answers and the upstream's
  * requestState, until the upstream answers for good.
  */
-async function withInputRounds (session: UpstreamSession, call: InflightCall, method: string, params: JsonObject, options: CallOptions): Promise<JsonObject> {
+async function withInputRounds (
+  session: UpstreamSession,
+  call: InflightCall,
+  method: string,
+  params: JsonObject,
+  options: CallOptions,
+): Promise<JsonObject> {
   // Only a 2026-07-28 result can ask for input; in the legacy era `resultType` is just another field.
   if (session.client.getProtocolEra?.() !== 'modern') return await session.request(method, params, { ...options, call })
   let result = await session.request(method, params, { ...options, call, allowInputRequired: true })

@@ -35,7 +35,9 @@ function notification (method: string): RpcNotification {
  * the client it serves (to every client when it changed what new sessions list); resource updates go to
  * the subscribers; what a client's session asks or says outside any call goes to that client.
  */
-export function catalogSync (targets: CatalogSyncTargets): UpstreamEvents & { started (): void, changed (change: CatalogChange): void, listsChanged (): void } {
+export function catalogSync (
+  targets: CatalogSyncTargets,
+): UpstreamEvents & { started (): void, changed (change: CatalogChange): void, listsChanged (): void } {
   const { subscriptions, log } = targets
   let started = false
   const broadcastAll = (): void => {

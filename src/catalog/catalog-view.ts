@@ -57,14 +57,25 @@ export class CatalogView {
   readonly #lastKnown: (upstream: string) => UpstreamSnapshot | undefined
   readonly #parts: readonly ViewPart[]
   readonly #lists: Record<CatalogKind, JsonObject[]> = { tools: [], prompts: [], resources: [], resourceTemplates: [] }
-  readonly #routes: Record<CatalogKind, Map<string, Route>> = { tools: new Map(), prompts: new Map(), resources: new Map(), resourceTemplates: new Map() }
+  readonly #routes: Record<CatalogKind, Map<string, Route>> = {
+    tools: new Map(),
+    prompts: new Map(),
+    resources: new Map(),
+    resourceTemplates: new Map(),
+  }
+
   readonly #templates: Array<{ template: UriTemplate, route: Route }> = []
   /** Filtered lists by the grants that filtered them (a reload of the permissions compiles new grants). */
   readonly #filtered = new WeakMap<Access, Map<CatalogKind, readonly JsonObject[]>>()
   readonly #removed: ReadonlyMap<string, RemovedUpstream>
 
   /** `upstreams`: every configured upstream; `lastKnown`: what a down upstream last listed; `removed`: by name. */
-  constructor (parts: readonly ViewPart[], upstreams: readonly Upstream[], lastKnown: (upstream: string) => UpstreamSnapshot | undefined, removed: ReadonlyMap<string, RemovedUpstream> = new Map()) {
+  constructor (
+    parts: readonly ViewPart[],
+    upstreams: readonly Upstream[],
+    lastKnown: (upstream: string) => UpstreamSnapshot | undefined,
+    removed: ReadonlyMap<string, RemovedUpstream> = new Map(),
+  ) {
     this.#parts = parts
     this.#upstreams = upstreams
     this.#lastKnown = lastKnown

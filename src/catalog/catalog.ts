@@ -223,7 +223,8 @@ export class Catalog {
    */
   upstreamsChanged (removed: readonly Upstream[]): void {
     for (const upstream of removed) {
-      this.#removed.set(upstream.name, { prefix: upstreamPrefix(upstream.config), snapshot: this.#templates.get(upstream.name)?.get(upstream.listKeyOf(GATEWAY_CLIENT)) })
+      const snapshot = this.#templates.get(upstream.name)?.get(upstream.listKeyOf(GATEWAY_CLIENT))
+      this.#removed.set(upstream.name, { prefix: upstreamPrefix(upstream.config), snapshot })
       this.#templates.delete(upstream.name)
       this.#native.delete(upstream.name)
     }
@@ -285,12 +286,22 @@ export class Catalog {
 
   async #load (upstream: Upstream, session: UpstreamSession, state: SessionLists): Promise<Snapshot> {
     const config = upstream.config
-    const filters = { tools: compileFilter(config.tools), prompts: compileFilter(config.prompts), resources: compileFilter(config.resources) }
+    const filters = {
+      tools: compileFilter(config.tools),
+      prompts: compileFilter(config.prompts),
+      resources: compileFilter(config.resources),
+    }
     let snapshot: Snapshot
     try {
       do {
         state.dirty = false
-        const fetched = await fetchSnapshot(session, upstreamPrefix(config), filters, config.timeouts.request, (name) => taskPolicy(config, name))
+        const fetched = await fetchSnapshot(
+          session,
+          upstreamPrefix(config),
+          filters,
+          config.timeouts.request,
+          (name) => taskPolicy(config, name),
+        )
         snapshot = { ...fetched, id: ++this.#ids }
       } while (state.dirty)
     } finally {

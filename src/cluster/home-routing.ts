@@ -163,7 +163,10 @@ export class HomeRouting {
       openStream: () => emit({ type: 'open' }),
       send,
       notify: (method, params) => send({ jsonrpc: '2.0', method, params }),
-      request: f.asks ? async (method, params, requestSignal) => await this.#deps.peers.request(from, ASK, { forwardId: f.forwardId, method, params }, requestSignal) : undefined,
+      request: f.asks
+        ? async (method, params, requestSignal) =>
+          await this.#deps.peers.request(from, ASK, { forwardId: f.forwardId, method, params }, requestSignal)
+        : undefined,
       trace,
     }
     // The home may have moved since the sender looked it up (it lapsed and another process took it).

@@ -87,7 +87,13 @@ export class PeerRequests {
    * Sends a request of `kind` to process `target`; resolves with its handler's result, rejects with its
    * error. The handler's events reach `onEvent`, in order and before the result.
    */
-  async request (target: string, kind: string, payload: JsonObject, signal: AbortSignal, onEvent?: (event: JsonObject) => void): Promise<JsonObject> {
+  async request (
+    target: string,
+    kind: string,
+    payload: JsonObject,
+    signal: AbortSignal,
+    onEvent?: (event: JsonObject) => void,
+  ): Promise<JsonObject> {
     if (signal.aborted) throw signal.reason
     const id = randomBytes(12).toString('base64url')
     const answered = new Promise<JsonObject>((resolve, reject) => this.#waiting.set(id, { resolve, reject, onEvent }))

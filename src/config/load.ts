@@ -47,7 +47,9 @@ function otherUpstreamProblems (tree: unknown, index: number): ConfigProblem[] {
   const entry = ((tree as { upstreams?: unknown[] }).upstreams ?? [])[index]
   if (entry === null || typeof entry !== 'object') return []
   const guess = 'command' in entry ? 'stdio' : 'url' in entry ? 'streamable-http' : undefined
-  const result = guess === undefined ? upstreamCommonSchema.safeParse(entry) : upstreamVariants[guess].safeParse({ ...entry, transport: guess })
+  const result = guess === undefined
+    ? upstreamCommonSchema.safeParse(entry)
+    : upstreamVariants[guess].safeParse({ ...entry, transport: guess })
   if (result.success) return []
   return result.error.issues
     .filter((issue) => issue.path[0] !== 'transport')

@@ -84,7 +84,13 @@ function serverOf (upstream: UpstreamConfig): string {
   const server = upstream.transport === 'stdio'
     ? { command: upstream.command, args: upstream.args, cwd: upstream.cwd ?? null, env: upstream.env }
     : { url: upstream.url }
-  return JSON.stringify({ server, prefix: upstreamPrefix(upstream), tools: upstream.tools, prompts: upstream.prompts, resources: upstream.resources })
+  return JSON.stringify({
+    server,
+    prefix: upstreamPrefix(upstream),
+    tools: upstream.tools,
+    prompts: upstream.prompts,
+    resources: upstream.resources,
+  })
 }
 
 function certainCollisions (upstreams: readonly UpstreamConfig[]): ConfigProblem[] {

@@ -28,7 +28,12 @@ async function forward (route: Route, method: string, params: JsonObject, ctx: R
   try {
     const lease = await upstream.acquire(ctx.client, 'read', ctx.caller.authorization)
     try {
-      return await lease.session.request(method, { ...withoutProgressToken(params), ...rename }, { timeout, signal: ctx.signal, authorization: forwardedAuthorization(upstream, ctx.caller.authorization), trace: ctx.trace })
+      const authorization = forwardedAuthorization(upstream, ctx.caller.authorization)
+      return await lease.session.request(
+        method,
+        { ...withoutProgressToken(params), ...rename },
+        { timeout, signal: ctx.signal, authorization, trace: ctx.trace },
+      )
     } finally {
       lease.release()
     }

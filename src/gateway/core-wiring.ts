@@ -166,7 +166,19 @@ export async function wireCore (config: Config, given: { logger?: Logger, store?
   const taskEvents = config.admin === undefined ? delivery : announceTaskChanges(delivery, store.bus)
   const inputs = new TaskInputs(store.tasks, taskEvents, live.tasks, store.bus, processId)
   const calls = new CallEngine(metrics)
-  const runner = new TaskRunner({ store: store.tasks, upstreams: { get: (name) => upstreams.find((u) => u.name === name) }, calls, inputs, events: taskEvents, log, shutdown: shutdown.signal, bus: store.bus, isNativeTask: (upstream, tool) => catalog.isNativeTask(upstream, tool), get maxResultBytes () { return live.tasks.maxResultBytes }, tracing })
+  const runner = new TaskRunner({
+    store: store.tasks,
+    upstreams: { get: (name) => upstreams.find((u) => u.name === name) },
+    calls,
+    inputs,
+    events: taskEvents,
+    log,
+    shutdown: shutdown.signal,
+    bus: store.bus,
+    isNativeTask: (upstream, tool) => catalog.isNativeTask(upstream, tool),
+    get maxResultBytes () { return live.tasks.maxResultBytes },
+    tracing,
+  })
   const tasks = new TaskService({
     store: store.tasks,
     runner,
@@ -178,7 +190,15 @@ export async function wireCore (config: Config, given: { logger?: Logger, store?
     owner: processId,
     isIdempotent: (task) => upstreams.find((u) => u.name === task.upstream)?.config.toolSettings[task.tool]?.idempotent === true,
   })
-  const lease = new ProcessLease({ processId, leases: store.leases, tasks, shared: store.shared, leaseMs: config.tasks.ownerLease, log, onTakeover: (taken) => metrics?.failovers(taken) })
+  const lease = new ProcessLease({
+    processId,
+    leases: store.leases,
+    tasks,
+    shared: store.shared,
+    leaseMs: config.tasks.ownerLease,
+    log,
+    onTakeover: (taken) => metrics?.failovers(taken),
+  })
   const sessionEnd = new SessionEnd({ bus: store.bus, upstreams, hub, subscriptions, tasks, log })
   const unsubscribes = [unsubscribeBroadcasts, sessionEnd.listen()]
 

@@ -48,7 +48,8 @@ export async function wireHttp (core: GatewayCore, configSource: (() => Promise<
   const routed = (name: string, table: MethodTable): MethodTable => store.shared ? routing.route(name, table) : table
   const base = buildMethodTable({ catalog, subscriptions, pageSize: config.server.pageSize })
   const held = new HeldCalls(config.server.inputHoldTimeout)
-  const retries = new RetryRouter({ processId, states: new RequestStateCodec(config.server.stateSecret, config.server.inputHoldTimeout), peers, log })
+  const states = new RequestStateCodec(config.server.stateSecret, config.server.inputHoldTimeout)
+  const retries = new RetryRouter({ processId, states, peers, log })
   const modern = new ModernEndpoint({
     hub,
     toolSchema: (name, access, client) => {
@@ -126,7 +127,16 @@ export async function wireHttp (core: GatewayCore, configSource: (() => Promise<
 
   const reloader = new Reloader({ live, upstreams, catalog, events, listsChanged: sync.listsChanged, log })
   const reload = (next: Config): Promise<ReloadReport> => reloader.reload(next)
-  const admin = createAdmin(config.admin, log, { store, upstreams, leaving: () => reloader.leaving(), tasks, processId, problems: metrics && problems, drain: () => { closing = true }, reload: { source: configSource, apply: reload } }, tls.admin)
+  const admin = createAdmin(config.admin, log, {
+    store,
+    upstreams,
+    leaving: () => reloader.leaving(),
+    tasks,
+    processId,
+    problems: metrics && problems,
+    drain: () => { closing = true },
+    reload: { source: configSource, apply: reload },
+  }, tls.admin)
   if (metrics !== undefined && config.metrics.listener === 'admin' && admin !== undefined) registerMetricsRoute(admin, metrics, config.metrics.path)
 
   return { app, admin, reloader, held, drain: () => { closing = true } }

@@ -8,7 +8,12 @@ import type { Upstream } from '../upstream/upstream.ts'
  * requests; `starting`: no upstream has finished its first connect yet); every upstream is listed with its
  * state and, when it is not ready, why (`starting` ones are still in their first connect).
  */
-export function registerHealthRoutes (app: FastifyInstance, store: GatewayStore, upstreams: readonly Upstream[], isClosing: () => boolean): void {
+export function registerHealthRoutes (
+  app: FastifyInstance,
+  store: GatewayStore,
+  upstreams: readonly Upstream[],
+  isClosing: () => boolean,
+): void {
   app.get('/healthz', async () => ({ status: 'ok' }))
   app.get('/readyz', async (_request, reply) => {
     const storeHealth = await store.health()

@@ -92,7 +92,14 @@ export async function registerMcpRoute (app: FastifyInstance, options: McpRouteO
   }
 
   /** `method` and `era` label the request in the metrics; it is timed until its response ends. */
-  const run = async (request: FastifyRequest, reply: FastifyReply, method: string, era: string, work: (caller: Caller) => Promise<void>, trace?: RequestTrace): Promise<void> => {
+  const run = async (
+    request: FastifyRequest,
+    reply: FastifyReply,
+    method: string,
+    era: string,
+    work: (caller: Caller) => Promise<void>,
+    trace?: RequestTrace,
+  ): Promise<void> => {
     reply.hijack()
     // What the hooks set (CORS, Vary) would be lost with the reply: the raw response writes its own head.
     for (const [name, value] of Object.entries(reply.getHeaders())) {

@@ -87,7 +87,9 @@ export class RateLimiter {
     this.#taskOps = limits.taskOpsPerPrincipal
     this.#pollIntervalMs = options.pollIntervalMs
     // A pollInterval of 0 suggests polling at will: nothing to hold polls to.
-    this.#poll = limits.pollBurst === undefined || options.pollIntervalMs <= 0 ? undefined : { rate: 1000 / options.pollIntervalMs, burst: limits.pollBurst }
+    this.#poll = limits.pollBurst === undefined || options.pollIntervalMs <= 0
+      ? undefined
+      : { rate: 1000 / options.pollIntervalMs, burst: limits.pollBurst }
   }
 
   /**
@@ -147,6 +149,8 @@ export class RateLimiter {
 /** The limiter for `limits`, or undefined when every rate limit is off (the route then checks nothing). */
 export function createRateLimiter (options: RateLimiterOptions): RateLimiter | undefined {
   const { requestsPerIp, requestsPerPrincipal, taskOpsPerPrincipal, pollBurst } = options.limits
-  if (requestsPerIp === undefined && requestsPerPrincipal === undefined && taskOpsPerPrincipal === undefined && pollBurst === undefined) return undefined
+  const everyLimitOff = requestsPerIp === undefined && requestsPerPrincipal === undefined &&
+    taskOpsPerPrincipal === undefined && pollBurst === undefined
+  if (everyLimitOff) return undefined
   return new RateLimiter(options)
 }

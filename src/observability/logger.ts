@@ -65,7 +65,9 @@ export function loggedUrl (url: string | undefined): string | undefined {
 function loggedHeaders (headers: Record<string, unknown> | undefined): Record<string, unknown> | undefined {
   if (headers === undefined) return undefined
   const logged: Record<string, unknown> = {}
-  for (const [name, value] of Object.entries(headers)) logged[name] = name.toLowerCase().startsWith(ARGUMENT_HEADER_PREFIX) ? REDACTED : value
+  for (const [name, value] of Object.entries(headers)) {
+    logged[name] = name.toLowerCase().startsWith(ARGUMENT_HEADER_PREFIX) ? REDACTED : value
+  }
   return logged
 }
 

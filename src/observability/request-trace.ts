@@ -40,7 +40,13 @@ export class RequestTrace implements TraceParent {
   #context: Context | undefined
   #failed = false
 
-  constructor (tracing: GatewayTracing, method: string, era: string | undefined, parent: Context | undefined, requestId: string | number | undefined) {
+  constructor (
+    tracing: GatewayTracing,
+    method: string,
+    era: string | undefined,
+    parent: Context | undefined,
+    requestId: string | number | undefined,
+  ) {
     this.tracing = tracing
     this.#name = method
     this.#parent = parent

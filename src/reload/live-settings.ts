@@ -98,6 +98,11 @@ export class LiveSettings {
   }
 
   #createLimiter (config: Config): RateLimiter | undefined {
-    return createRateLimiter({ limits: config.limits, pollIntervalMs: config.tasks.pollInterval, store: this.#deps.rateLimits, log: this.#deps.log })
+    return createRateLimiter({
+      limits: config.limits,
+      pollIntervalMs: config.tasks.pollInterval,
+      store: this.#deps.rateLimits,
+      log: this.#deps.log,
+    })
   }
 }

@@ -129,7 +129,8 @@ export class Reloader {
     const deadline = Date.now() + graceMs
     const drained = (async () => {
       while (busy() > 0 && Date.now() < deadline && !this.#closing.signal.aborted) {
-        await delay(Math.min(DRAIN_CHECK_MS, Math.max(1, deadline - Date.now())), undefined, { signal: this.#closing.signal }).catch(() => {})
+        const pause = Math.min(DRAIN_CHECK_MS, Math.max(1, deadline - Date.now()))
+        await delay(pause, undefined, { signal: this.#closing.signal }).catch(() => {})
       }
       const cancelled = busy()
       if (this.#closing.signal.aborted) {

@@ -10,7 +10,11 @@ type Hook = (args: unknown[], value: unknown) => void
 /** The names of the methods of `target`, its own and its classes' (a store part has methods only). */
 function methodNames (target: object): string[] {
   const names = new Set<string>()
-  for (let level: object | null = target; level !== null && level !== Object.prototype; level = Object.getPrototypeOf(level) as object | null) {
+  for (
+    let level: object | null = target;
+    level !== null && level !== Object.prototype;
+    level = Object.getPrototypeOf(level) as object | null
+  ) {
     for (const name of Object.getOwnPropertyNames(level)) {
       if (name !== 'constructor' && typeof (target as Record<string, unknown>)[name] === 'function') names.add(name)
     }

@@ -94,7 +94,12 @@ export class StreamHub {
    * it closes, and is refused (nothing written) when the session already holds that many, not counting
    * `held.replacing`, which the new one is about to close.
    */
-  #connect (sessionId: string, res: ServerResponse, headers: Record<string, string>, held: { replacing?: SseConnection | undefined } | undefined): SseConnection {
+  #connect (
+    sessionId: string,
+    res: ServerResponse,
+    headers: Record<string, string>,
+    held: { replacing?: SseConnection | undefined } | undefined,
+  ): SseConnection {
     const { log, streamsPerSession, keepAliveMs, stallTimeoutMs, bufferBytes } = this.#options
     if (held) {
       const holding = this.#held.get(sessionId)

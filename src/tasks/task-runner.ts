@@ -53,8 +53,8 @@ export function settle (outcome: TaskOutcome): { status: TaskStatus, statusMessa
 
 /**
  * Runs the upstream call of each task in the background, on its client's upstream session (which the
- * task keeps open until it ends, even when the client's session ended), and stores the outcome. A cancel aborts the call; an outcome that arrives after a cancel is discarded by
- * the store's compare-and-set.
+ * task keeps open until it ends, even when the client's session ended), and stores the outcome. A cancel
+ * aborts the call; an outcome that arrives after a cancel is discarded by the store's compare-and-set.
  */
 export class TaskRunner {
   readonly #deps: TaskRunnerDeps
@@ -153,7 +153,12 @@ export class TaskRunner {
   }
 
   /** Runs the task's call; returns the status it ended with (undefined when it was cancelled meanwhile). */
-  async #runTraced (task: TaskRecord, controller: AbortController, authorization: string | undefined, run: TaskRunTrace | undefined): Promise<TaskStatus | undefined> {
+  async #runTraced (
+    task: TaskRecord,
+    controller: AbortController,
+    authorization: string | undefined,
+    run: TaskRunTrace | undefined,
+  ): Promise<TaskStatus | undefined> {
     const { events, inputs } = this.#deps
     const signal = AbortSignal.any([controller.signal, this.#deps.shutdown])
     const upstream = this.#deps.upstreams.get(task.upstream)
@@ -211,7 +216,8 @@ export class TaskRunner {
     const current = await this.#deps.store.get(task.id, Date.now())
     if (!current || isTerminal(current.status) || current.statusMessage === params.statusMessage) return
     const { from, to } = restatement(current.status)
-    const updated = await this.#deps.store.transition(task.id, from, to, { statusMessage: params.statusMessage, by: task.owner }, Date.now())
+    const change = { statusMessage: params.statusMessage, by: task.owner }
+    const updated = await this.#deps.store.transition(task.id, from, to, change, Date.now())
     if (updated) this.#deps.events.status(updated)
   }
 

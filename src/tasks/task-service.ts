@@ -111,7 +111,10 @@ export class TaskService {
   }
 
   /** Stores a task for a call that is already running and hands the call to it. */
-  async adopt (request: CreateTaskRequest, call: (task: TaskRecord) => { done: Promise<JsonObject>, cancel (reason: unknown): void }): Promise<TaskRecord> {
+  async adopt (
+    request: CreateTaskRequest,
+    call: (task: TaskRecord) => { done: Promise<JsonObject>, cancel (reason: unknown): void },
+  ): Promise<TaskRecord> {
     const task = await this.#store(request)
     this.#runner.adopt(task, call(task))
     return task

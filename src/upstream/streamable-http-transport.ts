@@ -112,9 +112,8 @@ export class StreamableHttpTransport implements Transport {
 
   /** The configured headers, with `extra` (a caller's own Authorization, say) replacing those of the same name in any case. */
   #headers (accept: string, extra?: Readonly<Record<string, string>>): Record<string, string> {
-    const configured = extra === undefined
-      ? this.#options.headers
-      : Object.fromEntries(Object.entries(this.#options.headers).filter(([name]) => !Object.keys(extra).some((e) => e.toLowerCase() === name.toLowerCase())))
+    const extraNames = new Set(Object.keys(extra ?? {}).map((name) => name.toLowerCase()))
+    const configured = Object.fromEntries(Object.entries(this.#options.headers).filter(([name]) => !extraNames.has(name.toLowerCase())))
     const headers: Record<string, string> = { ...configured, ...extra, accept }
     if (this.sessionId !== undefined) headers['mcp-session-id'] = this.sessionId
     if (this.#protocolVersion !== undefined) headers['mcp-protocol-version'] = this.#protocolVersion
@@ -172,7 +171,9 @@ export class StreamableHttpTransport implements Transport {
       delivered()
       setImmediate(() => { if (requestSignal?.aborted !== true && !this.#closed.signal.aborted) onEnd?.() })
     }, (err: unknown) => {
-      if (handedOn && !this.#closed.signal.aborted && requestSignal?.aborted !== true) this.onerror?.(err instanceof Error ? err : new Error(String(err)))
+      if (handedOn && !this.#closed.signal.aborted && requestSignal?.aborted !== true) {
+        this.onerror?.(err instanceof Error ? err : new Error(String(err)))
+      }
     })
     await Promise.race([first, read])
   }
@@ -184,7 +185,12 @@ export class StreamableHttpTransport implements Transport {
   }
 
   /** Reads one SSE body to its end (the response stream of request `viaRequest`, if any); returns the id of the last event seen. */
-  async #readStream (body: AsyncIterable<Buffer>, lastEventId: string | undefined, viaRequest?: string | number, requestSignal?: AbortSignal): Promise<string | undefined> {
+  async #readStream (
+    body: AsyncIterable<Buffer>,
+    lastEventId: string | undefined,
+    viaRequest?: string | number,
+    requestSignal?: AbortSignal,
+  ): Promise<string | undefined> {
     let last = lastEventId
     const parser = new SseParser((event) => {
       if (event.id !== undefined) last = event.id
@@ -198,7 +204,9 @@ export class StreamableHttpTransport implements Transport {
     try {
       for await (const chunk of body) parser.push(chunk)
     } catch (err) {
-      if (!this.#closed.signal.aborted && requestSignal?.aborted !== true) this.onerror?.(err instanceof Error ? err : new Error(String(err)))
+      if (!this.#closed.signal.aborted && requestSignal?.aborted !== true) {
+        this.onerror?.(err instanceof Error ? err : new Error(String(err)))
+      }
     }
     return last
   }

@@ -40,7 +40,10 @@ function stdioTransport (config: Extract<UpstreamConfig, { transport: 'stdio' }>
 }
 
 /** The configured headers with the Authorization header (whatever its case) replaced by a caller's own. */
-function withAuthorization (headers: Readonly<Record<string, string>>, authorization: string | undefined): Readonly<Record<string, string>> {
+function withAuthorization (
+  headers: Readonly<Record<string, string>>,
+  authorization: string | undefined,
+): Readonly<Record<string, string>> {
   if (authorization === undefined) return headers
   const others = Object.entries(headers).filter(([name]) => name.toLowerCase() !== 'authorization')
   return { ...Object.fromEntries(others), authorization }
@@ -51,13 +54,25 @@ function withAuthorization (headers: Readonly<Record<string, string>>, authoriza
  * own Authorization header, sent instead of the configured one (forwardAuthorization, Streamable HTTP
  * only); each later request may carry its caller's own again.
  */
-export function createTransport (config: UpstreamConfig, http: UpstreamHttp | undefined, hooks: TransportHooks, authorization?: string): CreatedTransport {
+export function createTransport (
+  config: UpstreamConfig,
+  http: UpstreamHttp | undefined,
+  hooks: TransportHooks,
+  authorization?: string,
+): CreatedTransport {
   switch (config.transport) {
     case 'stdio':
       return { transport: stdioTransport(config, hooks), delayResponses: true }
     case 'streamable-http':
       if (!http) throw new Error(`upstream '${config.name}' has no HTTP pool`)
-      return { transport: new StreamableHttpTransport({ url: new URL(config.url), dispatcher: http.dispatcher, headers: withAuthorization(config.headers, authorization) }), delayResponses: false }
+      return {
+        transport: new StreamableHttpTransport({
+          url: new URL(config.url),
+          dispatcher: http.dispatcher,
+          headers: withAuthorization(config.headers, authorization),
+        }),
+        delayResponses: false,
+      }
     case 'sse':
       return {
         transport: new SSEClientTransport(new URL(config.url), {

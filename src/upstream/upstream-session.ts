@@ -126,7 +126,12 @@ export class UpstreamSession {
     const created = createTransport(config, options.http, {
       onStderr: (line) => log.info({ stderr: line }, 'upstream stderr'),
     }, options.authorization)
-    const transport = new AttributingTransport(created.transport, session.calls, created.delayResponses, (response) => session.#completeResult(events, response))
+    const transport = new AttributingTransport(
+      created.transport,
+      session.calls,
+      created.delayResponses,
+      (response) => session.#completeResult(events, response),
+    )
     client.onclose = () => {
       session.#closed = true
       events.onClosed(session)
@@ -192,7 +197,12 @@ export class UpstreamSession {
     return result
   }
 
-  async #send (method: string, params: JsonObject | undefined, options: SessionRequestOptions, traceHeaders: Record<string, string> | undefined): Promise<JsonObject> {
+  async #send (
+    method: string,
+    params: JsonObject | undefined,
+    options: SessionRequestOptions,
+    traceHeaders: Record<string, string> | undefined,
+  ): Promise<JsonObject> {
     this.lastUsedAt = Date.now()
     const request = params === undefined ? { method } : { method, params }
     const auth = options.authorization === undefined ? traceHeaders : { ...traceHeaders, authorization: options.authorization }

@@ -21,7 +21,13 @@ export interface UpstreamEvents {
   onResourceUpdated (upstream: Upstream, session: UpstreamSession, params: JsonObject): void
   onSessionClosed (upstream: Upstream, session: UpstreamSession): void
   /** A request of the upstream that belongs to no call, on a session that serves one client (`session.key`). */
-  onOrphanRequest (upstream: Upstream, session: UpstreamSession, method: InputMethod, params: JsonObject, signal: AbortSignal): Promise<JsonObject>
+  onOrphanRequest (
+    upstream: Upstream,
+    session: UpstreamSession,
+    method: InputMethod,
+    params: JsonObject,
+    signal: AbortSignal,
+  ): Promise<JsonObject>
   onOrphanNotification (upstream: Upstream, session: UpstreamSession, method: string, params: JsonObject): void
 }
 

@@ -54,7 +54,13 @@ export class ClientRequestBroker {
     })
   }
 
-  send (sessionId: string, emit: (message: RpcMessage) => void, method: string, params: JsonObject, signal: AbortSignal): Promise<JsonObject> {
+  send (
+    sessionId: string,
+    emit: (message: RpcMessage) => void,
+    method: string,
+    params: JsonObject,
+    signal: AbortSignal,
+  ): Promise<JsonObject> {
     if (signal.aborted) return Promise.reject(signal.reason)
     const id = `${this.#idPrefix}${randomUUID()}`
     return new Promise<JsonObject>((resolve, reject) => {

@@ -36,7 +36,12 @@ export function validateInitialize (params: JsonObject): void {
 }
 
 /** The new session and the InitializeResult for it. */
-export function initializeResult (params: JsonObject, sessionId: string, now: number, principal: string | undefined): { result: JsonObject, session: SessionRecord } {
+export function initializeResult (
+  params: JsonObject,
+  sessionId: string,
+  now: number,
+  principal: string | undefined,
+): { result: JsonObject, session: SessionRecord } {
   const protocolVersion = negotiateVersion(params.protocolVersion)
   const session: SessionRecord = {
     id: sessionId,

@@ -78,7 +78,9 @@ export class LegacyEndpoint {
       await this.#notification(session, inbound.message)
       res.writeHead(202).end()
     } else if (inbound.kind === 'response') {
-      if (await this.#deps.broker.accept(session.id, inbound.message, closedSignal(res)) || await this.#deps.answerInput(session.principal, inbound.message)) {
+      const answered = await this.#deps.broker.accept(session.id, inbound.message, closedSignal(res)) ||
+        await this.#deps.answerInput(session.principal, inbound.message)
+      if (answered) {
         res.writeHead(202).end()
       } else {
         writeHttpError(res, new GatewayError('GW_ERR_HTTP_INVALID_MESSAGE', [`no request with id ${JSON.stringify(inbound.message.id)} is waiting for an answer in this session`]))
@@ -141,7 +143,8 @@ export class LegacyEndpoint {
 
   async #notification (session: SessionRecord, message: RpcNotification): Promise<void> {
     if (message.method === 'notifications/roots/list_changed') {
-      this.#deps.onClientNotification(sessionClient(session.id, session.principal, session.clientCapabilities).key, message.method, message.params ?? {})
+      const client = sessionClient(session.id, session.principal, session.clientCapabilities)
+      this.#deps.onClientNotification(client.key, message.method, message.params ?? {})
     } else if (message.method === 'notifications/cancelled') {
       const requestId = message.params?.requestId
       if (typeof requestId === 'string' || typeof requestId === 'number') {
@@ -151,7 +154,13 @@ export class LegacyEndpoint {
     }
   }
 
-  async #request (session: SessionRecord, caller: Caller, request: RpcRequest, res: ServerResponse, trace: RequestTrace | undefined): Promise<void> {
+  async #request (
+    session: SessionRecord,
+    caller: Caller,
+    request: RpcRequest,
+    res: ServerResponse,
+    trace: RequestTrace | undefined,
+  ): Promise<void> {
     const deps = this.#deps
     const exchange = new PostExchange(res, { hub: deps.hub, sessionId: session.id, requestId: request.id, headers: { 'mcp-session-id': session.id } })
     const inflight = deps.inflight.start(session.id, request.id)

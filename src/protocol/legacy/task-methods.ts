@@ -136,7 +136,8 @@ export function withLegacyTaskMethods (base: MethodTable, deps: LegacyTaskMethod
     const more = page.length > deps.pageSize
     const shown = more ? page.slice(0, deps.pageSize) : page
     const last = shown.at(-1)
-    return more && last ? { tasks: shown.map(renderTask), nextCursor: encodeTaskCursor(last.createdAt, last.id) } : { tasks: shown.map(renderTask) }
+    const rendered = shown.map(renderTask)
+    return more && last ? { tasks: rendered, nextCursor: encodeTaskCursor(last.createdAt, last.id) } : { tasks: rendered }
   })
   return table
 }

@@ -16,8 +16,9 @@ function mismatch (headerName: string, value: string | undefined, body: string):
 }
 
 /**
- * The routing headers of a modern request (MCP-Protocol-Version is checked with the envelope) must agree with its body (HTTP 400, -32020 otherwise), so an
- * intermediary that routes by header can never be told something different from what is executed.
+ * The routing headers of a modern request (MCP-Protocol-Version is checked with the envelope) must agree
+ * with its body (HTTP 400, -32020 otherwise), so an intermediary that routes by header can never be told
+ * something different from what is executed.
  */
 /** The body values a tool's input schema mirrors in `Mcp-Param-<Name>` headers (SEP-2243). */
 function checkParamHeaders (headers: IncomingHttpHeaders, request: RpcRequest, inputSchema: JsonObject | undefined): void {

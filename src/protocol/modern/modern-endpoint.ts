@@ -69,7 +69,13 @@ export class ModernEndpoint {
     await this.#request(request, envelope, res, caller, trace)
   }
 
-  async #request (request: RpcRequest, envelope: Envelope, res: ServerResponse, caller: Caller, trace: RequestTrace | undefined): Promise<void> {
+  async #request (
+    request: RpcRequest,
+    envelope: Envelope,
+    res: ServerResponse,
+    caller: Caller,
+    trace: RequestTrace | undefined,
+  ): Promise<void> {
     const deps = this.#deps
     const principal = caller.principal ?? ANONYMOUS_MODERN
     const exchange = new PostExchange(res, { hub: deps.hub, sessionId: streamOwner(principal), requestId: request.id, headers: {} })

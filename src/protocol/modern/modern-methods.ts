@@ -125,7 +125,12 @@ export function buildModernMethods (base: MethodTable, deps: ModernMethodDeps): 
     const unsubscribers = taskIds.map((taskId) => deps.bus.subscribe(taskChannel(taskId), () => notifyTask(taskId)))
     ctx.openStream()
     ctx.send(onSubscription(ctx.requestId, 'notifications/subscriptions/acknowledged', { notifications: honored }))
-    const removeListener = deps.listen.add(id, { clientKey: ctx.client.key, subscriptionId: ctx.requestId, filter, send: (message) => ctx.send(message) })
+    const removeListener = deps.listen.add(id, {
+      clientKey: ctx.client.key,
+      subscriptionId: ctx.requestId,
+      filter,
+      send: (message) => ctx.send(message),
+    })
     // Where each task stands now: it may have changed before the subscription took effect (or ended already).
     for (const taskId of taskIds) notifyTask(taskId)
     await new Promise<void>((resolve) => ctx.signal.addEventListener('abort', () => resolve(), { once: true }))

@@ -67,7 +67,8 @@ export function modernToolsCall (deps: ModernToolsCallDeps): Handler {
     const candidate = candidates.get(outcome.callId)
     candidates.delete(outcome.callId)
     if (!candidate) throw new Error('a running call without a task candidate')
-    const task = await deps.tasks.adopt(taskRequest(principal, candidate), (created) => held.detach(outcome.callId, (method, params, signal) => deps.inputs.ask(created, method, params, signal)))
+    const task = await deps.tasks.adopt(taskRequest(principal, candidate), (created) =>
+      held.detach(outcome.callId, (method, params, signal) => deps.inputs.ask(created, method, params, signal)))
     return renderCreateTaskResult(task)
   }
 

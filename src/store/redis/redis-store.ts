@@ -113,7 +113,9 @@ class RedisBus implements SignalBus {
     // has handlers again, including those whose SUBSCRIBE failed during the outage.
     subscriber.on('ready', () => {
       const channels = [...this.#handlers.keys()].map((channel) => this.#channel(channel))
-      for (let i = 0; i < channels.length; i += RESUBSCRIBE_BATCH) this.#track(subscriber.subscribe(...channels.slice(i, i + RESUBSCRIBE_BATCH)))
+      for (let i = 0; i < channels.length; i += RESUBSCRIBE_BATCH) {
+        this.#track(subscriber.subscribe(...channels.slice(i, i + RESUBSCRIBE_BATCH)))
+      }
     })
     subscriber.on('message', (channel: string, text: string) => {
       const handlers = this.#handlers.get(channel.slice(this.#p.length + 4))

@@ -164,7 +164,9 @@ export class RedisTaskStore implements TaskStore {
     const pipeline = this.#redis.pipeline()
     for (const id of ids) pipeline.hgetall(`${this.#p}task:${id}`)
     const results = await pipeline.exec() ?? []
-    return results.map(([, hash]) => toTask(hash as Record<string, string>)).filter((t): t is TaskRecord => t !== null && !isTerminal(t.status))
+    return results
+      .map(([, hash]) => toTask(hash as Record<string, string>))
+      .filter((t): t is TaskRecord => t !== null && !isTerminal(t.status))
   }
 
   async ownedBy (owner: string, now: number): Promise<TaskRecord[]> {

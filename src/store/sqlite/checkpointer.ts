@@ -60,7 +60,14 @@ export class Checkpointer {
     const module = createRequire(import.meta.url).resolve('better-sqlite3')
     this.#worker = new Worker(WORKER_SOURCE, {
       eval: true,
-      workerData: { module, path, intervalMs, walLimit: WAL_SIZE_LIMIT_BYTES, vacuumPages: VACUUM_CHUNK_PAGES, vacuumChunks: VACUUM_CHUNKS_PER_TICK },
+      workerData: {
+        module,
+        path,
+        intervalMs,
+        walLimit: WAL_SIZE_LIMIT_BYTES,
+        vacuumPages: VACUUM_CHUNK_PAGES,
+        vacuumChunks: VACUUM_CHUNKS_PER_TICK,
+      },
     })
     this.#worker.unref()
   }
