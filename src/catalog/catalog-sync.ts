@@ -3,7 +3,7 @@ import type { Logger } from '../observability/logger.ts'
 import type { JsonObject, RpcNotification } from '../wire/jsonrpc.ts'
 import type { InputMethod } from '../upstream/call-attribution.ts'
 import { clientSupports } from '../upstream/client-ref.ts'
-import type { UpstreamEvents } from '../upstream/upstream.ts'
+import type { UpstreamEvents } from '../upstream/upstream-events.ts'
 import type { Catalog, CatalogChange, ListChange } from './catalog.ts'
 import type { ResourceSubscriptions } from './resource-subscriptions.ts'
 

@@ -2,7 +2,9 @@ import { mapUpstreamError } from '../upstream/upstream-errors.ts'
 import type { Logger } from '../observability/logger.ts'
 import type { JsonObject, RpcNotification } from '../wire/jsonrpc.ts'
 import type { ClientRef } from '../upstream/client-ref.ts'
-import { GATEWAY_CLIENT, GATEWAY_KEY, type SessionLease, type Upstream } from '../upstream/upstream.ts'
+import { type Upstream } from '../upstream/upstream.ts'
+import { GATEWAY_CLIENT, GATEWAY_KEY } from '../upstream/client-ref.ts'
+import { type SessionLease } from '../upstream/upstream-events.ts'
 import type { UpstreamSession } from '../upstream/upstream-session.ts'
 
 /** One URI subscribed upstream on one session, for one or more subscribers. */

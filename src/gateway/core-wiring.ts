@@ -29,7 +29,8 @@ import { TaskInputs } from '../tasks/task-inputs.ts'
 import { TaskRunner } from '../tasks/task-runner.ts'
 import { TaskService } from '../tasks/task-service.ts'
 import { sessionIdOf } from '../upstream/client-ref.ts'
-import { Upstream, type UpstreamEvents } from '../upstream/upstream.ts'
+import { Upstream } from '../upstream/upstream.ts'
+import { type UpstreamEvents } from '../upstream/upstream-events.ts'
 import { SessionEnd } from './session-end.ts'
 
 /** Where a change of the lists every client starts from is announced to every gateway process. */

@@ -115,3 +115,9 @@ export function clientSupports (capabilities: JsonObject, method: InputMethod, p
   const declared = Object.keys(elicitation).length === 0 ? ['form'] : Object.keys(elicitation)
   return declared.includes(mode) ? undefined : `elicitation.${mode}`
 }
+
+/** The key of the gateway's own session of an upstream (health, lists every client starts from). */
+export const GATEWAY_KEY = 'gateway'
+
+/** The client the gateway's own session serves: no principal, no capabilities. */
+export const GATEWAY_CLIENT: ClientRef = { key: GATEWAY_KEY, principal: '', capabilities: {}, signature: '{}' }

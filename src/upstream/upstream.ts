@@ -2,49 +2,12 @@ import type { PriorDiscovery } from '@modelcontextprotocol/client'
 import type { UpstreamConfig } from '../config/schema.ts'
 import { formatDuration } from '../config/units.ts'
 import { GatewayError, errorMessage } from '../errors.ts'
-import type { JsonObject } from '../wire/jsonrpc.ts'
 import type { Logger } from '../observability/logger.ts'
-import type { InputMethod } from './call-attribution.ts'
 import { CallSlots } from './call-slots.ts'
-import type { ClientRef } from './client-ref.ts'
+import { GATEWAY_CLIENT, GATEWAY_KEY, type ClientRef } from './client-ref.ts'
+import type { Purpose, SessionLease, UpstreamEvents, UpstreamState } from './upstream-events.ts'
 import { createUpstreamHttp, type UpstreamHttp } from './http-dispatcher.ts'
-import { UpstreamSession, connectFailure, type ListKind, type SessionEvents } from './upstream-session.ts'
-
-export type UpstreamState = 'starting' | 'ready' | 'down' | 'closed'
-
-/** What the gateway learns from an upstream and its sessions. */
-export interface UpstreamEvents {
-  onReady (upstream: Upstream): void
-  /** The upstream was ready and is not any more. */
-  onDown (upstream: Upstream, reason: string): void
-  onListChanged (upstream: Upstream, session: UpstreamSession, kind: ListKind): void
-  onResourceUpdated (upstream: Upstream, session: UpstreamSession, params: JsonObject): void
-  onSessionClosed (upstream: Upstream, session: UpstreamSession): void
-  /** A request of the upstream that belongs to no call, on a session that serves one client (`session.key`). */
-  onOrphanRequest (
-    upstream: Upstream,
-    session: UpstreamSession,
-    method: InputMethod,
-    params: JsonObject,
-    signal: AbortSignal,
-  ): Promise<JsonObject>
-  onOrphanNotification (upstream: Upstream, session: UpstreamSession, method: string, params: JsonObject): void
-}
-
-/** A session held for one use (a call, a read, a task, a subscription); `release` once done. */
-export interface SessionLease {
-  readonly session: UpstreamSession
-  release (): void
-}
-
-/** What a session is wanted for: `call` (tools/call, prompts/get, lists) or `read` (reads, completions, subscriptions). */
-export type Purpose = 'call' | 'read'
-
-/** The key of the gateway's own session of an upstream (health, lists every client starts from). */
-export const GATEWAY_KEY = 'gateway'
-
-/** The client the gateway's own session serves: no principal, no capabilities. */
-export const GATEWAY_CLIENT: ClientRef = { key: GATEWAY_KEY, principal: '', capabilities: {}, signature: '{}' }
+import { UpstreamSession, connectFailure, type SessionEvents } from './upstream-session.ts'
 
 /**
  * One configured upstream and its sessions. The gateway's own session (declaring no client capabilities)
