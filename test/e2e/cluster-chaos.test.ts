@@ -5,6 +5,7 @@ import { startCluster, type Cluster } from '../helpers/cluster.ts'
 import { ModernRaw } from '../helpers/modern-raw.ts'
 import { RawSession } from '../helpers/raw-session.ts'
 import { REDIS_URL } from '../helpers/redis.ts'
+import { until } from '../helpers/until.ts'
 
 type Json = Record<string, unknown>
 
@@ -30,16 +31,6 @@ interface Tracked {
 
 function legacyStatus (reply: Json): Json {
   return reply.result as Json
-}
-
-async function poll<T> (what: string, probe: () => Promise<T | undefined>, limitMs: number): Promise<T> {
-  const deadline = Date.now() + limitMs
-  for (;;) {
-    const value = await probe()
-    if (value !== undefined) return value
-    if (Date.now() > deadline) throw new Error(`${what} did not happen within ${limitMs} ms`)
-    await new Promise((resolve) => setTimeout(resolve, 100))
-  }
 }
 
 /**
@@ -122,7 +113,7 @@ upstreams:
 
     // Answer half of the elicitations, whichever process runs their task and whichever gets the answer.
     const answering = tracked.filter((t) => t.asks).filter((_, n) => n % 4 < 2).map(async (task) => {
-      await poll(`task ${task.id} asking`, async () => (await read(task)).status === 'input_required' ? true : undefined, 20_000).catch(() => {})
+      await until(`task ${task.id} asking`, async () => (await read(task)).status === 'input_required' ? true : undefined, { everyMs: 100 }).catch(() => {})
       if (task.era === 'modern') {
         const got = (await modern.request('tasks/get', { taskId: task.id })).body.result as Json
         const responses: Json = {}
@@ -146,10 +137,10 @@ upstreams:
     })
 
     // Mid-run: some tasks have completed, most are still running.
-    await poll('the first completions', async () => {
+    await until('the first completions', async () => {
       const sample = await Promise.all(tracked.slice(0, 40).map(read))
       return sample.filter((s) => s.status === 'completed').length >= 5 ? true : undefined
-    }, 20_000)
+    }, { everyMs: 100 })
     for (const task of tracked) {
       const state = await read(task)
       task.before = { status: state.status, result: state.result }
@@ -170,14 +161,14 @@ upstreams:
 
     await Promise.all(answering)
     const final = new Map<string, Awaited<ReturnType<typeof read>>>()
-    await poll('every task terminal', async () => {
+    await until('every task terminal', async () => {
       for (const task of tracked) {
         if (final.has(task.id)) continue
         const state = await read(task)
         if (TERMINAL.has(state.status)) final.set(task.id, state)
       }
       return final.size === tracked.length ? true : undefined
-    }, 60_000)
+    }, { timeoutMs: 60_000, everyMs: 100 })
 
     for (const task of tracked) {
       const state = final.get(task.id)!

@@ -1,7 +1,7 @@
 import { once } from 'node:events'
 import { connect, type Socket } from 'node:net'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { demoStdio, startGateway, type RunningGateway } from '../helpers/gateway.ts'
+import { describe, expect, it } from 'vitest'
+import { demoStdio, gatewayForSuite, type RunningGateway, startGateway } from '../helpers/gateway.ts'
 import { RawSession } from '../helpers/raw-session.ts'
 
 /** Opens a raw TCP connection to the gateway; resolves once connected. */
@@ -29,17 +29,9 @@ async function closedByServer (socket: Socket, bound: number): Promise<{ receive
 }
 
 describe('slow and abusive connections', () => {
-  let gw: RunningGateway
-
-  beforeAll(async () => {
-    gw = await startGateway({
-      limits: { headersTimeout: '500ms', requestTimeout: '1s' },
-      upstreams: [demoStdio()],
-    })
-  })
-
-  afterAll(async () => {
-    await gw?.close()
+  const gw = gatewayForSuite({
+    limits: { headersTimeout: '500ms', requestTimeout: '1s' },
+    upstreams: [demoStdio()],
   })
 
   it('closes a connection whose headers never finish (limits.headersTimeout)', async () => {
