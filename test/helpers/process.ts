@@ -55,7 +55,7 @@ export async function startGatewayProcess (configFile: string, args: string[] = 
   // A child's exit can precede its last lines: the pipes' ends say when there will be no more.
   const drained = Promise.all([once(stderr, 'close'), once(stdout, 'close')])
   const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`gateway did not start:\n${lines.join('\n')}`)), 20_000)
+    const timer = setTimeout(() => reject(new Error(`gateway did not start:\n${lines.join('\n')}`)), 45_000)
     let address: string | undefined
     stdout.on('line', (line) => {
       record(line)
