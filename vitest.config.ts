@@ -6,8 +6,8 @@ export default defineConfig({
     include: ['test/**/*.test.ts'],
     // Guards against hangs, not timing claims: on a loaded 2-core machine a gateway process and its
     // upstreams can take many seconds to start.
-    testTimeout: 60_000,
-    hookTimeout: 60_000,
+    testTimeout: 120_000,
+    hookTimeout: 120_000,
     pool: 'forks',
     // Most of an end-to-end file's time is spent waiting on child processes and sockets, not on its own
     // CPU: two files per core keep the cores busy (vitest's default, one less than the cores, runs one
@@ -21,6 +21,8 @@ export default defineConfig({
       // The demo upstream runs only as a child process, where coverage is not collected.
       exclude: ['src/demo/**'],
       reporter: ['text-summary', 'json-summary'],
+      // The numbers are worth seeing when a test failed too (the gate still applies).
+      reportOnFailure: true,
       // What the suite reaches, less a little: CI fails when a change leaves code untested.
       thresholds: {
         lines: 0,

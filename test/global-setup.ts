@@ -27,7 +27,7 @@ async function redisProblem (): Promise<string | null> {
     return null
   } catch (err) {
     return `this test file needs a Redis server at ${REDIS_URL} (set REDIS_URL for another one), ` +
-      `and none answered: ${(err as Error).message}. Start one, for example \`redis-server\` or ` +
+      `and none answered (${(err as Error).message.replace(/\.$/, '')}). Start one, for example \`redis-server\` or ` +
       '`docker run --rm -p 6379:6379 redis:7`; see docs/development.md.'
   } finally {
     redis.disconnect()

@@ -58,7 +58,8 @@ describe('abandoned 2026-07-28 input rounds', () => {
   let gw: HeapGateway
 
   beforeAll(async () => {
-    gw = new HeapGateway({ upstreams: [demoStdio()], server: { inputHoldTimeout: '2s' } })
+    // A wide decision window: every round comes back as input_required however slowly a loaded upstream asks.
+    gw = new HeapGateway({ upstreams: [demoStdio()], server: { inputHoldTimeout: '2s' }, tasks: { decide: { after: '60s' } } })
     await gw.started()
   })
 

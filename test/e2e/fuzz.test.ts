@@ -283,7 +283,7 @@ ${demoStdioYaml()}
     ].join('\n'))
     expect(report.count).toBe(WARM_UP + CASES)
     expect([...report.failures].map(([key, { count }]) => `${key} ×${count}`)).toEqual([])
-  }, 60_000)
+  }, 180_000)
 
   it('stays up, and logs neither an error nor an unhandled rejection', async () => {
     expect(gw.child.exitCode).toBeNull()

@@ -149,7 +149,8 @@ describe('tasks for 2026-07-28 clients', () => {
 
 /** `tasks.decide: { after }`: quick calls and input rounds stay synchronous; a call that keeps running becomes a task. */
 describe('the decision window for 2026-07-28 tasks', () => {
-  const gw = gatewayForSuite({ upstreams: [demoStdio()], tasks: { decide: { after: '400ms' }, pollInterval: '50ms' } })
+  // Wide enough that a loaded machine still answers the quick calls within it; the long call outlasts it.
+  const gw = gatewayForSuite({ upstreams: [demoStdio()], tasks: { decide: { after: '2s' }, pollInterval: '50ms' } })
 
   it('answers a quick call directly, resolves input by MRTR first, and returns a task for a long call', async () => {
     // A plain call first, so an idle upstream connection is ready and the quick call is really quick.
@@ -162,7 +163,7 @@ describe('the decision window for 2026-07-28 tasks', () => {
     const [key] = Object.keys(round.inputRequests as Json)
     const answered = await client.result('tools/call', { name: 'demo__ask_user', arguments: {}, inputResponses: { [key!]: { action: 'accept', content: { name: 'Window' } } }, requestState: round.requestState })
     expect(answered).toMatchObject({ resultType: 'complete', content: [{ text: 'Hello, Window!' }] })
-    const long = await client.result('tools/call', { name: 'demo__slow', arguments: { duration: 1500, steps: 3 } })
+    const long = await client.result('tools/call', { name: 'demo__slow', arguments: { duration: 5000, steps: 3 } })
     expect(long).toMatchObject({ resultType: 'task', status: 'working' })
     expect(await client.waitFor(String(long.taskId), ['completed'])).toMatchObject({ result: { content: [{ text: expect.stringContaining('3 steps') }] } })
   })

@@ -4,7 +4,21 @@ import { mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
+import { afterAll } from 'vitest'
 import { REPO_ROOT } from '../fixtures/spawn-upstream.ts'
+
+const started = new Set<ChildProcess>()
+
+// A test that fails or times out half-way leaves its gateway processes running, and they would slow every
+// file after it: whatever is still running when the file ends is killed.
+afterAll(async () => {
+  const running = [...started].filter((child) => child.exitCode === null && child.signalCode === null)
+  await Promise.all(running.map(async (child) => {
+    const exited = once(child, 'exit')
+    child.kill('SIGKILL')
+    await exited
+  }))
+})
 
 export interface GatewayProcess {
   child: ChildProcess
@@ -43,7 +57,9 @@ export async function startGatewayProcess (configFile: string, args: string[] = 
     cwd: REPO_ROOT,
     stdio: ['ignore', 'pipe', 'pipe'],
   })
+  started.add(child)
   const exited = once(child, 'exit') as Promise<[number | null, NodeJS.Signals | null]>
+  void exited.then(() => started.delete(child))
   const lines: string[] = []
   const output = new EventEmitter()
   const record = (line: string): void => {
