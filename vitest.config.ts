@@ -24,11 +24,12 @@ export default defineConfig({
       // The numbers are worth seeing when a test failed too (the gate still applies).
       reportOnFailure: true,
       // What the suite reaches, less a little: CI fails when a change leaves code untested.
+      // Reached on 2026-11-27: lines 90.9 %, functions 89.4 %, branches 79.0 %, statements 88.1 %.
       thresholds: {
-        lines: 0,
-        functions: 0,
-        branches: 0,
-        statements: 0,
+        lines: 90,
+        functions: 88.5,
+        branches: 78,
+        statements: 87,
       },
     },
   },

@@ -141,9 +141,12 @@ upstreams:
       const sample = await Promise.all(tracked.slice(0, 40).map(read))
       return sample.filter((s) => s.status === 'completed').length >= 5 ? true : undefined
     }, { everyMs: 100 })
-    for (const task of tracked) {
-      const state = await read(task)
-      task.before = { status: state.status, result: state.result }
+    // Read in parallel batches: one by one, a loaded machine took so long that every task had ended before the kill.
+    for (let start = 0; start < tracked.length; start += 50) {
+      await Promise.all(tracked.slice(start, start + 50).map(async (task) => {
+        const state = await read(task)
+        task.before = { status: state.status, result: state.result }
+      }))
     }
     // A client's tasks run on its home process: the victim is the process running the most unfinished tasks.
     const ids = cluster.processes.map((process) => (JSON.parse(process.lines.find((line) => line.includes('"gateway listening"'))!) as Json).processId as string)

@@ -66,8 +66,9 @@ describe(`${TASKS} concurrent tasks`, () => {
 
     for (let start = 0; start < TASKS; start += 100) {
       await Promise.all(ids.slice(start, start + 100).map(async (taskId, offset) => {
-        const result = (await session.request('tasks/result', { taskId })).result as { content: Array<{ text: string }> }
-        expect(result.content[0]?.text).toBe(`slow finished: ${1 + ((start + offset) % 5)} steps in 100 ms`)
+        const response = await session.request('tasks/result', { taskId })
+        const result = response.result as { content: Array<{ text: string }> } | undefined
+        expect(result?.content[0]?.text, JSON.stringify(response)).toBe(`slow finished: ${1 + ((start + offset) % 5)} steps in 100 ms`)
       }))
     }
 
