@@ -9,6 +9,7 @@ import { generateCase, type FuzzCase, type FuzzTargets } from '../helpers/fuzz-i
 import { ModernRaw } from '../helpers/modern-raw.ts'
 import { demoStdioYaml, startGatewayProcess, writeConfig, type GatewayProcess } from '../helpers/process.ts'
 import { legacyTask, RawSession } from '../helpers/raw-session.ts'
+import { until } from '../helpers/until.ts'
 
 type Json = Record<string, unknown>
 
@@ -162,13 +163,12 @@ async function settledRss (pid: number): Promise<number> {
 
 /** Polls tasks/get until the task has one of `statuses`, for up to 30 s (upstream processes start slowly on a busy machine). */
 async function reach (client: ModernRaw, taskId: string, statuses: string[]): Promise<Json> {
-  const deadline = Date.now() + 30_000
-  for (;;) {
+  return await until(`task ${taskId} reaching ${statuses.join('/')}`, async () => {
     const task = await client.result('tasks/get', { taskId })
     if (statuses.includes(String(task.status))) return task
-    if (Date.now() > deadline || ['failed', 'cancelled', 'completed'].includes(String(task.status))) throw new Error(`task ${taskId} is ${JSON.stringify(task)}, not ${statuses.join('/')}`)
-    await new Promise((resolve) => setTimeout(resolve, 50))
-  }
+    if (['failed', 'cancelled', 'completed'].includes(String(task.status))) throw new Error(`task ${taskId} is ${JSON.stringify(task)}, not ${statuses.join('/')}`)
+    return undefined
+  }, { timeoutMs: 30_000, everyMs: 50 })
 }
 
 /**

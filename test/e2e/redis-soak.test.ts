@@ -15,8 +15,8 @@ type Json = Record<string, unknown>
 const SESSIONS = 10
 const QUICK_PER_SESSION = 20
 const MODERN_QUICK = 100
-/** Short, yet long enough for a worker to answer and read its tasks back on a machine loaded by other jobs (4 s was not). */
-const TTL_MS = 10_000
+/** Short, yet long enough for a worker to answer and read its tasks back on a machine loaded by other jobs (4 s and 10 s were not). */
+const TTL_MS = 20_000
 
 async function keysUnder (redis: Redis, prefix: string): Promise<string[]> {
   const keys: string[] = []
