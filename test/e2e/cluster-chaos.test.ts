@@ -77,11 +77,12 @@ upstreams:
     const modern = ModernRaw.withTasks(cluster.url, { elicitation: { form: {} } })
     const tracked: Tracked[] = []
 
-    // Every fifth task asks the user (answered for half of them, in both eras); the rest run 0.3–6 s.
+    // Every fifth task asks the user (answered for half of them, in both eras); the rest run 1–12 s, long enough
+    // that on a loaded machine many still run when the victim is killed (with 0.3–6 s, at times none did).
     const plan = Array.from({ length: 300 }, (_, i) => {
       const asks = i % 10 === 3 || i % 10 === 6
       const tool = asks ? 'demo__ask_user' : i % 3 === 0 ? 'redo__slow' : 'demo__slow'
-      const args = asks ? { message: `Task ${i}?`, timeoutMs: 5000 } : { duration: 300 + ((i * 197) % 5700), steps: 3 }
+      const args = asks ? { message: `Task ${i}?`, timeoutMs: 5000 } : { duration: 1000 + ((i * 197) % 11_000), steps: 3 }
       return { i, era: i % 2 === 0 ? 'legacy' as const : 'modern' as const, tool, asks, args }
     })
     for (let start = 0; start < plan.length; start += 30) {
@@ -142,8 +143,8 @@ upstreams:
       return sample.filter((s) => s.status === 'completed').length >= 5 ? true : undefined
     }, { everyMs: 100 })
     // Read in parallel batches: one by one, a loaded machine took so long that every task had ended before the kill.
-    for (let start = 0; start < tracked.length; start += 50) {
-      await Promise.all(tracked.slice(start, start + 50).map(async (task) => {
+    for (let start = 0; start < tracked.length; start += 25) {
+      await Promise.all(tracked.slice(start, start + 25).map(async (task) => {
         const state = await read(task)
         task.before = { status: state.status, result: state.result }
       }))
