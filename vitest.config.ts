@@ -24,10 +24,11 @@ export default defineConfig({
       // The numbers are worth seeing when a test failed too (the gate still applies).
       reportOnFailure: true,
       // What the suite reaches, less a little: CI fails when a change leaves code untested.
-      // Reached on 2026-11-27: lines 90.9 %, functions 89.4 %, branches 79.0 %, statements 88.1 %.
+      // Reached on 2026-11-27, over four runs: lines 90.8–90.9 %, functions 89.0–89.4 %, branches 78.9–79.0 %,
+      // statements 88.0–88.1 % (some paths are reached only when a race goes one way).
       thresholds: {
         lines: 90,
-        functions: 88.5,
+        functions: 88,
         branches: 78,
         statements: 87,
       },
