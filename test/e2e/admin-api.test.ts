@@ -4,6 +4,7 @@ import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
 import { sha256Hex } from '../../src/auth/bearer-tokens.ts'
 import { demoStdio, startGateway, type RunningGateway } from '../helpers/gateway.ts'
 import { ModernRaw } from '../helpers/modern-raw.ts'
+import { until } from '../helpers/until.ts'
 
 type Json = Record<string, unknown>
 
@@ -38,12 +39,10 @@ async function startTask (client: ModernRaw, name: string, args: Json): Promise<
 
 /** Asks the admin API for the task until its status is one of `statuses`. */
 async function adminWaitFor (gw: RunningGateway, taskId: string, statuses: string[]): Promise<Json> {
-  for (let i = 0; i < 400; i++) {
+  return await until(`task ${taskId} reaching ${statuses.join('/')}`, async () => {
     const task = (await adminGet(gw, `/admin/tasks/${taskId}`)).json<Json>()
-    if (statuses.includes(String(task.status))) return task
-    await new Promise((resolve) => setTimeout(resolve, 20))
-  }
-  throw new Error(`task ${taskId} never reached ${statuses.join('/')}`)
+    return statuses.includes(String(task.status)) ? task : undefined
+  })
 }
 
 const ids = (response: LightMyRequestResponse): string[] => response.json<{ tasks: Json[] }>().tasks.map((t) => String(t.id))

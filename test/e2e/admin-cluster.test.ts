@@ -4,8 +4,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { sha256Hex } from '../../src/auth/bearer-tokens.ts'
 import { startCluster, type Cluster } from '../helpers/cluster.ts'
 import { ModernRaw } from '../helpers/modern-raw.ts'
-import { demoStdioYaml, type GatewayProcess } from '../helpers/process.ts'
+import { demoStdioYaml, loggedLine, type GatewayProcess } from '../helpers/process.ts'
 import { readSse } from '../helpers/sse.ts'
+import { until } from '../helpers/until.ts'
 
 type Json = Record<string, unknown>
 
@@ -19,13 +20,6 @@ function logged (process: GatewayProcess, message: string, field: string): strin
 }
 
 /** Waits (bounded) until a process has logged a line containing `text`, counting only lines after `from`. */
-async function loggedLater (process: GatewayProcess, text: string, from: number): Promise<void> {
-  for (let i = 0; i < 400; i++) {
-    if (process.lines.slice(from).some((l) => l.includes(text))) return
-    await new Promise((resolve) => setTimeout(resolve, 25))
-  }
-  throw new Error(`the gateway process never logged '${text}'; it logged:\n${process.lines.slice(from).join('\n')}`)
-}
 
 function adminBase (process: GatewayProcess): string {
   return logged(process, 'admin API listening', 'address').replace(/\/admin$/, '')
@@ -42,13 +36,11 @@ async function admin (process: GatewayProcess, method: 'GET' | 'POST', path: str
 /** Waits (bounded) until the demo upstream's calls in flight on a process, as its admin API shows them, satisfy `wanted`. */
 async function activeCalls (process: GatewayProcess, wanted: (active: number) => boolean): Promise<void> {
   let active = -1
-  for (let i = 0; i < 400; i++) {
+  await until('the demo upstream\'s calls in flight to change', async () => {
     const [demo] = (await admin(process, 'GET', '/admin/upstreams')).body.upstreams as Json[]
     active = (demo!.calls as { active: number }).active
-    if (wanted(active)) return
-    await new Promise((resolve) => setTimeout(resolve, 25))
-  }
-  throw new Error(`the demo upstream still has ${active} calls in flight`)
+    return wanted(active) || undefined
+  }, { describeLast: () => `: ${active} calls in flight` })
 }
 
 describe('the admin API of gateway processes sharing a Redis store', () => {
@@ -95,7 +87,7 @@ ${demoStdioYaml()}
     expect(cancelled).toMatchObject({ status: 200, body: { id: taskId, status: 'cancelled', statusMessage: 'cancelled by the operator' } })
     // The 60 s call ends on process 0 at once, and the demo upstream says it was cancelled.
     await activeCalls(p[0]!, (n) => n === 0)
-    await loggedLater(p[0]!, 'slow: cancelled', from)
+    await loggedLine(p[0]!, 'slow: cancelled', { from })
     expect(await client.result('tasks/get', { taskId })).toMatchObject({ taskId, status: 'cancelled' })
   })
 

@@ -1,7 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { request } from 'undici'
 import { sha256Hex } from '../../src/auth/bearer-tokens.ts'
-import { demoStdio, startGateway, type RunningGateway } from '../helpers/gateway.ts'
+import { demoStdio, gatewayForSuite } from '../helpers/gateway.ts'
 
 const APP = 'https://app.example.com'
 const TOKEN = 'browser-client-token-0123456789'
@@ -22,18 +22,10 @@ async function send (url: string, method: 'OPTIONS' | 'POST' | 'GET' | 'DELETE',
 
 /** A page on an allowed origin calls the MCP endpoint across origins: preflight, then POST, GET and DELETE. */
 describe('browser clients (CORS)', () => {
-  let gw: RunningGateway
-
-  beforeAll(async () => {
-    gw = await startGateway({
-      upstreams: [demoStdio()],
-      server: { allowedOrigins: [APP] },
-      auth: { tokens: [{ principal: 'alice', sha256: sha256Hex(TOKEN) }] },
-    })
-  })
-
-  afterAll(async () => {
-    await gw?.close()
+  const gw = gatewayForSuite({
+    upstreams: [demoStdio()],
+    server: { allowedOrigins: [APP] },
+    auth: { tokens: [{ principal: 'alice', sha256: sha256Hex(TOKEN) }] },
   })
 
   it('answers the preflight of an allowed origin with 204 and the MCP headers, without a token', async () => {
@@ -111,15 +103,7 @@ describe('browser clients (CORS)', () => {
 })
 
 describe('browser clients without server.allowedOrigins', () => {
-  let gw: RunningGateway
-
-  beforeAll(async () => {
-    gw = await startGateway({ upstreams: [demoStdio()] })
-  })
-
-  afterAll(async () => {
-    await gw?.close()
-  })
+  const gw = gatewayForSuite()
 
   it('refuses every preflight with 403 naming server.allowedOrigins, and adds no CORS headers', async () => {
     const res = await send(gw.url, 'OPTIONS', { origin: 'http://localhost:5173', 'access-control-request-method': 'POST' })

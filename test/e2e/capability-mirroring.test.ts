@@ -1,18 +1,10 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { connectV1, textOf } from '../helpers/clients.ts'
-import { demoStdio, startGateway, type RunningGateway } from '../helpers/gateway.ts'
+import { demoStdio, gatewayForSuite } from '../helpers/gateway.ts'
 
 /** The upstream sees exactly the capabilities of the client a call serves. */
 describe('capability mirroring', () => {
-  let gw: RunningGateway
-
-  beforeAll(async () => {
-    gw = await startGateway({ upstreams: [demoStdio(), { name: 's', transport: 'stdio', command: process.execPath, args: ['--import', 'tsx', 'test/fixtures/stateful-upstream.ts'] }] })
-  })
-
-  afterAll(async () => {
-    await gw?.close()
-  })
+  const gw = gatewayForSuite({ upstreams: [demoStdio(), { name: 's', transport: 'stdio', command: process.execPath, args: ['--import', 'tsx', 'test/fixtures/stateful-upstream.ts'] }] })
 
   it('lets a client without elicitation see the upstream refuse to ask, with a clear reason', async () => {
     const client = await connectV1(gw.url, { capabilities: {} })

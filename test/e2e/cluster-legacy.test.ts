@@ -6,6 +6,7 @@ import { demoStdioYaml, type GatewayProcess } from '../helpers/process.ts'
 import { next, RawSession } from '../helpers/raw-session.ts'
 import { readSse } from '../helpers/sse.ts'
 import { runTask } from '../helpers/tasks.ts'
+import { until } from '../helpers/until.ts'
 
 type Json = Record<string, unknown>
 type Messages = AsyncGenerator<Json>
@@ -37,8 +38,7 @@ function cancellations (gateways: GatewayProcess[]): number {
 
 /** Waits (bounded) until the gateway processes have logged more cancellations than `before`; returns how many. */
 async function moreCancellations (gateways: GatewayProcess[], before: number): Promise<number> {
-  for (let i = 0; i < 500 && cancellations(gateways) <= before; i++) await new Promise((resolve) => setTimeout(resolve, 20))
-  return cancellations(gateways)
+  return await until('the demo upstream to log a cancellation', () => cancellations(gateways) > before ? cancellations(gateways) : undefined, { everyMs: 20 })
 }
 
 async function createTask (session: RawSession, name: string, args: Json, meta: Json = {}): Promise<string> {

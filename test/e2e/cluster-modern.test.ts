@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startCluster, type Cluster } from '../helpers/cluster.ts'
-import { demoStdioYaml, type GatewayProcess } from '../helpers/process.ts'
+import { demoStdioYaml, loggedLine, type GatewayProcess } from '../helpers/process.ts'
 import { ModernRaw } from '../helpers/modern-raw.ts'
 import { readSse } from '../helpers/sse.ts'
 
@@ -26,15 +26,6 @@ function onlyInput (result: Json): [string, Json] {
   const entries = Object.entries(result.inputRequests as Json)
   expect(entries).toHaveLength(1)
   return entries[0] as [string, Json]
-}
-
-/** Waits (bounded) until a process has logged a line containing `text`, counting only lines after `from`. */
-async function logged (process: GatewayProcess, text: string, from = 0): Promise<void> {
-  for (let i = 0; i < 400; i++) {
-    if (process.lines.slice(from).some((l) => l.includes(text))) return
-    await new Promise((resolve) => setTimeout(resolve, 25))
-  }
-  throw new Error(`the gateway process never logged '${text}'`)
 }
 
 /** A subscriptions/listen stream on one process, read message by message. */
@@ -169,7 +160,7 @@ ${UPSTREAMS}`)
     expect(await ModernRaw.withTasks(p[1]!.url).result('tasks/cancel', { taskId })).toEqual({ resultType: 'complete' })
     expect(await ModernRaw.withTasks(p[2]!.url).waitFor(taskId, ['completed', 'failed', 'cancelled'])).toMatchObject({ status: 'cancelled' })
     // The demo upstream runs under process 0 and says on stderr (logged by that process) that its call was cancelled.
-    await logged(p[0]!, 'slow: cancelled', from)
+    await loggedLine(p[0]!, 'slow: cancelled', { from })
   })
 
   it('keeps a call held when the client of a forwarded retry goes away, for its next retry', async () => {
@@ -179,10 +170,10 @@ ${UPSTREAMS}`)
     const gone = new AbortController()
     const abandoned = new ModernRaw(p[1]!.url, ELICITATION).request('tools/call', { name: 'conf__test_tool_with_task', arguments: {}, inputResponses: { [key]: { action: 'accept', content: { name: 'Dee' } } }, requestState: round.requestState }, {}, gone.signal)
     // The answer reached the owner and the upstream works on; now the client hangs up.
-    await logged(p[0]!, SERVING, from)
+    await loggedLine(p[0]!, SERVING, { from })
     gone.abort()
     await expect(abandoned).rejects.toThrow()
-    await logged(p[0]!, STOPPED, from)
+    await loggedLine(p[0]!, STOPPED, { from })
     const done = await new ModernRaw(p[2]!.url, ELICITATION).result('tools/call', { name: 'conf__test_tool_with_task', arguments: {}, inputResponses: {}, requestState: round.requestState })
     expect(done).toMatchObject({ resultType: 'complete', content: [{ text: 'Hello, Dee! (finished after the input round)' }] })
   })
@@ -224,7 +215,7 @@ ${UPSTREAMS}`)
     const [key] = onlyInput(round)
     const from = p[1]!.lines.length
     const retry = new ModernRaw(p[2]!.url, ELICITATION).request('tools/call', { name: 'conf__test_tool_with_task', arguments: {}, inputResponses: { [key]: { action: 'accept', content: { name: 'Gone' } } }, requestState: round.requestState })
-    await logged(p[1]!, SERVING, from)
+    await loggedLine(p[1]!, SERVING, { from })
     await cluster.kill(1)
     const killed = Date.now()
     const reply = await retry

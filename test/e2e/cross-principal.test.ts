@@ -1,10 +1,10 @@
 import { randomBytes, randomUUID } from 'node:crypto'
 import { fetch as undiciFetch } from 'undici'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { beforeAll, describe, expect, it } from 'vitest'
 import { sha256Hex } from '../../src/auth/bearer-tokens.ts'
-import { demoStdio, startGateway, type RunningGateway } from '../helpers/gateway.ts'
+import { demoStdio, gatewayForSuite } from '../helpers/gateway.ts'
 import { ModernRaw, type ModernReply } from '../helpers/modern-raw.ts'
-import { next, RawSession } from '../helpers/raw-session.ts'
+import { legacyTask, next, RawSession, readUntil } from '../helpers/raw-session.ts'
 import { readSse } from '../helpers/sse.ts'
 
 type Json = Record<string, unknown>
@@ -35,28 +35,10 @@ function expectLikeUnknown (foreign: Json, unknown: Json, foreignId: string, unk
 
 const modernReply = (reply: ModernReply): Json => ({ status: reply.status, body: withoutId(reply.body) })
 
-async function legacyTask (session: RawSession, name: string, args: Json = {}): Promise<string> {
-  const response = await session.request('tools/call', { name, arguments: args, task: { ttl: 60_000 } })
-  const taskId = ((response.result as Json | undefined)?.task as Json | undefined)?.taskId
-  if (typeof taskId !== 'string') throw new Error(`no task created: ${JSON.stringify(response)}`)
-  return taskId
-}
-
 async function modernTask (client: ModernRaw, name: string, args: Json = {}): Promise<string> {
   const handle = await client.result('tools/call', { name, arguments: args })
   if (handle.resultType !== 'task') throw new Error(`no task created: ${JSON.stringify(handle)}`)
   return String(handle.taskId)
-}
-
-/** Reads a stream until `predicate` holds; returns everything read, the matching message last. */
-async function until (stream: AsyncGenerator<Json>, predicate: (message: Json) => boolean): Promise<Json[]> {
-  const seen: Json[] = []
-  for (;;) {
-    const { value, done } = await stream.next()
-    if (done) throw new Error(`the stream ended after ${JSON.stringify(seen)}`)
-    seen.push(value)
-    if (predicate(value)) return seen
-  }
 }
 
 /** Opens a 2026-07-28 subscriptions/listen stream asking for notifications about `taskIds`. */
@@ -99,23 +81,18 @@ const isElicitation = (m: Json): boolean => m.method === 'elicitation/create'
 
 /** Two principals on one gateway: nothing one of them sends can see or change what belongs to the other. */
 describe('isolation between principals', () => {
-  let gw: RunningGateway
+  const gw = gatewayForSuite({
+    upstreams: [demoStdio()],
+    auth: { tokens: [{ principal: 'alice', sha256: sha256Hex('alice-token-0123456789') }, { principal: 'bob', sha256: sha256Hex('bob-token-9876543210') }] },
+    tasks: { decide: 'always', pollInterval: '50ms' },
+    server: { shutdownGrace: '100ms' },
+  })
 
   beforeAll(async () => {
-    gw = await startGateway({
-      upstreams: [demoStdio()],
-      auth: { tokens: [{ principal: 'alice', sha256: sha256Hex('alice-token-0123456789') }, { principal: 'bob', sha256: sha256Hex('bob-token-9876543210') }] },
-      tasks: { decide: 'always', pollInterval: '50ms' },
-      server: { shutdownGrace: '100ms' },
-    })
     // Every concurrent call holds its own upstream connection (a spawned demo process): open the three the
     // tests need at once up front, so they wait on the gateway and not on process start-up.
     const warm = new ModernRaw(gw.url, ELICIT, ALICE)
     await Promise.all([1, 2, 3].map(async () => await warm.result('tools/call', { name: 'demo__slow', arguments: { duration: 100, steps: 1 } })))
-  })
-
-  afterAll(async () => {
-    await gw?.close()
   })
 
   it('2025-11-25: bob cannot read, await, cancel, list or answer alice\'s tasks, and they end as if he never tried', async () => {
@@ -165,7 +142,7 @@ describe('isolation between principals', () => {
 
     // Bob's own task's last notification on his GET stream comes after everything alice's tasks did.
     const own = await legacyTask(bob, 'demo__echo', { text: 'mine' })
-    const seen = await until(bobGet, (m) => m.method === 'notifications/tasks/status' && (m.params as Json).taskId === own && (m.params as Json).status === 'completed')
+    const seen = await readUntil(bobGet, (m) => m.method === 'notifications/tasks/status' && (m.params as Json).taskId === own && (m.params as Json).status === 'completed')
     expect(mentions(seen, [slow, asking, input])).toEqual([])
     controller.abort()
   })
@@ -233,7 +210,7 @@ describe('isolation between principals', () => {
 
     // Bob's own task completing is the last thing his stream carries; nothing about alice's tasks came before.
     await bob.result('tasks/update', { taskId: mine, inputResponses: { [String(bobKey)]: { action: 'accept', content: { name: 'Bob' } } } })
-    const seen = await until(bobListen, (m) => m.method === 'notifications/tasks' && (m.params as Json).taskId === mine && (m.params as Json).status === 'completed')
+    const seen = await readUntil(bobListen, (m) => m.method === 'notifications/tasks' && (m.params as Json).taskId === mine && (m.params as Json).status === 'completed')
     expect(mentions(seen, [slow, asking, key])).toEqual([])
     controller.abort()
   })

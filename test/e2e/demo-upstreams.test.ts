@@ -7,7 +7,8 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { DEMO_TOOL_NAMES } from '../../src/demo/demo-server.ts'
 import { REPO_ROOT, startUpstream, type StartedUpstream } from '../fixtures/spawn-upstream.ts'
-import { call, createTestClient, rpcErrorOf, startAndCancelSlow, slowWithProgress, textOf, ROOTS, type OpenedDemo } from '../helpers/demo-client.ts'
+import { textOf } from '../helpers/clients.ts'
+import { call, createTestClient, rpcErrorOf, startAndCancelSlow, slowWithProgress, ROOTS, type OpenedDemo } from '../helpers/demo-client.ts'
 
 function demoSuite (label: string, open: () => Promise<OpenedDemo>): void {
   describe(label, () => {

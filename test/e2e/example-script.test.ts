@@ -1,20 +1,12 @@
 import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { REPO_ROOT } from '../fixtures/spawn-upstream.ts'
-import { demoStdio, startGateway, type RunningGateway } from '../helpers/gateway.ts'
+import { gatewayForSuite } from '../helpers/gateway.ts'
 
 /** `npm run demo` keeps working: it creates a task on the demo's slow tool and prints progress and result. */
 describe('the task example script', () => {
-  let gw: RunningGateway
-
-  beforeAll(async () => {
-    gw = await startGateway({ upstreams: [demoStdio()] })
-  })
-
-  afterAll(async () => {
-    await gw?.close()
-  })
+  const gw = gatewayForSuite()
 
   it('prints the task, its progress and its result', async () => {
     const { stdout } = await promisify(execFile)(process.execPath, ['--import', 'tsx', 'examples/task-demo.ts', gw.url, 'demo__slow', '300'], { cwd: REPO_ROOT })

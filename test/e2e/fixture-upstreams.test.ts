@@ -7,7 +7,8 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { startUpstream, type StartedUpstream } from '../fixtures/spawn-upstream.ts'
 import type { RecordedCancellation } from '../fixtures/v1-http-upstream.ts'
 
-import { call, createTestClient, startAndCancelSlow, slowWithProgress, textOf } from '../helpers/demo-client.ts'
+import { textOf } from '../helpers/clients.ts'
+import { call, createTestClient, startAndCancelSlow, slowWithProgress } from '../helpers/demo-client.ts'
 
 describe('v1 SDK Streamable HTTP fixture', () => {
   let upstream: StartedUpstream

@@ -8,7 +8,8 @@ import { sha256Hex } from '../../src/auth/bearer-tokens.ts'
 import { generateCase, type FuzzCase, type FuzzTargets } from '../helpers/fuzz-inputs.ts'
 import { ModernRaw } from '../helpers/modern-raw.ts'
 import { demoStdioYaml, startGatewayProcess, writeConfig, type GatewayProcess } from '../helpers/process.ts'
-import { RawSession } from '../helpers/raw-session.ts'
+import { legacyTask, RawSession } from '../helpers/raw-session.ts'
+import { until } from '../helpers/until.ts'
 
 type Json = Record<string, unknown>
 
@@ -160,22 +161,14 @@ async function settledRss (pid: number): Promise<number> {
   }
 }
 
-async function legacyTask (session: RawSession, name: string, args: Json): Promise<string> {
-  const response = await session.request('tools/call', { name, arguments: args, task: { ttl: 600_000 } })
-  const taskId = ((response.result as Json | undefined)?.task as Json | undefined)?.taskId
-  if (typeof taskId !== 'string') throw new Error(`${name} created no task: ${JSON.stringify(response)}`)
-  return taskId
-}
-
 /** Polls tasks/get until the task has one of `statuses`, for up to 30 s (upstream processes start slowly on a busy machine). */
 async function reach (client: ModernRaw, taskId: string, statuses: string[]): Promise<Json> {
-  const deadline = Date.now() + 30_000
-  for (;;) {
+  return await until(`task ${taskId} reaching ${statuses.join('/')}`, async () => {
     const task = await client.result('tasks/get', { taskId })
     if (statuses.includes(String(task.status))) return task
-    if (Date.now() > deadline || ['failed', 'cancelled', 'completed'].includes(String(task.status))) throw new Error(`task ${taskId} is ${JSON.stringify(task)}, not ${statuses.join('/')}`)
-    await new Promise((resolve) => setTimeout(resolve, 50))
-  }
+    if (['failed', 'cancelled', 'completed'].includes(String(task.status))) throw new Error(`task ${taskId} is ${JSON.stringify(task)}, not ${statuses.join('/')}`)
+    return undefined
+  }, { timeoutMs: 30_000, everyMs: 50 })
 }
 
 /**
@@ -228,16 +221,16 @@ ${demoStdioYaml()}
     // Alice's legacy tasks share her upstream session (one stdio process), which does not say which call
     // asks for input: each asking task is waited on before the next one starts, so each shows its own.
     const asking = async (message: string): Promise<string> => {
-      const taskId = await legacyTask(alice, 'demo__ask_user', { message, timeoutMs: 600_000 })
+      const taskId = await legacyTask(alice, 'demo__ask_user', { message, timeoutMs: 600_000 }, 600_000)
       await reach(modern, taskId, ['input_required'])
       return taskId
     }
     ids = {
-      done: await legacyTask(alice, 'demo__slow', { duration: 10, steps: 1 }),
+      done: await legacyTask(alice, 'demo__slow', { duration: 10, steps: 1 }, 600_000),
       answered: await asking('Early name?'),
-      failed: await legacyTask(alice, 'demo__throw_error', { code: -32011, message: 'quota' }),
+      failed: await legacyTask(alice, 'demo__throw_error', { code: -32011, message: 'quota' }, 600_000),
       asking: await asking('Legacy name?'),
-      running: await legacyTask(alice, 'demo__slow', { duration: 600_000, steps: 1 }),
+      running: await legacyTask(alice, 'demo__slow', { duration: 600_000, steps: 1 }, 600_000),
       modernDone: String((await modern.result('tools/call', { name: 'demo__echo', arguments: { text: 'modern' } })).taskId),
       modernAsking: String((await modern.result('tools/call', { name: 'demo__ask_user', arguments: { message: 'Modern name?', timeoutMs: 600_000 } })).taskId),
     }
@@ -290,7 +283,7 @@ ${demoStdioYaml()}
     ].join('\n'))
     expect(report.count).toBe(WARM_UP + CASES)
     expect([...report.failures].map(([key, { count }]) => `${key} ×${count}`)).toEqual([])
-  }, 60_000)
+  }, 180_000)
 
   it('stays up, and logs neither an error nor an unhandled rejection', async () => {
     expect(gw.child.exitCode).toBeNull()

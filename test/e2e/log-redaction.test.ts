@@ -1,6 +1,6 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { logFingerprint } from '../../src/observability/logger.ts'
-import { demoStdio, startGateway, type RunningGateway } from '../helpers/gateway.ts'
+import { demoStdio, gatewayForSuite } from '../helpers/gateway.ts'
 import { MCP_HEADERS } from '../helpers/sse.ts'
 
 type Json = Record<string, unknown>
@@ -9,15 +9,7 @@ const SECRETS = ['Bearer sk-live-SECRET-1111', 'session=SECRET-COOKIE-2222', 'SE
 
 /** Logs carry request and session ids but never credentials. */
 describe('log redaction', () => {
-  let gw: RunningGateway
-
-  beforeAll(async () => {
-    gw = await startGateway({ upstreams: [demoStdio()], logging: { redactHeaders: ['X-Tenant-Secret'] } })
-  })
-
-  afterAll(async () => {
-    await gw?.close()
-  })
+  const gw = gatewayForSuite({ upstreams: [demoStdio()], logging: { redactHeaders: ['X-Tenant-Secret'] } })
 
   it('never writes authorization, cookies, api keys or configured secret headers', async () => {
     const res = await fetch(gw.url, {

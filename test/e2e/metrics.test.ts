@@ -6,6 +6,7 @@ import { CreateTaskResultSchema } from '@modelcontextprotocol/sdk/types.js'
 import { connectV1, textOf } from '../helpers/clients.ts'
 import { demoStdio, startGateway, type RunningGateway } from '../helpers/gateway.ts'
 import { runTask } from '../helpers/tasks.ts'
+import { until } from '../helpers/until.ts'
 import { ModernRaw } from '../helpers/modern-raw.ts'
 import { parseConfig } from '../../src/config/load.ts'
 
@@ -30,12 +31,10 @@ function value (samples: Map<string, number>, series: string): number {
 
 /** Scrapes until `series` reaches at least `atLeast` (a state that moves on its own, such as reconnects). */
 async function scrapeUntil (base: string, series: string, atLeast: number): Promise<Map<string, number>> {
-  for (let i = 0; i < 400; i++) {
+  return await until(`${series} reaching ${atLeast}`, async () => {
     const samples = await scrape(base)
-    if (value(samples, series) >= atLeast) return samples
-    await new Promise((resolve) => setTimeout(resolve, 25))
-  }
-  throw new Error(`${series} never reached ${atLeast}`)
+    return value(samples, series) >= atLeast ? samples : undefined
+  })
 }
 
 describe('Prometheus metrics on the main listener', () => {

@@ -1,7 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client'
 import { textOf } from '../helpers/clients.ts'
-import { demoStdio, startGateway, type RunningGateway } from '../helpers/gateway.ts'
+import { gatewayForSuite } from '../helpers/gateway.ts'
 import { ModernRaw, TASKS_EXT } from '../helpers/modern-raw.ts'
 import { readSse } from '../helpers/sse.ts'
 
@@ -9,15 +9,7 @@ type Json = Record<string, unknown>
 
 /** The 2026-07-28 era at the same endpoint: envelope, headers, discovery and MRTR for synchronous calls. */
 describe('2026-07-28 clients', () => {
-  let gw: RunningGateway
-
-  beforeAll(async () => {
-    gw = await startGateway({ upstreams: [demoStdio()] })
-  })
-
-  afterAll(async () => {
-    await gw?.close()
-  })
+  const gw = gatewayForSuite()
 
   it('discover the gateway, with the tasks extension and caching hints', async () => {
     const result = await new ModernRaw(gw.url).result('server/discover')

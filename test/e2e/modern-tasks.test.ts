@@ -1,9 +1,9 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client'
 import { createApplicationInputHandler, createTaskSessionFromClient, DispatchError, resultFromTaskOutcome } from '@modelcontextprotocol/ext-tasks/client'
 import { sha256Hex } from '../../src/auth/bearer-tokens.ts'
 import { textOf } from '../helpers/clients.ts'
-import { demoStdio, startGateway, type RunningGateway } from '../helpers/gateway.ts'
+import { demoStdio, gatewayForSuite } from '../helpers/gateway.ts'
 import { ModernRaw } from '../helpers/modern-raw.ts'
 import { RawSession } from '../helpers/raw-session.ts'
 import { readSse } from '../helpers/sse.ts'
@@ -14,18 +14,10 @@ const AUTH = { authorization: `Bearer ${TOKEN}` }
 
 /** The tasks extension (2026-07-28): server-decided tasks, DetailedTask, tasks/update, listen notifications. */
 describe('tasks for 2026-07-28 clients', () => {
-  let gw: RunningGateway
-
-  beforeAll(async () => {
-    gw = await startGateway({
-      upstreams: [demoStdio({ toolSettings: { list_roots: { taskSupport: 'required' }, echo: { taskSupport: 'forbidden' } } })],
-      auth: { tokens: [{ principal: 'ops', sha256: sha256Hex(TOKEN) }] },
-      tasks: { decide: 'always', pollInterval: '50ms' },
-    })
-  })
-
-  afterAll(async () => {
-    await gw?.close()
+  const gw = gatewayForSuite({
+    upstreams: [demoStdio({ toolSettings: { list_roots: { taskSupport: 'required' }, echo: { taskSupport: 'forbidden' } } })],
+    auth: { tokens: [{ principal: 'ops', sha256: sha256Hex(TOKEN) }] },
+    tasks: { decide: 'always', pollInterval: '50ms' },
   })
 
   it('turns task-eligible calls into flat task handles (decide: always), never forbidden ones', async () => {
@@ -157,15 +149,8 @@ describe('tasks for 2026-07-28 clients', () => {
 
 /** `tasks.decide: { after }`: quick calls and input rounds stay synchronous; a call that keeps running becomes a task. */
 describe('the decision window for 2026-07-28 tasks', () => {
-  let gw: RunningGateway
-
-  beforeAll(async () => {
-    gw = await startGateway({ upstreams: [demoStdio()], tasks: { decide: { after: '400ms' }, pollInterval: '50ms' } })
-  })
-
-  afterAll(async () => {
-    await gw?.close()
-  })
+  // Wide enough that a loaded machine still answers the quick calls within it; the long call outlasts it.
+  const gw = gatewayForSuite({ upstreams: [demoStdio()], tasks: { decide: { after: '2s' }, pollInterval: '50ms' } })
 
   it('answers a quick call directly, resolves input by MRTR first, and returns a task for a long call', async () => {
     // A plain call first, so an idle upstream connection is ready and the quick call is really quick.
@@ -178,7 +163,7 @@ describe('the decision window for 2026-07-28 tasks', () => {
     const [key] = Object.keys(round.inputRequests as Json)
     const answered = await client.result('tools/call', { name: 'demo__ask_user', arguments: {}, inputResponses: { [key!]: { action: 'accept', content: { name: 'Window' } } }, requestState: round.requestState })
     expect(answered).toMatchObject({ resultType: 'complete', content: [{ text: 'Hello, Window!' }] })
-    const long = await client.result('tools/call', { name: 'demo__slow', arguments: { duration: 1500, steps: 3 } })
+    const long = await client.result('tools/call', { name: 'demo__slow', arguments: { duration: 5000, steps: 3 } })
     expect(long).toMatchObject({ resultType: 'task', status: 'working' })
     expect(await client.waitFor(String(long.taskId), ['completed'])).toMatchObject({ result: { content: [{ text: expect.stringContaining('3 steps') }] } })
   })

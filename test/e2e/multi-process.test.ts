@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { demoStdioYaml, startGatewayProcess, writeConfig, type GatewayProcess } from '../helpers/process.ts'
+import { demoStdioYaml, loggedLine, startGatewayProcess, writeConfig, type GatewayProcess } from '../helpers/process.ts'
 import { next, RawSession } from '../helpers/raw-session.ts'
 import { purge, REDIS_URL } from '../helpers/redis.ts'
 
@@ -66,11 +66,6 @@ ${demoStdioYaml()}
     expect((cancelled.result as Json).status).toBe('cancelled')
     expect((await session.waitFor(taskId, ['cancelled'])).status).toBe('cancelled')
     // The demo upstream runs under process A and says on stderr (logged by A) that its call was cancelled.
-    let seen = false
-    for (let i = 0; i < 200 && !seen; i++) {
-      seen = a.lines.some((l) => l.includes('slow: cancelled'))
-      if (!seen) await new Promise((resolve) => setTimeout(resolve, 25))
-    }
-    expect(seen).toBe(true)
+    await loggedLine(a, 'slow: cancelled')
   })
 })

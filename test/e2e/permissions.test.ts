@@ -4,6 +4,7 @@ import { sha256Hex } from '../../src/auth/bearer-tokens.ts'
 import { demoStdio, startGateway, type RunningGateway } from '../helpers/gateway.ts'
 import { ModernRaw } from '../helpers/modern-raw.ts'
 import { RawSession } from '../helpers/raw-session.ts'
+import { textOf } from '../helpers/clients.ts'
 import { startStatelessUpstream } from '../helpers/stateless-upstream.ts'
 
 type Json = Record<string, unknown>
@@ -32,7 +33,6 @@ async function startHeaderEcho (): Promise<{ url: string, seen: string[], close:
 }
 
 const names = (list: unknown, key = 'name'): string[] => (list as Json[]).map((entry) => String(entry[key])).sort()
-const textOf = (result: Json): string => ((result.content as Json[] | undefined) ?? []).map((c) => String(c.text)).join('')
 
 describe('permissions by scope, and upstream credentials', () => {
   let echo: Awaited<ReturnType<typeof startHeaderEcho>>

@@ -1,8 +1,7 @@
 import { randomUUID } from 'node:crypto'
-import { setTimeout as sleep } from 'node:timers/promises'
 import { Redis } from 'ioredis'
 import { fetch } from 'undici'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { sha256Hex } from '../../src/auth/bearer-tokens.ts'
 import { startUpstream, type StartedUpstream } from '../fixtures/spawn-upstream.ts'
 import { startCluster } from '../helpers/cluster.ts'
@@ -12,6 +11,7 @@ import { RawSession } from '../helpers/raw-session.ts'
 import { purge, REDIS_URL } from '../helpers/redis.ts'
 import { readSse } from '../helpers/sse.ts'
 import { TcpProxy } from '../helpers/tcp-proxy.ts'
+import { until } from '../helpers/until.ts'
 
 type Json = Record<string, unknown>
 
@@ -92,16 +92,25 @@ describe('rate limits', () => {
   })
 
   it('requestsPerIp: refuses requests past the burst before authentication, with Retry-After, and lets them through again after it', async () => {
-    const gw = await gateway({ auth: AUTH, limits: { requestsPerIp: { rate: 1, burst: 3 } } })
-    for (let i = 0; i < 3; i++) expect((await modern(gw.url, 'tools/list', {}, bearer('alice'))).status).toBe(200)
-    const id = nextId
-    const refused = await modern(gw.url, 'tools/list', {}, bearer('alice'))
-    const seconds = expectLimited(refused, 'limits.requestsPerIp', id)
-    expect(seconds).toBe(1)
-    // Counted before authentication: a request with no token is refused as well, not asked to authenticate.
-    expectLimited(await modern(gw.url, 'tools/list'), 'limits.requestsPerIp')
-    await sleep(seconds * 1000)
-    expect((await modern(gw.url, 'tools/list', {}, bearer('alice'))).status).toBe(200)
+    // The in-process buckets read Date.now: frozen, no token comes back however slowly a loaded machine sends
+    // the requests, and the Retry-After is passed by moving the clock instead of waiting a second.
+    vi.useFakeTimers({ toFake: ['Date'] })
+    try {
+      const gw = await gateway({ auth: AUTH, limits: { requestsPerIp: { rate: 1, burst: 3 } } })
+      for (let i = 0; i < 3; i++) expect((await modern(gw.url, 'tools/list', {}, bearer('alice'))).status).toBe(200)
+      const id = nextId
+      const refused = await modern(gw.url, 'tools/list', {}, bearer('alice'))
+      const seconds = expectLimited(refused, 'limits.requestsPerIp', id)
+      expect(seconds).toBe(1)
+      // Counted before authentication: a request with no token is refused as well, not asked to authenticate.
+      expectLimited(await modern(gw.url, 'tools/list'), 'limits.requestsPerIp')
+      vi.setSystemTime(Date.now() + seconds * 1000 - 1)
+      expectLimited(await modern(gw.url, 'tools/list', {}, bearer('alice')), 'limits.requestsPerIp')
+      vi.setSystemTime(Date.now() + 1)
+      expect((await modern(gw.url, 'tools/list', {}, bearer('alice'))).status).toBe(200)
+    } finally {
+      vi.useRealTimers()
+    }
   })
 
   it('requestsPerPrincipal: one principal out of tokens leaves another unaffected', async () => {
@@ -181,8 +190,7 @@ describe('rate limits', () => {
         const ttl = await redis.pttl(keys[0]!)
         expect(ttl).toBeGreaterThan(0)
         expect(ttl).toBeLessThanOrEqual(400)
-        await sleep(ttl + 10)
-        expect(await redis.keys(`${prefix}rate:*`)).toEqual([])
+        await until('the bucket key to expire', async () => (await redis.keys(`${prefix}rate:*`)).length === 0 || undefined, { everyMs: ttl })
       } finally {
         await gw.close()
         await purge(prefix)
@@ -201,12 +209,7 @@ describe('rate limits', () => {
         expect((await modern(gw.url, 'tools/list')).status).toBe(200)
         expect(gw.logs().filter((l) => l.msg === 'rate limits not enforced: the store is unavailable')).toHaveLength(1)
         await proxy.restore()
-        let status = 200
-        for (let i = 0; i < 100 && status === 200; i++) {
-          status = (await modern(gw.url, 'tools/list')).status
-          if (status === 200) await sleep(50)
-        }
-        expect(status).toBe(429)
+        await until('the limit to apply again', async () => (await modern(gw.url, 'tools/list')).status === 429 || undefined, { everyMs: 50 })
       } finally {
         await proxy.restore()
         await gw.close()

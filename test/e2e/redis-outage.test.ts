@@ -8,6 +8,7 @@ import { demoStdioYaml, startGatewayProcess, writeConfig, type GatewayProcess } 
 import { next, RawSession } from '../helpers/raw-session.ts'
 import { purge, REDIS_URL } from '../helpers/redis.ts'
 import { TcpProxy, type CutMode } from '../helpers/tcp-proxy.ts'
+import { until } from '../helpers/until.ts'
 
 type Json = Record<string, unknown>
 
@@ -16,17 +17,6 @@ const STORE_DOWN = { code: -32603, message: 'the store is unavailable: Redis is 
 async function readyz (gateway: GatewayProcess): Promise<{ status: number, body: Json }> {
   const res = await undiciFetch(new URL('/readyz', gateway.url))
   return { status: res.status, body: await res.json() as Json }
-}
-
-/** Polls `probe` until it returns something other than undefined. */
-async function until<T> (what: string, probe: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const value = await probe()
-    if (value !== undefined) return value
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((resolve) => setTimeout(resolve, 50))
-  }
 }
 
 function taskIdOf (response: Json): string {

@@ -5,8 +5,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startUpstream, type StartedUpstream } from '../fixtures/spawn-upstream.ts'
 import { startGateway, type RunningGateway } from '../helpers/gateway.ts'
 import { ModernRaw } from '../helpers/modern-raw.ts'
-import { next, RawSession } from '../helpers/raw-session.ts'
+import { legacyTask, next, RawSession } from '../helpers/raw-session.ts'
 import { purge, REDIS_URL } from '../helpers/redis.ts'
+import { until } from '../helpers/until.ts'
 
 type Json = Record<string, unknown>
 
@@ -14,8 +15,8 @@ type Json = Record<string, unknown>
 const SESSIONS = 10
 const QUICK_PER_SESSION = 20
 const MODERN_QUICK = 100
-/** Short, yet long enough for a worker to read its tasks back while the whole test suite loads the machine. */
-const TTL_MS = 4000
+/** Short, yet long enough for a worker to answer and read its tasks back on a machine loaded by other jobs (4 s and 10 s were not). */
+const TTL_MS = 20_000
 
 async function keysUnder (redis: Redis, prefix: string): Promise<string[]> {
   const keys: string[] = []
@@ -28,44 +29,27 @@ async function keysUnder (redis: Redis, prefix: string): Promise<string[]> {
   return keys.sort()
 }
 
-async function until<T> (what: string, probe: () => Promise<T | undefined>, timeoutMs: number, describeLast: () => string = () => ''): Promise<T> {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const value = await probe()
-    if (value !== undefined) return value
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${describeLast()}`)
-    await new Promise((resolve) => setTimeout(resolve, 100))
-  }
-}
-
-async function legacyTask (session: RawSession, name: string, args: Json): Promise<string> {
-  const response = await session.request('tools/call', { name, arguments: args, task: { ttl: TTL_MS } })
-  const taskId = ((response.result as Json | undefined)?.task as Json | undefined)?.taskId
-  if (typeof taskId !== 'string') throw new Error(`no task created: ${JSON.stringify(response)}`)
-  return taskId
-}
-
 /** One legacy session's share: quick tasks read back, failed ones, answered and unanswered input, cancels. */
 async function legacyWorker (url: string, index: number): Promise<number> {
   const session = await RawSession.open(url, { elicitation: { form: {} } })
-  const quick = await Promise.all(Array.from({ length: QUICK_PER_SESSION }, (_, i) => legacyTask(session, 'demo__slow', { duration: i % 4 * 5, steps: 1 })))
+  const quick = await Promise.all(Array.from({ length: QUICK_PER_SESSION }, (_, i) => legacyTask(session, 'demo__slow', { duration: i % 4 * 5, steps: 1 }, TTL_MS)))
   for (const taskId of quick.slice(0, 4)) expect((await session.waitFor(taskId, ['completed'])).status).toBe('completed')
   const first = await session.request('tasks/result', { taskId: quick[0] })
   expect(JSON.stringify(first.result), JSON.stringify(first)).toContain('slow finished')
-  const failed = await legacyTask(session, 'demo__throw_error', { code: -32011, message: 'soak' })
+  const failed = await legacyTask(session, 'demo__throw_error', { code: -32011, message: 'soak' }, TTL_MS)
   expect((await session.waitFor(failed, ['failed'])).status).toBe('failed')
 
-  const asked = await legacyTask(session, 'demo__ask_user', { message: `soak ${index}` })
+  const asked = await legacyTask(session, 'demo__ask_user', { message: `soak ${index}` }, TTL_MS)
   const controller = new AbortController()
   const stream = await session.stream({ taskResult: asked }, controller.signal)
   const request = await next(stream, (m) => m.method === 'elicitation/create')
   expect((await session.post({ jsonrpc: '2.0', id: request.id, result: { action: 'accept', content: { name: 'Soak' } } })).status).toBe(202)
   expect(JSON.stringify((await next(stream, (m) => 'result' in m)).result)).toContain('Hello, Soak!')
   controller.abort()
-  const unanswered = await legacyTask(session, 'demo__ask_user', {})
+  const unanswered = await legacyTask(session, 'demo__ask_user', {}, TTL_MS)
   await session.waitFor(unanswered, ['input_required'])
 
-  const long = await Promise.all([0, 1, 2].map(async () => await legacyTask(session, 'demo__slow', { duration: 60_000, steps: 1 })))
+  const long = await Promise.all([0, 1, 2].map(async () => await legacyTask(session, 'demo__slow', { duration: 60_000, steps: 1 }, TTL_MS)))
   expect((await session.request('tasks/cancel', { taskId: long[0] })).result).toMatchObject({ status: 'cancelled' })
   // The other two (and the unanswered input) end with the session: DELETE cancels them, an idle expiry too.
   if (index % 2 === 0) expect((await fetch(url, { method: 'DELETE', headers: { 'mcp-session-id': session.sessionId } })).status).toBe(200)
@@ -115,7 +99,7 @@ describe('Redis keys over many short-lived tasks and sessions', () => {
       store: { kind: 'redis', url: REDIS_URL, prefix },
       // Above the time a worker uses its session: the gateway refreshes a session's last use at most every
       // 10 s, so a shorter idle timeout would expire sessions in use.
-      server: { sessionIdleTimeout: '8s' },
+      server: { sessionIdleTimeout: '15s' },
       tasks: { defaultTtl: TTL_MS, maxTtl: TTL_MS, sweepInterval: '200ms', pollInterval: '50ms', decide: 'always', maxActivePerPrincipal: 1000 },
       // A client's upstream session (and with it the record of which process serves the client) ends with the
       // client's session, or once unused for idleTimeout (2026-07-28 clients have no session to end).
@@ -147,12 +131,12 @@ describe('Redis keys over many short-lived tasks and sessions', () => {
     await until('the keys to return to the baseline', async () => {
       last = await keysUnder(redis, prefix)
       return last.length === baseline.length ? last : undefined
-    }, 30_000, () => `; left: ${JSON.stringify(last.slice(0, 20))} (${last.length} keys)`)
+    }, { timeoutMs: 60_000, everyMs: 100, describeLast: () => `; left: ${JSON.stringify(last.slice(0, 20))} (${last.length} keys)` })
     expect(last).toEqual(baseline)
     expect(gw.logs().filter((l) => typeof l.msg === 'string' && /failed|unhandled/i.test(l.msg) && l.msg !== 'request failed')).toEqual([])
 
     // A gateway that stops cleanly gives its lease up: nothing at all is left.
     await gw.close()
     expect(await keysUnder(redis, prefix)).toEqual([])
-  }, 90_000)
+  }, 180_000)
 })

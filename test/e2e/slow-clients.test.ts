@@ -1,8 +1,9 @@
 import { once } from 'node:events'
 import { connect, type Socket } from 'node:net'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { demoStdio, startGateway, type RunningGateway } from '../helpers/gateway.ts'
+import { describe, expect, it } from 'vitest'
+import { demoStdio, gatewayForSuite, type RunningGateway, startGateway } from '../helpers/gateway.ts'
 import { RawSession } from '../helpers/raw-session.ts'
+import { until } from '../helpers/until.ts'
 
 /** Opens a raw TCP connection to the gateway; resolves once connected. */
 async function open (gw: RunningGateway): Promise<Socket> {
@@ -29,17 +30,9 @@ async function closedByServer (socket: Socket, bound: number): Promise<{ receive
 }
 
 describe('slow and abusive connections', () => {
-  let gw: RunningGateway
-
-  beforeAll(async () => {
-    gw = await startGateway({
-      limits: { headersTimeout: '500ms', requestTimeout: '1s' },
-      upstreams: [demoStdio()],
-    })
-  })
-
-  afterAll(async () => {
-    await gw?.close()
+  const gw = gatewayForSuite({
+    limits: { headersTimeout: '500ms', requestTimeout: '1s' },
+    upstreams: [demoStdio()],
   })
 
   it('closes a connection whose headers never finish (limits.headersTimeout)', async () => {
@@ -73,9 +66,7 @@ describe('slow and abusive connections', () => {
     await Promise.all(held.map((socket) => socket.closed ? Promise.resolve() : once(socket, 'close')))
     // The gateway sees the closes a moment later: wait (bounded) until it counts no connection.
     const server = small.gateway.app.server
-    for (let i = 0; i < 100 && await new Promise<number>((resolve) => server.getConnections((_err, n) => resolve(n))) > 0; i++) {
-      await new Promise((resolve) => setTimeout(resolve, 20))
-    }
+    await until('the gateway to count no connection', async () => await new Promise<number>((resolve) => server.getConnections((_err, n) => resolve(n))) === 0 || undefined)
     const session = await RawSession.open(small.url)
     expect((await session.request('ping')).result).toEqual({})
     await session.close()

@@ -1,18 +1,10 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { demoStdio, startGateway, type RunningGateway } from '../helpers/gateway.ts'
+import { describe, expect, it } from 'vitest'
+import { gatewayForSuite } from '../helpers/gateway.ts'
 import { MCP_HEADERS, initializeRaw, readSse, type SseEvent } from '../helpers/sse.ts'
 
 /** SSE behaviour of the endpoint: streamed responses, resumption with Last-Event-ID, GET streams. */
 describe('SSE streams', () => {
-  let gw: RunningGateway
-
-  beforeAll(async () => {
-    gw = await startGateway({ upstreams: [demoStdio()] })
-  })
-
-  afterAll(async () => {
-    await gw?.close()
-  })
+  const gw = gatewayForSuite()
 
   it('answers a call that sends progress as an SSE stream with event ids, ending with the result', async () => {
     const session = await initializeRaw(gw.url)

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { startUpstream, type StartedUpstream } from '../fixtures/spawn-upstream.ts'
 import { connectV1, textOf } from '../helpers/clients.ts'
-import { startGateway, type RunningGateway } from '../helpers/gateway.ts'
+import { gatewayForSuite, type RunningGateway, startGateway } from '../helpers/gateway.ts'
 import { ModernRaw } from '../helpers/modern-raw.ts'
 import { RawSession } from '../helpers/raw-session.ts'
 import { runTask } from '../helpers/tasks.ts'
@@ -175,15 +175,7 @@ describe('upstream sessions of a stateful stdio upstream', () => {
 })
 
 describe('an upstream session left idle', () => {
-  let gw: RunningGateway
-
-  beforeAll(async () => {
-    gw = await startGateway({ upstreams: [{ name: 's', transport: 'stdio', command: process.execPath, args: ['--import', 'tsx', FIXTURE], idleTimeout: '1s' }] })
-  })
-
-  afterAll(async () => {
-    await gw?.close()
-  })
+  const gw = gatewayForSuite({ upstreams: [{ name: 's', transport: 'stdio', command: process.execPath, args: ['--import', 'tsx', FIXTURE], idleTimeout: '1s' }] })
 
   it('is closed after idleTimeout, and the client\'s next call starts a new state', async () => {
     const client = await connectV1(gw.url)

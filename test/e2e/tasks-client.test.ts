@@ -5,6 +5,7 @@ import { startUpstream, type StartedUpstream } from '../fixtures/spawn-upstream.
 import { connectV1, textOf } from '../helpers/clients.ts'
 import { demoStdio, startGateway, type RunningGateway } from '../helpers/gateway.ts'
 import { runTask, waitForStatus } from '../helpers/tasks.ts'
+import { until } from '../helpers/until.ts'
 
 /**
  * The 2025-11-25 task dialect driven by the v1 SDK client's own task API, against upstreams that know
@@ -111,9 +112,7 @@ describe.each(['stdio', 'streamable-http'] as const)('tasks through the gateway 
     const created = await client.request({ method: 'tools/call', params: { name: 'plain__slow', arguments: { duration: 30_000, steps: 300 }, task: { ttl: 60_000 } } }, CreateTaskResultSchema)
     const taskId = created.task.taskId
     await waitForStatus(client, taskId, ['working'])
-    for (let i = 0; i < 200 && textOf(await client.callTool({ name: 'plain__running', arguments: {} })) === '0'; i++) {
-      await new Promise((resolve) => setTimeout(resolve, 10))
-    }
+    await until('the upstream to run the call', async () => textOf(await client.callTool({ name: 'plain__running', arguments: {} })) !== '0' || undefined, { everyMs: 10 })
     const cancelled = await client.experimental.tasks.cancelTask(taskId)
     expect(cancelled.status).toBe('cancelled')
     expect((await client.experimental.tasks.getTask(taskId)).status).toBe('cancelled')
@@ -137,11 +136,7 @@ describe.each(['stdio', 'streamable-http'] as const)('tasks through the gateway 
 
   it('forgets a task after its TTL: tasks/get then answers -32602 like an unknown id', async () => {
     const outcome = await runTask(client, 'demo__slow', { duration: 10, steps: 1 }, { ttl: 300 })
-    let error: unknown
-    for (let i = 0; i < 200 && error === undefined; i++) {
-      error = await client.experimental.tasks.getTask(outcome.taskId!).then(() => undefined, (e: unknown) => e)
-      if (error === undefined) await new Promise((resolve) => setTimeout(resolve, 20))
-    }
+    const error = await until('the task to be forgotten', async () => await client.experimental.tasks.getTask(outcome.taskId!).then(() => undefined, (e: unknown) => e))
     expect((error as McpError).code).toBe(-32602)
     const unknown = await client.experimental.tasks.getTask('no-such-task').catch((e: unknown) => e)
     expect((unknown as McpError).message).toBe((error as McpError).message.replace(outcome.taskId!, 'no-such-task'))

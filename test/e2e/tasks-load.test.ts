@@ -3,6 +3,7 @@ import { MemoryBus } from '../../src/store/memory/memory-bus.ts'
 import { startUpstream, type StartedUpstream } from '../fixtures/spawn-upstream.ts'
 import { startGateway, type RunningGateway } from '../helpers/gateway.ts'
 import { RawSession } from '../helpers/raw-session.ts'
+import { until } from '../helpers/until.ts'
 
 type Json = Record<string, unknown>
 const TASKS = 1000
@@ -52,7 +53,7 @@ describe(`${TASKS} concurrent tasks`, () => {
     expect(new Set(ids).size).toBe(TASKS)
 
     let unfinished = TASKS
-    for (let round = 0; round < 600 && unfinished > 0; round++) {
+    await until('every task to finish', async () => {
       unfinished = 0
       let cursor: string | undefined
       do {
@@ -60,14 +61,14 @@ describe(`${TASKS} concurrent tasks`, () => {
         unfinished += page.tasks.filter((t) => t.status === 'working' || t.status === 'input_required').length
         cursor = page.nextCursor
       } while (cursor !== undefined)
-      if (unfinished > 0) await new Promise((resolve) => setTimeout(resolve, 100))
-    }
-    expect(unfinished).toBe(0)
+      return unfinished === 0 || undefined
+    }, { timeoutMs: 60_000, everyMs: 100, describeLast: () => `: ${unfinished} unfinished` })
 
     for (let start = 0; start < TASKS; start += 100) {
       await Promise.all(ids.slice(start, start + 100).map(async (taskId, offset) => {
-        const result = (await session.request('tasks/result', { taskId })).result as { content: Array<{ text: string }> }
-        expect(result.content[0]?.text).toBe(`slow finished: ${1 + ((start + offset) % 5)} steps in 100 ms`)
+        const response = await session.request('tasks/result', { taskId })
+        const result = response.result as { content: Array<{ text: string }> } | undefined
+        expect(result?.content[0]?.text, JSON.stringify(response)).toBe(`slow finished: ${1 + ((start + offset) % 5)} steps in 100 ms`)
       }))
     }
 

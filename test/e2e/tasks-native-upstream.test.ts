@@ -5,6 +5,7 @@ import { startUpstream, type StartedUpstream } from '../fixtures/spawn-upstream.
 import { connectV1, textOf } from '../helpers/clients.ts'
 import { startGateway, type RunningGateway } from '../helpers/gateway.ts'
 import { runTask, waitForStatus } from '../helpers/tasks.ts'
+import { until } from '../helpers/until.ts'
 
 /**
  * An upstream with native task tools (built with the v1 SDK's own task API): the gateway runs them as
@@ -50,11 +51,10 @@ describe('upstream tools that only run as tasks', () => {
   it('forwards tasks/cancel to the upstream task', async () => {
     const created = await client.request({ method: 'tools/call', params: { name: 'native__native_slow', arguments: { ms: 30_000, steps: 300 }, task: {} } }, CreateTaskResultSchema)
     const taskId = created.task.taskId
-    let statusMessage: string | undefined
-    for (let i = 0; i < 200 && !statusMessage?.startsWith('step'); i++) {
-      statusMessage = (await client.experimental.tasks.getTask(taskId)).statusMessage
-      if (!statusMessage?.startsWith('step')) await new Promise((resolve) => setTimeout(resolve, 20))
-    }
+    const statusMessage = await until('the upstream task to report a step', async () => {
+      const message = (await client.experimental.tasks.getTask(taskId)).statusMessage
+      return message?.startsWith('step') ? message : undefined
+    })
     expect(statusMessage).toMatch(/^step \d+\/300$/)
     expect((await client.experimental.tasks.cancelTask(taskId)).status).toBe('cancelled')
     await waitForStatus(client, taskId, ['cancelled'])

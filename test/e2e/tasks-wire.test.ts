@@ -1,35 +1,20 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { sha256Hex } from '../../src/auth/bearer-tokens.ts'
-import { demoStdio, startGateway, type RunningGateway } from '../helpers/gateway.ts'
-import { next, RawSession } from '../helpers/raw-session.ts'
+import { demoStdio, gatewayForSuite, type RunningGateway, startGateway } from '../helpers/gateway.ts'
+import { legacyTask, next, RawSession } from '../helpers/raw-session.ts'
 
 type Json = Record<string, unknown>
 const RELATED = 'io.modelcontextprotocol/related-task'
-
-async function createTask (session: RawSession, name: string, args: Json = {}): Promise<string> {
-  const response = await session.request('tools/call', { name, arguments: args, task: { ttl: 60_000 } })
-  const task = (response.result as { task?: { taskId?: string } } | undefined)?.task
-  if (!task?.taskId) throw new Error(`no task created: ${JSON.stringify(response)}`)
-  return task.taskId
-}
 
 const isElicitation = (m: Json): boolean => m.method === 'elicitation/create'
 
 /** Wire-level behaviour of the 2025-11-25 task dialect: where input requests go, who may answer, redelivery. */
 describe('task input requests on the wire', () => {
-  let gw: RunningGateway
-
-  beforeAll(async () => {
-    gw = await startGateway({ upstreams: [demoStdio()] })
-  })
-
-  afterAll(async () => {
-    await gw?.close()
-  })
+  const gw = gatewayForSuite()
 
   it('delivers the input on tasks/result and accepts the answer on a new connection', async () => {
     const session = await RawSession.open(gw.url)
-    const taskId = await createTask(session, 'demo__ask_user', { message: 'Who?' })
+    const taskId = await legacyTask(session, 'demo__ask_user', { message: 'Who?' })
     const controller = new AbortController()
     const stream = await session.stream({ taskResult: taskId }, controller.signal)
     const request = await next(stream, isElicitation)
@@ -44,7 +29,7 @@ describe('task input requests on the wire', () => {
 
   it('offers the same request again after the client dropped its tasks/result stream', async () => {
     const session = await RawSession.open(gw.url)
-    const taskId = await createTask(session, 'demo__ask_user')
+    const taskId = await legacyTask(session, 'demo__ask_user')
     const first = new AbortController()
     const request = await next(await session.stream({ taskResult: taskId }, first.signal), isElicitation)
     first.abort()
@@ -61,7 +46,7 @@ describe('task input requests on the wire', () => {
     const session = await RawSession.open(gw.url)
     const controller = new AbortController()
     const get = await session.stream('get', controller.signal)
-    const taskId = await createTask(session, 'demo__ask_user')
+    const taskId = await legacyTask(session, 'demo__ask_user')
     const status = await next(get, (m) => m.method === 'notifications/tasks/status' && (m.params as Json).status === 'input_required')
     expect((status.params as Json).taskId).toBe(taskId)
     const request = await next(get, isElicitation)
@@ -76,7 +61,7 @@ describe('task input requests on the wire', () => {
     const session = await RawSession.open(gw.url)
     const controller = new AbortController()
     const get = await session.stream('get', controller.signal)
-    const taskId = await createTask(session, 'demo__ask_user', { timeoutMs: 200 })
+    const taskId = await legacyTask(session, 'demo__ask_user', { timeoutMs: 200 })
     const expired = await next(get, (m) => m.method === 'notifications/tasks/status' && String((m.params as Json).statusMessage).includes('stopped waiting'))
     expect((expired.params as Json).taskId).toBe(taskId)
     await session.waitFor(taskId, ['failed', 'completed'])
@@ -86,7 +71,7 @@ describe('task input requests on the wire', () => {
   it('rejects an answer from another session without touching the task', async () => {
     const owner = await RawSession.open(gw.url)
     const other = await RawSession.open(gw.url)
-    const taskId = await createTask(owner, 'demo__ask_user')
+    const taskId = await legacyTask(owner, 'demo__ask_user')
     const controller = new AbortController()
     const stream = await owner.stream({ taskResult: taskId }, controller.signal)
     const request = await next(stream, isElicitation)
@@ -101,7 +86,7 @@ describe('task input requests on the wire', () => {
   it('keeps each session\'s tasks to itself when auth is off', async () => {
     const one = await RawSession.open(gw.url)
     const two = await RawSession.open(gw.url)
-    const taskId = await createTask(one, 'demo__slow', { duration: 10, steps: 1 })
+    const taskId = await legacyTask(one, 'demo__slow', { duration: 10, steps: 1 })
     const foreign = await two.request('tasks/get', { taskId })
     const unknown = await two.request('tasks/get', { taskId: 'AAAAAAAAAAAAAAAAAAAAAA' })
     expect((foreign.error as Json).code).toBe(-32602)
@@ -141,7 +126,7 @@ describe('principals from bearer tokens', () => {
     const a1 = await RawSession.open(gw.url, {}, { authorization: `Bearer ${alice}` })
     const a2 = await RawSession.open(gw.url, {}, { authorization: `Bearer ${alice}` })
     const b = await RawSession.open(gw.url, {}, { authorization: `Bearer ${bob}` })
-    const taskId = await createTask(a1, 'demo__slow', { duration: 10, steps: 1 })
+    const taskId = await legacyTask(a1, 'demo__slow', { duration: 10, steps: 1 })
     expect(((await a2.waitFor(taskId, ['completed'])).taskId)).toBe(taskId)
     for (const method of ['tasks/get', 'tasks/result', 'tasks/cancel']) {
       expect(((await b.request(method, { taskId })).error as Json).code).toBe(-32602)
@@ -154,27 +139,19 @@ describe('principals from bearer tokens', () => {
 
   it('limits the tasks one principal may run at once', async () => {
     const b = await RawSession.open(gw.url, {}, { authorization: `Bearer ${bob}` })
-    await createTask(b, 'demo__slow', { duration: 5000, steps: 50 })
-    await createTask(b, 'demo__slow', { duration: 5000, steps: 50 })
+    await legacyTask(b, 'demo__slow', { duration: 5000, steps: 50 })
+    await legacyTask(b, 'demo__slow', { duration: 5000, steps: 50 })
     const third = await b.request('tools/call', { name: 'demo__slow', arguments: {}, task: {} })
     expect(third.error).toMatchObject({ code: -32054, message: expect.stringContaining('maxActivePerPrincipal') })
   })
 })
 
 describe('the size of a stored task result', () => {
-  let gw: RunningGateway
-
-  beforeAll(async () => {
-    gw = await startGateway({ upstreams: [demoStdio()], tasks: { maxResultBytes: '64kb' } })
-  })
-
-  afterAll(async () => {
-    await gw?.close()
-  })
+  const gw = gatewayForSuite({ upstreams: [demoStdio()], tasks: { maxResultBytes: '64kb' } })
 
   it('fails a task whose result is over tasks.maxResultBytes with an error naming the option; smaller results are kept', async () => {
     const session = await RawSession.open(gw.url)
-    const large = await createTask(session, 'demo__echo', { text: 'x'.repeat(100 * 1024) })
+    const large = await legacyTask(session, 'demo__echo', { text: 'x'.repeat(100 * 1024) })
     expect(await session.waitFor(large, ['completed', 'failed'])).toMatchObject({
       status: 'failed',
       statusMessage: expect.stringContaining('tasks.maxResultBytes'),
@@ -182,7 +159,7 @@ describe('the size of a stored task result', () => {
     const error = (await session.request('tasks/result', { taskId: large })).error as Json
     expect(error).toMatchObject({ code: -32060, message: expect.stringMatching(/result of \d+ bytes is over the 65536 bytes .*\(tasks\.maxResultBytes\)/) })
 
-    const small = await createTask(session, 'demo__echo', { text: 'y'.repeat(1024) })
+    const small = await legacyTask(session, 'demo__echo', { text: 'y'.repeat(1024) })
     expect(await session.waitFor(small, ['completed', 'failed'])).toMatchObject({ status: 'completed' })
     expect(JSON.stringify((await session.request('tasks/result', { taskId: small })).result)).toContain('y'.repeat(1024))
   })

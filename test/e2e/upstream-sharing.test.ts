@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { connectV1, textOf } from '../helpers/clients.ts'
-import { startGateway, type RunningGateway } from '../helpers/gateway.ts'
+import { gatewayForSuite, type RunningGateway, startGateway } from '../helpers/gateway.ts'
 import { runTask } from '../helpers/tasks.ts'
 
 type Json = Record<string, unknown>
@@ -58,15 +58,7 @@ describe('sessions: shared', () => {
 })
 
 describe('sessions: per-call', () => {
-  let gw: RunningGateway
-
-  beforeAll(async () => {
-    gw = await startGateway({ upstreams: [{ ...STATEFUL, sessions: 'per-call' }], tasks: { pollInterval: '50ms' } })
-  })
-
-  afterAll(async () => {
-    await gw?.close()
-  })
+  const gw = gatewayForSuite({ upstreams: [{ ...STATEFUL, sessions: 'per-call' }], tasks: { pollInterval: '50ms' } })
 
   it('shows each of two concurrent questions of one client in the task that asked it', async () => {
     const shownIn = new Map<string, string>()

@@ -15,6 +15,7 @@ import {
   type ElicitResult,
   type Progress,
 } from '@modelcontextprotocol/sdk/types.js'
+import { textOf } from './clients.ts'
 
 export const ROOTS = [{ uri: 'file:///tmp/demo-root', name: 'demo-root' }]
 
@@ -57,10 +58,6 @@ export function createTestClient (): { client: Client, state: ClientState } {
 
 export async function call (client: Client, name: string, args: Record<string, unknown> = {}): Promise<CallToolResult> {
   return CallToolResultSchema.parse(await client.callTool({ name, arguments: args }))
-}
-
-export function textOf (result: CallToolResult): string {
-  return result.content.flatMap((block) => block.type === 'text' ? [block.text] : []).join('\n')
 }
 
 export async function rpcErrorOf (promise: Promise<unknown>): Promise<McpError> {

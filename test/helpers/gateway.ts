@@ -1,5 +1,6 @@
 import { Writable } from 'node:stream'
 import { pino } from 'pino'
+import { afterAll, beforeAll } from 'vitest'
 import { parseConfig } from '../../src/config/load.ts'
 import type { Config } from '../../src/config/schema.ts'
 import { buildGateway, type Gateway, type GatewayOptions } from '../../src/gateway.ts'
@@ -48,4 +49,19 @@ export async function startGateway (raw: Record<string, unknown>, env: Record<st
     logs: () => lines.map((l) => JSON.parse(l) as Record<string, unknown>),
     close: () => gateway.close(),
   }
+}
+
+/**
+ * One gateway for the enclosing `describe` (started before its first test, closed after its last): returns it,
+ * its fields filled in once it has started. Default: the demo upstream over stdio.
+ */
+export function gatewayForSuite (raw: Record<string, unknown> = { upstreams: [demoStdio()] }): RunningGateway {
+  const running = {} as RunningGateway
+  beforeAll(async () => {
+    Object.assign(running, await startGateway(raw))
+  })
+  afterAll(async () => {
+    await running.close?.()
+  })
+  return running
 }

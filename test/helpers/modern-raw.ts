@@ -1,5 +1,6 @@
 import { fetch as undiciFetch } from 'undici'
 import { readSse } from './sse.ts'
+import { until } from './until.ts'
 
 type Json = Record<string, unknown>
 
@@ -81,11 +82,10 @@ export class ModernRaw {
 
   /** Polls tasks/get until the task has one of `statuses` (bounded). */
   async waitFor (taskId: string, statuses: string[]): Promise<Json> {
-    for (let i = 0; i < 400; i++) {
-      const task = await this.result('tasks/get', { taskId })
-      if (statuses.includes(String(task.status))) return task
-      await new Promise((resolve) => setTimeout(resolve, 20))
-    }
-    throw new Error(`task ${taskId} never reached ${statuses.join('/')}`)
+    let last: Json = {}
+    return await until(`task ${taskId} reaching ${statuses.join('/')}`, async () => {
+      last = await this.result('tasks/get', { taskId })
+      return statuses.includes(String(last.status)) ? last : undefined
+    }, { describeLast: () => `: ${JSON.stringify(last)}` })
   }
 }

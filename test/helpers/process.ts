@@ -1,16 +1,34 @@
 import { spawn, type ChildProcess } from 'node:child_process'
-import { once } from 'node:events'
+import { EventEmitter, once } from 'node:events'
 import { mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
+import { afterAll } from 'vitest'
 import { REPO_ROOT } from '../fixtures/spawn-upstream.ts'
+
+const started = new Set<ChildProcess>()
+
+// A test that fails or times out half-way leaves its gateway processes running, and they would slow every
+// file after it: whatever is still running when the file ends is killed.
+afterAll(async () => {
+  const running = [...started].filter((child) => child.exitCode === null && child.signalCode === null)
+  await Promise.all(running.map(async (child) => {
+    const exited = once(child, 'exit')
+    child.kill('SIGKILL')
+    await exited
+  }))
+})
 
 export interface GatewayProcess {
   child: ChildProcess
   url: string
   /** Log lines (JSON) seen so far. */
   lines: string[]
+  /** Emits `line` for every log line as it arrives (see `loggedLine`). */
+  output: EventEmitter
+  /** Settles when both output pipes are read to their end: no more lines will come. */
+  drained: Promise<unknown>
   exited: Promise<[number | null, NodeJS.Signals | null]>
 }
 
@@ -39,14 +57,24 @@ export async function startGatewayProcess (configFile: string, args: string[] = 
     cwd: REPO_ROOT,
     stdio: ['ignore', 'pipe', 'pipe'],
   })
+  started.add(child)
   const exited = once(child, 'exit') as Promise<[number | null, NodeJS.Signals | null]>
+  void exited.then(() => started.delete(child))
   const lines: string[] = []
-  createInterface({ input: child.stderr! }).on('line', (line) => lines.push(line))
+  const output = new EventEmitter()
+  const record = (line: string): void => {
+    lines.push(line)
+    output.emit('line', line)
+  }
+  const stderr = createInterface({ input: child.stderr! }).on('line', record)
+  const stdout = createInterface({ input: child.stdout! })
+  // A child's exit can precede its last lines: the pipes' ends say when there will be no more.
+  const drained = Promise.all([once(stderr, 'close'), once(stdout, 'close')])
   const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`gateway did not start:\n${lines.join('\n')}`)), 20_000)
+    const timer = setTimeout(() => reject(new Error(`gateway did not start:\n${lines.join('\n')}`)), 45_000)
     let address: string | undefined
-    createInterface({ input: child.stdout! }).on('line', (line) => {
-      lines.push(line)
+    stdout.on('line', (line) => {
+      record(line)
       if (line.includes('"gateway listening"')) address = (JSON.parse(line) as { address: string }).address
       if (line.includes('"upstreams started"') && address !== undefined) {
         clearTimeout(timer)
@@ -55,5 +83,37 @@ export async function startGatewayProcess (configFile: string, args: string[] = 
     })
     void exited.then(([code]) => reject(new Error(`gateway exited with ${code}:\n${lines.join('\n')}`)))
   })
-  return { child, url, lines, exited }
+  return { child, url, lines, output, drained, exited }
+}
+
+/**
+ * Resolves with the first log line of `gateway`, from index `from` on, that contains `text` (or satisfies it),
+ * as soon as it is written; fails when the process exits first or after `timeoutMs` (a guard against hangs).
+ */
+export async function loggedLine (gateway: GatewayProcess, text: string | ((line: string) => boolean), options: { from?: number, timeoutMs?: number } = {}): Promise<string> {
+  const matches = typeof text === 'string' ? (line: string) => line.includes(text) : text
+  const seen = gateway.lines.slice(options.from ?? 0).find(matches)
+  if (seen !== undefined) return seen
+  const timeoutMs = options.timeoutMs ?? 20_000
+  return await new Promise<string>((resolve, reject) => {
+    let settled = false
+    const onLine = (line: string): void => {
+      if (settled || !matches(line)) return
+      done()
+      resolve(line)
+    }
+    const fail = (why: string): void => {
+      if (settled) return
+      done()
+      reject(new Error(`the gateway process ${why} without logging ${String(text)}; it logged:\n${gateway.lines.slice(options.from ?? 0).join('\n')}`))
+    }
+    const timer = setTimeout(() => fail(`ran ${timeoutMs} ms`), timeoutMs)
+    const done = (): void => {
+      settled = true
+      clearTimeout(timer)
+      gateway.output.off('line', onLine)
+    }
+    gateway.output.on('line', onLine)
+    void gateway.drained.then(() => fail('exited'))
+  })
 }

@@ -1,5 +1,6 @@
 import { Agent, fetch as undiciFetch } from 'undici'
 import { readSse } from './sse.ts'
+import { until } from './until.ts'
 
 type Json = Record<string, unknown>
 
@@ -90,13 +91,31 @@ export class RawSession {
 
   /** Polls tasks/get until the task reaches one of `statuses` (bounded). */
   async waitFor (taskId: string, statuses: string[]): Promise<Json> {
-    for (let i = 0; i < 400; i++) {
-      const response = await this.request('tasks/get', { taskId })
-      const task = response.result as Json | undefined
-      if (task && statuses.includes(String(task.status))) return task
-      await new Promise((resolve) => setTimeout(resolve, 20))
-    }
-    throw new Error(`task ${taskId} never reached ${statuses.join('/')}`)
+    let last: Json = {}
+    return await until(`task ${taskId} reaching ${statuses.join('/')}`, async () => {
+      last = await this.request('tasks/get', { taskId })
+      const task = last.result as Json | undefined
+      return task && statuses.includes(String(task.status)) ? task : undefined
+    }, { describeLast: () => `: ${JSON.stringify(last)}` })
+  }
+}
+
+/** Calls a tool as a 2025-11-25 task on `session` and returns the task's id (throws with the response when none was created). */
+export async function legacyTask (session: RawSession, name: string, args: Json = {}, ttl = 60_000): Promise<string> {
+  const response = await session.request('tools/call', { name, arguments: args, task: { ttl } })
+  const taskId = ((response.result as Json | undefined)?.task as Json | undefined)?.taskId
+  if (typeof taskId !== 'string') throw new Error(`${name} created no task: ${JSON.stringify(response)}`)
+  return taskId
+}
+
+/** Reads a stream until `predicate` holds; returns everything read, the matching message last. */
+export async function readUntil (stream: AsyncGenerator<Json>, predicate: (message: Json) => boolean): Promise<Json[]> {
+  const seen: Json[] = []
+  for (;;) {
+    const { value, done } = await stream.next()
+    if (done) throw new Error(`the stream ended after ${JSON.stringify(seen)}`)
+    seen.push(value)
+    if (predicate(value)) return seen
   }
 }
 

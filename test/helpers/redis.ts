@@ -1,9 +1,15 @@
 import { randomUUID } from 'node:crypto'
 import { Redis } from 'ioredis'
+import { inject } from 'vitest'
 import { RedisStore } from '../../src/store/redis/redis-store.ts'
 
 /** The machine's Redis (also on CI); REDIS_URL overrides it. */
 export const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
+
+// Every file that needs Redis imports this module: without a Redis (test/global-setup.ts asked), such a file
+// fails here, saying what to start, rather than in timeouts test by test.
+const redisProblem = inject('redisProblem')
+if (redisProblem) throw new Error(redisProblem)
 
 /** Deletes every key under `prefix`. */
 export async function purge (prefix: string): Promise<number> {

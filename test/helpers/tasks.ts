@@ -1,5 +1,6 @@
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
+import { until } from './until.ts'
 
 export interface StreamOutcome {
   taskId: string | undefined
@@ -27,10 +28,8 @@ export async function runTask (client: Client, name: string, args: Record<string
 
 /** Polls tasks/get until the task has one of `statuses` (bounded). */
 export async function waitForStatus (client: Client, taskId: string, statuses: string[]): Promise<string> {
-  for (let i = 0; i < 400; i++) {
+  return await until(`task ${taskId} reaching ${statuses.join('/')}`, async () => {
     const task = await client.experimental.tasks.getTask(taskId)
-    if (statuses.includes(task.status)) return task.status
-    await new Promise((resolve) => setTimeout(resolve, 25))
-  }
-  throw new Error(`task ${taskId} never reached ${statuses.join('/')}`)
+    return statuses.includes(task.status) ? task.status : undefined
+  })
 }
