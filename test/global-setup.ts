@@ -1,3 +1,7 @@
+import { execFileSync } from 'node:child_process'
+import { readdirSync, statSync } from 'node:fs'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import { Redis } from 'ioredis'
 import type { TestProject } from 'vitest/node'
 
@@ -15,7 +19,30 @@ const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
  * test/helpers/redis.ts) then fails at once with what to start, instead of every test timing out.
  */
 export default async function setup (project: TestProject): Promise<void> {
+  buildWhenStale()
   project.provide('redisProblem', await redisProblem())
+}
+
+const ROOT = fileURLToPath(new URL('../', import.meta.url))
+
+/**
+ * Tests run the gateway and the demo upstream as child processes from dist/ (test/helpers/built.ts): it is
+ * built first when missing or older than any file of src/, so a child never runs stale code.
+ */
+function buildWhenStale (): void {
+  const built = modifiedAt(join(ROOT, 'dist', 'main.js'))
+  const newestSource = Math.max(...readdirSync(join(ROOT, 'src'), { recursive: true, encoding: 'utf8' })
+    .map((file) => modifiedAt(join(ROOT, 'src', file))))
+  if (built >= newestSource) return
+  execFileSync(process.platform === 'win32' ? 'npm.cmd' : 'npm', ['run', 'build'], { cwd: ROOT, stdio: 'inherit' })
+}
+
+function modifiedAt (file: string): number {
+  try {
+    return statSync(file).mtimeMs
+  } catch {
+    return 0
+  }
 }
 
 async function redisProblem (): Promise<string | null> {

@@ -8,6 +8,7 @@ import { describe, expect, it } from 'vitest'
 import { McpError } from '@modelcontextprotocol/sdk/types.js'
 import { connectV1, textOf } from '../helpers/clients.ts'
 import { REPO_ROOT } from '../fixtures/spawn-upstream.ts'
+import { DEMO_MAIN, GATEWAY_MAIN } from '../helpers/built.ts'
 import { demoStdioYaml, loggedLine, startGatewayProcess, writeConfig } from '../helpers/process.ts'
 
 function config (grace: string): string {
@@ -19,7 +20,7 @@ upstreams:
   - name: demo
     transport: stdio
     command: ${JSON.stringify(process.execPath)}
-    args: [--import, tsx, src/demo/main.ts]
+    args: [${DEMO_MAIN}]
 `
 }
 
@@ -67,7 +68,7 @@ describe('the gateway process', () => {
 describe('the gateway process at start', () => {
   it('exits 1 naming both upstreams when their names collide', async () => {
     const file = writeConfig(`store: { kind: memory }\nupstreams:\n${demoStdioYaml('one')}\n    prefix: ''\n${demoStdioYaml('two')}\n    prefix: ''\n`)
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts', '--config', file, '--port', '0'], { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] })
+    const child = spawn(process.execPath, [GATEWAY_MAIN, '--config', file, '--port', '0'], { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] })
     let stderr = ''
     child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString('utf8') })
     let stdout = ''
@@ -80,7 +81,7 @@ describe('the gateway process at start', () => {
 
   it('exits 2, as for any configuration problem, when a server.tls file cannot be read', async () => {
     const file = writeConfig(`server: { tls: { cert: ./missing.crt, key: ./missing.key } }\nstore: { kind: memory }\nupstreams:\n${demoStdioYaml('one')}\n`)
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts', '--config', file, '--port', '0'], { cwd: REPO_ROOT, stdio: ['ignore', 'ignore', 'pipe'] })
+    const child = spawn(process.execPath, [GATEWAY_MAIN, '--config', file, '--port', '0'], { cwd: REPO_ROOT, stdio: ['ignore', 'ignore', 'pipe'] })
     let stderr = ''
     child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString('utf8') })
     const [code] = await once(child, 'exit')

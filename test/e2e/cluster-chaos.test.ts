@@ -1,6 +1,7 @@
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startUpstream, type StartedUpstream } from '../fixtures/spawn-upstream.ts'
+import { DEMO_MAIN } from '../helpers/built.ts'
 import { startCluster, type Cluster } from '../helpers/cluster.ts'
 import { ModernRaw } from '../helpers/modern-raw.ts'
 import { RawSession } from '../helpers/raw-session.ts'
@@ -44,7 +45,7 @@ describe('chaos: one of three gateway processes killed with SIGKILL under 300 ta
   let redis: Redis
 
   beforeAll(async () => {
-    demo = await startUpstream('src/demo/main.ts', ['--http', '0'])
+    demo = await startUpstream(DEMO_MAIN, ['--http', '0'])
     cluster = await startCluster(`
 logging: { level: info }
 metrics: { listener: main }

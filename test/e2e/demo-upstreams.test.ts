@@ -7,6 +7,7 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { DEMO_TOOL_NAMES } from '../../src/demo/demo-server.ts'
 import { REPO_ROOT, startUpstream, type StartedUpstream } from '../fixtures/spawn-upstream.ts'
+import { DEMO_MAIN } from '../helpers/built.ts'
 import { textOf } from '../helpers/clients.ts'
 import { call, createTestClient, rpcErrorOf, startAndCancelSlow, slowWithProgress, ROOTS, type OpenedDemo } from '../helpers/demo-client.ts'
 
@@ -141,7 +142,7 @@ demoSuite('demo upstream over stdio', async () => {
   const { client, state } = createTestClient()
   const transport = new StdioClientTransport({
     command: process.execPath,
-    args: ['--import', 'tsx', 'src/demo/main.ts'],
+    args: [DEMO_MAIN],
     cwd: REPO_ROOT,
     stderr: 'pipe',
   })
@@ -152,7 +153,7 @@ demoSuite('demo upstream over stdio', async () => {
 })
 
 demoSuite('demo upstream over Streamable HTTP', async () => {
-  const upstream = await startUpstream('src/demo/main.ts', ['--http', '0'])
+  const upstream = await startUpstream(DEMO_MAIN, ['--http', '0'])
   const { client, state } = createTestClient()
   await client.connect(new StreamableHTTPClientTransport(new URL(upstream.url)))
   return {
@@ -171,7 +172,7 @@ describe('demo upstream over Streamable HTTP with two sessions', () => {
   const a = createTestClient()
   const b = createTestClient()
   beforeAll(async () => {
-    upstream = await startUpstream('src/demo/main.ts', ['--http', '0'])
+    upstream = await startUpstream(DEMO_MAIN, ['--http', '0'])
     await a.client.connect(new StreamableHTTPClientTransport(new URL(upstream.url)))
     await b.client.connect(new StreamableHTTPClientTransport(new URL(upstream.url)))
   })
@@ -207,7 +208,7 @@ describe('two demo processes over stdio', () => {
   const b = createTestClient()
   const transport = (): StdioClientTransport => new StdioClientTransport({
     command: process.execPath,
-    args: ['--import', 'tsx', 'src/demo/main.ts'],
+    args: [DEMO_MAIN],
     cwd: REPO_ROOT,
     stderr: 'ignore',
   })
@@ -237,7 +238,7 @@ describe('demo upstream with a client that declares no capabilities', () => {
   let client: Client
   beforeAll(async () => {
     client = new Client({ name: 'no-capabilities', version: '1.0.0' }, { capabilities: {} })
-    await client.connect(new StdioClientTransport({ command: process.execPath, args: ['--import', 'tsx', 'src/demo/main.ts'], cwd: REPO_ROOT, stderr: 'ignore' }))
+    await client.connect(new StdioClientTransport({ command: process.execPath, args: [DEMO_MAIN], cwd: REPO_ROOT, stderr: 'ignore' }))
   })
   afterAll(async () => { await client.close() })
 

@@ -2,6 +2,7 @@ import { setTimeout as delay } from 'node:timers/promises'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js'
+import { DEMO_MAIN } from '../helpers/built.ts'
 import { startUpstream, type StartedUpstream } from '../fixtures/spawn-upstream.ts'
 import { connectV1, textOf } from '../helpers/clients.ts'
 import { startGateway, type RunningGateway } from '../helpers/gateway.ts'
@@ -19,7 +20,7 @@ describe('a list change announced by many upstream sessions at once', () => {
   const clients: Array<{ client: Client, changes: number }> = []
 
   beforeAll(async () => {
-    demo = await startUpstream('src/demo/main.ts', ['--http', '0'])
+    demo = await startUpstream(DEMO_MAIN, ['--http', '0'])
     gw = await startGateway({ upstreams: [{ name: 'demo', transport: 'streamable-http', url: demo.url }] })
     for (let i = 0; i < 3; i++) {
       const entry = { client: await connectV1(gw.url, { capabilities: {} }), changes: 0 }

@@ -4,6 +4,7 @@ import { fetch } from 'undici'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { sha256Hex } from '../../src/auth/bearer-tokens.ts'
 import { startUpstream, type StartedUpstream } from '../fixtures/spawn-upstream.ts'
+import { DEMO_MAIN } from '../helpers/built.ts'
 import { startCluster } from '../helpers/cluster.ts'
 import { startGateway, type RunningGateway } from '../helpers/gateway.ts'
 import { ModernRaw } from '../helpers/modern-raw.ts'
@@ -83,7 +84,7 @@ describe('rate limits', () => {
   }
 
   beforeAll(async () => {
-    demo = await startUpstream('src/demo/main.ts', ['--http', '0'])
+    demo = await startUpstream(DEMO_MAIN, ['--http', '0'])
   })
 
   afterAll(async () => {

@@ -3,6 +3,7 @@ import { Redis } from 'ioredis'
 import { fetch } from 'undici'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startUpstream, type StartedUpstream } from '../fixtures/spawn-upstream.ts'
+import { DEMO_MAIN } from '../helpers/built.ts'
 import { startGateway, type RunningGateway } from '../helpers/gateway.ts'
 import { ModernRaw } from '../helpers/modern-raw.ts'
 import { legacyTask, next, RawSession } from '../helpers/raw-session.ts'
@@ -94,7 +95,7 @@ describe('Redis keys over many short-lived tasks and sessions', () => {
   beforeAll(async () => {
     redis = new Redis(REDIS_URL)
     // Over HTTP: each client's upstream session is cheap (over stdio each is a process of its own).
-    demo = await startUpstream('src/demo/main.ts', ['--http', '0'])
+    demo = await startUpstream(DEMO_MAIN, ['--http', '0'])
     gw = await startGateway({
       store: { kind: 'redis', url: REDIS_URL, prefix },
       // Above the time a worker uses its session: the gateway refreshes a session's last use at most every

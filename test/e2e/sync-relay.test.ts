@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { McpError, ResourceUpdatedNotificationSchema, ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js'
+import { DEMO_MAIN } from '../helpers/built.ts'
 import { startUpstream, type StartedUpstream } from '../fixtures/spawn-upstream.ts'
 import { connectV1, textOf } from '../helpers/clients.ts'
 import { demoStdio, startGateway, type RunningGateway } from '../helpers/gateway.ts'
@@ -20,7 +21,7 @@ describe.each(['stdio', 'streamable-http'] as const)('sync calls through the gat
     if (transport === 'stdio') {
       upstream = demoStdio()
     } else {
-      demoHttp = await startUpstream('src/demo/main.ts', ['--http', '0'])
+      demoHttp = await startUpstream(DEMO_MAIN, ['--http', '0'])
       upstream = { name: 'demo', transport: 'streamable-http', url: demoHttp.url }
     }
     gw = await startGateway({ upstreams: [upstream] })

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { CallToolResultSchema, CreateTaskResultSchema, McpError } from '@modelcontextprotocol/sdk/types.js'
 import { startUpstream, type StartedUpstream } from '../fixtures/spawn-upstream.ts'
+import { DEMO_MAIN } from '../helpers/built.ts'
 import { connectV1, textOf } from '../helpers/clients.ts'
 import { demoStdio, startGateway, type RunningGateway } from '../helpers/gateway.ts'
 import { runTask, waitForStatus } from '../helpers/tasks.ts'
@@ -21,7 +22,7 @@ describe.each(['stdio', 'streamable-http'] as const)('tasks through the gateway 
   beforeAll(async () => {
     v1 = await startUpstream('test/fixtures/v1-http-upstream.ts', ['--port', '0'])
     const toolSettings = { echo: { taskSupport: 'forbidden' }, fail_tool: { taskSupport: 'optional' }, list_roots: { taskSupport: 'required' } }
-    if (transport === 'streamable-http') demoHttp = await startUpstream('src/demo/main.ts', ['--http', '0'])
+    if (transport === 'streamable-http') demoHttp = await startUpstream(DEMO_MAIN, ['--http', '0'])
     const demo = demoHttp ? { name: 'demo', transport: 'streamable-http', url: demoHttp.url, toolSettings } : demoStdio({ toolSettings })
     gw = await startGateway({
       tasks: { pollInterval: '50ms' },

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { MemoryBus } from '../../src/store/memory/memory-bus.ts'
+import { DEMO_MAIN } from '../helpers/built.ts'
 import { startUpstream, type StartedUpstream } from '../fixtures/spawn-upstream.ts'
 import { startGateway, type RunningGateway } from '../helpers/gateway.ts'
 import { RawSession } from '../helpers/raw-session.ts'
@@ -22,7 +23,7 @@ describe(`${TASKS} concurrent tasks`, () => {
   const onWarning = (warning: Error): void => { warnings.push(`${warning.name}: ${warning.message}`) }
 
   beforeAll(async () => {
-    demo = await startUpstream('src/demo/main.ts', ['--http', '0'])
+    demo = await startUpstream(DEMO_MAIN, ['--http', '0'])
     gw = await startGateway({
       upstreams: [{ name: 'demo', transport: 'streamable-http', url: demo.url, maxConcurrentCalls: 50, maxQueuedCalls: 2000 }],
       tasks: { maxActivePerPrincipal: 2000 },

@@ -5,6 +5,7 @@ import { parseConfig } from '../../src/config/load.ts'
 import type { Config } from '../../src/config/schema.ts'
 import { buildGateway, type Gateway, type GatewayOptions } from '../../src/gateway.ts'
 import { loggerOptions } from '../../src/observability/logger.ts'
+import { DEMO_MAIN } from './built.ts'
 
 export interface RunningGateway {
   gateway: Gateway
@@ -17,9 +18,9 @@ export interface RunningGateway {
   close (): Promise<void>
 }
 
-/** The demo upstream over stdio, run from the TypeScript sources. */
+/** The demo upstream over stdio, compiled (see built.ts). */
 export function demoStdio (extra: Record<string, unknown> = {}): Record<string, unknown> {
-  return { name: 'demo', transport: 'stdio', command: process.execPath, args: ['--import', 'tsx', 'src/demo/main.ts'], ...extra }
+  return { name: 'demo', transport: 'stdio', command: process.execPath, args: [DEMO_MAIN], ...extra }
 }
 
 /** Builds and starts a gateway on a free loopback port with a memory store and a captured log (`options`: more of buildGateway's). */

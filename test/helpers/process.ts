@@ -6,6 +6,7 @@ import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { afterAll } from 'vitest'
 import { REPO_ROOT } from '../fixtures/spawn-upstream.ts'
+import { DEMO_MAIN, GATEWAY_MAIN } from './built.ts'
 
 const started = new Set<ChildProcess>()
 
@@ -37,7 +38,7 @@ export function demoStdioYaml (name = 'demo'): string {
   return `  - name: ${name}
     transport: stdio
     command: ${JSON.stringify(process.execPath)}
-    args: [--import, tsx, src/demo/main.ts]`
+    args: [${DEMO_MAIN}]`
 }
 
 /** Writes a YAML config into a fresh temporary directory and returns its path. */
@@ -49,11 +50,11 @@ export function writeConfig (yaml: string): string {
 }
 
 /**
- * Starts the real CLI (`src/main.ts`) as a child process and waits until it listens and every upstream's
+ * Starts the real CLI (compiled, `dist/main.js`) as a child process and waits until it listens and every upstream's
  * first connect has ended (`upstreams started`; the gateway itself serves before that).
  */
 export async function startGatewayProcess (configFile: string, args: string[] = []): Promise<GatewayProcess> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts', '--config', configFile, '--port', '0', ...args], {
+  const child = spawn(process.execPath, [GATEWAY_MAIN, '--config', configFile, '--port', '0', ...args], {
     cwd: REPO_ROOT,
     stdio: ['ignore', 'pipe', 'pipe'],
   })

@@ -7,6 +7,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { GATEWAY_MAIN } from '../helpers/built.ts'
 
 const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url))
 const execFileAsync = promisify(execFile)
@@ -27,7 +28,7 @@ describe('--check', () => {
     await writeFile(file, yaml)
     const env = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? tmpdir() }
     try {
-      const { stdout, stderr } = await execFileAsync(process.execPath, ['--import', 'tsx', 'src/main.ts', '--config', file, '--check'], { cwd: REPO_ROOT, env, timeout: 20_000 })
+      const { stdout, stderr } = await execFileAsync(process.execPath, [GATEWAY_MAIN, '--config', file, '--check'], { cwd: REPO_ROOT, env, timeout: 20_000 })
       return { code: 0, stdout, stderr }
     } catch (err) {
       const failed = err as { code?: unknown, stdout?: string, stderr?: string }

@@ -8,6 +8,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { GATEWAY_MAIN } from '../helpers/built.ts'
 import { loadConfig, parseConfigText, type ConfigProblem } from '../../src/config/load.ts'
 import { GatewayError } from '../../src/errors.ts'
 
@@ -325,7 +326,7 @@ describe('the command line', () => {
   async function cli (args: string[], env: Record<string, string> = {}): Promise<{ code: number, stdout: string, stderr: string }> {
     const base = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? tmpdir() }
     try {
-      const { stdout, stderr } = await execFileAsync(process.execPath, ['--import', 'tsx', 'src/main.ts', ...args], {
+      const { stdout, stderr } = await execFileAsync(process.execPath, [GATEWAY_MAIN, ...args], {
         cwd: REPO_ROOT,
         env: { ...base, ...env },
         timeout: 20_000,
