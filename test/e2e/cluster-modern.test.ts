@@ -29,7 +29,12 @@ function onlyInput (result: Json): [string, Json] {
 }
 
 /** A subscriptions/listen stream on one process, read message by message. */
-async function listen (url: string, client: ModernRaw, id: number, notifications: Json): Promise<{ next: (match: (m: Json) => boolean) => Promise<Json>, close: () => void }> {
+async function listen (
+  url: string,
+  client: ModernRaw,
+  id: number,
+  notifications: Json,
+): Promise<{ next: (match: (m: Json) => boolean) => Promise<Json>, close: () => void }> {
   const controller = new AbortController()
   const res = await fetch(url, {
     method: 'POST',

@@ -42,7 +42,12 @@ async function modernTask (client: ModernRaw, name: string, args: Json = {}): Pr
 }
 
 /** Opens a 2026-07-28 subscriptions/listen stream asking for notifications about `taskIds`. */
-async function listen (client: ModernRaw, auth: Record<string, string>, taskIds: string[], signal: AbortSignal): Promise<AsyncGenerator<Json>> {
+async function listen (
+  client: ModernRaw,
+  auth: Record<string, string>,
+  taskIds: string[],
+  signal: AbortSignal,
+): Promise<AsyncGenerator<Json>> {
   const res = await undiciFetch(client.url, {
     method: 'POST',
     signal,
@@ -190,7 +195,8 @@ describe('isolation between principals', () => {
         for (const method of ['tasks/get', 'tasks/update', 'tasks/cancel']) {
           const params = method === 'tasks/update' ? { inputResponses: mallory } : {}
           const foreign = modernReply(await bob.request(method, { ...params, taskId }))
-          expectLikeUnknown(foreign, modernReply(await bob.request(method, { ...params, taskId: UNKNOWN_TASK })), taskId, UNKNOWN_TASK, method)
+          const unknown = modernReply(await bob.request(method, { ...params, taskId: UNKNOWN_TASK }))
+          expectLikeUnknown(foreign, unknown, taskId, UNKNOWN_TASK, method)
         }
       }
     }

@@ -32,7 +32,8 @@ describe('@modelcontextprotocol/server-filesystem behind the gateway', () => {
   const clients: Client[] = []
 
   const connect = async (roots?: () => string[]): Promise<Client> => {
-    const client = await connectV1(gw.url, roots === undefined ? { capabilities: {} } : { onRoots: () => ({ roots: roots().map((path) => ({ uri: pathToFileURL(path).href })) }) })
+    const onRoots = roots === undefined ? undefined : () => ({ roots: roots().map((path) => ({ uri: pathToFileURL(path).href })) })
+    const client = await connectV1(gw.url, onRoots === undefined ? { capabilities: {} } : { onRoots })
     clients.push(client)
     return client
   }

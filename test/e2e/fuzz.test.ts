@@ -44,7 +44,14 @@ function isObject (value: unknown): value is Json {
 
 async function send (url: string, agent: Agent, c: FuzzCase): Promise<Reply> {
   const body = c.chunked && c.body !== undefined ? Readable.from([c.body.slice(0, 1024), c.body.slice(1024)]) : c.body
-  const res = await request(url, { method: c.method, headers: c.headers, body, dispatcher: agent, headersTimeout: 15_000, bodyTimeout: 15_000 })
+  const res = await request(url, {
+    method: c.method,
+    headers: c.headers,
+    body,
+    dispatcher: agent,
+    headersTimeout: 15_000,
+    bodyTimeout: 15_000,
+  })
   const text = await res.body.text()
   return { status: res.statusCode, contentType: String(res.headers['content-type'] ?? ''), text, headers: res.headers }
 }
@@ -243,7 +250,11 @@ ${demoStdioYaml()}
     await reach(modern, ids.modernDone, ['completed'])
     const firstKey = async (taskId: string): Promise<string> => Object.keys((await reach(modern, taskId, ['input_required'])).inputRequests as Json)[0]!
     const held = await new ModernRaw(gw.url, FORM, AUTH.alice).result('tools/call', { name: 'demo__ask_user', arguments: { message: 'Held name?', timeoutMs: 600_000 } })
-    keys = { asking: await firstKey(ids.asking), modernAsking: await firstKey(ids.modernAsking), held: Object.keys(held.inputRequests as Json)[0]! }
+    keys = {
+      asking: await firstKey(ids.asking),
+      modernAsking: await firstKey(ids.modernAsking),
+      held: Object.keys(held.inputRequests as Json)[0]!,
+    }
     expect((await modern.result('tasks/get', { taskId: ids.running })).status).toBe('working')
     targets = {
       maxBodyBytes: MAX_BODY_BYTES,
@@ -312,7 +323,9 @@ ${demoStdioYaml()}
       // The requests accepted last before the change that aimed at this task or its pending input: the suspects.
       const key = Object.values(targets.inputs).find((input) => input.taskId === taskId)?.key ?? taskId
       const changedAt = Date.parse(String((JSON.parse(after.tasks.get(taskId) ?? '{}') as { modern?: Json }).modern?.lastUpdatedAt))
-      const suspects = report.acceptedLive.filter((a) => a.at <= changedAt + 100 && (a.request.includes(key) || a.request.includes(taskId))).slice(-3)
+      const suspects = report.acceptedLive
+        .filter((a) => a.at <= changedAt + 100 && (a.request.includes(key) || a.request.includes(taskId)))
+        .slice(-3)
       return `${taskId}\n  before ${state}\n  after  ${after.tasks.get(taskId) ?? ''}\n  last accepted requests aimed at it:\n  ${suspects.map((s) => s.request).join('\n  ')}`
     })
     expect(changed).toEqual([])

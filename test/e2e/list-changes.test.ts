@@ -43,7 +43,9 @@ describe('a list change announced by many upstream sessions at once', () => {
     expect(gw.gateway.upstreams[0]!.load.sessions).toBe(2)
 
     expect(textOf(await a.client.callTool({ name: 'demo__toggle_extra_tool', arguments: {} }))).toBe('extra tool added')
-    await vi.waitFor(() => { for (const entry of clients) expect(entry.changes).toBeGreaterThanOrEqual(1) }, { timeout: 10_000, interval: 20 })
+    await vi.waitFor(() => {
+      for (const entry of clients) expect(entry.changes).toBeGreaterThanOrEqual(1)
+    }, { timeout: 10_000, interval: 20 })
     await delay(QUIET_MS)
     expect(clients.map((entry) => entry.changes)).toEqual([1, 1, 1])
     for (const { client } of clients) expect((await client.listTools()).tools.map((t) => t.name)).toContain('demo__extra')

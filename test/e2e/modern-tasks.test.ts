@@ -114,7 +114,10 @@ describe('tasks for 2026-07-28 clients', () => {
     const client = new Client(clientInfo, { capabilities: clientCapabilities, versionNegotiation: { mode: { pin: '2026-07-28' } } })
     await client.connect(new StreamableHTTPClientTransport(new URL(gw.url), { requestInit: { headers: AUTH } }))
     let nextId = 1
-    const rawDispatch = async (request: { method: string, params?: Json }, options: { signal?: AbortSignal, context?: { headers?: Record<string, string> } } = {}) => {
+    const rawDispatch = async (
+      request: { method: string, params?: Json },
+      options: { signal?: AbortSignal, context?: { headers?: Record<string, string> } } = {},
+    ) => {
       const body = { jsonrpc: '2.0', id: `raw-${nextId++}`, ...request }
       // ext-tasks supplies Mcp-Name for tasks/* in context.headers; tools/call gets it here.
       const name = request.method === 'tools/call' ? request.params?.name : undefined

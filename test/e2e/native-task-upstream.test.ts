@@ -41,7 +41,8 @@ describe('native-task-upstream fixture (v1 SDK task API)', () => {
   async function collect (name: string, args: Record<string, unknown>,
     onCreated?: (taskId: string) => Promise<void>): Promise<Array<ResponseMessage<CallToolResult>>> {
     const seen: Array<ResponseMessage<CallToolResult>> = []
-    for await (const message of client.experimental.tasks.callToolStream({ name, arguments: args }, CallToolResultSchema, { task: { ttl: 60_000 } })) {
+    const stream = client.experimental.tasks.callToolStream({ name, arguments: args }, CallToolResultSchema, { task: { ttl: 60_000 } })
+    for await (const message of stream) {
       seen.push(message)
       if (message.type === 'taskCreated' && onCreated) await onCreated(message.task.taskId)
     }

@@ -67,7 +67,8 @@ describe('permissions by scope, and upstream credentials', () => {
   })
 
   it('lists only what the caller\'s scopes grant, in both eras', async () => {
-    const listed = async (who: keyof typeof TOKENS): Promise<{ tools: string[], prompts: string[], resources: string[], modern: string[], scope: unknown }> => {
+    type Listed = { tools: string[], prompts: string[], resources: string[], modern: string[], scope: unknown }
+    const listed = async (who: keyof typeof TOKENS): Promise<Listed> => {
       const session = await RawSession.open(gw.url, {}, bearer(who))
       const tools = names(((await session.request('tools/list')).result as Json).tools)
       const prompts = names(((await session.request('prompts/list')).result as Json).prompts)

@@ -47,7 +47,8 @@ describe('a configuration reload in front of @modelcontextprotocol/server-memory
 
   beforeAll(async () => {
     file = writeConfig(configuration([demoStdio()]))
-    gw = await startGateway(JSON.parse(configuration([demoStdio()])) as Record<string, unknown>, {}, { configSource: () => loadConfig(file) })
+    const raw = JSON.parse(configuration([demoStdio()])) as Record<string, unknown>
+    gw = await startGateway(raw, {}, { configSource: () => loadConfig(file) })
     client = await connectV1(gw.url)
     client.setNotificationHandler(ToolListChangedNotificationSchema, () => { listChanges++ })
   })

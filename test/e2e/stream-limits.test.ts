@@ -136,7 +136,11 @@ async function within<T> (ms: number, what: string, promise: Promise<T>): Promis
  * A GET stream over a raw socket that reads the response head and the priming event, then nothing
  * more; with the gateway's end of that connection.
  */
-async function unreadGetStream (gw: RunningGateway, session: RawSession, auth: Record<string, string>): Promise<{ socket: Socket, serverSide: Socket, streamId: string }> {
+async function unreadGetStream (
+  gw: RunningGateway,
+  session: RawSession,
+  auth: Record<string, string>,
+): Promise<{ socket: Socket, serverSide: Socket, streamId: string }> {
   const { hostname, port } = new URL(gw.base)
   const server = gw.gateway.app.server
   const accepted: Socket[] = []
@@ -240,7 +244,10 @@ describe('SSE streams whose client stops reading (limits.streamStallTimeout, str
   })
 
   /** Floods a stalled GET stream until the gateway closes it; returns what the gateway logged about it. */
-  async function floodUntilClosed (gw: RunningGateway, session: RawSession): Promise<{ log: Json, streamId: string, socket: Socket, taskId: string }> {
+  async function floodUntilClosed (
+    gw: RunningGateway,
+    session: RawSession,
+  ): Promise<{ log: Json, streamId: string, socket: Socket, taskId: string }> {
     const { socket, serverSide, streamId } = await unreadGetStream(gw, session, ALICE)
     const closed = once(serverSide, 'close')
     // 8 KB every 2 ms, far more than the socket buffers of a loopback connection take in a few seconds.

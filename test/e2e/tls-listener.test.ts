@@ -66,7 +66,10 @@ describe('TLS on the listener (server.tls)', () => {
   it('serves the MCP endpoint over HTTPS to an SDK client that trusts the certificate', async () => {
     expect(gw.url).toMatch(/^https:\/\/127\.0\.0\.1:\d+\/mcp$/)
     const client = new Client({ name: 'tls', version: '1.0.0' })
-    const fetchWithCa = async (url: string | URL, init?: RequestInit): Promise<Response> => await undiciFetch(url, { ...init, dispatcher: agent } as Parameters<typeof undiciFetch>[1]) as unknown as Response
+    const fetchWithCa = async (url: string | URL, init?: RequestInit): Promise<Response> => {
+      const options = { ...init, dispatcher: agent } as Parameters<typeof undiciFetch>[1]
+      return await undiciFetch(url, options) as unknown as Response
+    }
     await client.connect(new StreamableHTTPClientTransport(new URL(gw.url), { fetch: fetchWithCa }))
     try {
       const tools = await client.listTools()
@@ -91,7 +94,8 @@ describe('server.tls.ca', () => {
   it('sends the intermediates it names, so that a client trusting only the root accepts a certificate without them', async () => {
     const agent = new Agent({ connect: { ca: readFileSync(chain.root) } })
     const withoutCa = await startGateway({ upstreams: [demoStdio()], server: { tls: { cert: chain.cert, key: chain.key } } })
-    const withCa = await startGateway({ upstreams: [demoStdio()], server: { tls: { cert: chain.cert, key: chain.key, ca: chain.intermediate } } })
+    const tls = { cert: chain.cert, key: chain.key, ca: chain.intermediate }
+    const withCa = await startGateway({ upstreams: [demoStdio()], server: { tls } })
     try {
       await expect(undiciFetch(`${withoutCa.base}/healthz`, { dispatcher: agent })).rejects.toMatchObject({ cause: { code: 'UNABLE_TO_VERIFY_LEAF_SIGNATURE' } })
       expect((await undiciFetch(`${withCa.base}/healthz`, { dispatcher: agent })).status).toBe(200)

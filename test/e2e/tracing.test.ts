@@ -31,7 +31,10 @@ function find (spans: RecordedSpan[], test: (span: RecordedSpan) => boolean): Re
 }
 
 /** Waits for the span of the upstream request that `meta` names and for its parent span. */
-async function upstreamAndParent (receiver: OtlpReceiver, meta: string | null): Promise<{ spans: RecordedSpan[], upstream: RecordedSpan, parent: RecordedSpan }> {
+async function upstreamAndParent (
+  receiver: OtlpReceiver,
+  meta: string | null,
+): Promise<{ spans: RecordedSpan[], upstream: RecordedSpan, parent: RecordedSpan }> {
   const spans = await receiver.waitFor(`the span ${String(meta)} and its parent`, (all) => {
     const upstream = find(all, (s) => traceparent(s) === meta)
     return upstream !== undefined && find(all, (s) => s.spanId === upstream.parentSpanId) !== undefined

@@ -32,7 +32,8 @@ export class RoundRobinBalancer {
           return
         }
         const backend = new URL(live[this.#next++ % live.length]!)
-        const upstream = httpRequest({ host: backend.hostname, port: backend.port, method: req.method, path: req.url, headers: req.headers }, (response) => {
+        const target = { host: backend.hostname, port: backend.port, method: req.method, path: req.url, headers: req.headers }
+        const upstream = httpRequest(target, (response) => {
           this.served.set(backend.origin, (this.served.get(backend.origin) ?? 0) + 1)
           res.writeHead(response.statusCode ?? 502, response.headers)
           response.pipe(res)

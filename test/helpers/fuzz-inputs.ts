@@ -69,7 +69,8 @@ const POISON = ['"__proto__":{"polluted":true}', '"\\u005f_proto__":{"polluted":
 const HARMLESS = ['"constructor":"x"', '"constructor":{"name":"x"}', '"prototype":{"polluted":true}', '"toString":1', '"hasOwnProperty":"x"', '"valueOf":{}', '"then":1']
 const UNKNOWN_METHODS = ['tools/frobnicate', '__proto__', 'constructor', 'toString', 'hasOwnProperty', 'valueOf', 'tasks/', '', ' ping', 'PING', 'tasks/get/', 'rpc.discover', 'notifications/initialized', 'server/discover', 'subscriptions/listen', 'tasks/update', 'elicitation/create', 'résumé/ü', '\ud800']
 
-const expect = (status: number, outcome: Outcome, id: RequestId | null = null): Expectation => ({ status: [status], outcomes: [outcome], id })
+const expect = (status: number, outcome: Outcome, id: RequestId | null = null): Expectation =>
+  ({ status: [status], outcomes: [outcome], id })
 const ACCEPTED = expect(202, 'empty')
 
 /** `depth` nested arrays or objects, written as text (JSON.stringify itself overflows the stack on them). */
@@ -90,7 +91,10 @@ export class Gen {
 
   who (): Who { return this.rng.chance(0.7) ? 'alice' : 'bob' }
   auth (who: Who): Record<string, string> { return { authorization: `Bearer ${this.t.tokens[who]}` } }
-  request (method: string, params?: unknown): Json { return { jsonrpc: JSONRPC, id: this.id(), method, ...(params !== undefined && { params }) } }
+  request (method: string, params?: unknown): Json {
+    return { jsonrpc: JSONRPC, id: this.id(), method, ...(params !== undefined && { params }) }
+  }
+
   aliceTask (): string { return this.rng.pick(this.t.taskIds) }
   input (): { taskId: string, key: string } { return this.rng.pick([this.t.inputs.legacy, this.t.inputs.modern]) }
 
@@ -140,7 +144,8 @@ export class Gen {
   sized (size: number, build: (pad: string) => unknown): string { return JSON.stringify(build(this.rng.pick(['x', 'y', 'z']).repeat(Math.max(0, size - JSON.stringify(build('')).length)))) }
 }
 
-const defined = (headers: Record<string, string | undefined>): Record<string, string> => Object.fromEntries(Object.entries(headers).filter((e): e is [string, string] => e[1] !== undefined))
+const defined = (headers: Record<string, string | undefined>): Record<string, string> =>
+  Object.fromEntries(Object.entries(headers).filter((e): e is [string, string] => e[1] !== undefined))
 
 type Generator = (g: Gen) => FuzzCase
 const live = (c: FuzzCase): FuzzCase => ({ ...c, touchesLive: true })
@@ -231,7 +236,10 @@ const bodySize: Generator = (g) => {
   const who = g.who()
   if (g.rng.chance(0.35)) return { ...g.legacy('too-large', who, g.sized(limit + 1 + g.rng.int(64 * 1024), (pad) => g.request('tasks/get', { taskId: pad })), expect(413, -32600)), chunked: g.rng.chance(0.3) }
   const size = limit - 64 - g.rng.int(8192)
-  const sized = (kind: string, build: (pad: string) => Json, expectation: Expectation): FuzzCase => g.legacy(kind, who, g.sized(size, (pad) => ({ jsonrpc: JSONRPC, id: expectation.id, ...build(pad) })), expectation)
+  const sized = (kind: string, build: (pad: string) => Json, expectation: Expectation): FuzzCase => {
+    const body = g.sized(size, (pad) => ({ jsonrpc: JSONRPC, id: expectation.id, ...build(pad) }))
+    return g.legacy(kind, who, body, expectation)
+  }
   switch (g.rng.int(6)) {
     case 0: return sized('near-limit-task-id', (pad) => ({ method: 'tasks/get', params: { taskId: pad } }), expect(200, -32602, 7))
     case 1: return sized('near-limit-params', (pad) => ({ method: 'x/nope', params: { pad } }), expect(200, -32601, 'p'))
@@ -308,7 +316,8 @@ const answers: Generator = (g) => {
   }
 }
 
-const ENVELOPE_MUTATIONS: Array<[string, (m: { message: Json, headers: Record<string, string>, meta: Json }, g: Gen) => Expectation | undefined]> = [
+type EnvelopeMutation = (m: { message: Json, headers: Record<string, string>, meta: Json }, g: Gen) => Expectation | undefined
+const ENVELOPE_MUTATIONS: Array<[string, EnvelopeMutation]> = [
   ['no-version-header', ({ headers }) => { delete headers['mcp-protocol-version']; return expect(400, -32020) }],
   ['other-version-header', ({ headers }) => { headers['mcp-protocol-version'] = '2025-11-25'; return expect(400, -32020) }],
   ['unsupported-version', ({ headers, meta }) => { headers['mcp-protocol-version'] = meta[VERSION] = '2099-01-01'; return expect(400, -32022) }],
@@ -381,7 +390,8 @@ const legacyMisc: Generator = (g) => {
 /** Weights: about a sixth of the requests carry bodies near or over the limit (what a leak would keep). */
 const GENERATORS: Array<[number, Generator]> = [
   [6, badJson], [4, notRpc], [8, badMessage], [5, unknownMethod], [7, session], [5, auth], [8, headers], [4, httpMethod],
-  [18, bodySize], [4, deep], [6, protoKeys], [10, legacyTasks], [7, answers], [9, envelope], [7, modernTasks], [6, requestState], [7, legacyMisc],
+  [18, bodySize], [4, deep], [6, protoKeys], [10, legacyTasks], [7, answers],
+  [9, envelope], [7, modernTasks], [6, requestState], [7, legacyMisc],
 ]
 const TOTAL = GENERATORS.reduce((sum, [weight]) => sum + weight, 0)
 

@@ -93,7 +93,11 @@ export async function initialize (url: string, token: string | undefined): Promi
  * `auth.oauth` trusts it (`oauth` adds to or overrides the issuer, JWKS and resource; `auth` adds static
  * tokens or permissions). Close both after the tests: `gw.close()`, `jwks.close()`.
  */
-export async function startOAuthGateway (jwks: JwksServer, oauth: Json = {}, auth: Json = {}): Promise<{ gw: RunningGateway, key: SigningKey }> {
+export async function startOAuthGateway (
+  jwks: JwksServer,
+  oauth: Json = {},
+  auth: Json = {},
+): Promise<{ gw: RunningGateway, key: SigningKey }> {
   await jwks.listen()
   const key = await signingKey('key-1')
   jwks.keys = [key]

@@ -44,7 +44,12 @@ export class ModernRaw {
   }
 
   /** Sends a request with correct routing headers unless `headers` overrides them. */
-  async request (method: string, params: Json = {}, headers: Record<string, string | undefined> = {}, signal?: AbortSignal): Promise<ModernReply> {
+  async request (
+    method: string,
+    params: Json = {},
+    headers: Record<string, string | undefined> = {},
+    signal?: AbortSignal,
+  ): Promise<ModernReply> {
     const id = this.#nextId++
     const field = NAME_FIELD[method]
     const name = field === undefined ? undefined : params[field]

@@ -91,7 +91,11 @@ export async function startGatewayProcess (configFile: string, args: string[] = 
  * Resolves with the first log line of `gateway`, from index `from` on, that contains `text` (or satisfies it),
  * as soon as it is written; fails when the process exits first or after `timeoutMs` (a guard against hangs).
  */
-export async function loggedLine (gateway: GatewayProcess, text: string | ((line: string) => boolean), options: { from?: number, timeoutMs?: number } = {}): Promise<string> {
+export async function loggedLine (
+  gateway: GatewayProcess,
+  text: string | ((line: string) => boolean),
+  options: { from?: number, timeoutMs?: number } = {},
+): Promise<string> {
   const matches = typeof text === 'string' ? (line: string) => line.includes(text) : text
   const seen = gateway.lines.slice(options.from ?? 0).find(matches)
   if (seen !== undefined) return seen

@@ -19,7 +19,11 @@ export class RawSession {
     this.#headers = headers
   }
 
-  static async open (url: string, capabilities: Json = { elicitation: { form: {} } }, headers: Record<string, string> = {}): Promise<RawSession> {
+  static async open (
+    url: string,
+    capabilities: Json = { elicitation: { form: {} } },
+    headers: Record<string, string> = {},
+  ): Promise<RawSession> {
     const session = new RawSession(url, headers)
     const res = await session.post({ jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities, clientInfo: { name: 'raw', version: '1' } } })
     if (res.status !== 200) throw new Error(`initialize failed: HTTP ${res.status} ${await res.text()}`)

@@ -12,7 +12,10 @@ export interface StatelessUpstream {
  * An HTTP MCP upstream built with the v1 SDK in stateless mode: every POST gets a fresh server from
  * `build`; GET is 405 (no standalone stream). `onRequest` sees every request first (to record headers).
  */
-export async function startStatelessUpstream (build: () => McpServer, onRequest?: (req: IncomingMessage) => void): Promise<StatelessUpstream> {
+export async function startStatelessUpstream (
+  build: () => McpServer,
+  onRequest?: (req: IncomingMessage) => void,
+): Promise<StatelessUpstream> {
   const http: Server = createServer((req, res) => {
     onRequest?.(req)
     if (req.method !== 'POST') {

@@ -10,7 +10,12 @@ export interface StreamOutcome {
 }
 
 /** Runs a tool as a task through the v1 SDK client's task API and collects what the stream yields. */
-export async function runTask (client: Client, name: string, args: Record<string, unknown>, options: { ttl?: number, onprogress?: (p: { progress: number }) => void } = {}): Promise<StreamOutcome> {
+export async function runTask (
+  client: Client,
+  name: string,
+  args: Record<string, unknown>,
+  options: { ttl?: number, onprogress?: (p: { progress: number }) => void } = {},
+): Promise<StreamOutcome> {
   const outcome: StreamOutcome = { taskId: undefined, statuses: [], result: undefined, error: undefined }
   const stream = client.experimental.tasks.callToolStream({ name, arguments: args }, undefined, {
     task: { ttl: options.ttl ?? 60_000 },

@@ -21,7 +21,14 @@ describe('BucketHistogram', () => {
     expect(await ours.metrics()).toBe(await reference.metrics())
     // The JSON form too (prom-client's own samples also carry an exemplar slot, null without exemplars).
     const withoutExemplars = (metrics: Awaited<ReturnType<Registry['getMetricsAsJSON']>>): unknown =>
-      metrics.map((metric) => ({ ...metric, values: metric.values.map((sample) => ({ labels: sample.labels, value: sample.value, metricName: (sample as { metricName?: string }).metricName })) }))
+      metrics.map((metric) => ({
+        ...metric,
+        values: metric.values.map((sample) => ({
+          labels: sample.labels,
+          value: sample.value,
+          metricName: (sample as { metricName?: string }).metricName,
+        })),
+      }))
     expect(withoutExemplars(await ours.getMetricsAsJSON())).toEqual(withoutExemplars(await reference.getMetricsAsJSON()))
   })
 

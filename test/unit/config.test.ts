@@ -296,7 +296,11 @@ describe('the loaded configuration', () => {
   it('is deeply frozen', () => {
     const config = parseConfigText(withUpstream('tools: { allow: [a] }, toolSettings: { a: { timeout: 1s } }'), {})
     const upstream = config.upstreams[0]!
-    for (const value of [config, config.server, config.server.allowedHosts, config.logging, config.store, config.upstreams, upstream, upstream.tools, upstream.tools.allow, upstream.toolSettings, upstream.toolSettings.a, upstream.timeouts]) {
+    const values = [
+      config, config.server, config.server.allowedHosts, config.logging, config.store, config.upstreams,
+      upstream, upstream.tools, upstream.tools.allow, upstream.toolSettings, upstream.toolSettings.a, upstream.timeouts,
+    ]
+    for (const value of values) {
       expect(Object.isFrozen(value)).toBe(true)
     }
     expect(() => { (config.server as { port: number }).port = 1 }).toThrow(TypeError)

@@ -37,7 +37,8 @@ describe('the test OTLP receiver', () => {
     expect(receiver.requests).toEqual(new Map([['application/json', 1], ['application/x-protobuf', 1]]))
     const [json, protobuf] = [receiver.spans.slice(0, 3), receiver.spans.slice(3)]
     expect(protobuf).toEqual(json)
-    const ids = (span: { spanContext: () => { traceId: string, spanId: string } }): { traceId: string, spanId: string } => ({ traceId: span.spanContext().traceId, spanId: span.spanContext().spanId })
+    type Ids = { traceId: string, spanId: string }
+    const ids = (span: { spanContext: () => Ids }): Ids => ({ traceId: span.spanContext().traceId, spanId: span.spanContext().spanId })
     expect(json).toEqual(expect.arrayContaining([
       expect.objectContaining({ ...ids(server), name: 'tools/call x', kind: 'server', parentSpanId: '', attributes: { text: 'héllo', count: -3, ratio: 0.5, flag: true }, links: [ids(other)], statusCode: 0, service: 'svc', instance: 'p-1' }),
       expect.objectContaining({ ...ids(client), name: 'tools/call y', kind: 'client', parentSpanId: server.spanContext().spanId, statusCode: 2 }),

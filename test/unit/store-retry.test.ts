@@ -36,7 +36,11 @@ describe('whileStoreUnavailable()', () => {
   it('makes one last attempt at once when the signal aborts, then gives up', async () => {
     const store = flaky(Number.POSITIVE_INFINITY, 'never')
     const controller = new AbortController()
-    const attempt = whileStoreUnavailable(store.work, { until: undefined, signal: controller.signal, onRetry: (_err, n) => { if (n === 2) controller.abort() } })
+    const attempt = whileStoreUnavailable(store.work, {
+      until: undefined,
+      signal: controller.signal,
+      onRetry: (_err, n) => { if (n === 2) controller.abort() },
+    })
     await expect(attempt).rejects.toMatchObject({ code: 'GW_ERR_STORE_UNAVAILABLE' })
     expect(store.calls()).toBe(3)
   })

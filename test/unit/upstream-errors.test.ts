@@ -60,7 +60,8 @@ describe('mapUpstreamError: HTTP error statuses', () => {
 
 describe('mapUpstreamError: network failures by code', () => {
   it('maps undici\'s connect, headers and body timeouts to GW_ERR_UPSTREAM_TIMEOUT', () => {
-    for (const cause of [new undiciErrors.ConnectTimeoutError(), new undiciErrors.HeadersTimeoutError(), new undiciErrors.BodyTimeoutError()]) {
+    const timeouts = [new undiciErrors.ConnectTimeoutError(), new undiciErrors.HeadersTimeoutError(), new undiciErrors.BodyTimeoutError()]
+    for (const cause of timeouts) {
       const err = mapped(cause)
       expectCode(err, 'GW_ERR_UPSTREAM_TIMEOUT')
       expect(err.message).toContain(cause.code)
