@@ -1,10 +1,11 @@
 import { describe, expect, it } from 'vitest'
+import { fixture } from '../helpers/built.ts'
 import { connectV1, textOf } from '../helpers/clients.ts'
 import { demoStdio, gatewayForSuite } from '../helpers/gateway.ts'
 
 /** The upstream sees exactly the capabilities of the client a call serves. */
 describe('capability mirroring', () => {
-  const gw = gatewayForSuite({ upstreams: [demoStdio(), { name: 's', transport: 'stdio', command: process.execPath, args: ['--import', 'tsx', 'test/fixtures/stateful-upstream.ts'] }] })
+  const gw = gatewayForSuite({ upstreams: [demoStdio(), { name: 's', transport: 'stdio', command: process.execPath, args: [fixture('stateful-upstream')] }] })
 
   it('lets a client without elicitation see the upstream refuse to ask, with a clear reason', async () => {
     const client = await connectV1(gw.url, { capabilities: {} })

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { fixture } from '../helpers/built.ts'
 import { startCluster, type Cluster } from '../helpers/cluster.ts'
 import { demoStdioYaml, loggedLine, type GatewayProcess } from '../helpers/process.ts'
 import { ModernRaw } from '../helpers/modern-raw.ts'
@@ -18,7 +19,7 @@ ${demoStdioYaml()}
   - name: conf
     transport: stdio
     command: ${JSON.stringify(process.execPath)}
-    args: [--import, tsx, test/fixtures/conformance-2026-upstream.ts]
+    args: [${fixture('conformance-2026-upstream')}]
 `
 
 /** The only input request of an input_required result, as [key, request]. */

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { fixture } from '../helpers/built.ts'
 import { startCluster, type Cluster } from '../helpers/cluster.ts'
 import { connectV1, textOf } from '../helpers/clients.ts'
 import { ModernRaw } from '../helpers/modern-raw.ts'
@@ -26,7 +27,7 @@ upstreams:
   - name: s
     transport: stdio
     command: ${JSON.stringify(process.execPath)}
-    args: [--import, tsx, test/fixtures/stateful-upstream.ts]
+    args: [${fixture('stateful-upstream')}]
 `)
     alice = await connectV1(cluster.url)
   })

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { startUpstream, type StartedUpstream } from '../fixtures/spawn-upstream.ts'
+import { fixture } from '../helpers/built.ts'
 import { connectV1, textOf } from '../helpers/clients.ts'
 import { gatewayForSuite, type RunningGateway, startGateway } from '../helpers/gateway.ts'
 import { ModernRaw } from '../helpers/modern-raw.ts'
@@ -33,7 +34,7 @@ describe.each(['stdio', 'streamable-http'] as const)('a stateful upstream over %
 
   beforeAll(async () => {
     const entry: Json = transport === 'stdio'
-      ? { name: 's', transport: 'stdio', command: process.execPath, args: ['--import', 'tsx', FIXTURE] }
+      ? { name: 's', transport: 'stdio', command: process.execPath, args: [fixture('stateful-upstream')] }
       : { name: 's', transport: 'streamable-http', url: (upstream = await startUpstream(FIXTURE, ['--port', '0'])).url }
     gw = await startGateway({ upstreams: [{ ...entry, maxConcurrentCalls: 32 }], tasks: { pollInterval: '50ms' } })
     alice = await connectV1(gw.url)
@@ -137,7 +138,7 @@ describe('upstream sessions of a stateful stdio upstream', () => {
   beforeAll(async () => {
     gw = await startGateway({
       auth: { tokens: [{ principal: 'carol', sha256: createHash('sha256').update(token).digest('hex') }] },
-      upstreams: [{ name: 's', transport: 'stdio', command: process.execPath, args: ['--import', 'tsx', FIXTURE], maxSessions: 2 }],
+      upstreams: [{ name: 's', transport: 'stdio', command: process.execPath, args: [fixture('stateful-upstream')], maxSessions: 2 }],
       tasks: { pollInterval: '50ms' },
     })
   })
@@ -175,7 +176,7 @@ describe('upstream sessions of a stateful stdio upstream', () => {
 })
 
 describe('an upstream session left idle', () => {
-  const gw = gatewayForSuite({ upstreams: [{ name: 's', transport: 'stdio', command: process.execPath, args: ['--import', 'tsx', FIXTURE], idleTimeout: '1s' }] })
+  const gw = gatewayForSuite({ upstreams: [{ name: 's', transport: 'stdio', command: process.execPath, args: [fixture('stateful-upstream')], idleTimeout: '1s' }] })
 
   it('is closed after idleTimeout, and the client\'s next call starts a new state', async () => {
     const client = await connectV1(gw.url)

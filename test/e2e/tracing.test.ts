@@ -1,6 +1,7 @@
 import { randomBytes, randomUUID } from 'node:crypto'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { fixture } from '../helpers/built.ts'
 import { connectV1, textOf } from '../helpers/clients.ts'
 import { startCluster } from '../helpers/cluster.ts'
 import { startGateway, type RunningGateway } from '../helpers/gateway.ts'
@@ -15,7 +16,7 @@ import { startUpstream, type StartedUpstream } from '../fixtures/spawn-upstream.
 type Json = Record<string, unknown>
 
 const PROBE_SCRIPT = 'test/fixtures/trace-probe-upstream.ts'
-const probeStdio = { name: 'probe', transport: 'stdio', command: process.execPath, args: ['--import', 'tsx', PROBE_SCRIPT] }
+const probeStdio = { name: 'probe', transport: 'stdio', command: process.execPath, args: [fixture('trace-probe-upstream')] }
 
 /** What the probe upstream reports: the `_meta.traceparent` and `traceparent` header its call arrived with. */
 function probed (result: unknown): { meta: string | null, header: string | null, name?: string } {

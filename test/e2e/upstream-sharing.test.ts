@@ -1,12 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { fixture } from '../helpers/built.ts'
 import { connectV1, textOf } from '../helpers/clients.ts'
 import { gatewayForSuite, type RunningGateway, startGateway } from '../helpers/gateway.ts'
 import { runTask } from '../helpers/tasks.ts'
 
 type Json = Record<string, unknown>
 
-const STATEFUL = { name: 's', transport: 'stdio', command: process.execPath, args: ['--import', 'tsx', 'test/fixtures/stateful-upstream.ts'] }
+const STATEFUL = { name: 's', transport: 'stdio', command: process.execPath, args: [fixture('stateful-upstream')] }
 const ELICITATION = { capabilities: { elicitation: {} } }
 
 async function call (client: Client, name: string, args: Json = {}): Promise<string> {
