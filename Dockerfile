@@ -7,7 +7,7 @@
 # purpose, with the tests, not by whatever the tag points at on build day.
 ARG NODE_IMAGE=node:22.23.3-bookworm-slim
 
-# ── build: compile TypeScript and the native SQLite module, then drop the dev dependencies ──────────────
+# ── build: compile TypeScript (esbuild) and the native SQLite module, then drop the dev dependencies ──────
 FROM ${NODE_IMAGE} AS build
 RUN apt-get update \
   && apt-get install -y --no-install-recommends python3 make g++ \
@@ -15,7 +15,8 @@ RUN apt-get update \
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci
-COPY tsconfig.json tsconfig.build.json ./
+COPY tsconfig.json ./
+COPY scripts/build.ts ./scripts/
 COPY src ./src
 RUN npm run build && npm prune --omit=dev
 

@@ -1,10 +1,8 @@
-import { execFileSync } from 'node:child_process'
-import { mkdirSync, readdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs'
-import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { build } from 'esbuild'
 import { Redis } from 'ioredis'
 import type { TestProject } from 'vitest/node'
+import { buildDist, writeWhenChanged } from '../scripts/build.ts'
 import { COMPILED_FIXTURES, FIXTURES_OUT } from './helpers/built.ts'
 
 declare module 'vitest' {
@@ -17,34 +15,22 @@ declare module 'vitest' {
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
 
 /**
- * Asks Redis for a PING once, before any test file runs. A file that needs Redis (it imports
- * test/helpers/redis.ts) then fails at once with what to start, instead of every test timing out.
+ * Before any test file runs: builds what tests start as child processes, and asks Redis for a PING once. A
+ * file that needs Redis (it imports test/helpers/redis.ts) then fails at once with what to start, instead of
+ * every test timing out.
  */
 export default async function setup (project: TestProject): Promise<void> {
-  buildWhenStale()
-  await compileFixtures()
+  await Promise.all([buildDist(), compileFixtures()])
   project.provide('redisProblem', await redisProblem())
 }
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url))
 
 /**
- * Tests run the gateway and the demo upstream as child processes from dist/ (test/helpers/built.ts): it is
- * built first when missing or older than any file of src/, so a child never runs stale code.
- */
-function buildWhenStale (): void {
-  const built = modifiedAt(join(ROOT, 'dist', 'main.js'))
-  const newestSource = Math.max(...readdirSync(join(ROOT, 'src'), { recursive: true, encoding: 'utf8' })
-    .map((file) => modifiedAt(join(ROOT, 'src', file))))
-  if (built >= newestSource) return
-  execFileSync(process.platform === 'win32' ? 'npm.cmd' : 'npm', ['run', 'build'], { cwd: ROOT, stdio: 'inherit' })
-}
-
-/**
- * Bundles each fixture that tests start as a child process into FIXTURES_OUT (test/helpers/built.ts), its
- * packages left as imports of node_modules/. Always, as it takes esbuild some tens of milliseconds: no staleness
- * check to get wrong. A file is replaced only when its content changed, and through a rename, so a child of
- * another run in this checkout never reads a half-written one.
+ * The gateway and the demo upstream run from dist/, which buildDist() writes; the fixtures from bundles in
+ * FIXTURES_OUT (test/helpers/built.ts), each fixture one file with its packages left as imports of node_modules/.
+ * Both always, as esbuild takes well under a second: no staleness check to get wrong. A file changes only when
+ * its content did, through a rename, so a child of another run in this checkout never reads half of one.
  */
 async function compileFixtures (): Promise<void> {
   const { outputFiles } = await build({
@@ -62,29 +48,7 @@ async function compileFixtures (): Promise<void> {
     write: false,
     logLevel: 'warning',
   })
-  mkdirSync(join(ROOT, FIXTURES_OUT), { recursive: true })
-  for (const file of outputFiles) {
-    if (readOrNothing(file.path) === file.text) continue
-    const temporary = `${file.path}.${process.pid}.tmp`
-    writeFileSync(temporary, file.contents)
-    renameSync(temporary, file.path)
-  }
-}
-
-function readOrNothing (file: string): string | undefined {
-  try {
-    return readFileSync(file, 'utf8')
-  } catch {
-    return undefined
-  }
-}
-
-function modifiedAt (file: string): number {
-  try {
-    return statSync(file).mtimeMs
-  } catch {
-    return 0
-  }
+  for (const file of outputFiles) writeWhenChanged(file.path, file.contents)
 }
 
 async function redisProblem (): Promise<string | null> {
