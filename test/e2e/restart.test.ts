@@ -84,6 +84,8 @@ describe('a second gateway on the same sqlite file', () => {
     expect(refused).toMatch(/gateway exited with 1/)
     expect(refused).toContain(database)
     expect(refused).toContain(`pid ${first.child.pid}`)
+    // Nothing left running: the stop below does not wait out server.shutdownGrace for the unanswered task.
+    expect((await session.request('tasks/cancel', { taskId: asking })).result).toMatchObject({ status: 'cancelled' })
     first.child.kill('SIGTERM')
     expect((await first.exited)[0]).toBe(0)
 
