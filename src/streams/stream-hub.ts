@@ -5,7 +5,7 @@ import { SseConnection, type SseSettings } from './sse-connection.ts'
 import type { Logger } from '../observability/logger.ts'
 import type { SignalBus } from '../store/types.ts'
 import type { RpcMessage, JsonObject } from '../wire/jsonrpc.ts'
-import { isListChanged, ListChangeCoalescer } from '../wire/list-changes.ts'
+import { isListChanged, listChangeAnsweredBy, ListChangeCoalescer } from '../wire/list-changes.ts'
 import { EventStream, parseEventId } from './event-stream.ts'
 
 /** How long a finished request stream stays resumable. */
@@ -39,7 +39,8 @@ export class StreamHub {
   readonly #subscriptions = new Map<string, () => void>()
   /** The open held connections, per session. */
   readonly #held = new Map<string, Set<SseConnection>>()
-  readonly #listChanges = new ListChangeCoalescer()
+  /** A session hears of a kind of list change once until it lists again (see ListChangeCoalescer). */
+  readonly #listChanges = new ListChangeCoalescer({ untilListed: true })
   /** Called when a session opens a new standalone GET stream (to offer it what is waiting). */
   onGetStream: ((sessionId: string) => void) | undefined
 
@@ -85,6 +86,7 @@ export class StreamHub {
     this.#streams.set(stream.id, stream)
     stream.attach(this.#connect(sessionId, res, headers, {}))
     this.#addStandalone(stream)
+    this.#options.log.debug({ sessionId }, 'opened a standalone stream')
     this.onGetStream?.(sessionId)
     return stream
   }
@@ -142,16 +144,42 @@ export class StreamHub {
 
   /**
    * Delivers on the newest standalone stream of the session held here; false when there is none. List
-   * changes are gathered for a moment first, so a session hears of one change once.
+   * changes are gathered for a moment first, and one the session was told of is not told again until it
+   * has read that list (`listed`), so a session hears of one change once however late its copies arrive.
    */
   deliverLocal (sessionId: string, message: RpcMessage): boolean {
     if (!this.hasStandalone(sessionId)) return false
     if ('method' in message && !('id' in message) && isListChanged(message.method)) {
-      this.#listChanges.schedule(`${sessionId} ${message.method}`, () => { this.#standalone.get(sessionId)?.at(-1)?.send(message) })
+      const method = message.method
+      const outcome = this.#listChanges.schedule(sessionId, method, () => {
+        const stream = this.#standalone.get(sessionId)?.at(-1)
+        if (stream === undefined) return false
+        stream.send(message)
+        this.#options.log.debug({ sessionId, method }, 'sent a list change')
+        return true
+      })
+      this.#options.log.debug({ sessionId, method, outcome }, 'list change for a session')
       return true
     }
     this.#standalone.get(sessionId)!.at(-1)!.send(message)
     return true
+  }
+
+  /**
+   * The session is reading a list (`tools/list`, …): its next change of that kind is told. Call it before the
+   * list is read, so a change after the read is never held back. When another process holds the session's
+   * GET stream, it is told over the bus (settles once the bus took it: ahead of any later list change).
+   */
+  async listed (sessionId: string, listMethod: string): Promise<void> {
+    const kind = listChangeAnsweredBy(listMethod)
+    if (kind === undefined) return
+    if (this.hasStandalone(sessionId)) {
+      this.#listChanges.listed(sessionId, kind)
+      return
+    }
+    await this.#bus.publish(sessionChannel(sessionId), { listed: kind }).catch((err: unknown) => {
+      this.#options.log.warn({ err, sessionId }, 'could not tell the process holding the session\'s stream that it listed')
+    })
   }
 
   /** Sends to every session with a standalone stream in this process (catalog list changes). */
@@ -171,6 +199,7 @@ export class StreamHub {
       this.#streams.delete(stream.id)
     }
     this.#standalone.delete(sessionId)
+    this.#listChanges.forget(sessionId)
     this.#subscriptions.get(sessionId)?.()
     this.#subscriptions.delete(sessionId)
   }
@@ -186,7 +215,8 @@ export class StreamHub {
   #ensureSubscribed (sessionId: string): void {
     if (this.#subscriptions.has(sessionId)) return
     const unsubscribe = this.#bus.subscribe(sessionChannel(sessionId), (payload) => {
-      this.deliverLocal(sessionId, payload.message as RpcMessage)
+      if (typeof payload.listed === 'string') this.#listChanges.listed(sessionId, payload.listed)
+      else this.deliverLocal(sessionId, payload.message as RpcMessage)
     })
     this.#subscriptions.set(sessionId, unsubscribe)
   }
@@ -201,6 +231,8 @@ export class StreamHub {
     }, FINISHED_RETENTION_MS).unref()
     if (list.length === 0) {
       this.#standalone.delete(stream.sessionId)
+      // What the lost stream carried may not have reached the client: its next list change is told.
+      this.#listChanges.forget(stream.sessionId)
       this.#subscriptions.get(stream.sessionId)?.()
       this.#subscriptions.delete(stream.sessionId)
     }

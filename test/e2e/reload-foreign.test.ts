@@ -13,6 +13,7 @@ import { REPO_ROOT } from '../fixtures/spawn-upstream.ts'
 import { connectV1, textOf } from '../helpers/clients.ts'
 import { demoStdio, startGateway, type RunningGateway } from '../helpers/gateway.ts'
 import { writeConfig } from '../helpers/process.ts'
+import { until } from '../helpers/until.ts'
 
 const ADMIN_TOKEN = 'admin-token-3e9b1f7c2d'
 const dir = mkdtempSync(join(tmpdir(), 'gw-reload-memory-'))
@@ -68,6 +69,16 @@ describe('a configuration reload in front of @modelcontextprotocol/server-memory
     await client.callTool({ name: 'mem__create_entities', arguments: { entities: [{ name: 'Ada', entityType: 'person', observations: ['wrote the first program'] }] } })
     expect(textOf(await client.callTool({ name: 'mem__read_graph', arguments: {} }))).toContain('wrote the first program')
 
+    // The gateway tells a session of a list change once until it reads the list again (as a client does when
+    // told), and the addition may have been told again after the client's last read (once the upstream was up):
+    // once all that has reached the client, it reads its list, so it is told of the next change.
+    const told = (msg: string, outcome?: string): number => gw.logs()
+      .filter((l) => l.msg === msg && l.method === 'notifications/tools/list_changed' && (outcome === undefined || l.outcome === outcome)).length
+    await until('the gateway telling all it had to of the addition', () => {
+      const sent = told('sent a list change')
+      return sent === told('list change for a session', 'window') && listChanges === sent ? true : undefined
+    })
+    expect(await toolNames()).toContain('mem__read_graph')
     const seen = listChanges
     expect(await reload([demoStdio()])).toMatchObject({ changes: [{ path: 'upstreams.mem', change: 'removed' }] })
     await vi.waitFor(() => { expect(listChanges).toBeGreaterThan(seen) }, { timeout: 10_000, interval: 20 })

@@ -179,6 +179,8 @@ export class LegacyEndpoint {
       trace,
     }
     try {
+      // Before a list is read: the session will hear of that list's next change (StreamHub.listed).
+      await deps.hub.listed(session.id, request.method)
       const result = await lookupHandler(deps.methods, request.method)(params, ctx)
       if (result.isError === true) trace?.toolError()
       if (inflight.signal.aborted && !deps.shutdown.aborted) exchange.abandon()

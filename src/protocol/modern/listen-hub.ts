@@ -33,7 +33,13 @@ export function onSubscription (subscriptionId: RequestId, method: string, param
 /** The open `subscriptions/listen` streams of this process, each with the filter it was granted. */
 export class ListenHub {
   readonly #listeners = new Map<string, Listener>()
-  readonly #listChanges = new ListChangeCoalescer()
+  /**
+   * The window only, not the rule of sessions (told once until listed): a 2026-07-28 list request names no
+   * listen stream, only its client key (principal and capabilities, shared by every such client of the
+   * principal), and may reach another process than the one holding the stream, so nothing ties a read to
+   * the stream it would free. Copies of one change further apart than the window reach a stream twice.
+   */
+  readonly #listChanges = new ListChangeCoalescer({ untilListed: false })
 
   add (id: string, listener: Listener): () => void {
     this.#listeners.set(id, listener)
@@ -64,9 +70,10 @@ export class ListenHub {
   #listChanged (id: string, method: string): void {
     const flag = LIST_FLAG[method]
     if (flag === undefined || this.#listeners.get(id)?.filter[flag] !== true) return
-    this.#listChanges.schedule(`${id} ${method}`, () => {
+    this.#listChanges.schedule(id, method, () => {
       const listener = this.#listeners.get(id)
       if (listener) listener.send(onSubscription(listener.subscriptionId, method))
+      return listener !== undefined
     })
   }
 }
