@@ -16,6 +16,7 @@ import type { InflightRequests } from './inflight-requests.ts'
 import { exchangeChannel, PostExchange } from '../../streams/post-exchange.ts'
 import { initializeResult, validateInitialize } from './initialize.ts'
 import type { StreamHub } from '../../streams/stream-hub.ts'
+import { listChangeAnsweredBy } from '../../wire/list-changes.ts'
 
 export interface LegacyEndpointDeps {
   store: GatewayStore
@@ -180,7 +181,7 @@ export class LegacyEndpoint {
     }
     try {
       // Before a list is read: the session will hear of that list's next change (StreamHub.listed).
-      await deps.hub.listed(session.id, request.method)
+      if (listChangeAnsweredBy(request.method) !== undefined) await deps.hub.listed(session.id, request.method)
       const result = await lookupHandler(deps.methods, request.method)(params, ctx)
       if (result.isError === true) trace?.toolError()
       if (inflight.signal.aborted && !deps.shutdown.aborted) exchange.abandon()
