@@ -98,9 +98,10 @@ describe('Redis keys over many short-lived tasks and sessions', () => {
     demo = await startUpstream(DEMO_MAIN, ['--http', '0'])
     gw = await startGateway({
       store: { kind: 'redis', url: REDIS_URL, prefix },
-      // Above the time a worker uses its session: the gateway refreshes a session's last use at most every
-      // 10 s, so a shorter idle timeout would expire sessions in use.
-      server: { sessionIdleTimeout: '15s' },
+      // Far above the longest pause between two requests of a worker on a loaded machine (a session whose
+      // requests stop for a while, awaiting twenty task creations, is idle to the gateway), and no later than
+      // the tasks' TTL, so the run ends when the tasks expire.
+      server: { sessionIdleTimeout: '20s' },
       tasks: { defaultTtl: TTL_MS, maxTtl: TTL_MS, sweepInterval: '200ms', pollInterval: '50ms', decide: 'always', maxActivePerPrincipal: 1000 },
       // A client's upstream session (and with it the record of which process serves the client) ends with the
       // client's session, or once unused for idleTimeout (2026-07-28 clients have no session to end).
