@@ -59,9 +59,9 @@ describe('the admin API', () => {
       tasks: { decide: 'always', pollInterval: '50ms' },
       server: { shutdownGrace: '100ms' },
       admin: { port: 0, tokenSha256: sha256Hex(ADMIN_TOKEN) },
-    })
-    alice = ModernRaw.withTasks(gw.url, ELICIT, ALICE)
-    bob = ModernRaw.withTasks(gw.url, ELICIT, BOB)
+    }, {}, { listen: false })
+    alice = ModernRaw.withTasks(gw.app, ELICIT, ALICE)
+    bob = ModernRaw.withTasks(gw.app, ELICIT, BOB)
   })
 
   afterAll(async () => {
@@ -196,7 +196,7 @@ describe('the admin API', () => {
 
 describe('the admin API, not configured', () => {
   it('has no listener and no routes', async () => {
-    const gw = await startGateway({ upstreams: [demoStdio()] })
+    const gw = await startGateway({ upstreams: [demoStdio()] }, {}, { listen: false })
     try {
       expect(gw.gateway.admin).toBeUndefined()
       expect((await gw.gateway.app.inject({ method: 'GET', url: '/admin/upstreams' })).statusCode).toBe(404)

@@ -32,8 +32,8 @@ describe('the Streamable HTTP endpoint', () => {
   }
 
   beforeAll(async () => {
-    gw = await startGateway({ upstreams: [demoStdio()], server: { maxBodyBytes: '64kb', allowedHosts: ['gateway.example.com'], allowedOrigins: ['https://app.example.com'] } })
-    app = gw.gateway.app
+    gw = await startGateway({ upstreams: [demoStdio()], server: { maxBodyBytes: '64kb', allowedHosts: ['gateway.example.com'], allowedOrigins: ['https://app.example.com'] } }, {}, { listen: false })
+    app = gw.app
   })
 
   afterAll(async () => {

@@ -9,11 +9,12 @@ const SECRETS = ['Bearer sk-live-SECRET-1111', 'session=SECRET-COOKIE-2222', 'SE
 
 /** Logs carry request and session ids but never credentials. */
 describe('log redaction', () => {
-  const gw = gatewayForSuite({ upstreams: [demoStdio()], logging: { redactHeaders: ['X-Tenant-Secret'] } })
+  const gw = gatewayForSuite({ upstreams: [demoStdio()], logging: { redactHeaders: ['X-Tenant-Secret'] } }, { listen: false })
 
   it('never writes authorization, cookies, api keys or configured secret headers', async () => {
-    const res = await fetch(gw.url, {
+    const res = await gw.app.inject({
       method: 'POST',
+      url: '/mcp',
       headers: {
         ...MCP_HEADERS,
         authorization: SECRETS[0]!,
@@ -21,9 +22,9 @@ describe('log redaction', () => {
         'x-api-key': SECRETS[2]!,
         'x-tenant-secret': SECRETS[3]!,
       },
-      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'redact', version: '1' } } }),
+      payload: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'redact', version: '1' } } }),
     })
-    expect(res.status).toBe(200)
+    expect(res.statusCode).toBe(200)
     const text = JSON.stringify(gw.logs())
     for (const secret of SECRETS) expect(text).not.toContain(secret.split(' ').at(-1))
     expect(text).toContain('[redacted]')
@@ -31,26 +32,29 @@ describe('log redaction', () => {
   })
 
   it('never writes a session id, a tool argument header or a token sent in the query string, at any level', async () => {
-    const initialized = await fetch(`${gw.url}?access_token=SECRET-QUERY-5555&x=1`, {
+    const initialized = await gw.app.inject({
       method: 'POST',
+      url: '/mcp?access_token=SECRET-QUERY-5555&x=1',
       headers: MCP_HEADERS,
-      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'redact', version: '1' } } }),
+      payload: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'redact', version: '1' } } }),
     })
-    expect(initialized.status).toBe(200)
-    const session = initialized.headers.get('mcp-session-id')!
-    const listed = await fetch(gw.url, {
+    expect(initialized.statusCode).toBe(200)
+    const session = String(initialized.headers['mcp-session-id'])
+    const listed = await gw.app.inject({
       method: 'POST',
+      url: '/mcp',
       headers: { ...MCP_HEADERS, 'mcp-session-id': session, 'mcp-protocol-version': '2025-11-25', 'mcp-param-text': 'SECRET-ARGUMENT-6666' },
-      body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/list' }),
+      payload: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/list' }),
     })
-    expect(listed.status).toBe(200)
+    expect(listed.statusCode).toBe(200)
     // A call opens the session's own upstream session, which lines about upstream sessions name.
-    const called = await fetch(gw.url, {
+    const called = await gw.app.inject({
       method: 'POST',
+      url: '/mcp',
       headers: { ...MCP_HEADERS, 'mcp-session-id': session, 'mcp-protocol-version': '2025-11-25' },
-      body: JSON.stringify({ jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'demo__echo', arguments: { text: 'hello' } } }),
+      payload: JSON.stringify({ jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'demo__echo', arguments: { text: 'hello' } } }),
     })
-    expect(await called.text()).toContain('hello')
+    expect(called.body).toContain('hello')
     const lines = gw.logs()
     const text = JSON.stringify(lines)
     for (const secret of [session, 'SECRET-QUERY-5555', 'SECRET-ARGUMENT-6666']) expect(text).not.toContain(secret)

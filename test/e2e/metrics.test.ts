@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto'
-import { fetch } from 'undici'
+import type { FastifyInstance } from 'fastify'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { CreateTaskResultSchema } from '@modelcontextprotocol/sdk/types.js'
@@ -10,13 +10,13 @@ import { until } from '../helpers/until.ts'
 import { ModernRaw } from '../helpers/modern-raw.ts'
 import { parseConfig } from '../../src/config/load.ts'
 
-/** One scrape of `/metrics`: every sample line as `name{labels}` → value. */
-async function scrape (base: string): Promise<Map<string, number>> {
-  const res = await fetch(`${base}/metrics`)
-  expect(res.status).toBe(200)
-  expect(res.headers.get('content-type')).toContain('text/plain')
+/** One scrape of `/metrics` (through inject(): a scrape needs no socket): every sample line as `name{labels}` → value. */
+async function scrape (app: FastifyInstance): Promise<Map<string, number>> {
+  const res = await app.inject({ method: 'GET', url: '/metrics' })
+  expect(res.statusCode).toBe(200)
+  expect(res.headers['content-type']).toContain('text/plain')
   const samples = new Map<string, number>()
-  for (const line of (await res.text()).split('\n')) {
+  for (const line of res.body.split('\n')) {
     if (line === '' || line.startsWith('#')) continue
     const space = line.lastIndexOf(' ')
     samples.set(line.slice(0, space), Number(line.slice(space + 1)))
@@ -30,9 +30,9 @@ function value (samples: Map<string, number>, series: string): number {
 }
 
 /** Scrapes until `series` reaches at least `atLeast` (a state that moves on its own, such as reconnects). */
-async function scrapeUntil (base: string, series: string, atLeast: number): Promise<Map<string, number>> {
+async function scrapeUntil (app: FastifyInstance, series: string, atLeast: number): Promise<Map<string, number>> {
   return await until(`${series} reaching ${atLeast}`, async () => {
-    const samples = await scrape(base)
+    const samples = await scrape(app)
     return value(samples, series) >= atLeast ? samples : undefined
   })
 }
@@ -59,9 +59,9 @@ describe('Prometheus metrics on the main listener', () => {
   })
 
   it('counts a synchronous call: the request, its upstream call and their latencies', async () => {
-    const before = await scrape(gw.base)
+    const before = await scrape(gw.app)
     expect(textOf(await client.callTool({ name: 'demo__echo', arguments: { text: 'hi' } }))).toContain('hi')
-    const after = await scrape(gw.base)
+    const after = await scrape(gw.app)
     const latency = 'gateway_request_duration_seconds_count{method="tools/call",era="legacy",outcome="ok"}'
     expect(value(after, latency) - value(before, latency)).toBe(1)
     const callLatency = 'gateway_upstream_call_duration_seconds_count{upstream="demo",tool="echo",outcome="ok"}'
@@ -76,10 +76,10 @@ describe('Prometheus metrics on the main listener', () => {
   })
 
   it('labels a 2026-07-28 request with its era', async () => {
-    const before = await scrape(gw.base)
-    const reply = await new ModernRaw(gw.url).request('tools/call', { name: 'demo__echo', arguments: { text: 'modern' } })
+    const before = await scrape(gw.app)
+    const reply = await new ModernRaw(gw.app).request('tools/call', { name: 'demo__echo', arguments: { text: 'modern' } })
     expect(JSON.stringify(reply.body.result)).toContain('modern')
-    const after = await scrape(gw.base)
+    const after = await scrape(gw.app)
     const modern = 'gateway_request_duration_seconds_count{method="tools/call",era="modern",outcome="ok"}'
     expect(value(after, modern) - value(before, modern)).toBe(1)
     const call = 'gateway_upstream_call_duration_seconds_count{upstream="demo",tool="echo",outcome="ok"}'
@@ -88,15 +88,15 @@ describe('Prometheus metrics on the main listener', () => {
 
   it('never turns a tool name a client made up into a label', async () => {
     await expect(client.callTool({ name: 'made_up_tool_x1', arguments: {} })).rejects.toThrow()
-    const res = await fetch(`${gw.base}/metrics`)
-    expect(await res.text()).not.toContain('made_up_tool_x1')
+    const res = await gw.app.inject({ method: 'GET', url: '/metrics' })
+    expect(res.body).not.toContain('made_up_tool_x1')
   })
 
   it('follows a task that asks for input from creation to completion', async () => {
-    const before = await scrape(gw.base)
+    const before = await scrape(gw.app)
     const outcome = await runTask(client, 'demo__ask_user', {})
     expect(textOf(outcome.result)).toContain('Hello, Ada!')
-    const after = await scrape(gw.base)
+    const after = await scrape(gw.app)
     expect(value(after, 'gateway_tasks_created_total{era="legacy"}') - value(before, 'gateway_tasks_created_total{era="legacy"}')).toBe(1)
     expect(value(after, 'gateway_tasks_finished_total{status="completed"}') - value(before, 'gateway_tasks_finished_total{status="completed"}')).toBe(1)
     expect(value(after, 'gateway_task_duration_seconds_count{status="completed"}') - value(before, 'gateway_task_duration_seconds_count{status="completed"}')).toBe(1)
@@ -109,7 +109,7 @@ describe('Prometheus metrics on the main listener', () => {
   it('counts a refused request by the limit that refused it', async () => {
     const outcome = await runTask(client, 'demo__echo', { text: 'x' })
     const taskId = outcome.taskId as string
-    const before = await scrape(gw.base)
+    const before = await scrape(gw.app)
     // pollBurst 1 with a 1 s poll interval: of three immediate polls, at least two are refused.
     let refusals = 0
     for (let i = 0; i < 3; i++) {
@@ -119,14 +119,14 @@ describe('Prometheus metrics on the main listener', () => {
       })
     }
     expect(refusals).toBeGreaterThanOrEqual(2)
-    const after = await scrape(gw.base)
+    const after = await scrape(gw.app)
     expect(value(after, 'gateway_refusals_total{limit="pollBurst"}') - value(before, 'gateway_refusals_total{limit="pollBurst"}')).toBe(refusals)
     const refused = 'gateway_request_duration_seconds_count{method="tasks/get",era="legacy",outcome="refused"}'
     expect(value(after, refused) - value(before, refused)).toBe(refusals)
   })
 
   it('shows an upstream outage: down, and reconnecting', async () => {
-    const samples = await scrapeUntil(gw.base, 'gateway_upstream_reconnects_total{upstream="broken"}', 3)
+    const samples = await scrapeUntil(gw.app, 'gateway_upstream_reconnects_total{upstream="broken"}', 3)
     expect(value(samples, 'gateway_upstream_up{upstream="broken"}')).toBe(0)
     expect(value(samples, 'gateway_upstream_state{upstream="broken",state="down"}')).toBe(1)
     expect(value(samples, 'gateway_upstream_state{upstream="broken",state="ready"}')).toBe(0)
@@ -155,13 +155,13 @@ describe('limits, queues and running tasks', () => {
       const created = await client.request({ method: 'tools/call', params: { name: 'demo__slow', arguments: { duration: 600_000, steps: 1 }, task: { ttl: 60_000 } } }, CreateTaskResultSchema)
       return created.task.taskId
     }
-    const before = await scrape(gw.base)
+    const before = await scrape(gw.app)
     const taskId = await create()
-    const running = await scrapeUntil(gw.base, 'gateway_upstream_calls_active{upstream="demo"}', 1)
+    const running = await scrapeUntil(gw.app, 'gateway_upstream_calls_active{upstream="demo"}', 1)
     expect(value(running, 'gateway_tasks_active{status="working"}')).toBe(1)
 
     await expect(create()).rejects.toThrow(/maxActivePerPrincipal/)
-    const refused = await scrape(gw.base)
+    const refused = await scrape(gw.app)
     const limit = 'gateway_refusals_total{limit="maxActivePerPrincipal"}'
     expect(value(refused, limit) - value(before, limit)).toBe(1)
     const storeError = 'gateway_store_errors_total{backend="memory",operation="tasks.create",class="task_limit"}'
@@ -169,12 +169,12 @@ describe('limits, queues and running tasks', () => {
 
     // The task holds the upstream's only call slot: a synchronous call waits for it.
     const echo = client.callTool({ name: 'demo__echo', arguments: { text: 'after' } })
-    const queued = await scrapeUntil(gw.base, 'gateway_upstream_calls_queued{upstream="demo"}', 1)
+    const queued = await scrapeUntil(gw.app, 'gateway_upstream_calls_queued{upstream="demo"}', 1)
     expect(value(queued, 'gateway_upstream_queue_wait_seconds_count{upstream="demo"}')).toBe(value(before, 'gateway_upstream_queue_wait_seconds_count{upstream="demo"}'))
     await client.experimental.tasks.cancelTask(taskId)
     expect(textOf(await echo)).toContain('after')
 
-    const after = await scrape(gw.base)
+    const after = await scrape(gw.app)
     expect(value(after, 'gateway_upstream_queue_wait_seconds_count{upstream="demo"}') - value(before, 'gateway_upstream_queue_wait_seconds_count{upstream="demo"}')).toBe(1)
     expect(value(after, 'gateway_upstream_calls_queued{upstream="demo"}')).toBe(0)
     expect(value(after, 'gateway_tasks_finished_total{status="cancelled"}') - value(before, 'gateway_tasks_finished_total{status="cancelled"}')).toBe(1)
@@ -186,9 +186,9 @@ describe('where metrics are served', () => {
   it('keeps them off the main listener unless metrics.listener is main, and collects nothing where they are not served', async () => {
     // The default listener is the admin one: without an admin listener nothing is collected; disabled is off.
     for (const metrics of [{}, { enabled: false, listener: 'main' }]) {
-      const gw = await startGateway({ metrics, upstreams: [demoStdio()] })
+      const gw = await startGateway({ metrics, upstreams: [demoStdio()] }, {}, { listen: false })
       try {
-        expect((await fetch(`${gw.base}/metrics`)).status).toBe(404)
+        expect((await gw.app.inject({ method: 'GET', url: '/metrics' })).statusCode).toBe(404)
         expect(gw.gateway.metrics).toBeUndefined()
       } finally {
         await gw.close()
@@ -198,10 +198,10 @@ describe('where metrics are served', () => {
 
   it('serves them on the admin listener by default, behind the admin token', async () => {
     const token = 'admin-token-for-metrics'
-    const gw = await startGateway({ admin: { port: 0, tokenSha256: createHash('sha256').update(token).digest('hex') }, upstreams: [demoStdio()] })
+    const gw = await startGateway({ admin: { port: 0, tokenSha256: createHash('sha256').update(token).digest('hex') }, upstreams: [demoStdio()] }, {}, { listen: false })
     try {
       const admin = gw.gateway.admin!
-      expect((await fetch(`${gw.base}/metrics`)).status).toBe(404)
+      expect((await gw.app.inject({ method: 'GET', url: '/metrics' })).statusCode).toBe(404)
       expect((await admin.inject({ method: 'GET', url: '/metrics' })).statusCode).toBe(401)
       const scraped = await admin.inject({ method: 'GET', url: '/metrics', headers: { authorization: `Bearer ${token}` } })
       expect(scraped.statusCode).toBe(200)

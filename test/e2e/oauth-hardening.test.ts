@@ -2,7 +2,8 @@ import { exportJWK, exportSPKI, generateKeyPair, SignJWT } from 'jose'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { sha256Hex } from '../../src/auth/bearer-tokens.ts'
 import type { RunningGateway } from '../helpers/gateway.ts'
-import { initialize, JwksServer, signingKey, startOAuthGateway, type SigningKey } from '../helpers/jwks-server.ts'
+import { challengeOf, injectInitialize, type InjectedReply } from '../helpers/inject.ts'
+import { JwksServer, signingKey, startOAuthGateway, type SigningKey } from '../helpers/jwks-server.ts'
 import { RawSession } from '../helpers/raw-session.ts'
 
 type Json = Record<string, unknown>
@@ -13,9 +14,9 @@ function base64url (value: Json): string {
   return Buffer.from(JSON.stringify(value)).toString('base64url')
 }
 
-async function refusal (res: Response): Promise<{ status: number, challenge: string, message: string }> {
-  const body = await res.json() as { error?: { message?: string } }
-  return { status: res.status, challenge: res.headers.get('www-authenticate') ?? '', message: body.error?.message ?? '' }
+function refusal (reply: InjectedReply): { status: number, challenge: string, message: string } {
+  const error = reply.body.error as { message?: string } | undefined
+  return { status: reply.status, challenge: challengeOf(reply), message: error?.message ?? '' }
 }
 
 /** Who a token names, and which tokens are tokens at all. */
@@ -71,7 +72,7 @@ describe('auth.oauth: principals and token checks', () => {
       ['X??injected??1', `${base64url({ alg: 'X\r\ninjected: 1', kid: 'key-1' })}.${base64url(jwks.claims())}.${Buffer.from('sig').toString('base64url')}`],
     ]
     for (const [alg, token] of cases) {
-      const res = await refusal(await initialize(gw.url, token))
+      const res = refusal(await injectInitialize(gw.app, token))
       expect.soft({ alg, status: res.status }).toEqual({ alg, status: 401 })
       expect.soft(res.challenge, alg).toContain('error="invalid_token"')
       expect.soft(res.message, alg).toContain(`alg ${alg}`)
@@ -80,30 +81,30 @@ describe('auth.oauth: principals and token checks', () => {
   })
 
   it('refuses a token without exp, and another kind of JWT, but accepts typ JWT and at+jwt', async () => {
-    const noExp = await refusal(await initialize(gw.url, await jwks.token(key, {}, { expiresIn: null })))
+    const noExp = refusal(await injectInitialize(gw.app, await jwks.token(key, {}, { expiresIn: null })))
     expect(noExp.status).toBe(401)
     expect(noExp.challenge).toContain('error="invalid_token"')
     expect(noExp.message).toContain('exp')
-    const logout = await refusal(await initialize(gw.url, await jwks.token(key, {}, { header: { typ: 'logout+jwt' } })))
+    const logout = refusal(await injectInitialize(gw.app, await jwks.token(key, {}, { header: { typ: 'logout+jwt' } })))
     expect(logout.status).toBe(401)
     expect(logout.message).toContain('typ')
     for (const typ of ['JWT', 'at+jwt', 'application/at+jwt']) {
-      expect((await initialize(gw.url, await jwks.token(key, {}, { header: { typ } }))).status, typ).toBe(200)
+      expect((await injectInitialize(gw.app, await jwks.token(key, {}, { header: { typ } }))).status, typ).toBe(200)
     }
-    const odd = await refusal(await initialize(gw.url, await jwks.token(key, {}, { header: { typ: 'x\r\nset-cookie: a="b"' } })))
+    const odd = refusal(await injectInitialize(gw.app, await jwks.token(key, {}, { header: { typ: 'x\r\nset-cookie: a="b"' } })))
     expect(odd.status).toBe(401)
     expect(odd.challenge).toContain('its typ x??set-cookie??a??b? is not')
   })
 
   it('names the needed scope in 401 and 403 challenges, and answers 401 first when a token has neither principal nor scope', async () => {
-    const missing = await refusal(await initialize(gw.url, undefined))
+    const missing = refusal(await injectInitialize(gw.app, undefined))
     expect(missing.status).toBe(401)
     expect(missing.challenge).toContain('scope="mcp"')
-    const noScope = await refusal(await initialize(gw.url, await jwks.token(key, { scope: 'other' })))
+    const noScope = refusal(await injectInitialize(gw.app, await jwks.token(key, { scope: 'other' })))
     expect(noScope.status).toBe(403)
     expect(noScope.challenge).toContain('error="insufficient_scope"')
     expect(noScope.challenge).toContain('scope="mcp"')
-    const neither = await refusal(await initialize(gw.url, await jwks.token(key, { sub: null, scope: 'other' })))
+    const neither = refusal(await injectInitialize(gw.app, await jwks.token(key, { sub: null, scope: 'other' })))
     expect(neither.status).toBe(401)
     expect(neither.challenge).toContain('error="invalid_token"')
     expect(neither.challenge).toContain('scope="mcp"')
@@ -117,7 +118,7 @@ describe('auth.oauth.requireTyp', () => {
   let gw: RunningGateway
 
   beforeAll(async () => {
-    ({ gw, key } = await startOAuthGateway(jwks, { requireTyp: true }))
+    ({ gw, key } = await startOAuthGateway(jwks, { requireTyp: true }, {}, { listen: false }))
   })
 
   afterAll(async () => {
@@ -127,7 +128,7 @@ describe('auth.oauth.requireTyp', () => {
 
   it('accepts only tokens typed at+jwt', async () => {
     for (const [typ, status] of [[undefined, 401], ['JWT', 401], ['at+jwt', 200], ['application/at+jwt', 200]] as const) {
-      const res = await initialize(gw.url, await jwks.token(key, {}, { header: typ === undefined ? {} : { typ } }))
+      const res = await injectInitialize(gw.app, await jwks.token(key, {}, { header: typ === undefined ? {} : { typ } }))
       expect({ typ, status: res.status }).toEqual({ typ, status })
     }
   })
@@ -141,7 +142,7 @@ describe('auth.oauth: a failing issuer', () => {
 
   beforeAll(async () => {
     jwks.failing = true
-    ;({ gw, key } = await startOAuthGateway(jwks, { jwksCooldown: '1h' }))
+    ;({ gw, key } = await startOAuthGateway(jwks, { jwksCooldown: '1h' }, {}, { listen: false }))
   })
 
   afterAll(async () => {
@@ -150,14 +151,15 @@ describe('auth.oauth: a failing issuer', () => {
   })
 
   it('fetches the keys once per cooldown: once for 100 valid tokens on a cold start and not again for 100 tokens with random key ids', async () => {
-    const answers = await Promise.all(Array.from({ length: 100 }, async () => (await initialize(gw.url, await jwks.token(key))).status))
+    const answer = async (): Promise<number> => (await injectInitialize(gw.app, await jwks.token(key))).status
+    const answers = await Promise.all(Array.from({ length: 100 }, answer))
     expect(new Set(answers)).toEqual(new Set([503]))
     expect.soft(jwks.fetches, 'fetches for 100 valid tokens').toBe(1)
     const before = jwks.fetches
     // One after another, so that none of them can share a fetch another one started.
     const strangers = await Promise.all(Array.from({ length: 100 }, async (_, i) => await jwks.token(await signingKey(`random-${i}-${Math.random()}`))))
-    const more: Array<Awaited<ReturnType<typeof refusal>>> = []
-    for (const token of strangers) more.push(await refusal(await initialize(gw.url, token)))
+    const more: Array<ReturnType<typeof refusal>> = []
+    for (const token of strangers) more.push(refusal(await injectInitialize(gw.app, token)))
     expect(new Set(more.map((r) => r.status))).toEqual(new Set([503]))
     expect(more[0]!.message).toContain('signing keys cannot be fetched')
     expect.soft(jwks.fetches - before, 'fetches for 100 tokens with random key ids').toBe(0)

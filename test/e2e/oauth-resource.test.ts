@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { sha256Hex } from '../../src/auth/bearer-tokens.ts'
 import type { RunningGateway } from '../helpers/gateway.ts'
-import { initialize, JwksServer, RESOURCE, signingKey, startOAuthGateway, type SigningKey } from '../helpers/jwks-server.ts'
+import { challengeOf, injectInitialize } from '../helpers/inject.ts'
+import { JwksServer, RESOURCE, signingKey, startOAuthGateway, type SigningKey } from '../helpers/jwks-server.ts'
 import { RawSession } from '../helpers/raw-session.ts'
 
 type Json = Record<string, unknown>
@@ -27,12 +28,12 @@ describe('auth.oauth: JWT access tokens', () => {
   })
 
   it('serves the protected resource metadata and points to it from every 401', async () => {
-    const metadata = await fetch(new URL('/.well-known/oauth-protected-resource/mcp', gw.base))
-    expect(metadata.status).toBe(200)
-    expect(await metadata.json()).toEqual({ resource: RESOURCE, authorization_servers: [jwks.issuer], bearer_methods_supported: ['header'], scopes_supported: ['mcp', 'tasks'] })
-    const refused = await initialize(gw.url, undefined)
+    const metadata = await gw.app.inject({ url: '/.well-known/oauth-protected-resource/mcp' })
+    expect(metadata.statusCode).toBe(200)
+    expect(metadata.json()).toEqual({ resource: RESOURCE, authorization_servers: [jwks.issuer], bearer_methods_supported: ['header'], scopes_supported: ['mcp', 'tasks'] })
+    const refused = await injectInitialize(gw.app, undefined)
     expect(refused.status).toBe(401)
-    expect(refused.headers.get('www-authenticate')).toBe('Bearer realm="mcp-task-gateway", resource_metadata="https://gateway.test/.well-known/oauth-protected-resource/mcp", scope="mcp"')
+    expect(challengeOf(refused)).toBe('Bearer realm="mcp-task-gateway", resource_metadata="https://gateway.test/.well-known/oauth-protected-resource/mcp", scope="mcp"')
   })
 
   it('accepts a valid token, binds the session to its subject, and still accepts the static tokens', async () => {
@@ -44,7 +45,7 @@ describe('auth.oauth: JWT access tokens', () => {
     const bob = new RawSession(gw.url, { authorization: `Bearer ${await jwks.token(first, { sub: 'bob' })}` })
     bob.sessionId = session.sessionId
     expect((await bob.post({ jsonrpc: '2.0', id: 2, method: 'tools/list' })).status).toBe(404)
-    expect((await initialize(gw.url, STATIC_TOKEN)).status).toBe(200)
+    expect((await injectInitialize(gw.app, STATIC_TOKEN)).status).toBe(200)
   })
 
   it('maps the token\'s scope claim to the tools it may list and call', async () => {
@@ -67,12 +68,12 @@ describe('auth.oauth: JWT access tokens', () => {
       ['no mcp scope', await jwks.token(first, { scope: 'tasks' }), 403, 'lacks the scope mcp'],
     ]
     for (const [what, token, status, message] of cases) {
-      const res = await initialize(gw.url, token)
+      const res = await injectInitialize(gw.app, token)
       expect(res.status, what).toBe(status)
-      const challenge = res.headers.get('www-authenticate') ?? ''
+      const challenge = challengeOf(res)
       expect(challenge, what).toContain(status === 403 ? 'error="insufficient_scope"' : 'error="invalid_token"')
       expect(challenge, what).toContain('resource_metadata=')
-      expect(JSON.stringify(await res.json()), what).toContain(message)
+      expect(JSON.stringify(res.body), what).toContain(message)
     }
   })
 
@@ -96,9 +97,9 @@ describe('auth.oauth: JWT access tokens', () => {
   it('answers 503 when the issuer\'s keys cannot be fetched, not that the token is invalid', async () => {
     jwks.failing = true
     try {
-      const res = await initialize(gw.url, await jwks.token(await signingKey('key-unseen')))
+      const res = await injectInitialize(gw.app, await jwks.token(await signingKey('key-unseen')))
       expect(res.status).toBe(503)
-      expect(JSON.stringify(await res.json())).toContain('signing keys cannot be fetched')
+      expect(JSON.stringify(res.body)).toContain('signing keys cannot be fetched')
     } finally {
       jwks.failing = false
     }
@@ -107,15 +108,15 @@ describe('auth.oauth: JWT access tokens', () => {
   it('follows a key rotation: a token signed with a new key id is accepted once the issuer publishes it', async () => {
     const second = await signingKey('key-2')
     const token = await jwks.token(second, { sub: 'carol' })
-    expect((await initialize(gw.url, token)).status).toBe(401)
+    expect((await injectInitialize(gw.app, token)).status).toBe(401)
     jwks.keys = [first, second]
     const before = jwks.fetches
-    expect((await initialize(gw.url, token)).status).toBe(200)
+    expect((await injectInitialize(gw.app, token)).status).toBe(200)
     expect(jwks.fetches).toBeGreaterThan(before)
     // The old key still works while it is published; once withdrawn, and the keys fetched again, it does not.
     jwks.keys = [second]
     const stranger = await signingKey('key-3')
-    expect((await initialize(gw.url, await jwks.token(stranger))).status).toBe(401)
-    expect((await initialize(gw.url, await jwks.token(first))).status).toBe(401)
+    expect((await injectInitialize(gw.app, await jwks.token(stranger))).status).toBe(401)
+    expect((await injectInitialize(gw.app, await jwks.token(first))).status).toBe(401)
   })
 })

@@ -2,6 +2,7 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { sha256Hex } from '../../src/auth/bearer-tokens.ts'
 import { demoStdio, startGateway, type RunningGateway } from '../helpers/gateway.ts'
+import { postRpc } from '../helpers/inject.ts'
 import { ModernRaw } from '../helpers/modern-raw.ts'
 import { RawSession } from '../helpers/raw-session.ts'
 import { textOf } from '../helpers/clients.ts'
@@ -74,7 +75,7 @@ describe('permissions by scope, and upstream credentials', () => {
       const prompts = names(((await session.request('prompts/list')).result as Json).prompts)
       const resources = names(((await session.request('resources/list')).result as Json).resources, 'uri')
       await session.close()
-      const modern = await new ModernRaw(gw.url, {}, bearer(who)).result('tools/list')
+      const modern = await new ModernRaw(gw.app, {}, bearer(who)).result('tools/list')
       return { tools, prompts, resources, modern: names(modern.tools), scope: modern.cacheScope }
     }
     const alice = await listed('alice')
@@ -105,7 +106,7 @@ describe('permissions by scope, and upstream credentials', () => {
     expect(textOf((await bob.request('tools/call', { name: 'demo__echo', arguments: { text: 'allowed' } })).result as Json)).toContain('allowed')
     await bob.close()
 
-    const modern = new ModernRaw(gw.url, {}, bearer('bob'))
+    const modern = new ModernRaw(gw.app, {}, bearer('bob'))
     const denied = await modern.request('tools/call', { name: 'demo__slow', arguments: {} })
     const unknown = await modern.request('tools/call', { name: 'demo__nothing', arguments: {} })
     expect(denied.status).toBe(unknown.status)
@@ -131,7 +132,7 @@ describe('permissions by scope, and upstream credentials', () => {
     const created = (await alice.request('tools/call', { name: 'notes__whoami', arguments: {}, task: { ttl: 60_000 } })).result as Json
     const taskId = String((created.task as Json).taskId)
     expect(textOf((await alice.request('tasks/result', { taskId })).result as Json)).toBe(`Bearer ${TOKENS.alice}`)
-    const modern = await new ModernRaw(gw.url, {}, bearer('dave')).result('tools/call', { name: 'notes__whoami', arguments: {} })
+    const modern = await new ModernRaw(gw.app, {}, bearer('dave')).result('tools/call', { name: 'notes__whoami', arguments: {} })
     expect(textOf(modern)).toBe(`Bearer ${TOKENS.dave}`)
     await alice.close()
     await dave.close()
@@ -149,13 +150,10 @@ describe('permissions by scope, and upstream credentials', () => {
 
   it('limits the sessions one principal holds at once (limits.sessionsPerPrincipal)', async () => {
     const sessions = [await RawSession.open(gw.url, {}, bearer('carol')), await RawSession.open(gw.url, {}, bearer('carol')), await RawSession.open(gw.url, {}, bearer('carol'))]
-    const refused = await fetch(gw.url, {
-      method: 'POST',
-      headers: { ...bearer('carol'), 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-      body: JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'e2e', version: '1' } } }),
-    })
+    const initialize = { jsonrpc: '2.0', id: 7, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'e2e', version: '1' } } }
+    const refused = await postRpc(gw.app, initialize, bearer('carol'))
     expect(refused.status).toBe(429)
-    const body = await refused.json() as Json
+    const body = refused.body
     expect(body).toMatchObject({ jsonrpc: '2.0', id: 7, error: { code: -32057 } })
     expect(String((body.error as Json).message)).toContain('limits.sessionsPerPrincipal')
     // Another principal is not affected; ending a session makes room.

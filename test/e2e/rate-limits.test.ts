@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import { Redis } from 'ioredis'
+import type { FastifyInstance } from 'fastify'
 import { fetch } from 'undici'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { sha256Hex } from '../../src/auth/bearer-tokens.ts'
@@ -7,6 +8,7 @@ import { startUpstream, type StartedUpstream } from '../fixtures/spawn-upstream.
 import { DEMO_MAIN } from '../helpers/built.ts'
 import { startCluster } from '../helpers/cluster.ts'
 import { startGateway, type RunningGateway } from '../helpers/gateway.ts'
+import { postRpc } from '../helpers/inject.ts'
 import { ModernRaw } from '../helpers/modern-raw.ts'
 import { RawSession } from '../helpers/raw-session.ts'
 import { purge, REDIS_URL } from '../helpers/redis.ts'
@@ -26,11 +28,19 @@ interface Reply {
   body: Json
 }
 
+/** Where a request goes: a gateway's app (through inject(), no socket) or a URL (a cluster's balancer). */
+type Target = string | FastifyInstance
+
 let nextId = 1
 
 /** POSTs one JSON-RPC message; reads a JSON answer, or an SSE answer up to the message with the request's id. */
-async function post (url: string, message: Json, headers: Record<string, string> = {}): Promise<Reply> {
-  const res = await fetch(url, {
+async function post (target: Target, message: Json, headers: Record<string, string> = {}): Promise<Reply> {
+  if (typeof target !== 'string') {
+    const reply = await postRpc(target, message, headers)
+    const retryAfter = reply.headers['retry-after']
+    return { status: reply.status, retryAfter: retryAfter === undefined ? null : String(retryAfter), body: reply.body }
+  }
+  const res = await fetch(target, {
     method: 'POST',
     headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers },
     body: JSON.stringify(message),
@@ -46,9 +56,9 @@ async function post (url: string, message: Json, headers: Record<string, string>
 }
 
 /** A 2026-07-28 request (stateless: no session) with its envelope and routing headers. */
-async function modern (url: string, method: string, params: Json = {}, headers: Record<string, string> = {}): Promise<Reply> {
-  const envelope = ModernRaw.withTasks(url).envelope(params)
-  return await post(url, { jsonrpc: '2.0', id: nextId++, method, params: envelope }, { 'mcp-protocol-version': '2026-07-28', 'mcp-method': method, ...headers })
+async function modern (target: Target, method: string, params: Json = {}, headers: Record<string, string> = {}): Promise<Reply> {
+  const envelope = ModernRaw.withTasks('').envelope(params)
+  return await post(target, { jsonrpc: '2.0', id: nextId++, method, params: envelope }, { 'mcp-protocol-version': '2026-07-28', 'mcp-method': method, ...headers })
 }
 
 /** Asserts a 429 answering the request with `id`; returns its Retry-After in seconds. */
@@ -71,14 +81,17 @@ describe('rate limits', () => {
   let demo: StartedUpstream
   const gateways: RunningGateway[] = []
 
-  /** An in-process gateway on the shared demo upstream (over HTTP: no process per gateway). */
-  async function gateway (raw: Json): Promise<RunningGateway> {
+  /**
+   * An in-process gateway on the shared demo upstream (over HTTP: no process per gateway); `listen: false` for
+   * tests that send every request through inject().
+   */
+  async function gateway (raw: Json, listen = true): Promise<RunningGateway> {
     const gw = await startGateway({
       ...raw,
       server: { shutdownGrace: '100ms', ...raw.server as Json | undefined },
       tasks: { decide: 'always', ...raw.tasks as Json | undefined },
       upstreams: [{ name: 'demo', transport: 'streamable-http', url: demo.url }],
-    })
+    }, {}, { listen })
     gateways.push(gw)
     return gw
   }
@@ -97,47 +110,47 @@ describe('rate limits', () => {
     // the requests, and the Retry-After is passed by moving the clock instead of waiting a second.
     vi.useFakeTimers({ toFake: ['Date'] })
     try {
-      const gw = await gateway({ auth: AUTH, limits: { requestsPerIp: { rate: 1, burst: 3 } } })
-      for (let i = 0; i < 3; i++) expect((await modern(gw.url, 'tools/list', {}, bearer('alice'))).status).toBe(200)
+      const gw = await gateway({ auth: AUTH, limits: { requestsPerIp: { rate: 1, burst: 3 } } }, false)
+      for (let i = 0; i < 3; i++) expect((await modern(gw.app, 'tools/list', {}, bearer('alice'))).status).toBe(200)
       const id = nextId
-      const refused = await modern(gw.url, 'tools/list', {}, bearer('alice'))
+      const refused = await modern(gw.app, 'tools/list', {}, bearer('alice'))
       const seconds = expectLimited(refused, 'limits.requestsPerIp', id)
       expect(seconds).toBe(1)
       // Counted before authentication: a request with no token is refused as well, not asked to authenticate.
-      expectLimited(await modern(gw.url, 'tools/list'), 'limits.requestsPerIp')
+      expectLimited(await modern(gw.app, 'tools/list'), 'limits.requestsPerIp')
       vi.setSystemTime(Date.now() + seconds * 1000 - 1)
-      expectLimited(await modern(gw.url, 'tools/list', {}, bearer('alice')), 'limits.requestsPerIp')
+      expectLimited(await modern(gw.app, 'tools/list', {}, bearer('alice')), 'limits.requestsPerIp')
       vi.setSystemTime(Date.now() + 1)
-      expect((await modern(gw.url, 'tools/list', {}, bearer('alice'))).status).toBe(200)
+      expect((await modern(gw.app, 'tools/list', {}, bearer('alice'))).status).toBe(200)
     } finally {
       vi.useRealTimers()
     }
   })
 
   it('requestsPerPrincipal: one principal out of tokens leaves another unaffected', async () => {
-    const gw = await gateway({ auth: AUTH, limits: { requestsPerPrincipal: { rate: 0.05, burst: 4 } } })
-    for (let i = 0; i < 4; i++) expect((await modern(gw.url, 'tools/list', {}, bearer('alice'))).status).toBe(200)
+    const gw = await gateway({ auth: AUTH, limits: { requestsPerPrincipal: { rate: 0.05, burst: 4 } } }, false)
+    for (let i = 0; i < 4; i++) expect((await modern(gw.app, 'tools/list', {}, bearer('alice'))).status).toBe(200)
     const id = nextId
-    const seconds = expectLimited(await modern(gw.url, 'tools/list', {}, bearer('alice')), 'limits.requestsPerPrincipal', id)
+    const seconds = expectLimited(await modern(gw.app, 'tools/list', {}, bearer('alice')), 'limits.requestsPerPrincipal', id)
     expect(seconds).toBeLessThanOrEqual(20)
-    for (let i = 0; i < 4; i++) expect((await modern(gw.url, 'tools/list', {}, bearer('bob'))).status).toBe(200)
+    for (let i = 0; i < 4; i++) expect((await modern(gw.app, 'tools/list', {}, bearer('bob'))).status).toBe(200)
     // Counted after authentication: a request nobody authenticated is not counted, it is refused as such.
-    expect((await modern(gw.url, 'tools/list')).status).toBe(401)
+    expect((await modern(gw.app, 'tools/list')).status).toBe(401)
   })
 
   it('taskOpsPerPrincipal: task creation and tasks/* share one bucket (per address with auth off); other requests are not counted', async () => {
     const gw = await gateway({ limits: { taskOpsPerPrincipal: { rate: 0.05, burst: 3 } } })
     const session = await RawSession.open(gw.url, {})
-    const create = async (): Promise<Reply> => await post(gw.url, { jsonrpc: '2.0', id: nextId++, method: 'tools/call', params: { name: 'demo__echo', arguments: { text: 'x' }, task: {} } }, { 'mcp-session-id': session.sessionId })
+    const create = async (): Promise<Reply> => await post(gw.app, { jsonrpc: '2.0', id: nextId++, method: 'tools/call', params: { name: 'demo__echo', arguments: { text: 'x' }, task: {} } }, { 'mcp-session-id': session.sessionId })
     const created = [await create(), await create()]
     for (const reply of created) expect(reply.body).toMatchObject({ result: { task: { taskId: expect.any(String) } } })
     const taskId = String(((created[0]!.body.result as Json).task as Json).taskId)
     expect((await session.request('tasks/get', { taskId })).result).toMatchObject({ taskId })
     const id = nextId
     expectLimited(await create(), 'limits.taskOpsPerPrincipal', id)
-    expectLimited(await post(gw.url, { jsonrpc: '2.0', id: nextId++, method: 'tasks/list', params: {} }, { 'mcp-session-id': session.sessionId }), 'limits.taskOpsPerPrincipal')
+    expectLimited(await post(gw.app, { jsonrpc: '2.0', id: nextId++, method: 'tasks/list', params: {} }, { 'mcp-session-id': session.sessionId }), 'limits.taskOpsPerPrincipal')
     // The 2026-07-28 era's tasks/* count against the same address.
-    expectLimited(await modern(gw.url, 'tasks/get', { taskId }), 'limits.taskOpsPerPrincipal')
+    expectLimited(await modern(gw.app, 'tasks/get', { taskId }), 'limits.taskOpsPerPrincipal')
     expect((await session.request('tools/call', { name: 'demo__echo', arguments: { text: 'no task' } })).result).toMatchObject({ content: [{ text: 'no task' }] })
     expect((await session.request('tools/list')).result).toMatchObject({ tools: expect.any(Array) })
   })
@@ -145,7 +158,7 @@ describe('rate limits', () => {
   it('pollBurst: polling one task too fast is refused while another task (and another principal) can still be polled', async () => {
     const gw = await gateway({ auth: AUTH, tasks: { pollInterval: '5s' }, limits: { pollBurst: 2 } })
     const [first, second] = await modernTasks(gw.url, bearer('alice'), 2)
-    const poll = async (taskId: string, who: keyof typeof TOKENS = 'alice'): Promise<Reply> => await modern(gw.url, 'tasks/get', { taskId }, { ...bearer(who), 'mcp-name': taskId })
+    const poll = async (taskId: string, who: keyof typeof TOKENS = 'alice'): Promise<Reply> => await modern(gw.app, 'tasks/get', { taskId }, { ...bearer(who), 'mcp-name': taskId })
     for (let i = 0; i < 2; i++) expect((await poll(first!)).body).toMatchObject({ result: { taskId: first, status: 'working' } })
     const id = nextId
     const refused = await poll(first!)
@@ -160,17 +173,17 @@ describe('rate limits', () => {
     // The legacy era's tasks/get is held to the same interval.
     const session = await RawSession.open(gw.url, {}, bearer('alice'))
     const legacy = String(((await session.request('tools/call', { name: 'demo__slow', arguments: { duration: 30_000, steps: 1 }, task: {} })).result as Json & { task: Json }).task.taskId)
-    const legacyPoll = async (): Promise<Reply> => await post(gw.url, { jsonrpc: '2.0', id: nextId++, method: 'tasks/get', params: { taskId: legacy } }, { ...bearer('alice'), 'mcp-session-id': session.sessionId })
+    const legacyPoll = async (): Promise<Reply> => await post(gw.app, { jsonrpc: '2.0', id: nextId++, method: 'tasks/get', params: { taskId: legacy } }, { ...bearer('alice'), 'mcp-session-id': session.sessionId })
     for (let i = 0; i < 2; i++) expect((await legacyPoll()).status).toBe(200)
     expect((await legacyPoll()).body).toMatchObject({ error: { code: -32056, message: expect.stringContaining(legacy) } })
   })
 
   it('limits off (the default): nothing is limited', async () => {
     const gw = await gateway({ auth: AUTH, tasks: { pollInterval: '5s' } })
-    const replies = await Promise.all(Array.from({ length: 200 }, async () => await modern(gw.url, 'tools/list', {}, bearer('alice'))))
+    const replies = await Promise.all(Array.from({ length: 200 }, async () => await modern(gw.app, 'tools/list', {}, bearer('alice'))))
     expect(replies.map((r) => r.status)).toEqual(replies.map(() => 200))
     const [taskId] = await modernTasks(gw.url, bearer('alice'), 1)
-    for (let i = 0; i < 30; i++) expect((await modern(gw.url, 'tasks/get', { taskId }, { ...bearer('alice'), 'mcp-name': taskId! })).status).toBe(200)
+    for (let i = 0; i < 30; i++) expect((await modern(gw.app, 'tasks/get', { taskId }, { ...bearer('alice'), 'mcp-name': taskId! })).status).toBe(200)
   })
 
   describe('on Redis', () => {
@@ -180,10 +193,10 @@ describe('rate limits', () => {
 
     it('keeps buckets as keys under the prefix that expire once refilled', async () => {
       const prefix = `mcpgw-rate:${randomUUID()}:`
-      const gw = await gateway({ store: { kind: 'redis', url: REDIS_URL, prefix }, limits: { requestsPerIp: { rate: 5, burst: 2 } } })
+      const gw = await gateway({ store: { kind: 'redis', url: REDIS_URL, prefix }, limits: { requestsPerIp: { rate: 5, burst: 2 } } }, false)
       try {
         const statuses = []
-        for (let i = 0; i < 3; i++) statuses.push((await modern(gw.url, 'tools/list')).status)
+        for (let i = 0; i < 3; i++) statuses.push((await modern(gw.app, 'tools/list')).status)
         expect(statuses).toEqual([200, 200, 429])
         const keys = await redis.keys(`${prefix}rate:*`)
         expect(keys).toEqual([expect.stringMatching(new RegExp(`^${prefix}rate:ip:[\\w-]{22}$`))])
@@ -201,16 +214,16 @@ describe('rate limits', () => {
     it('fails open while Redis is unreachable and limits again once it is back', async () => {
       const prefix = `mcpgw-rate:${randomUUID()}:`
       const proxy = await TcpProxy.start(REDIS_URL)
-      const gw = await gateway({ store: { kind: 'redis', url: proxy.url, prefix }, limits: { requestsPerIp: { rate: 0.01, burst: 1 } } })
+      const gw = await gateway({ store: { kind: 'redis', url: proxy.url, prefix }, limits: { requestsPerIp: { rate: 0.01, burst: 1 } } }, false)
       try {
-        expect((await modern(gw.url, 'tools/list')).status).toBe(200)
-        expectLimited(await modern(gw.url, 'tools/list'), 'limits.requestsPerIp')
+        expect((await modern(gw.app, 'tools/list')).status).toBe(200)
+        expectLimited(await modern(gw.app, 'tools/list'), 'limits.requestsPerIp')
         await proxy.cut('refuse')
         // tools/list needs no store: with the buckets out of reach it goes through.
-        expect((await modern(gw.url, 'tools/list')).status).toBe(200)
+        expect((await modern(gw.app, 'tools/list')).status).toBe(200)
         expect(gw.logs().filter((l) => l.msg === 'rate limits not enforced: the store is unavailable')).toHaveLength(1)
         await proxy.restore()
-        await until('the limit to apply again', async () => (await modern(gw.url, 'tools/list')).status === 429 || undefined, { everyMs: 50 })
+        await until('the limit to apply again', async () => (await modern(gw.app, 'tools/list')).status === 429 || undefined, { everyMs: 50 })
       } finally {
         await proxy.restore()
         await gw.close()

@@ -90,8 +90,8 @@ describe('start-up', () => {
     const address = await gateway.app.listen({ host: '127.0.0.1', port: 0 })
     await held.arrived
 
-    expect((await fetch(`${address}/healthz`)).status).toBe(200)
-    const readyz = await (await fetch(`${address}/readyz`)).json() as { upstreams: Array<{ name: string, state: string, reason?: string }> }
+    expect((await gateway.app.inject({ url: '/healthz' })).statusCode).toBe(200)
+    const readyz = (await gateway.app.inject({ url: '/readyz' })).json<{ upstreams: Array<{ name: string, state: string, reason?: string }> }>()
     expect(readyz.upstreams.find((u) => u.name === 'late')).toMatchObject({ state: 'starting', reason: expect.stringContaining('connecting') })
 
     const client = await connectV1(`${address}/mcp`)

@@ -2,7 +2,7 @@ import { once } from 'node:events'
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'jose'
-import { demoStdio, startGateway, type RunningGateway } from './gateway.ts'
+import { demoStdio, startGateway, type RunningGateway, type StartOptions } from './gateway.ts'
 
 type Json = Record<string, unknown>
 
@@ -91,12 +91,14 @@ export async function initialize (url: string, token: string | undefined): Promi
 /**
  * Serves `jwks` with one signing key (`key-1`) and starts a gateway in front of the demo upstream whose
  * `auth.oauth` trusts it (`oauth` adds to or overrides the issuer, JWKS and resource; `auth` adds static
- * tokens or permissions). Close both after the tests: `gw.close()`, `jwks.close()`.
+ * tokens or permissions; `options.listen: false` for tests that only inject). Close both after the tests:
+ * `gw.close()`, `jwks.close()`.
  */
 export async function startOAuthGateway (
   jwks: JwksServer,
   oauth: Json = {},
   auth: Json = {},
+  options: StartOptions = {},
 ): Promise<{ gw: RunningGateway, key: SigningKey }> {
   await jwks.listen()
   const key = await signingKey('key-1')
@@ -104,6 +106,6 @@ export async function startOAuthGateway (
   const gw = await startGateway({
     auth: { ...auth, oauth: { issuer: jwks.issuer, jwksUri: jwks.jwksUri, resource: RESOURCE, ...oauth } },
     upstreams: [demoStdio()],
-  })
+  }, {}, options)
   return { gw, key }
 }

@@ -1,4 +1,6 @@
+import type { FastifyInstance } from 'fastify'
 import { fetch as undiciFetch } from 'undici'
+import { sseMessages } from './inject.ts'
 import { readSse } from './sse.ts'
 import { until } from './until.ts'
 
@@ -14,21 +16,27 @@ export interface ModernReply {
   before: Json[]
 }
 
-/** A hand-driven 2026-07-28 client: every request carries its envelope and routing headers. */
+/**
+ * A hand-driven 2026-07-28 client: every request carries its envelope and routing headers. It talks over HTTP
+ * to a URL, or to a gateway's app through inject() (no socket; an SSE answer is read once it has ended).
+ */
 export class ModernRaw {
+  /** The gateway's MCP URL; empty for a client that talks to an app through inject(). */
   readonly url: string
   readonly capabilities: Json
+  readonly #app: FastifyInstance | undefined
   readonly #headers: Record<string, string>
   #nextId = 1
 
-  constructor (url: string, capabilities: Json = {}, headers: Record<string, string> = {}) {
-    this.url = url
+  constructor (target: string | FastifyInstance, capabilities: Json = {}, headers: Record<string, string> = {}) {
+    this.url = typeof target === 'string' ? target : ''
+    this.#app = typeof target === 'string' ? undefined : target
     this.capabilities = capabilities
     this.#headers = headers
   }
 
-  static withTasks (url: string, capabilities: Json = {}, headers: Record<string, string> = {}): ModernRaw {
-    return new ModernRaw(url, { ...capabilities, extensions: { [TASKS_EXT]: {} } }, headers)
+  static withTasks (target: string | FastifyInstance, capabilities: Json = {}, headers: Record<string, string> = {}): ModernRaw {
+    return new ModernRaw(target, { ...capabilities, extensions: { [TASKS_EXT]: {} } }, headers)
   }
 
   envelope (params: Json = {}): Json {
@@ -59,13 +67,21 @@ export class ModernRaw {
       ...(typeof name === 'string' && { 'mcp-name': name }),
       ...headers,
     }
-    const res = await undiciFetch(this.url, {
-      method: 'POST',
-      headers: Object.fromEntries(Object.entries({ 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...this.#headers, ...routing }).filter((e): e is [string, string] => e[1] !== undefined)),
-      body: JSON.stringify({ jsonrpc: '2.0', id, method, params: this.envelope(params) }),
-      ...(signal && { signal }),
-    })
+    const all = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...this.#headers, ...routing }
+    const sent = Object.fromEntries(Object.entries(all).filter((e): e is [string, string] => e[1] !== undefined))
+    const body = JSON.stringify({ jsonrpc: '2.0', id, method, params: this.envelope(params) })
     const before: Json[] = []
+    if (this.#app !== undefined) {
+      if (signal !== undefined) throw new Error('a request through inject() cannot be aborted: give ModernRaw a URL')
+      const res = await this.#app.inject({ method: 'POST', url: '/mcp', headers: sent, payload: body })
+      if (!String(res.headers['content-type'] ?? '').includes('text/event-stream')) return { status: res.statusCode, body: res.json<Json>(), before }
+      for (const message of sseMessages(res.body)) {
+        if (message.id === id) return { status: res.statusCode, body: message, before }
+        before.push(message)
+      }
+      throw new Error(`no response to ${method}`)
+    }
+    const res = await undiciFetch(this.url, { method: 'POST', headers: sent, body, ...(signal && { signal }) })
     if ((res.headers.get('content-type') ?? '').includes('text/event-stream')) {
       for await (const event of readSse(res.body as ReadableStream<Uint8Array>)) {
         if (event.data === '') continue
