@@ -1,7 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest'
 import type { FastifyInstance } from 'fastify'
 import { demoStdio, startGateway, type RunningGateway } from '../helpers/gateway.ts'
 import { RawSession } from '../helpers/raw-session.ts'
+import { until } from '../helpers/until.ts'
 
 const JSON_HEADERS = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', host: 'localhost' }
 
@@ -177,20 +178,29 @@ describe('the Streamable HTTP endpoint', () => {
 })
 
 describe('session idle timeout', () => {
+  // The gateway's clock is faked (it reads Date.now() for a session's use and for the sweep's cutoff); the sweep
+  // itself runs on its real interval (1 s for this timeout) and finds the clock wherever the test moved it.
+  afterEach(() => {
+    vi.useRealTimers()
+  })
+
   it('keeps a session in use alive however short the timeout, and deletes an idle one', async () => {
     const gw = await startGateway({ upstreams: [demoStdio()], server: { sessionIdleTimeout: '2s' } })
     try {
       const busy = await RawSession.open(gw.url)
       const idle = await RawSession.open(gw.url)
+      vi.useFakeTimers({ toFake: ['Date'] })
       // Used every 300 ms for more than twice the timeout: every request finds the session.
-      const until = Date.now() + 5000
-      while (Date.now() < until) {
+      for (let elapsed = 0; elapsed < 5000; elapsed += 300) {
+        vi.setSystemTime(Date.now() + 300)
         expect((await busy.request('ping')).result).toEqual({})
-        await new Promise((resolve) => setTimeout(resolve, 300))
       }
+      // The clock stands still now: the next sweep ends the idle session (5 s unused), not the busy one.
+      await until('the sweep to end the idle session', async () => gw.logs().some((l) => l.msg === 'expired idle sessions') || undefined)
       const stale = await idle.post({ jsonrpc: '2.0', id: 9, method: 'ping' })
       expect(stale.status).toBe(404)
       await stale.text()
+      expect((await busy.request('ping')).result).toEqual({})
     } finally {
       await gw.close()
     }

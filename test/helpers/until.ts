@@ -16,11 +16,12 @@ export interface UntilOptions {
  */
 export async function until<T> (what: string, probe: () => T | undefined | Promise<T | undefined>, options: UntilOptions = {}): Promise<T> {
   const timeoutMs = options.timeoutMs ?? 20_000
-  const deadline = Date.now() + timeoutMs
+  // The monotonic clock: a test may fake Date.
+  const deadline = performance.now() + timeoutMs
   for (;;) {
     const value = await probe()
     if (value !== undefined) return value
-    if (Date.now() > deadline) throw new Error(`${what} did not happen within ${timeoutMs} ms${options.describeLast?.() ?? ''}`)
+    if (performance.now() > deadline) throw new Error(`${what} did not happen within ${timeoutMs} ms${options.describeLast?.() ?? ''}`)
     await delay(options.everyMs ?? 25)
   }
 }
