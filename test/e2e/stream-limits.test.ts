@@ -14,6 +14,7 @@ import { ModernRaw } from '../helpers/modern-raw.ts'
 import { RawSession } from '../helpers/raw-session.ts'
 import { readSse } from '../helpers/sse.ts'
 import { startStatelessUpstream, type StatelessUpstream } from '../helpers/stateless-upstream.ts'
+import { until } from '../helpers/until.ts'
 
 type Json = Record<string, unknown>
 
@@ -30,6 +31,9 @@ const gc = runInNewContext('gc') as () => void
  * An HTTP MCP server (v1 SDK, stateless) with `hold(ms)`, which just waits, and `flood(count, bytes,
  * everyMs)`, which sends `count` logging notifications of `bytes` each, one every `everyMs`.
  */
+/** Notifications the flood tool has sent so far, in every run. */
+let floodSent = 0
+
 async function startFloodUpstream (): Promise<StatelessUpstream> {
   const build = (): McpServer => {
     const server = new McpServer({ name: 'flood', version: '1.0.0' }, { capabilities: { logging: {} } })
@@ -44,6 +48,7 @@ async function startFloodUpstream (): Promise<StatelessUpstream> {
       const data = 'x'.repeat(bytes)
       for (let i = 0; i < count && !extra.signal.aborted; i++) {
         await extra.sendNotification({ method: 'notifications/message', params: { level: 'info', data: { i, data } } })
+        floodSent++
         await delay(everyMs)
       }
       return { content: [{ type: 'text', text: `sent ${count}` }] }
@@ -275,8 +280,9 @@ describe('SSE streams whose client stops reading (limits.streamStallTimeout, str
       socket.resume()
       await within(5000, 'the client seeing the connection closed', clientClosed)
 
-      // The flood goes on with no stream to carry it: nothing piles up in the gateway.
-      await delay(1000)
+      // The flood goes on with no stream to carry it (another 2 MB): nothing piles up in the gateway.
+      const sentBefore = floodSent
+      await until('the flood to send 250 more notifications', () => floodSent >= sentBefore + 250 || undefined)
       gc()
       const heapAfter = process.memoryUsage().heapUsed
       expect(heapAfter - heapBefore).toBeLessThan(16 * 1024 * 1024)
