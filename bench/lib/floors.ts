@@ -70,8 +70,3 @@ export async function startFastifyFloor (template: AnswerTemplate): Promise<Floo
 export async function startForwarder (upstreamUrl: string, connections: number): Promise<FloorHandle> {
   return await startFloor('forwarder floor', ['forward', new URL(upstreamUrl).origin, String(connections)])
 }
-
-/** `url` with another origin: a request prepared for the upstream, sent to the forwarder in front of it. */
-export function sameRequestAt<T extends { origin: string }> (request: T, url: string): T {
-  return { ...request, origin: new URL(url).origin }
-}
