@@ -1,6 +1,8 @@
 // `npm run bench`: starts the demo upstream (child process) and a gateway (child process by default,
 // see BENCH_GATEWAY), runs the registered sections (bench/sections/index.ts), prints tables and a
 // verdict against the budgets of design.md §4, and writes the results as JSON (path printed at the end).
+// Budgets are ratios to floors measured in the same run (bench/lib/floors.ts: a bare Fastify route, a bare
+// undici forwarder, the direct path), loaded by the same load generator in its own process (bench/lib/loadgen.ts).
 // It reports and never gates: the exit code is 0 whatever the verdict, non-zero only on errors.
 //
 // Environment: BENCH_CALLS (3000), BENCH_WARMUP (500), BENCH_SECONDS (5), BENCH_CONCURRENCY (64),

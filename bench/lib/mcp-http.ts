@@ -3,6 +3,7 @@
 // body or as an SSE stream. The same code drives the direct and the gateway path, so the client-side
 // cost is small and identical for both.
 import { Pool } from 'undici'
+import type { PreparedRequest } from './loadgen.ts'
 
 export const PROTOCOL_VERSION = '2025-11-25'
 /** A call that has no answer by then fails the bench (a hang is a finding, not something to wait out). */
@@ -138,6 +139,32 @@ export class McpHttpSession implements TaskClient {
     if (answer.error) throw new Error(`${method}: JSON-RPC error ${answer.error.code ?? '?'} ${answer.error.message ?? ''}`)
     if (answer.id !== id || answer.result === undefined) throw new Error(`${method}: unexpected answer ${text.slice(0, 300)}`)
     return answer.result
+  }
+
+  /** One request's answer as it came: its content type and the JSON-RPC answer (the Fastify floor's template). */
+  async answerOf (method: string, params: Record<string, unknown>): Promise<{ contentType: string, answer: Record<string, unknown> }> {
+    const id = this.#nextId++
+    const res = await this.#pool.request({
+      path: this.url.pathname,
+      method: 'POST',
+      headers: this.#headers,
+      body: JSON.stringify({ jsonrpc: '2.0', id, method, params }),
+    })
+    const text = await res.body.text()
+    if (res.statusCode !== 200) throw new Error(`${method}: HTTP ${res.statusCode} ${text.slice(0, 300)}`)
+    const contentType = String(res.headers['content-type'] ?? '')
+    return { contentType, answer: parseAnswer(contentType, text, id) as Record<string, unknown> }
+  }
+
+  /** One request of this session built once, for the load generator to send again and again (bench/lib/loadgen.ts). */
+  prepare (method: string, params: Record<string, unknown>): PreparedRequest {
+    return {
+      origin: this.url.origin,
+      path: this.url.pathname,
+      method: 'POST',
+      headers: { ...this.#headers },
+      body: JSON.stringify({ jsonrpc: '2.0', id: this.#nextId++, method, params }),
+    }
   }
 
   /** Calls a tool that echoes `text` and checks the echo, so a fast wrong answer never counts as a call. */

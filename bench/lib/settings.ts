@@ -1,8 +1,9 @@
-// Bench settings, all overridable through the environment. Defaults keep a full run around two minutes
-// on two cores: a few seconds of start-up, ~2 × BENCH_CALLS sequential calls, 2 × BENCH_SECONDS of load,
-// then the task sections (3 × BENCH_TASK_CREATES creations and 3 × BENCH_SECONDS of tasks/get: memory,
-// sqlite and redis store; the same again on three processes sharing Redis; 2 × BENCH_MEMORY_TASKS
-// creations for the memory measurement).
+// Bench settings, all overridable through the environment. Defaults keep a full run to a few minutes
+// on two cores: a few seconds of start-up, 3 × BENCH_CALLS sequential calls and 3 × BENCH_SECONDS of load
+// (direct, forwarder floor, gateway), then the task sections (3 × BENCH_TASK_CREATES creations and as many
+// tasks/get, 3 × BENCH_SECONDS of tasks/get plus the Fastify floor's windows: memory, sqlite and redis store;
+// the same again on three processes sharing Redis; 3 × BENCH_MEMORY_TASKS creations for the memory
+// measurement).
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 

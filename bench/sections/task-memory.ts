@@ -5,15 +5,16 @@
 // while all of them are in flight for the client. Heap used and RSS are reported apart: heap is the
 // JS objects the gateway keeps per task; RSS adds native memory (sqlite page cache, sockets) and
 // memory V8 has not given back to the OS.
-// Budgets (design.md §4): ≤ 10 KB per task in flight beyond the idle process; no event-loop stall
-// over 50 ms while the tasks are created.
+// The redis store (when Redis answers) is measured too: its memory is reported, its stall checked.
+// Budgets (design.md §4): ≤ 10 KB per task in flight beyond the idle process (memory and sqlite store); no
+// event-loop stall over 50 ms while the tasks are created, on every store.
 import { McpHttpSession } from '../lib/mcp-http.ts'
 import type { ProbeStats } from '../lib/gateway.ts'
 import { ms, type Table } from '../lib/stats.ts'
 import type { LoadRun } from '../lib/load.ts'
 import {
   LOOP_STALL_LIMIT_MS, QUICK_TASK, STORES, SLOW_TOOL, awaitTerminal, closeSharedTaskGateways, createTasks, measureWindow, mib,
-  profileNotes, profiled, startTaskGateway, us, type StoreKind, type Window,
+  measuredStores, profileNotes, profiled, redisSkippedNote, startTaskGateway, us, type StoreKind, type Window,
 } from '../lib/tasks.ts'
 import type { BenchContext, Check, Section, SectionResult } from '../lib/types.ts'
 
@@ -104,9 +105,10 @@ async function run (ctx: BenchContext): Promise<SectionResult> {
   await closeSharedTaskGateways()
   const profiles: string[] = []
   const results = {} as Record<StoreKind, StoreResult | undefined>
-  for (const store of STORES) results[store] = await measureStore(ctx, store, profiles)
+  const stores = await measuredStores(ctx)
+  for (const store of stores) results[store] = await measureStore(ctx, store, profiles)
 
-  const rows = STORES.map((store) => {
+  const rows = stores.map((store) => {
     const r = results[store]
     if (!r) return [store, 'n/a', '', '', '', '', '', '', '']
     return [store, String(r.tasks), mib(r.idle.heapUsedBytes), mib(r.loaded.heapUsedBytes), kb(r.perTaskBytes.heap),
@@ -120,7 +122,7 @@ async function run (ctx: BenchContext): Promise<SectionResult> {
   const costTable: Table = {
     title: `putting the tasks in flight (${CREATE_WORKERS} concurrent creations)`,
     head: ['store', 'gateway µs per create', 'gateway loop max ms'],
-    rows: STORES.map((store) => [store, us(results[store]?.gatewayCpuUsPerCreate), ms(results[store]?.gatewayMaxLoopDelayMs, 1)]),
+    rows: stores.map((store) => [store, us(results[store]?.gatewayCpuUsPerCreate), ms(results[store]?.gatewayMaxLoopDelayMs, 1)]),
   }
 
   const checks: Check[] = []
@@ -134,13 +136,15 @@ async function run (ctx: BenchContext): Promise<SectionResult> {
       pass: worst === undefined ? undefined : worst <= PER_TASK_LIMIT_BYTES,
     })
   }
-  const stall = Math.max(...STORES.map((store) => results[store]?.gatewayMaxLoopDelayMs ?? Number.NaN))
-  checks.push({
-    budget: `event-loop stall in the gateway, creating ${settings.memoryTasks} tasks`,
-    limit: `≤ ${LOOP_STALL_LIMIT_MS} ms`,
-    measured: Number.isNaN(stall) ? 'n/a' : `${stall.toFixed(1)} ms`,
-    pass: Number.isNaN(stall) ? undefined : stall <= LOOP_STALL_LIMIT_MS,
-  })
+  for (const store of stores) {
+    const stall = results[store]?.gatewayMaxLoopDelayMs
+    checks.push({
+      budget: `event-loop stall in the gateway, creating ${settings.memoryTasks} tasks${settings.memoryTasks < 10_000 ? ' (budget is stated for 10,000)' : ''}, ${store} store`,
+      limit: `≤ ${LOOP_STALL_LIMIT_MS} ms`,
+      measured: stall === undefined ? 'n/a' : `${stall.toFixed(1)} ms`,
+      pass: stall === undefined ? undefined : stall <= LOOP_STALL_LIMIT_MS,
+    })
+  }
 
   const notes = [
     settings.gatewayMode === 'child'
@@ -148,6 +152,7 @@ async function run (ctx: BenchContext): Promise<SectionResult> {
       : 'the gateway runs in the bench process (BENCH_GATEWAY=inprocess): its memory cannot be told apart, nothing is measured',
     `all tasks belong to one session (one principal); maxConcurrentCalls ${settings.maxConcurrentCalls ?? 16} of them hold an upstream connection, the rest wait in the upstream pool's queue`,
     'heap/task is the JS heap the gateway keeps per task (records, runner state, queue entries); RSS/task adds native memory and is noisy (V8 and malloc keep freed pages)',
+    ...(results.redis === undefined ? [redisSkippedNote(ctx)] : ['redis store: memory reported without a budget (design.md §4 states it for memory and sqlite); stall checked']),
     ...profileNotes(profiles),
   ]
   return { tables: [memoryTable, costTable], checks, notes, data: { ...results, profiles } }
@@ -155,6 +160,6 @@ async function run (ctx: BenchContext): Promise<SectionResult> {
 
 export const taskMemorySection: Section = {
   id: 'task-memory',
-  title: 'Memory per task in flight (memory and sqlite store)',
+  title: 'Memory per task in flight (memory, sqlite and redis store)',
   run,
 }
