@@ -1,5 +1,5 @@
 // Starts a gateway in front of the demo upstream (or of a stdio command) for a bench run: by default as
-// its own process (`node --import tsx src/main.ts`, with bench/lib/child-probe.mjs preloaded to report
+// its own process (`node dist/main.js`, compiled as it ships, with bench/lib/child-probe.mjs preloaded to report
 // its event-loop delay, CPU, memory and CPU profiles over IPC), or in the bench process
 // (BENCH_GATEWAY=inprocess).
 import { spawn } from 'node:child_process'
@@ -158,8 +158,8 @@ async function startChild (settings: Settings, raw: Record<string, unknown>, dir
   const logsListening = ['info', 'debug', 'trace'].includes(settings.gatewayLogLevel)
   const port = logsListening ? 0 : await freePort()
   const args = [
-    '--expose-gc', ...settings.gatewayNodeArgs, '--import', 'tsx', '--import', PROBE,
-    'src/main.ts', '--config', file, '--port', String(port), '--log-level', settings.gatewayLogLevel,
+    '--expose-gc', ...settings.gatewayNodeArgs, '--import', PROBE,
+    'dist/main.js', '--config', file, '--port', String(port), '--log-level', settings.gatewayLogLevel,
   ]
   const child = spawn(process.execPath, args, { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe', 'ipc'], env: process.env })
   let address: string | undefined

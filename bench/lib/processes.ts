@@ -132,7 +132,7 @@ export interface UpstreamHandle {
 /** The bundled demo upstream over Streamable HTTP, as a child process. */
 export async function startDemoUpstream (): Promise<UpstreamHandle> {
   const nodeOptions = [process.env.NODE_OPTIONS ?? '', `--import ${PROBE}`].join(' ').trim()
-  const upstream = await startUpstream('src/demo/main.ts', ['--http', '0'], { env: { NODE_OPTIONS: nodeOptions } })
+  const upstream = await startUpstream('dist/demo/main.js', ['--http', '0'], { env: { NODE_OPTIONS: nodeOptions } })
   let pid: number | undefined
   for (let i = 0; i < 20 && pid === undefined; i++) {
     const match = /bench-probe pid (\d+)/.exec(upstream.stderr())

@@ -269,7 +269,7 @@ async function run (ctx: BenchContext): Promise<SectionResult> {
     `gateway first call − the echo server's start measured alongside: ${signedMs(results.gateway.firstCallMs - results.gateway.serverStartMs, 1)} ms ` +
       `(starts: ${results.gateway.serverStartSamples.map((v) => v.toFixed(0)).join(', ')} ms)`,
     `${cpus().length} CPU cores shared by the bench client, the front end and its echo servers; maxConcurrentCalls of the gateway ${settings.maxConcurrentCalls ?? 16}${settings.maxConcurrentCalls === undefined ? ' (default)' : ''}`,
-    'the gateway runs its TypeScript sources through tsx (as in every section), and its RSS includes that loader; the peers run published JavaScript',
+    'the gateway runs compiled from dist/ as it ships (as in every section); the peers run their published JavaScript',
     'supergateway has no host option and listens on every interface; the bench talks to it on 127.0.0.1 only',
     ...PATHS.filter((path) => results[path].lingering > 0)
       .map((path) => `${path}: ${results[path].lingering} process(es) still running ${SESSION_END_WAIT_MS / 1000} s after a client's session was deleted`),

@@ -253,7 +253,7 @@ function report (ctx: BenchContext, m: Measured): SectionResult {
     `floor: a bare HTTP forwarder on undici (own process, a keep-alive pool of ${m.maxCalls} upstream connections, as many as the gateway's maxConcurrentCalls) ` +
       'streaming each request to the upstream and the answer back; it carries the direct path\'s session and requests, so only the hop differs',
     settings.gatewayMode === 'child'
-      ? 'gateway: separate process (node --import tsx src/main.ts); its loop delay comes from a probe preloaded into it'
+      ? 'gateway: separate process (node dist/main.js); its loop delay comes from a probe preloaded into it'
       : 'gateway: in-process, sharing the bench process (the load generator has its own process either way); its loop is not watched',
     `at concurrency ${settings.concurrency}, the gateway and the forwarder each hold at most ${m.maxCalls} upstream connections; the other calls queue in them`,
     `${cpus().length} CPU cores shared by the load generator, the upstream and the hop: the forwarder and gateway paths run three busy processes where the direct path runs two`,

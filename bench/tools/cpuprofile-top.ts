@@ -8,7 +8,7 @@
 // Always printed first: busy time split into the stages of a relayed call, by heuristic rules on each
 // sample's stack (first matching rule wins; see BUCKETS).
 import { readFileSync } from 'node:fs'
-import { fileURLToPath } from 'node:url'
+import { fileURLToPath, pathToFileURL } from 'node:url'
 import { relative } from 'node:path'
 
 interface CallFrame { functionName: string, url: string, lineNumber: number, columnNumber: number }
@@ -17,6 +17,15 @@ interface Profile { nodes: ProfileNode[], samples: number[], timeDeltas: number[
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 const SPECIAL = new Set(['(idle)', '(program)', '(garbage collector)', '(root)'])
+
+/**
+ * The gateway runs compiled from dist/ (file for file, see scripts/build.ts): its frames are named by their
+ * source file, so the tables read src/… (line numbers are the compiled file's, close to the source's).
+ */
+function asSource (url: string): string {
+  const dist = `${pathToFileURL(ROOT).href}dist/`
+  return url.startsWith(dist) ? `${pathToFileURL(ROOT).href}src/${url.slice(dist.length).replace(/\.js$/, '.ts')}` : url
+}
 
 function location (frame: CallFrame): string {
   if (frame.url === '') return ''
@@ -78,6 +87,7 @@ function main (): void {
   if (file === undefined) throw new Error('usage: cpuprofile-top <file.cpuprofile> [top] [--callers=<functionName>]')
   const top = Number(topArg ?? 30)
   const profile = JSON.parse(readFileSync(file, 'utf8')) as Profile
+  for (const node of profile.nodes) node.callFrame.url = asSource(node.callFrame.url)
   const byId = new Map(profile.nodes.map((n) => [n.id, n]))
   const parent = new Map<number, number>()
   for (const node of profile.nodes) for (const child of node.children ?? []) parent.set(child, node.id)

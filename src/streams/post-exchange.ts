@@ -2,6 +2,7 @@ import type { ServerResponse } from 'node:http'
 import type { RequestContext } from '../dispatch/context.ts'
 import { writeHttpError } from '../wire/error-replies.ts'
 import type { RequestId, RpcMessage, RpcResponse } from '../wire/jsonrpc.ts'
+import { LazyAbort } from '../wire/lazy-abort.ts'
 import type { EventStream } from './event-stream.ts'
 import type { StreamHub } from './stream-hub.ts'
 
@@ -23,7 +24,7 @@ export class PostExchange {
   readonly #options: ExchangeOptions
   #stream: EventStream | undefined
   #done = false
-  readonly #disconnected = new AbortController()
+  readonly #disconnected = new LazyAbort()
 
   constructor (res: ServerResponse, options: ExchangeOptions) {
     this.#res = res
@@ -109,7 +110,10 @@ export class PostExchange {
 /** The parts of a request's context that write to its exchange; the same in both eras. */
 export function exchangeChannel (exchange: PostExchange): Pick<RequestContext, 'disconnected' | 'send' | 'openStream' | 'notify'> {
   return {
-    disconnected: exchange.disconnected,
+    // Read when a handler asks (the signal is made then).
+    get disconnected () {
+      return exchange.disconnected
+    },
     send: (message) => exchange.emit(message),
     openStream: () => exchange.openStream(),
     notify: (method, params) => exchange.emit({ jsonrpc: '2.0', method, params }),

@@ -50,15 +50,22 @@ function isId (value: unknown): value is RequestId {
 /** Deepest nesting of objects and arrays a message may have; deeper ones are refused before anything re-serializes them. */
 export const MAX_NESTING = 100
 
-/** Whether objects and arrays nest deeper than `limit` (iterative: a hostile depth cannot overflow the stack). */
+/**
+ * Whether objects and arrays nest deeper than `limit`. It recurses `limit` + 1 levels at most, so a hostile depth
+ * cannot overflow the stack, and allocates nothing: it runs on every message.
+ */
 function nestedDeeperThan (value: unknown, limit: number): boolean {
-  const stack: Array<[unknown, number]> = [[value, 0]]
-  while (stack.length > 0) {
-    const [current, depth] = stack.pop()!
-    if (depth > limit) return true
-    for (const child of Array.isArray(current) ? current : Object.values(current as object)) {
-      if (child !== null && typeof child === 'object') stack.push([child, depth + 1])
+  if (limit < 0) return true
+  if (Array.isArray(value)) {
+    for (const child of value) {
+      if (child !== null && typeof child === 'object' && nestedDeeperThan(child, limit - 1)) return true
     }
+    return false
+  }
+  const object = value as Record<string, unknown>
+  for (const key in object) {
+    const child = object[key]
+    if (child !== null && typeof child === 'object' && nestedDeeperThan(child, limit - 1)) return true
   }
   return false
 }

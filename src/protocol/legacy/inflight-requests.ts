@@ -1,5 +1,6 @@
 import type { SignalBus } from '../../store/types.ts'
 import type { RequestId } from '../../wire/jsonrpc.ts'
+import { LazyAbort } from '../../wire/lazy-abort.ts'
 
 /** Where a process asks the others to cancel a request it does not serve itself. */
 const CANCEL_CHANNEL = 'legacy:cancel'
@@ -10,7 +11,7 @@ const CANCEL_CHANNEL = 'legacy:cancel'
  * still running.
  */
 export class InflightRequests {
-  readonly #controllers = new Map<string, AbortController>()
+  readonly #controllers = new Map<string, LazyAbort>()
   readonly #bus: SignalBus
 
   constructor (shutdown: AbortSignal, bus: SignalBus) {
@@ -29,12 +30,13 @@ export class InflightRequests {
     return `${sessionId}\u0000${typeof requestId}:${requestId}`
   }
 
-  start (sessionId: string, requestId: RequestId): { signal: AbortSignal, done (): void } {
+  /** The request's abort (its signal is made when first read), and `done` to forget it once answered. */
+  start (sessionId: string, requestId: RequestId): { abort: LazyAbort, done (): void } {
     const key = InflightRequests.key(sessionId, requestId)
-    const controller = new AbortController()
+    const controller = new LazyAbort()
     this.#controllers.set(key, controller)
     return {
-      signal: controller.signal,
+      abort: controller,
       done: () => {
         if (this.#controllers.get(key) === controller) this.#controllers.delete(key)
       },

@@ -172,7 +172,9 @@ export class LegacyEndpoint {
       sessionId: session.id,
       caller,
       requestId: request.id,
-      signal: inflight.signal,
+      get signal () {
+        return inflight.abort.signal
+      },
       progressToken: progressTokenOf(params),
       log: deps.log,
       ...exchangeChannel(exchange),
@@ -184,10 +186,10 @@ export class LegacyEndpoint {
       if (listChangeAnsweredBy(request.method) !== undefined) await deps.hub.listed(session.id, request.method)
       const result = await lookupHandler(deps.methods, request.method)(params, ctx)
       if (result.isError === true) trace?.toolError()
-      if (inflight.signal.aborted && !deps.shutdown.aborted) exchange.abandon()
+      if (inflight.abort.aborted && !deps.shutdown.aborted) exchange.abandon()
       else exchange.respond(resultMessage(request.id, result))
     } catch (err) {
-      if (inflight.signal.aborted && !deps.shutdown.aborted) {
+      if (inflight.abort.aborted && !deps.shutdown.aborted) {
         exchange.abandon()
       } else {
         if (!(err instanceof GatewayError) || err.statusCode >= 500) deps.log.warn({ err, method: request.method, sessionId: session.id }, 'request failed')

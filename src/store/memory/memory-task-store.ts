@@ -13,7 +13,24 @@ function byPosition (a: TaskCursor, b: TaskCursor): number {
   return a.id < b.id ? -1 : a.id > b.id ? 1 : 0
 }
 
-/** Tasks and their input queues in Maps. Records are copied on the way in and out. */
+/** A deep copy nothing can change: what the store keeps and hands out, so a read needs no copy. */
+function frozen<T> (value: T): T {
+  return deepFreeze(structuredClone(value))
+}
+
+function deepFreeze<T> (value: T): T {
+  if (value !== null && typeof value === 'object' && !Object.isFrozen(value)) {
+    Object.freeze(value)
+    for (const child of Object.values(value)) deepFreeze(child)
+  }
+  return value
+}
+
+/**
+ * Tasks and their input queues in Maps. A task record is copied and frozen on the way in and replaced, never
+ * changed, by a move: reads hand out the stored record itself (a task is read far more often than written).
+ * Input records are copied on the way in and out.
+ */
 export class MemoryTaskStore implements TaskStore {
   readonly #tasks = new Map<string, TaskRecord>()
   readonly #inputs = new Map<string, InputRecord>()
@@ -30,7 +47,7 @@ export class MemoryTaskStore implements TaskStore {
       const active = this.#countActive(task.principal, task.createdAt, options.maxActive)
       if (active >= options.maxActive) throw new GatewayError('GW_ERR_TASK_LIMIT', [active, options.maxActive])
     }
-    this.#tasks.set(task.id, structuredClone(task))
+    this.#tasks.set(task.id, frozen(task))
     if (!isTerminal(task.status)) this.#activeOf(task.principal).add(task.id)
     this.#timelines.set(task.id, [createdEvent(task)])
   }
@@ -59,14 +76,14 @@ export class MemoryTaskStore implements TaskStore {
 
   async get (id: string, now: number): Promise<TaskRecord | null> {
     const task = this.#live(id, now)
-    return task ? structuredClone(task) : null
+    return task ?? null
   }
 
   async list (principal: string, after: TaskCursor | undefined, limit: number, now: number): Promise<TaskRecord[]> {
     const tasks = [...this.#tasks.values()]
       .filter((task) => task.principal === principal && live(task, now) && (!after || byPosition(task, after) > 0))
       .sort(byPosition)
-    return tasks.slice(0, Math.max(0, limit)).map((task) => structuredClone(task))
+    return tasks.slice(0, Math.max(0, limit))
   }
 
   async query (query: TaskQuery, before: TaskCursor | undefined, limit: number, now: number): Promise<TaskRecord[]> {
@@ -76,24 +93,26 @@ export class MemoryTaskStore implements TaskStore {
     const tasks = [...this.#tasks.values()]
       .filter((task) => matches(task) && live(task, now) && (!before || byPosition(task, before) < 0))
       .sort((a, b) => byPosition(b, a))
-    return tasks.slice(0, Math.max(0, limit)).map((task) => structuredClone(task))
+    return tasks.slice(0, Math.max(0, limit))
   }
 
   async transition (id: string, from: readonly TaskStatus[], to: TaskStatus, patch: TaskPatch, now: number): Promise<TaskRecord | null> {
     const task = this.#live(id, now)
     // Only a move of the table: a terminal task never changes, whatever `from` says.
     if (!task || !from.includes(task.status) || !canTransition(task.status, to)) return null
-    task.status = to
-    if (isTerminal(to)) {
-      this.#inactive(task)
+    const moved: TaskRecord = {
+      ...task,
+      status: to,
       // Only a running task needs its arguments (to run again after a takeover).
-      task.request = {}
+      request: isTerminal(to) ? Object.freeze({}) : task.request,
+      statusMessage: patch.statusMessage !== undefined ? patch.statusMessage : task.statusMessage,
+      outcome: patch.outcome !== undefined ? frozen(patch.outcome) : task.outcome,
+      lastUpdatedAt: now,
     }
-    if (patch.statusMessage !== undefined) task.statusMessage = patch.statusMessage
-    if (patch.outcome !== undefined) task.outcome = structuredClone(patch.outcome)
-    task.lastUpdatedAt = now
+    this.#tasks.set(id, Object.freeze(moved))
+    if (isTerminal(to)) this.#inactive(moved)
     this.#record(id, statusEvent(to, patch, now, patch.outcome === undefined ? undefined : JSON.stringify(patch.outcome)))
-    return structuredClone(task)
+    return moved
   }
 
   async countActive (principal: string, now: number, atMost = Number.MAX_SAFE_INTEGER): Promise<number> {
@@ -113,22 +132,21 @@ export class MemoryTaskStore implements TaskStore {
     return [...this.#tasks.values()]
       .filter((task) => !isTerminal(task.status))
       .sort(byPosition)
-      .map((task) => structuredClone(task))
   }
 
   async ownedBy (owner: string, now: number): Promise<TaskRecord[]> {
     return [...this.#tasks.values()]
       .filter((task) => task.owner === owner && !isTerminal(task.status) && live(task, now))
       .sort(byPosition)
-      .map((task) => structuredClone(task))
   }
 
   async claim (id: string, from: string, to: string, now: number): Promise<TaskRecord | null> {
     const task = this.#live(id, now)
     if (!task || isTerminal(task.status) || task.owner !== from) return null
-    task.owner = to
+    const claimed = Object.freeze({ ...task, owner: to })
+    this.#tasks.set(id, claimed)
     this.#record(id, claimedEvent(from, to, now))
-    return structuredClone(task)
+    return claimed
   }
 
   async sweep (now: number): Promise<number> {
