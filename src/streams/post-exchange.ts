@@ -1,7 +1,7 @@
 import type { ServerResponse } from 'node:http'
 import type { RequestContext } from '../dispatch/context.ts'
 import { writeHttpError } from '../wire/error-replies.ts'
-import type { RequestId, RpcMessage, RpcResponse } from '../wire/jsonrpc.ts'
+import type { JsonObject, RequestId, RpcMessage, RpcResponse } from '../wire/jsonrpc.ts'
 import { LazyAbort } from '../wire/lazy-abort.ts'
 import type { EventStream } from './event-stream.ts'
 import type { StreamHub } from './stream-hub.ts'
@@ -40,6 +40,11 @@ export class PostExchange {
    */
   get disconnected (): AbortSignal {
     return this.#disconnected.signal
+  }
+
+  /** Whether `disconnected` has aborted, without making its signal. */
+  get isDisconnected (): boolean {
+    return this.#disconnected.aborted
   }
 
   /** Sends a message related to the request before its response; switches to SSE on first use. */
@@ -107,15 +112,16 @@ export class PostExchange {
   }
 }
 
-/** The parts of a request's context that write to its exchange; the same in both eras. */
-export function exchangeChannel (exchange: PostExchange): Pick<RequestContext, 'disconnected' | 'send' | 'openStream' | 'notify'> {
-  return {
-    // Read when a handler asks (the signal is made then).
-    get disconnected () {
-      return exchange.disconnected
-    },
-    send: (message) => exchange.emit(message),
-    openStream: () => exchange.openStream(),
-    notify: (method, params) => exchange.emit({ jsonrpc: '2.0', method, params }),
-  }
+/**
+ * Gives a request context the exchange's channel: `send`, `notify`, `openStream`, and `disconnected`, a getter
+ * (its signal is made only when a handler reads it: most requests never do). Defined on `context` itself, which
+ * must not be spread afterwards (a spread would read every getter).
+ */
+export function withExchange<T extends object> (exchange: PostExchange, context: T): T & Pick<RequestContext, 'disconnected' | 'send' | 'openStream' | 'notify'> {
+  return Object.defineProperties(context, {
+    disconnected: { get: () => exchange.disconnected, enumerable: true },
+    send: { value: (message: RpcMessage) => { exchange.emit(message) }, enumerable: true },
+    openStream: { value: () => { exchange.openStream() }, enumerable: true },
+    notify: { value: (method: string, params: JsonObject) => { exchange.emit({ jsonrpc: '2.0', method, params }) }, enumerable: true },
+  }) as T & Pick<RequestContext, 'disconnected' | 'send' | 'openStream' | 'notify'>
 }

@@ -8,7 +8,7 @@ import type { Logger } from '../../observability/logger.ts'
 import type { RequestTrace } from '../../observability/request-trace.ts'
 import { principalClient, type ClientRef } from '../../upstream/client-ref.ts'
 import { classifyMessage, progressTokenOf, resultMessage, type JsonObject, type RpcRequest } from '../../wire/jsonrpc.ts'
-import { exchangeChannel, PostExchange } from '../../streams/post-exchange.ts'
+import { PostExchange, withExchange } from '../../streams/post-exchange.ts'
 import type { StreamHub } from '../../streams/stream-hub.ts'
 import { checkHeaders, type ToolSchemaLookup } from './header-checks.ts'
 import { modernErrorStatus, readEnvelope, withoutEnvelope, type Envelope } from './envelope.ts'
@@ -79,29 +79,32 @@ export class ModernEndpoint {
     const deps = this.#deps
     const principal = caller.principal ?? ANONYMOUS_MODERN
     const exchange = new PostExchange(res, { hub: deps.hub, sessionId: streamOwner(principal), requestId: request.id, headers: {} })
-    const signal = AbortSignal.any([exchange.disconnected, deps.shutdown])
+    // Made when a handler reads it (AbortSignal.any is costly, and most requests never need it).
+    let signal: AbortSignal | undefined
     const params = withoutEnvelope(request.params ?? {})
     // No `request`: this era has no server→client requests (input comes back as input_required).
-    const ctx: RequestContext = {
+    const ctx: RequestContext = withExchange(exchange, {
       client: principalClient(principal, envelope.clientCapabilities),
       clientCapabilities: envelope.clientCapabilities,
       sessionId: undefined,
       caller,
       requestId: request.id,
-      signal,
+      get signal () {
+        signal ??= AbortSignal.any([exchange.disconnected, deps.shutdown])
+        return signal
+      },
       progressToken: progressTokenOf(params),
       log: deps.log,
-      ...exchangeChannel(exchange),
       trace,
-    }
+    })
     try {
       const result: JsonObject = await lookupHandler(deps.methods, request.method)(params, ctx)
       if (result.isError === true) trace?.toolError()
-      if (exchange.disconnected.aborted) exchange.abandon()
+      if (exchange.isDisconnected) exchange.abandon()
       else exchange.respond(resultMessage(request.id, 'resultType' in result ? result : { ...result, resultType: 'complete' }))
     } catch (err) {
       trace?.failed(err)
-      if (exchange.disconnected.aborted) {
+      if (exchange.isDisconnected) {
         exchange.abandon()
       } else if (modernErrorStatus(err) === 400 && !res.headersSent) {
         writeHttpError(res, err, { id: request.id, status: 400 })
