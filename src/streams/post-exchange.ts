@@ -1,7 +1,7 @@
 import type { ServerResponse } from 'node:http'
 import type { RequestContext } from '../dispatch/context.ts'
 import { writeHttpError } from '../wire/error-replies.ts'
-import type { JsonObject, RequestId, RpcMessage, RpcResponse } from '../wire/jsonrpc.ts'
+import type { RequestId, RpcMessage, RpcResponse } from '../wire/jsonrpc.ts'
 import { LazyAbort } from '../wire/lazy-abort.ts'
 import type { EventStream } from './event-stream.ts'
 import type { StreamHub } from './stream-hub.ts'
@@ -113,15 +113,14 @@ export class PostExchange {
 }
 
 /**
- * Gives a request context the exchange's channel: `send`, `notify`, `openStream`, and `disconnected`, a getter
- * (its signal is made only when a handler reads it: most requests never do). Defined on `context` itself, which
- * must not be spread afterwards (a spread would read every getter).
+ * The parts of a request's context that write to its exchange; the same in both eras. `disconnected` is not
+ * among them: a context defines it as a getter of its own (`get disconnected () { return exchange.disconnected }`),
+ * so that its signal is made only when a handler reads it (most requests never do).
  */
-export function withExchange<T extends object> (exchange: PostExchange, context: T): T & Pick<RequestContext, 'disconnected' | 'send' | 'openStream' | 'notify'> {
-  return Object.defineProperties(context, {
-    disconnected: { get: () => exchange.disconnected, enumerable: true },
-    send: { value: (message: RpcMessage) => { exchange.emit(message) }, enumerable: true },
-    openStream: { value: () => { exchange.openStream() }, enumerable: true },
-    notify: { value: (method: string, params: JsonObject) => { exchange.emit({ jsonrpc: '2.0', method, params }) }, enumerable: true },
-  }) as T & Pick<RequestContext, 'disconnected' | 'send' | 'openStream' | 'notify'>
+export function exchangeChannel (exchange: PostExchange): Pick<RequestContext, 'send' | 'openStream' | 'notify'> {
+  return {
+    send: (message) => { exchange.emit(message) },
+    openStream: () => { exchange.openStream() },
+    notify: (method, params) => { exchange.emit({ jsonrpc: '2.0', method, params }) },
+  }
 }

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http'
 import type { Caller } from '../../auth/access.ts'
-import type { ClientRequest, RequestContext, MethodTable } from '../../dispatch/context.ts'
+import type { RequestContext, MethodTable } from '../../dispatch/context.ts'
 import { lookupHandler } from '../../dispatch/method-table.ts'
 import { errorResponse, writeHttpError } from '../../wire/error-replies.ts'
 import { GatewayError } from '../../errors.ts'
@@ -13,7 +13,7 @@ import { classifyMessage, progressTokenOf, resultMessage, type JsonObject, type 
 import { isLegacyVersion } from '../../wire/versions.ts'
 import type { ClientRequestBroker } from './client-requests.ts'
 import type { InflightRequests } from './inflight-requests.ts'
-import { PostExchange, withExchange } from '../../streams/post-exchange.ts'
+import { exchangeChannel, PostExchange } from '../../streams/post-exchange.ts'
 import { initializeResult, validateInitialize } from './initialize.ts'
 import type { StreamHub } from '../../streams/stream-hub.ts'
 import { listChangeAnsweredBy } from '../../wire/list-changes.ts'
@@ -166,7 +166,7 @@ export class LegacyEndpoint {
     const exchange = new PostExchange(res, { hub: deps.hub, sessionId: session.id, requestId: request.id, headers: { 'mcp-session-id': session.id } })
     const inflight = deps.inflight.start(session.id, request.id)
     const params = request.params ?? {}
-    const ctx: RequestContext = withExchange(exchange, {
+    const ctx: RequestContext = {
       client: sessionClient(session.id, session.principal, session.clientCapabilities),
       clientCapabilities: session.clientCapabilities,
       sessionId: session.id,
@@ -177,10 +177,13 @@ export class LegacyEndpoint {
       },
       progressToken: progressTokenOf(params),
       log: deps.log,
-      request: ((method, requestParams, signal) =>
-        deps.broker.send(session.id, (m) => exchange.emit(m), method, requestParams, signal)) satisfies ClientRequest,
+      ...exchangeChannel(exchange),
+      get disconnected () {
+        return exchange.disconnected
+      },
+      request: (method, requestParams, signal) => deps.broker.send(session.id, (m) => exchange.emit(m), method, requestParams, signal),
       trace,
-    })
+    }
     try {
       // Before a list is read: the session will hear of that list's next change (StreamHub.listed).
       if (listChangeAnsweredBy(request.method) !== undefined) await deps.hub.listed(session.id, request.method)

@@ -8,7 +8,7 @@ import type { Logger } from '../../observability/logger.ts'
 import type { RequestTrace } from '../../observability/request-trace.ts'
 import { principalClient, type ClientRef } from '../../upstream/client-ref.ts'
 import { classifyMessage, progressTokenOf, resultMessage, type JsonObject, type RpcRequest } from '../../wire/jsonrpc.ts'
-import { PostExchange, withExchange } from '../../streams/post-exchange.ts'
+import { exchangeChannel, PostExchange } from '../../streams/post-exchange.ts'
 import type { StreamHub } from '../../streams/stream-hub.ts'
 import { checkHeaders, type ToolSchemaLookup } from './header-checks.ts'
 import { modernErrorStatus, readEnvelope, withoutEnvelope, type Envelope } from './envelope.ts'
@@ -83,7 +83,7 @@ export class ModernEndpoint {
     let signal: AbortSignal | undefined
     const params = withoutEnvelope(request.params ?? {})
     // No `request`: this era has no server→client requests (input comes back as input_required).
-    const ctx: RequestContext = withExchange(exchange, {
+    const ctx: RequestContext = {
       client: principalClient(principal, envelope.clientCapabilities),
       clientCapabilities: envelope.clientCapabilities,
       sessionId: undefined,
@@ -95,8 +95,12 @@ export class ModernEndpoint {
       },
       progressToken: progressTokenOf(params),
       log: deps.log,
+      ...exchangeChannel(exchange),
+      get disconnected () {
+        return exchange.disconnected
+      },
       trace,
-    })
+    }
     try {
       const result: JsonObject = await lookupHandler(deps.methods, request.method)(params, ctx)
       if (result.isError === true) trace?.toolError()
