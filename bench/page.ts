@@ -137,7 +137,10 @@ function settingsPart (results: Results): string {
     const differs = key !== 'redisUrl' && JSON.stringify(value) !== JSON.stringify(defaults[key])
     return [key, shown(value), differs ? `not the default (${shown(defaults[key])})` : '']
   })
-  return `## Settings\n\nThe environment variables of \`bench/run.ts\` (see its header); \`${COMMAND}\` runs with the defaults.\n\n${markdownTable(['setting', 'value', ''], rows)}`
+  const summary = settingsSummary(results.settings)
+  const warning = summary === 'default' ? '' : ` **This run did not use the defaults** (${summary}): compare its ratios with those of default runs with care.`
+  return `## Settings\n\nThe environment variables of \`bench/run.ts\` (see its header); \`${COMMAND}\` runs with the defaults.${warning}\n\n` +
+    markdownTable(['setting', 'value', ''], rows)
 }
 
 function floors (results: Results): string {

@@ -323,6 +323,6 @@ function report (ctx: BenchContext, m: Measured): SectionResult {
 
 export const syncCallSection: Section = {
   id: 'sync-call',
-  title: 'Synchronous tools/call: direct, through a bare forwarder, and through the gateway',
+  title: 'Synchronous tools/call: direct, through a bare forwarder, and through the gateway (a 2025-11-25 session and a 2026-07-28 client)',
   run,
 }

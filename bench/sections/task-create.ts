@@ -213,6 +213,6 @@ async function run (ctx: BenchContext): Promise<SectionResult> {
 
 export const taskCreateSection: Section = {
   id: 'task-create',
-  title: 'Task creation latency with tasks in flight (memory, sqlite and redis store)',
+  title: 'Task creation latency with tasks in flight (memory, sqlite and redis store; 2025-11-25 and 2026-07-28 clients)',
   run,
 }

@@ -250,6 +250,6 @@ async function run (ctx: BenchContext): Promise<SectionResult> {
 
 export const taskGetSection: Section = {
   id: 'task-get',
-  title: 'tasks/get throughput per gateway process against a bare Fastify route (memory, sqlite and redis store)',
+  title: 'tasks/get throughput per gateway process against a bare Fastify route (memory, sqlite and redis store; 2025-11-25 and 2026-07-28 clients)',
   run,
 }
