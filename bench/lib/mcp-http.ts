@@ -36,7 +36,7 @@ export interface TaskClient {
   getTask (taskId: string): Promise<string>
 }
 
-function openPool (url: URL, connections: number): Pool {
+export function openPool (url: URL, connections: number): Pool {
   return new Pool(url.origin, {
     connections,
     pipelining: 1,

@@ -57,50 +57,51 @@ export interface Settings {
   out: string
 }
 
-function integer (name: string, fallback: number, min: number): number {
-  const raw = process.env[name]
+function integer (env: NodeJS.ProcessEnv, name: string, fallback: number, min: number): number {
+  const raw = env[name]
   if (raw === undefined || raw === '') return fallback
   const value = Number(raw)
   if (!Number.isInteger(value) || value < min) throw new Error(`${name} must be an integer ≥ ${min}, got '${raw}'`)
   return value
 }
 
-function positive (name: string, fallback: number): number {
-  const raw = process.env[name]
+function positive (env: NodeJS.ProcessEnv, name: string, fallback: number): number {
+  const raw = env[name]
   if (raw === undefined || raw === '') return fallback
   const value = Number(raw)
   if (!Number.isFinite(value) || value <= 0) throw new Error(`${name} must be a positive number, got '${raw}'`)
   return value
 }
 
-function oneOf<T extends string> (name: string, allowed: readonly T[], fallback: T): T {
-  const raw = process.env[name]
+function oneOf<T extends string> (env: NodeJS.ProcessEnv, name: string, allowed: readonly T[], fallback: T): T {
+  const raw = env[name]
   if (raw === undefined || raw === '') return fallback
   if (!(allowed as readonly string[]).includes(raw)) throw new Error(`${name} must be one of ${allowed.join(', ')}, got '${raw}'`)
   return raw as T
 }
 
-export function readSettings (): Settings {
-  const maxCalls = process.env.BENCH_MAX_CONCURRENT_CALLS
-  const sections = process.env.BENCH_SECTIONS
+/** The settings `env` gives (default: this process's environment); `readSettings({})` gives the defaults. */
+export function readSettings (env: NodeJS.ProcessEnv = process.env): Settings {
+  const maxCalls = env.BENCH_MAX_CONCURRENT_CALLS
+  const sections = env.BENCH_SECTIONS
   return {
-    calls: integer('BENCH_CALLS', 3000, 1),
-    warmup: integer('BENCH_WARMUP', 500, 0),
-    seconds: positive('BENCH_SECONDS', 5),
-    concurrency: integer('BENCH_CONCURRENCY', 64, 1),
-    rounds: integer('BENCH_ROUNDS', 2, 1),
-    gatewayMode: oneOf('BENCH_GATEWAY', ['child', 'inprocess'] as const, 'child'),
-    gatewayLogLevel: oneOf('BENCH_GATEWAY_LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const, 'warn'),
-    gatewayNodeArgs: (process.env.BENCH_GATEWAY_NODE_ARGS ?? '').split(' ').filter((a) => a !== ''),
-    store: oneOf('BENCH_STORE', ['memory', 'sqlite'] as const, 'memory'),
-    maxConcurrentCalls: maxCalls === undefined || maxCalls === '' ? undefined : integer('BENCH_MAX_CONCURRENT_CALLS', 16, 1),
-    tasksInFlight: integer('BENCH_TASKS_IN_FLIGHT', 1000, 0),
-    taskCreates: integer('BENCH_TASK_CREATES', 2000, 1),
-    memoryTasks: integer('BENCH_MEMORY_TASKS', 10_000, 1),
-    redisUrl: process.env.BENCH_REDIS_URL ?? process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',
+    calls: integer(env, 'BENCH_CALLS', 3000, 1),
+    warmup: integer(env, 'BENCH_WARMUP', 500, 0),
+    seconds: positive(env, 'BENCH_SECONDS', 5),
+    concurrency: integer(env, 'BENCH_CONCURRENCY', 64, 1),
+    rounds: integer(env, 'BENCH_ROUNDS', 2, 1),
+    gatewayMode: oneOf(env, 'BENCH_GATEWAY', ['child', 'inprocess'] as const, 'child'),
+    gatewayLogLevel: oneOf(env, 'BENCH_GATEWAY_LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const, 'warn'),
+    gatewayNodeArgs: (env.BENCH_GATEWAY_NODE_ARGS ?? '').split(' ').filter((a) => a !== ''),
+    store: oneOf(env, 'BENCH_STORE', ['memory', 'sqlite'] as const, 'memory'),
+    maxConcurrentCalls: maxCalls === undefined || maxCalls === '' ? undefined : integer(env, 'BENCH_MAX_CONCURRENT_CALLS', 16, 1),
+    tasksInFlight: integer(env, 'BENCH_TASKS_IN_FLIGHT', 1000, 0),
+    taskCreates: integer(env, 'BENCH_TASK_CREATES', 2000, 1),
+    memoryTasks: integer(env, 'BENCH_MEMORY_TASKS', 10_000, 1),
+    redisUrl: env.BENCH_REDIS_URL ?? env.REDIS_URL ?? 'redis://127.0.0.1:6379',
     sections: sections === undefined || sections === '' ? undefined : sections.split(',').map((s) => s.trim()).filter((s) => s !== ''),
-    profileDir: process.env.BENCH_PROFILE_DIR === '' ? undefined : process.env.BENCH_PROFILE_DIR,
-    metrics: oneOf('BENCH_METRICS', ['on', 'off'] as const, 'on'),
-    out: process.env.BENCH_OUT ?? join(tmpdir(), 'mcp-task-gateway-bench', 'latest.json'),
+    profileDir: env.BENCH_PROFILE_DIR === '' ? undefined : env.BENCH_PROFILE_DIR,
+    metrics: oneOf(env, 'BENCH_METRICS', ['on', 'off'] as const, 'on'),
+    out: env.BENCH_OUT ?? join(tmpdir(), 'mcp-task-gateway-bench', 'latest.json'),
   }
 }

@@ -7,6 +7,7 @@ import { join } from 'node:path'
 import type { GatewayHandle, ProbeStats } from './gateway.ts'
 import type { LoadRun } from './load.ts'
 import { McpHttpSession, type TaskClient } from './mcp-http.ts'
+import { ModernHttpClient } from './modern-http.ts'
 import { procCpuMs } from './processes.ts'
 import { freshRedisStore, printableRedisUrl, redisReachable, type RedisStoreConfig } from './redis.ts'
 import type { BenchContext } from './types.ts'
@@ -56,10 +57,11 @@ export interface TaskGatewayLimits {
 }
 
 /**
- * A gateway whose limits admit `maxTasks` tasks in flight on one session: maxActivePerPrincipal and
- * the upstream's maxQueuedCalls are raised (maxConcurrentCalls keeps its default, so all but a few
- * tasks wait in the upstream pool's queue), and the shutdown grace is zero so closing it does not
- * wait for tasks that run for an hour.
+ * A gateway whose limits admit `maxTasks` tasks in flight on one session, and as many for the 2026-07-28
+ * clients (one anonymous principal with auth off): maxActivePerPrincipal and the upstream's maxQueuedCalls
+ * are raised (maxConcurrentCalls keeps its default, so all but a few tasks wait in the upstream pool's queue);
+ * a 2026-07-28 call that declares the tasks extension is a task at once (`tasks.decide: always`), and the
+ * shutdown grace is zero so closing it does not wait for tasks that run for an hour.
  */
 export async function startTaskGateway (
   ctx: BenchContext,
@@ -74,8 +76,8 @@ export async function startTaskGateway (
   }
   return await ctx.startGateway({
     store,
-    tasks: { maxActivePerPrincipal: limits.maxTasks },
-    upstream: { maxQueuedCalls: limits.maxTasks },
+    tasks: { maxActivePerPrincipal: limits.maxTasks, decide: 'always' },
+    upstream: { maxQueuedCalls: 2 * limits.maxTasks },
     server: { shutdownGrace: 0 },
   })
 }
@@ -202,6 +204,10 @@ export interface SharedTaskGateway {
   ids: string[]
   /** Tasks put in flight before anything was measured. */
   seeded: number
+  /** A 2026-07-28 client of the same gateway (no session: every request carries its envelope), with the tasks extension. */
+  modern: ModernHttpClient
+  /** Ids of the tasks `modern` created so far, all still in flight. */
+  modernIds: string[]
 }
 
 /** Connections of the shared sessions: enough for the 64 workers of task-get and the default concurrency. */
@@ -227,7 +233,8 @@ export function sharedTaskGateway (ctx: BenchContext, store: StoreKind): Promise
       const session = await McpHttpSession.open(gateway.url, sharedConnections(ctx))
       ctx.log(`${store}: putting ${settings.tasksInFlight} long-running ${SLOW_TOOL} tasks in flight`)
       const ids = await createTasks(session, settings.tasksInFlight, 16)
-      return { store, gateway, session, ids, seeded: ids.length }
+      const modern = new ModernHttpClient(gateway.url, sharedConnections(ctx), { tasks: true })
+      return { store, gateway, session, ids, seeded: ids.length, modern, modernIds: [] }
     })()
     shared.set(store, entry)
   }
@@ -242,6 +249,7 @@ export async function closeSharedTaskGateways (): Promise<void> {
     const g = await entry.catch(() => undefined)
     if (!g) return
     await g.session.close()
+    await g.modern.close()
     await g.gateway.close()
   }))
 }

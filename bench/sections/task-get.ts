@@ -4,14 +4,18 @@
 // asking about existing task ids (round robin over the tasks in flight) for BENCH_SECONDS / BENCH_ROUNDS per
 // window: in each round the floor, then each store (memory, sqlite, and redis when it answers), and the floor
 // once more at the end, on the gateways task-create set up (started here when task-create did not run).
+// The same for a 2026-07-28 client (no session, the tasks extension declared) on the same gateways, against a
+// second Fastify floor answering the gateway's 2026-07-28 tasks/get answer.
 // Budgets (design.md §4): each store ≥ 70 % of the floor's requests/s; no event-loop stall over 50 ms.
 import { cpus } from 'node:os'
-import { startFastifyFloor, type FloorHandle } from '../lib/floors.ts'
+import { startFastifyFloor, type AnswerTemplate, type FloorHandle } from '../lib/floors.ts'
 import { generate, type GeneratedRun, type PreparedRequest } from '../lib/loadgen.ts'
+import type { McpHttpSession, TaskClient } from '../lib/mcp-http.ts'
+import { MODERN_VERSION } from '../lib/modern-http.ts'
 import { concat, ms, summarize, type LatencySummary, type Table } from '../lib/stats.ts'
 import {
   LOOP_STALL_LIMIT_MS, closeSharedTaskGateways, createTasks, measureWindow, measuredStores, perCallUs, profileNotes, profiled,
-  sharedTaskGateway, us, type SharedTaskGateway, type StoreKind, type Window,
+  sharedTaskGateway, us, type SharedTaskGateway, type Window,
 } from '../lib/tasks.ts'
 import type { BenchContext, Check, Section, SectionResult } from '../lib/types.ts'
 
@@ -25,7 +29,8 @@ const EXPECT = '"status":"working"'
 /** A process busier than this share of one core during the window is taken as saturated. */
 const SATURATED = 0.9
 
-type Target = StoreKind | 'floor'
+/** `floor`, a store, or either with ` 2026-07-28` after it. */
+type Target = string
 
 interface TargetResult {
   requests: number
@@ -76,64 +81,98 @@ function result (windows: readonly Window[], floorPerSecond: number | undefined)
   }
 }
 
+/** A protocol: its label (a suffix of target names), its floor's target and how it reaches a gateway's tasks. */
+interface Dialect {
+  suffix: string
+  floor: Target
+  client: (g: SharedTaskGateway) => TaskClient & { prepare: McpHttpSession['prepare'], answerOf: McpHttpSession['answerOf'] }
+  ids: (g: SharedTaskGateway) => string[]
+}
+
+const DIALECTS: readonly Dialect[] = [
+  { suffix: '', floor: 'floor', client: (g) => g.session, ids: (g) => g.ids },
+  { suffix: ` ${MODERN_VERSION}`, floor: `floor ${MODERN_VERSION}`, client: (g) => g.modern, ids: (g) => g.modernIds },
+]
+
 async function run (ctx: BenchContext): Promise<SectionResult> {
   const { settings } = ctx
   const workers = settings.concurrency
-  let floor: FloorHandle | undefined
+  const floors = new Map<Dialect, FloorHandle>()
   try {
     const stores = await measuredStores(ctx)
     const gateways = await Promise.all(stores.map((store) => sharedTaskGateway(ctx, store)))
     // Ids to ask about even when BENCH_TASKS_IN_FLIGHT=0 and task-create did not run.
-    for (const g of gateways) if (g.ids.length < MIN_TASK_IDS) g.ids.push(...await createTasks(g.session, MIN_TASK_IDS - g.ids.length, 16))
+    for (const g of gateways) {
+      for (const d of DIALECTS) {
+        const ids = d.ids(g)
+        if (ids.length < MIN_TASK_IDS) ids.push(...await createTasks(d.client(g), MIN_TASK_IDS - ids.length, 16))
+      }
+    }
     // Round robin over the task ids, with distinct JSON-RPC ids: none is reused while an earlier use may be in flight.
-    const requests = (g: SharedTaskGateway): PreparedRequest[] =>
-      Array.from({ length: Math.max(PREPARED, g.ids.length) }, (_, i) => g.session.prepare('tasks/get', { taskId: g.ids[i % g.ids.length]! }))
-
-    const prepared = new Map(gateways.map((g) => [g.store, requests(g)]))
+    const requests = (g: SharedTaskGateway, d: Dialect): PreparedRequest[] => {
+      const ids = d.ids(g)
+      return Array.from({ length: Math.max(PREPARED, ids.length) }, (_, i) => d.client(g).prepare('tasks/get', { taskId: ids[i % ids.length]! }))
+    }
+    const prepared = new Map<Target, PreparedRequest[]>()
+    for (const d of DIALECTS) for (const g of gateways) prepared.set(`${g.store}${d.suffix}`, requests(g, d))
     const first = gateways[0]!
-    const template = await first.session.answerOf('tasks/get', { taskId: first.ids[0]! })
-    ctx.log(`task-get: starting the floor, a bare Fastify route answering the ${first.store} gateway's tasks/get answer (${template.contentType})`)
-    floor = await startFastifyFloor(template)
-    const floorOrigin = new URL(floor.url).origin
-    // The floor gets the very requests of the first gateway, sent to its own address.
-    const floorRequests = prepared.get(first.store)!.map((r) => ({ ...r, origin: floorOrigin }))
-    const load = (list: PreparedRequest[], durationMs: number) => (): Promise<GeneratedRun> =>
-      generate({ requests: list, concurrency: workers, durationMs, expect: EXPECT })
+    const templates = new Map<Dialect, AnswerTemplate>()
+    for (const d of DIALECTS) {
+      const template = await d.client(first).answerOf('tasks/get', { taskId: d.ids(first)[0]! })
+      ctx.log(`task-get: starting the ${d.floor}, a bare Fastify route answering the ${first.store} gateway's tasks/get answer (${template.contentType})`)
+      templates.set(d, template)
+      const floor = await startFastifyFloor(template)
+      floors.set(d, floor)
+      // The floor gets the very requests of the first gateway, sent to its own address.
+      const origin = new URL(floor.url).origin
+      prepared.set(d.floor, prepared.get(`${first.store}${d.suffix}`)!.map((r) => ({ ...r, origin })))
+    }
+    const load = (target: Target, durationMs: number) => (): Promise<GeneratedRun> =>
+      generate({ requests: prepared.get(target)!, concurrency: workers, durationMs, expect: EXPECT })
 
-    ctx.log(`task-get warm-up: ${workers} workers for ${WARMUP_MS / 1000} s on the floor and each store`)
-    await load(floorRequests, WARMUP_MS)()
-    for (const g of gateways) await load(prepared.get(g.store)!, WARMUP_MS)()
+    const targets: Target[] = DIALECTS.flatMap((d) => [d.floor, ...stores.map((store) => `${store}${d.suffix}`)])
+    ctx.log(`task-get warm-up: ${workers} workers for ${WARMUP_MS / 1000} s on each floor and each store`)
+    for (const t of targets) await load(t, WARMUP_MS)()
 
-    const windows = new Map<Target, Window[]>([['floor', []], ...stores.map((store): [Target, Window[]] => [store, []])])
+    const windows = new Map<Target, Window[]>(targets.map((t) => [t, []]))
     const keep = (target: Target, window: Window): void => { windows.get(target)!.push(window) }
     const profiles: string[] = []
     const slice = settings.seconds * 1000 / settings.rounds
-    const measureFloor = async (label: string): Promise<void> => {
-      ctx.log(`task-get ${label}: ${workers} workers for ${(slice / 1000).toFixed(1)} s, Fastify floor`)
-      keep('floor', await floorWindow(floor!, load(floorRequests, slice)))
+    const measureFloor = async (d: Dialect, label: string): Promise<void> => {
+      ctx.log(`task-get ${label}: ${workers} workers for ${(slice / 1000).toFixed(1)} s, Fastify ${d.floor}`)
+      keep(d.floor, await floorWindow(floors.get(d)!, load(d.floor, slice)))
     }
     for (let round = 0; round < settings.rounds; round++) {
-      await measureFloor(`round ${round + 1}/${settings.rounds}`)
-      for (const g of gateways) {
-        ctx.log(`task-get round ${round + 1}/${settings.rounds}: ${workers} workers for ${(slice / 1000).toFixed(1)} s, ${g.store} store, ${g.ids.length} task ids`)
-        await profiled(ctx, g.gateway, `task-get-${g.store}-${round + 1}`, profiles, async () => {
-          keep(g.store, await measureWindow(ctx, g.gateway, load(prepared.get(g.store)!, slice)))
-        })
+      for (const d of DIALECTS) {
+        await measureFloor(d, `round ${round + 1}/${settings.rounds}`)
+        for (const g of gateways) {
+          const t = `${g.store}${d.suffix}`
+          ctx.log(`task-get round ${round + 1}/${settings.rounds}: ${workers} workers for ${(slice / 1000).toFixed(1)} s, ${t}, ${d.ids(g).length} task ids`)
+          await profiled(ctx, g.gateway, `task-get-${t.replace(' ', '-')}-${round + 1}`, profiles, async () => {
+            keep(t, await measureWindow(ctx, g.gateway, load(t, slice)))
+          })
+        }
       }
     }
-    await measureFloor('closing floor window')
+    for (const d of DIALECTS) await measureFloor(d, 'closing floor window')
 
-    const floorResult = result(windows.get('floor')!, undefined)
-    const results = { floor: floorResult } as Record<Target, TargetResult>
-    for (const store of stores) results[store] = result(windows.get(store)!, floorResult.requestsPerSecond)
-    const targets: Target[] = ['floor', ...stores]
-    const label = (t: Target): string => t === 'floor' ? 'floor: bare Fastify route' : `gateway, ${t} store`
+    const results: Record<Target, TargetResult> = {}
+    for (const d of DIALECTS) {
+      const floorResult = result(windows.get(d.floor)!, undefined)
+      results[d.floor] = floorResult
+      for (const store of stores) results[`${store}${d.suffix}`] = result(windows.get(`${store}${d.suffix}`)!, floorResult.requestsPerSecond)
+    }
+    const floorOf = (t: Target): Target => t.endsWith(MODERN_VERSION) ? DIALECTS[1]!.floor : DIALECTS[0]!.floor
+    const label = (t: Target): string => t.startsWith('floor')
+      ? `${t}: bare Fastify route`
+      : `gateway, ${t.replace(/^(\w+)/, '$1 store').replace(MODERN_VERSION, `(${MODERN_VERSION})`)}`
 
     const throughputTable: Table = {
-      title: `tasks/get, ${workers} workers, load generator in its own process (${settings.seconds} s per store, floor before each round and after the last)`,
+      title: `tasks/get, ${workers} workers, load generator in its own process (${settings.seconds} s per store and protocol, ` +
+        `each protocol's floor before each round and after the last; ${MODERN_VERSION} rows against their own floor)`,
       head: ['target', 'requests', 'requests/s', 'of floor', 'p50 ms', 'p99 ms', 'max ms'],
       rows: targets.map((t) => {
-        const r = results[t]
+        const r = results[t]!
         const l = r.latency
         return [label(t), String(r.requests), r.requestsPerSecond.toFixed(0), percent(r.ratioToFloor), ms(l.p50), ms(l.p99), ms(l.max)]
       }),
@@ -142,21 +181,25 @@ async function run (ctx: BenchContext): Promise<SectionResult> {
       title: 'CPU µs per tasks/get by process, share of a core used, and worst event-loop delay of the gateway',
       head: ['target', 'load generator µs', 'server µs', 'load generator busy', 'server busy', 'server-bound /s', 'gateway loop max ms'],
       rows: targets.map((t) => {
-        const r = results[t]
+        const r = results[t]!
         const bound = r.cpuUsPerRequest.server === undefined ? '—' : (1e6 / r.cpuUsPerRequest.server).toFixed(0)
         return [label(t), us(r.cpuUsPerRequest.client), us(r.cpuUsPerRequest.server), percent(r.busy.client), percent(r.busy.server), bound,
-          t === 'floor' ? '—' : ms(r.serverMaxLoopDelayMs, 1)]
+          t.startsWith('floor') ? '—' : ms(r.serverMaxLoopDelayMs, 1)]
       }),
     }
 
-    const floorRate = floorResult.requestsPerSecond
-    const checks: Check[] = stores.map((store) => ({
-      budget: `tasks/get throughput, ${store} store${workers === 64 ? '' : ` (${workers} workers)`}`,
-      limit: `≥ ${RATIO_LIMIT * 100} % of the Fastify floor`,
-      measured: `${percent(results[store].ratioToFloor)} (gateway ${results[store].requestsPerSecond.toFixed(0)}/s vs floor ${floorRate.toFixed(0)}/s)`,
-      pass: results[store].ratioToFloor >= RATIO_LIMIT,
-    }))
-    const stall = Math.max(...stores.map((store) => results[store].serverMaxLoopDelayMs ?? Number.NaN))
+    const gatewayTargets = targets.filter((t) => !t.startsWith('floor'))
+    const checks: Check[] = gatewayTargets.map((t) => {
+      const floorRate = results[floorOf(t)]!.requestsPerSecond
+      const r = results[t]!
+      return {
+        budget: `tasks/get throughput, ${t.replace(/^(\w+)/, '$1 store,').replace(/,$/, '')}${workers === 64 ? '' : ` (${workers} workers)`}`,
+        limit: `≥ ${RATIO_LIMIT * 100} % of the Fastify floor`,
+        measured: `${percent(r.ratioToFloor)} (gateway ${r.requestsPerSecond.toFixed(0)}/s vs floor ${floorRate.toFixed(0)}/s)`,
+        pass: r.ratioToFloor >= RATIO_LIMIT,
+      }
+    })
+    const stall = Math.max(...gatewayTargets.map((t) => results[t]!.serverMaxLoopDelayMs ?? Number.NaN))
     checks.push({
       budget: 'event-loop stall in the gateway, tasks/get',
       limit: `≤ ${LOOP_STALL_LIMIT_MS} ms`,
@@ -164,33 +207,42 @@ async function run (ctx: BenchContext): Promise<SectionResult> {
       pass: Number.isNaN(stall) ? undefined : stall <= LOOP_STALL_LIMIT_MS,
     })
 
-    const floorRuns = windows.get('floor')!.map((w) => w.run.calls / (w.run.elapsedMs / 1000))
-    const notes = [
-      `floor: a bare Fastify route (the gateway's Fastify, own process) answering POST /mcp with the gateway's tasks/get answer (${JSON.stringify(template.answer).length} bytes of JSON, ` +
-        `${template.contentType}), the request's id put in; it gets the very requests the ${first.store} gateway gets`,
-      `floor windows: ${floorRuns.map((r) => r.toFixed(0)).join(', ')} requests/s (their spread is the drift of the machine during the section)`,
-    ]
-    for (const store of stores) {
-      const r = results[store]
+    const floorRuns = (d: Dialect): number[] => windows.get(d.floor)!.map((w) => w.run.calls / (w.run.elapsedMs / 1000))
+    const notes = DIALECTS.flatMap((d) => {
+      const template = templates.get(d)!
+      return [
+        `${d.floor}: a bare Fastify route (the gateway's Fastify, own process) answering POST /mcp with the gateway's ${d.suffix === '' ? '2025-11-25' : MODERN_VERSION} ` +
+          `tasks/get answer (${JSON.stringify(template.answer).length} bytes of JSON, ${template.contentType}), the request's id put in; ` +
+          `it gets the very requests the ${first.store} gateway gets`,
+        `${d.floor} windows: ${floorRuns(d).map((r) => r.toFixed(0)).join(', ')} requests/s (their spread is the drift of the machine during the section)`,
+      ]
+    })
+    notes.push(`${MODERN_VERSION}: a client without session (no session lookup), its envelope and Mcp-Method/Mcp-Name headers on every request, ` +
+      'the tasks extension declared, asking about the tasks it created itself')
+    for (const t of gatewayTargets) {
+      const r = results[t]!
       const clientSaturated = r.busy.client >= SATURATED
       const gatewaySaturated = r.busy.server !== undefined && r.busy.server >= SATURATED
-      notes.push(`${store}: ${clientSaturated && !gatewaySaturated
+      notes.push(`${t}: ${clientSaturated && !gatewaySaturated
         ? 'the load generator is saturated, the gateway is not: the ratio understates the gateway'
         : gatewaySaturated
           ? 'the gateway process is saturated: the rate is its own limit on this machine'
           : `neither process is saturated (${cpus().length} cores shared by load generator, gateway and upstream)`}`)
     }
-    if (floorResult.busy.client >= SATURATED) notes.push('the load generator is saturated on the floor: the floor is client-bound, so every ratio to it is too generous to the gateway')
+    for (const d of DIALECTS) {
+      if (results[d.floor]!.busy.client >= SATURATED) notes.push(`the load generator is saturated on the ${d.floor}: the floor is client-bound, so every ratio to it is too generous to the gateway`)
+    }
     notes.push('"busy" is CPU time over wall time of the measured windows (100 % = one core); the load generator reports its own CPU')
     notes.push(...profileNotes(profiles))
+    const floorSetup = Object.fromEntries(DIALECTS.map((d) => [d.floor, { kind: 'fastify', template: templates.get(d), perWindowPerSecond: floorRuns(d) }]))
     return {
       tables: [throughputTable, costTable],
       checks,
       notes,
-      data: { workers, floorSetup: { kind: 'fastify', template, perWindowPerSecond: floorRuns }, ratioLimit: RATIO_LIMIT, ...results, profiles },
+      data: { workers, floorSetup, ratioLimit: RATIO_LIMIT, ...results, profiles },
     }
   } finally {
-    await floor?.close()
+    await Promise.all([...floors.values()].map((floor) => floor.close()))
     // task-get is the last user of the shared gateways: close them so later sections run on a quiet machine.
     await closeSharedTaskGateways()
   }
@@ -198,6 +250,6 @@ async function run (ctx: BenchContext): Promise<SectionResult> {
 
 export const taskGetSection: Section = {
   id: 'task-get',
-  title: 'tasks/get throughput per gateway process against a bare Fastify route (memory, sqlite and redis store)',
+  title: 'tasks/get throughput per gateway process against a bare Fastify route (memory, sqlite and redis store; 2025-11-25 and 2026-07-28 clients)',
   run,
 }
