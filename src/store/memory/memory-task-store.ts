@@ -1,5 +1,6 @@
 import { GatewayError } from '../../errors.ts'
 import { canTransition, isTerminal, type TaskStatus } from '../../wire/task-state.ts'
+import { deepFreeze } from '../recent-records.ts'
 import { claimedEvent, createdEvent, inputEvent, settledEvent, statusEvent, TIMELINE_LIMIT } from '../task-timeline.ts'
 import type { InputRecord, TaskCreateOptions, TaskCursor, TaskEvent, TaskOutcome, TaskPatch, TaskQuery, TaskRecord, TaskStore } from '../types.ts'
 
@@ -16,14 +17,6 @@ function byPosition (a: TaskCursor, b: TaskCursor): number {
 /** A deep copy nothing can change: what the store keeps and hands out, so a read needs no copy. */
 function frozen<T> (value: T): T {
   return deepFreeze(structuredClone(value))
-}
-
-function deepFreeze<T> (value: T): T {
-  if (value !== null && typeof value === 'object' && !Object.isFrozen(value)) {
-    Object.freeze(value)
-    for (const child of Object.values(value)) deepFreeze(child)
-  }
-  return value
 }
 
 /**

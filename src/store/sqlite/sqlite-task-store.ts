@@ -3,6 +3,7 @@ import { GatewayError } from '../../errors.ts'
 import type { JsonObject } from '../../wire/jsonrpc.ts'
 import { canTransition, isTerminal, RUNNING_STATUSES, type TaskStatus } from '../../wire/task-state.ts'
 import { claimedEvent, createdEvent, inputEvent, settledEvent, statusEvent } from '../task-timeline.ts'
+import { RecentRecords } from '../recent-records.ts'
 import type { InputRecord, InputState, TaskCreateOptions, TaskCursor, TaskEvent, TaskOutcome, TaskPatch, TaskQuery, TaskRecord, TaskStore } from '../types.ts'
 import { SqliteTimeline } from './sqlite-timeline.ts'
 import { SqliteTaskQuery } from './sqlite-task-query.ts'
@@ -104,6 +105,14 @@ function backend<T> (work: () => T): T {
 }
 
 const LIVE = '(expires_at IS NULL OR expires_at > @now)'
+
+/** What LIVE says of a record already read. */
+function live (task: TaskRecord, now: number): boolean {
+  return task.ttlMs === null || task.createdAt + task.ttlMs > now
+}
+
+/** How many recently used task records the store keeps in memory (a few kilobytes each at most). */
+const RECENT_TASKS = 1024
 /** A set of statuses as SQL text, written once from task-state.ts (constants, so the planner uses tasks_principal_active). */
 function sqlList (statuses: readonly string[]): string {
   return statuses.map((status) => `'${status.replaceAll("'", "''")}'`).join(', ')
@@ -136,6 +145,8 @@ export class SqliteTaskStore implements TaskStore {
   readonly #sweep: (now: number) => number
   readonly #create: Database.Transaction<(row: TaskRow, maxActive: number | undefined) => void>
   readonly #query: SqliteTaskQuery<TaskRow>
+  /** Tasks read or moved lately: a `tasks/get` of one of them needs no query (this process is the file's only writer). */
+  readonly #recent = new RecentRecords<TaskRecord>(RECENT_TASKS)
 
   constructor (db: Database.Database) {
     this.#insert = db.prepare(`INSERT INTO tasks (id, principal, session_id, era, status, status_message, created_at, last_updated_at,
@@ -249,9 +260,11 @@ export class SqliteTaskStore implements TaskStore {
   }
 
   async get (id: string, now: number): Promise<TaskRecord | null> {
+    const recent = this.#recent.get(id)
+    if (recent !== undefined) return live(recent, now) ? recent : null
     return backend(() => {
       const row = this.#select.get({ id, now })
-      return row ? toTask(row) : null
+      return row ? this.#recent.set(id, toTask(row)) : null
     })
   }
 
@@ -287,7 +300,7 @@ export class SqliteTaskStore implements TaskStore {
         outcome,
         now,
       })
-      return row ? toTask(row) : null
+      return row ? this.#recent.set(id, toTask(row)) : null
     })
   }
 
@@ -306,12 +319,15 @@ export class SqliteTaskStore implements TaskStore {
   async claim (id: string, from: string, to: string, now: number): Promise<TaskRecord | null> {
     return backend(() => {
       const row = this.#claimTx({ id, from, to, now })
-      return row ? toTask(row) : null
+      return row ? this.#recent.set(id, toTask(row)) : null
     })
   }
 
   async sweep (now: number): Promise<number> {
-    return backend(() => this.#sweep(now))
+    return backend(() => {
+      this.#recent.clear()
+      return this.#sweep(now)
+    })
   }
 
   async addInput (input: InputRecord, maxPending: number): Promise<void> {
