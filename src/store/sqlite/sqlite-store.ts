@@ -10,6 +10,7 @@ import { Checkpointer, WAL_SIZE_LIMIT_BYTES } from './checkpointer.ts'
 import { SqliteTaskStore } from './sqlite-task-store.ts'
 import { SqliteFileLock, type SqliteFileLockOptions } from './sqlite-file-lock.ts'
 import { MemoryHomeStore } from '../memory/memory-homes.ts'
+import { RecentRecords } from '../recent-records.ts'
 
 interface SessionRow {
   id: string
@@ -20,6 +21,9 @@ interface SessionRow {
   created_at: number
   last_seen_at: number
 }
+
+/** How many recently used sessions the store keeps in memory. */
+const RECENT_SESSIONS = 1024
 
 function toSession (row: SessionRow): SessionRecord {
   return {
@@ -41,6 +45,8 @@ class SqliteSessionStore implements SessionStore {
   readonly #expired: Database.Statement<[number], { id: string }>
   readonly #sweep: Database.Statement
   readonly #count: Database.Statement<[{ principal: string, limit: number }], { count: number }>
+  /** Sessions read lately: a 2025-11-25 request finds its session here without a query (one writer per file). */
+  readonly #recent = new RecentRecords<SessionRecord>(RECENT_SESSIONS)
 
   constructor (db: Database.Database) {
     this.#insert = db.prepare(`INSERT INTO sessions (id, principal, protocol_version, client_capabilities, client_info, created_at, last_seen_at)
@@ -62,21 +68,27 @@ class SqliteSessionStore implements SessionStore {
   }
 
   async get (id: string): Promise<SessionRecord | null> {
+    const recent = this.#recent.get(id)
+    if (recent !== undefined) return recent
     const row = this.#select.get(id)
-    return row ? toSession(row) : null
+    return row ? this.#recent.set(id, toSession(row)) : null
   }
 
   async touch (id: string, at: number): Promise<void> {
-    this.#touch.run(at, id, at)
+    if (this.#touch.run(at, id, at).changes === 0) return
+    const recent = this.#recent.get(id)
+    if (recent !== undefined) this.#recent.set(id, { ...recent, lastSeenAt: at })
   }
 
   async delete (id: string): Promise<boolean> {
+    this.#recent.delete(id)
     return this.#delete.run(id).changes > 0
   }
 
   async sweep (before: number): Promise<string[]> {
     const ids = this.#expired.all(before).map((row) => row.id)
     if (ids.length > 0) this.#sweep.run(before)
+    for (const id of ids) this.#recent.delete(id)
     return ids
   }
 
