@@ -10,7 +10,8 @@
 // BENCH_GATEWAY_NODE_ARGS (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"), BENCH_STORE (memory | sqlite),
 // BENCH_MAX_CONCURRENT_CALLS, BENCH_TASKS_IN_FLIGHT (1000), BENCH_TASK_CREATES (2000),
 // BENCH_MEMORY_TASKS (10000), BENCH_REDIS_URL (the Redis of the redis-store measurements; default
-// REDIS_URL, else redis://127.0.0.1:6379; without one they are skipped), BENCH_SECTIONS
+// REDIS_URL, else redis://127.0.0.1:6379; without one they are skipped), BENCH_STORES (comma-separated
+// stores of the task sections: memory, sqlite, redis; default all three), BENCH_SECTIONS
 // (comma-separated ids), BENCH_PROFILE_DIR (write V8 CPU profiles of the gateway during the measured
 // windows; summarise with bench/tools/cpuprofile-top.ts), BENCH_METRICS (on | off: metrics of the gateways;
 // section metrics-cost measures both; section tracing-cost measures tracing on vs off), BENCH_OUT (results file).

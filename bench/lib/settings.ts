@@ -44,6 +44,11 @@ export interface Settings {
    * gets a fresh key prefix, deleted afterwards.
    */
   redisUrl: string
+  /**
+   * Stores the task-create and task-get sections measure (BENCH_STORES, comma separated: memory, sqlite,
+   * redis); undefined measures memory, sqlite and, when Redis answers, redis.
+   */
+  stores: Array<'memory' | 'sqlite' | 'redis'> | undefined
   /** Section ids to run (BENCH_SECTIONS, comma separated); undefined runs every registered section. */
   sections: string[] | undefined
   /** When set, sections write V8 CPU profiles of the gateway's measured windows here (BENCH_PROFILE_DIR). */
@@ -84,6 +89,7 @@ function oneOf<T extends string> (env: NodeJS.ProcessEnv, name: string, allowed:
 export function readSettings (env: NodeJS.ProcessEnv = process.env): Settings {
   const maxCalls = env.BENCH_MAX_CONCURRENT_CALLS
   const sections = env.BENCH_SECTIONS
+  const stores = env.BENCH_STORES
   return {
     calls: integer(env, 'BENCH_CALLS', 3000, 1),
     warmup: integer(env, 'BENCH_WARMUP', 500, 0),
@@ -99,6 +105,7 @@ export function readSettings (env: NodeJS.ProcessEnv = process.env): Settings {
     taskCreates: integer(env, 'BENCH_TASK_CREATES', 2000, 1),
     memoryTasks: integer(env, 'BENCH_MEMORY_TASKS', 10_000, 1),
     redisUrl: env.BENCH_REDIS_URL ?? env.REDIS_URL ?? 'redis://127.0.0.1:6379',
+    stores: stores === undefined || stores === '' ? undefined : stores.split(',').map((s) => oneOf({ BENCH_STORES: s.trim() }, 'BENCH_STORES', ['memory', 'sqlite', 'redis'] as const, 'memory')),
     sections: sections === undefined || sections === '' ? undefined : sections.split(',').map((s) => s.trim()).filter((s) => s !== ''),
     profileDir: env.BENCH_PROFILE_DIR === '' ? undefined : env.BENCH_PROFILE_DIR,
     metrics: oneOf(env, 'BENCH_METRICS', ['on', 'off'] as const, 'on'),

@@ -18,6 +18,7 @@ export const STORES: readonly StoreKind[] = ['memory', 'sqlite']
 
 /** The stores the task-create and task-get sections measure: the budget stores, and redis when it answers (numbers only, no budget). */
 export async function measuredStores (ctx: BenchContext): Promise<StoreKind[]> {
+  if (ctx.settings.stores !== undefined) return ctx.settings.stores
   return await redisReachable(ctx.settings.redisUrl) ? [...STORES, 'redis'] : [...STORES]
 }
 

@@ -48,13 +48,19 @@ export function createHostOriginCheck (config: Pick<ServerConfig, 'allowedHosts'
 export function registerHostOriginGuard (app: FastifyInstance, config: ServerConfig): void {
   if (!config.dnsRebindingProtection) return
   const check = createHostOriginCheck(config)
-  app.addHook('onRequest', async (request, reply) => {
-    if (request.routeOptions.url !== config.path) return
+  // A callback hook, not an async one: it runs on every request, and an async hook costs a promise each time.
+  app.addHook('onRequest', (request, reply, done) => {
+    if (request.routeOptions.url !== config.path) {
+      done()
+      return
+    }
     const origin = request.headers.origin
     const failure = check(request.headers.host, Array.isArray(origin) ? origin[0] : origin)
-    if (failure) {
-      request.log.warn({ host: request.headers.host, origin }, failure.message)
-      return sendHttpError(reply, failure)
+    if (failure === undefined) {
+      done()
+      return
     }
+    request.log.warn({ host: request.headers.host, origin }, failure.message)
+    sendHttpError(reply, failure)
   })
 }

@@ -83,6 +83,8 @@ export class GatewayMetrics {
   readonly registry = new Registry()
   readonly #backend: string
   readonly #requests: BucketHistogram
+  /** The series of #requests by method, era and outcome. */
+  readonly #requestSeries = new Map<string, Map<string, Map<string, HistogramSeries>>>()
   readonly #upstreamCalls: BucketHistogram
   readonly #queueWaits: BucketHistogram
   readonly #storeOperations: BucketHistogram
@@ -196,7 +198,23 @@ export class GatewayMetrics {
 
   request (method: string, era: string, statusCode: number, seconds: number): void {
     const outcome = statusCode < 400 ? 'ok' : statusCode === 429 ? 'refused' : 'error'
-    this.#requests.series(method, era, outcome).observe(seconds)
+    // Every request is counted: its series is found by three lookups of strings the caller already holds.
+    let byEra = this.#requestSeries.get(method)
+    if (byEra === undefined) {
+      byEra = new Map()
+      this.#requestSeries.set(method, byEra)
+    }
+    let byOutcome = byEra.get(era)
+    if (byOutcome === undefined) {
+      byOutcome = new Map()
+      byEra.set(era, byOutcome)
+    }
+    let series = byOutcome.get(outcome)
+    if (series === undefined) {
+      series = this.#requests.series(method, era, outcome)
+      byOutcome.set(outcome, series)
+    }
+    series.observe(seconds)
   }
 
   /** An upstream tools/call ended: `tool` is the upstream's own name for a tool of its catalog. */

@@ -5,13 +5,37 @@ import { LazyAbort } from '../../wire/lazy-abort.ts'
 /** Where a process asks the others to cancel a request it does not serve itself. */
 const CANCEL_CHANNEL = 'legacy:cancel'
 
+type SessionRequests = Map<RequestId, InflightRequest>
+
+/** One request in flight: its abort (its signal is made when first read); `done` forgets it once answered. */
+export class InflightRequest extends LazyAbort {
+  readonly #sessions: Map<string, SessionRequests>
+  readonly #sessionId: string
+  readonly #requests: SessionRequests
+  readonly #requestId: RequestId
+
+  constructor (sessions: Map<string, SessionRequests>, sessionId: string, requests: SessionRequests, requestId: RequestId) {
+    super()
+    this.#sessions = sessions
+    this.#sessionId = sessionId
+    this.#requests = requests
+    this.#requestId = requestId
+  }
+
+  done (): void {
+    if (this.#requests.get(this.#requestId) !== this) return
+    this.#requests.delete(this.#requestId)
+    if (this.#requests.size === 0 && this.#sessions.get(this.#sessionId) === this.#requests) this.#sessions.delete(this.#sessionId)
+  }
+}
+
 /**
  * Abort handles of the requests this process is serving, so `notifications/cancelled` reaches them
  * (whichever gateway process the notification was posted to) and shutdown can cancel whatever is
- * still running.
+ * still running. Kept per session, then per request id (as in any Map, 1 and '1' are different ids).
  */
 export class InflightRequests {
-  readonly #controllers = new Map<string, LazyAbort>()
+  readonly #sessions = new Map<string, SessionRequests>()
   readonly #bus: SignalBus
 
   constructor (shutdown: AbortSignal, bus: SignalBus) {
@@ -22,25 +46,20 @@ export class InflightRequests {
     })
     shutdown.addEventListener('abort', () => {
       unsubscribe()
-      for (const controller of this.#controllers.values()) controller.abort(shutdown.reason)
+      for (const requests of this.#sessions.values()) for (const request of requests.values()) request.abort(shutdown.reason)
     }, { once: true })
   }
 
-  static key (sessionId: string, requestId: RequestId): string {
-    return `${sessionId}\u0000${typeof requestId}:${requestId}`
-  }
-
-  /** The request's abort (its signal is made when first read), and `done` to forget it once answered. */
-  start (sessionId: string, requestId: RequestId): { abort: LazyAbort, done (): void } {
-    const key = InflightRequests.key(sessionId, requestId)
-    const controller = new LazyAbort()
-    this.#controllers.set(key, controller)
-    return {
-      abort: controller,
-      done: () => {
-        if (this.#controllers.get(key) === controller) this.#controllers.delete(key)
-      },
+  /** Registers the session's request (one still registered under the same id is no longer reachable). */
+  start (sessionId: string, requestId: RequestId): InflightRequest {
+    let requests = this.#sessions.get(sessionId)
+    if (requests === undefined) {
+      requests = new Map()
+      this.#sessions.set(sessionId, requests)
     }
+    const request = new InflightRequest(this.#sessions, sessionId, requests, requestId)
+    requests.set(requestId, request)
+    return request
   }
 
   /** Aborts the session's request here, or else asks every other gateway process to abort it. */
@@ -50,13 +69,15 @@ export class InflightRequests {
   }
 
   get size (): number {
-    return this.#controllers.size
+    let size = 0
+    for (const requests of this.#sessions.values()) size += requests.size
+    return size
   }
 
   #abort (sessionId: string, requestId: RequestId, reason: string): boolean {
-    const controller = this.#controllers.get(InflightRequests.key(sessionId, requestId))
-    if (!controller) return false
-    controller.abort(new Error(reason))
+    const request = this.#sessions.get(sessionId)?.get(requestId)
+    if (request === undefined) return false
+    request.abort(new Error(reason))
     return true
   }
 }

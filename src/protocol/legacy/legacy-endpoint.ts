@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http'
 import type { Caller } from '../../auth/access.ts'
-import type { RequestContext, MethodTable } from '../../dispatch/context.ts'
+import type { MethodTable } from '../../dispatch/context.ts'
 import { lookupHandler } from '../../dispatch/method-table.ts'
 import { errorResponse, writeHttpError } from '../../wire/error-replies.ts'
 import { GatewayError } from '../../errors.ts'
@@ -13,7 +13,8 @@ import { classifyMessage, progressTokenOf, resultMessage, type JsonObject, type 
 import { isLegacyVersion } from '../../wire/versions.ts'
 import type { ClientRequestBroker } from './client-requests.ts'
 import type { InflightRequests } from './inflight-requests.ts'
-import { exchangeChannel, PostExchange } from '../../streams/post-exchange.ts'
+import { ExchangeContext } from '../../streams/exchange-context.ts'
+import { PostExchange } from '../../streams/post-exchange.ts'
 import { initializeResult, validateInitialize } from './initialize.ts'
 import type { StreamHub } from '../../streams/stream-hub.ts'
 import { listChangeAnsweredBy } from '../../wire/list-changes.ts'
@@ -166,33 +167,28 @@ export class LegacyEndpoint {
     const exchange = new PostExchange(res, { hub: deps.hub, sessionId: session.id, requestId: request.id, headers: { 'mcp-session-id': session.id } })
     const inflight = deps.inflight.start(session.id, request.id)
     const params = request.params ?? {}
-    const ctx: RequestContext = {
+    const ctx = new ExchangeContext(exchange, {
       client: sessionClient(session.id, session.principal, session.clientCapabilities),
       clientCapabilities: session.clientCapabilities,
       sessionId: session.id,
       caller,
       requestId: request.id,
-      get signal () {
-        return inflight.abort.signal
-      },
       progressToken: progressTokenOf(params),
       log: deps.log,
-      ...exchangeChannel(exchange),
-      get disconnected () {
-        return exchange.disconnected
-      },
-      request: (method, requestParams, signal) => deps.broker.send(session.id, (m) => exchange.emit(m), method, requestParams, signal),
       trace,
-    }
+      abort: inflight,
+      shutdown: deps.shutdown,
+      ask: (method, requestParams, signal, emit) => deps.broker.send(session.id, emit, method, requestParams, signal),
+    })
     try {
       // Before a list is read: the session will hear of that list's next change (StreamHub.listed).
       if (listChangeAnsweredBy(request.method) !== undefined) await deps.hub.listed(session.id, request.method)
       const result = await lookupHandler(deps.methods, request.method)(params, ctx)
       if (result.isError === true) trace?.toolError()
-      if (inflight.abort.aborted && !deps.shutdown.aborted) exchange.abandon()
+      if (inflight.aborted && !deps.shutdown.aborted) exchange.abandon()
       else exchange.respond(resultMessage(request.id, result))
     } catch (err) {
-      if (inflight.abort.aborted && !deps.shutdown.aborted) {
+      if (inflight.aborted && !deps.shutdown.aborted) {
         exchange.abandon()
       } else {
         if (!(err instanceof GatewayError) || err.statusCode >= 500) deps.log.warn({ err, method: request.method, sessionId: session.id }, 'request failed')

@@ -1,6 +1,7 @@
 import { RpcError } from '../../errors.ts'
 import type { InputRecord, TaskRecord } from '../../store/types.ts'
 import type { JsonObject, RpcRequest } from '../../wire/jsonrpc.ts'
+import { taskTimes } from '../../wire/task-times.ts'
 
 /** How the 2025-11-25 dialect writes tasks on the wire (spec-tasks §2, §4.1). */
 
@@ -13,11 +14,12 @@ export function relatedTaskMeta (taskId: string): JsonObject {
 
 /** The flat 2025-11-25 `Task` object. */
 export function renderTask (task: TaskRecord): JsonObject {
+  const times = taskTimes(task)
   const wire: JsonObject = {
     taskId: task.id,
     status: task.status,
-    createdAt: new Date(task.createdAt).toISOString(),
-    lastUpdatedAt: new Date(task.lastUpdatedAt).toISOString(),
+    createdAt: times.createdAt,
+    lastUpdatedAt: times.lastUpdatedAt,
     ttl: task.ttlMs,
     pollInterval: task.pollIntervalMs,
   }

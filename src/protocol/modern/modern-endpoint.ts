@@ -1,6 +1,6 @@
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http'
 import type { Access, Caller } from '../../auth/access.ts'
-import type { MethodTable, RequestContext } from '../../dispatch/context.ts'
+import type { MethodTable } from '../../dispatch/context.ts'
 import { lookupHandler } from '../../dispatch/method-table.ts'
 import { errorResponse, writeHttpError } from '../../wire/error-replies.ts'
 import { GatewayError } from '../../errors.ts'
@@ -8,10 +8,14 @@ import type { Logger } from '../../observability/logger.ts'
 import type { RequestTrace } from '../../observability/request-trace.ts'
 import { principalClient, type ClientRef } from '../../upstream/client-ref.ts'
 import { classifyMessage, progressTokenOf, resultMessage, type JsonObject, type RpcRequest } from '../../wire/jsonrpc.ts'
-import { exchangeChannel, PostExchange } from '../../streams/post-exchange.ts'
+import { ExchangeContext } from '../../streams/exchange-context.ts'
+import { PostExchange } from '../../streams/post-exchange.ts'
 import type { StreamHub } from '../../streams/stream-hub.ts'
 import { checkHeaders, type ToolSchemaLookup } from './header-checks.ts'
 import { modernErrorStatus, readEnvelope, withoutEnvelope, type Envelope } from './envelope.ts'
+
+/** What a result without a `resultType` is given (by Object.assign: a spread that adds a key costs far more). */
+const COMPLETE = Object.freeze({ resultType: 'complete' })
 
 export interface ModernEndpointDeps {
   hub: StreamHub
@@ -79,33 +83,26 @@ export class ModernEndpoint {
     const deps = this.#deps
     const principal = caller.principal ?? ANONYMOUS_MODERN
     const exchange = new PostExchange(res, { hub: deps.hub, sessionId: streamOwner(principal), requestId: request.id, headers: {} })
-    // Made when a handler reads it (AbortSignal.any is costly, and most requests never need it).
-    let signal: AbortSignal | undefined
     const params = withoutEnvelope(request.params ?? {})
-    // No `request`: this era has no server→client requests (input comes back as input_required).
-    const ctx: RequestContext = {
+    // No `ask`: this era has no server→client requests (input comes back as input_required).
+    const ctx = new ExchangeContext(exchange, {
       client: principalClient(principal, envelope.clientCapabilities),
       clientCapabilities: envelope.clientCapabilities,
       sessionId: undefined,
       caller,
       requestId: request.id,
-      get signal () {
-        signal ??= AbortSignal.any([exchange.disconnected, deps.shutdown])
-        return signal
-      },
       progressToken: progressTokenOf(params),
       log: deps.log,
-      ...exchangeChannel(exchange),
-      get disconnected () {
-        return exchange.disconnected
-      },
       trace,
-    }
+      abort: undefined,
+      shutdown: deps.shutdown,
+      ask: undefined,
+    })
     try {
       const result: JsonObject = await lookupHandler(deps.methods, request.method)(params, ctx)
       if (result.isError === true) trace?.toolError()
       if (exchange.isDisconnected) exchange.abandon()
-      else exchange.respond(resultMessage(request.id, 'resultType' in result ? result : { ...result, resultType: 'complete' }))
+      else exchange.respond(resultMessage(request.id, 'resultType' in result ? result : Object.assign({}, result, COMPLETE)))
     } catch (err) {
       trace?.failed(err)
       if (exchange.isDisconnected) {

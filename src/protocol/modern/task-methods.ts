@@ -30,7 +30,9 @@ export function modernTaskMethods (deps: ModernTaskMethodDeps): Array<[string, H
     const task = await tasks.get(ctx.client.principal, requireString(params, 'taskId'), ctx.trace)
     const pending = task.status === 'input_required' ? await store.pendingInputs(task.id) : []
     if (isTerminal(task.status)) tasks.retrieved(task, 'tasks/get')
-    return { ...renderDetailedTask(task, pending), resultType: 'complete' }
+    const wire = renderDetailedTask(task, pending)
+    wire.resultType = 'complete'
+    return wire
   }
 
   const update: Handler = async (params, ctx) => {

@@ -1,5 +1,6 @@
 import type { InputRecord, TaskRecord } from '../../store/types.ts'
 import type { JsonObject } from '../../wire/jsonrpc.ts'
+import { taskTimes } from '../../wire/task-times.ts'
 
 /** How the tasks extension (2026-07-28) writes tasks on the wire (spec-tasks §3, §4.2). */
 
@@ -10,11 +11,12 @@ function modernStatus (task: TaskRecord): TaskRecord['status'] {
 }
 
 function baseTask (task: TaskRecord): JsonObject {
+  const times = taskTimes(task)
   const wire: JsonObject = {
     taskId: task.id,
     status: modernStatus(task),
-    createdAt: new Date(task.createdAt).toISOString(),
-    lastUpdatedAt: new Date(task.lastUpdatedAt).toISOString(),
+    createdAt: times.createdAt,
+    lastUpdatedAt: times.lastUpdatedAt,
     ttlMs: task.ttlMs,
     pollIntervalMs: task.pollIntervalMs,
   }
@@ -24,7 +26,9 @@ function baseTask (task: TaskRecord): JsonObject {
 
 /** The flat CreateTaskResult: returned only once the task is stored. */
 export function renderCreateTaskResult (task: TaskRecord): JsonObject {
-  return { ...baseTask(task), resultType: 'task' }
+  const wire = baseTask(task)
+  wire.resultType = 'task'
+  return wire
 }
 
 /** The DetailedTask of tasks/get and notifications/tasks: outstanding inputs, the result or the error inline. */
