@@ -1,4 +1,8 @@
-import type { TaskRecord } from '../store/types.ts'
+/** What a task record says of its times (epoch milliseconds). */
+export interface TimedTask {
+  readonly createdAt: number
+  readonly lastUpdatedAt: number
+}
 
 /** A task's two timestamps as the wire writes them (ISO 8601, UTC). */
 export interface TaskTimes {
@@ -11,9 +15,9 @@ export interface TaskTimes {
  * recent records): a task polled many times between two of its changes has its dates written once. A changed
  * task is a new record, so the strings never outlive the state they show.
  */
-const known = new WeakMap<TaskRecord, TaskTimes>()
+const known = new WeakMap<TimedTask, TaskTimes>()
 
-export function taskTimes (task: TaskRecord): TaskTimes {
+export function taskTimes (task: TimedTask): TaskTimes {
   const cached = known.get(task)
   if (cached !== undefined) return cached
   const times = { createdAt: new Date(task.createdAt).toISOString(), lastUpdatedAt: new Date(task.lastUpdatedAt).toISOString() }
