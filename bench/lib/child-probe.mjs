@@ -3,12 +3,12 @@
 //   even by SIGKILL: no orphaned gateway or upstream is left behind.
 // - Prints `bench-probe pid <pid>` on stderr so the bench can read the child's CPU time from /proc.
 // - With an IPC channel (the gateway child), answers `bench-probe:reset` / `bench-probe:read` with the
-//   child's own event-loop delay, CPU time and memory, so the bench reports gateway-side numbers,
+//   child's own event-loop delay, longest garbage-collection pause, CPU time and memory, so the bench reports gateway-side numbers,
 //   and `bench-probe:profile-start` / `bench-probe:profile-stop` (with `file`) with a V8 CPU profile of
 //   exactly the measured window (written as a .cpuprofile file).
 import { writeFileSync } from 'node:fs'
 import { Session } from 'node:inspector'
-import { monitorEventLoopDelay } from 'node:perf_hooks'
+import { monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks'
 
 const parent = process.ppid
 const guard = setInterval(() => {
@@ -20,6 +20,11 @@ process.stderr.write(`bench-probe pid ${process.pid}\n`)
 if (typeof process.send === 'function') {
   const loopDelay = monitorEventLoopDelay({ resolution: 10 })
   loopDelay.enable()
+  // The longest pause of the garbage collector: a loop stall of about that length is the collector's.
+  let maxGcPauseMs = 0
+  new PerformanceObserver((list) => {
+    for (const entry of list.getEntries()) maxGcPauseMs = Math.max(maxGcPauseMs, entry.duration)
+  }).observe({ entryTypes: ['gc'] })
   let cpu = process.cpuUsage()
   let inspector
   const post = (method, params) => new Promise((resolve, reject) => {
@@ -49,6 +54,7 @@ if (typeof process.send === 'function') {
     }
     if (message.type === 'bench-probe:reset') {
       loopDelay.reset()
+      maxGcPauseMs = 0
       cpu = process.cpuUsage()
       reply(message.seq)
     } else if (message.type === 'bench-probe:read') {
@@ -59,6 +65,7 @@ if (typeof process.send === 'function') {
         stats: {
           maxLoopDelayMs: loopDelay.max / 1e6,
           p99LoopDelayMs: loopDelay.percentile(99) / 1e6,
+          maxGcPauseMs,
           cpuMs: (used.user + used.system) / 1000,
           rssBytes: memory.rss,
           heapUsedBytes: memory.heapUsed,

@@ -22,6 +22,8 @@ const READY_TIMEOUT_MS = 30_000
 export interface ProbeStats {
   maxLoopDelayMs: number
   p99LoopDelayMs: number
+  /** The longest garbage-collection pause of the window (a loop stall of about that length is the collector's). */
+  maxGcPauseMs: number
   cpuMs: number
   rssBytes: number
   heapUsedBytes: number

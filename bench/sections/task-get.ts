@@ -58,7 +58,14 @@ async function floorWindow (floor: FloorHandle, driver: () => Promise<GeneratedR
   // The floor has no probe: its CPU comes from /proc, its event loop is not watched.
   const stats = before === undefined || after === undefined
     ? undefined
-    : { cpuMs: after - before, maxLoopDelayMs: Number.NaN, p99LoopDelayMs: Number.NaN, rssBytes: 0, heapUsedBytes: 0 }
+    : {
+        cpuMs: after - before,
+        maxLoopDelayMs: Number.NaN,
+        p99LoopDelayMs: Number.NaN,
+        maxGcPauseMs: Number.NaN,
+        rssBytes: 0,
+        heapUsedBytes: 0,
+      }
   return { run, gateway: stats, upstreamCpuMs: undefined }
 }
 

@@ -55,6 +55,25 @@ export function taskLimitContract (name: string, open: () => Promise<GatewayStor
       expect(await store.get(over.id, T0 + 10)).toBeNull()
     })
 
+    it('frees a place when one of the principal\'s tasks ends or expires, and not before', async () => {
+      const principal = `principal:${randomUUID()}`
+      const store = stores[0]!.tasks
+      const at = (ms: number, ttlMs: number | null = null) => task({ principal, createdAt: T0 + ms, lastUpdatedAt: T0 + ms, ttlMs })
+      const refused = { code: 'GW_ERR_TASK_LIMIT' }
+      const expiring = at(0, 1000)
+      const ending = at(0)
+      await store.create(expiring, { maxActive: 2 })
+      await store.create(ending, { maxActive: 2 })
+      await expect(store.create(at(1), { maxActive: 2 })).rejects.toMatchObject(refused)
+      expect(await store.transition(ending.id, ['working'], 'completed', { outcome: completed }, T0 + 2)).not.toBeNull()
+      await store.create(at(3), { maxActive: 2 })
+      await expect(store.create(at(4), { maxActive: 2 })).rejects.toMatchObject(refused)
+      // The first task's TTL is over: its place is free although it never ended.
+      await store.create(at(1001), { maxActive: 2 })
+      await expect(store.create(at(1002), { maxActive: 2 })).rejects.toMatchObject(refused)
+      expect(await store.countActive(principal, T0 + 1002)).toBe(2)
+    })
+
     it('without maxActive, create() stores the task whatever the count', async () => {
       const principal = `principal:${randomUUID()}`
       const store = stores[0]!.tasks

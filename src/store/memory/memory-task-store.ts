@@ -36,9 +36,11 @@ export class MemoryTaskStore implements TaskStore {
 
   async create (task: TaskRecord, options: TaskCreateOptions = {}): Promise<void> {
     // No await between the count and the insert: nothing else runs in between.
-    if (options.maxActive !== undefined) {
-      const active = this.#countActive(task.principal, task.createdAt, options.maxActive)
-      if (active >= options.maxActive) throw new GatewayError('GW_ERR_TASK_LIMIT', [active, options.maxActive])
+    // Counted only when the principal's unfinished tasks could reach the limit: fewer than it pass whatever their TTLs.
+    const max = options.maxActive
+    if (max !== undefined && (this.#activeByPrincipal.get(task.principal)?.size ?? 0) >= max) {
+      const active = this.#countActive(task.principal, task.createdAt, max)
+      if (active >= max) throw new GatewayError('GW_ERR_TASK_LIMIT', [active, max])
     }
     this.#tasks.set(task.id, frozen(task))
     if (!isTerminal(task.status)) this.#activeOf(task.principal).add(task.id)

@@ -11,20 +11,18 @@ const VACUUM_CHUNKS_PER_TICK = 64
 /**
  * Runs in the worker, on its own connection to the file, on every tick:
  *  1. gives free pages back to the file system (incremental vacuum, in small transactions);
- *  2. copies the write-ahead log into the database file (a passive checkpoint: it never waits);
- *  3. when the log is over the limit and fully copied, truncates it (the log otherwise keeps the size of
- *     its largest burst forever).
+ *  2. copies the write-ahead log into the database file (a passive checkpoint: it never waits, and never
+ *     holds up a write of the gateway's own connection).
+ * It never truncates the log itself: a truncating checkpoint holds the write lock through its fsyncs, and
+ * the gateway's next write would wait for it on the event loop. The gateway's connection cuts the log back
+ * to the limit instead (journal_size_limit), when it starts the log over after a complete checkpoint.
  */
 const WORKER_SOURCE = `
-const { statSync } = require('node:fs')
 const { parentPort, workerData } = require('node:worker_threads')
 const Database = require(workerData.module)
 const db = new Database(workerData.path)
 db.pragma('busy_timeout = 1000')
 db.pragma('journal_size_limit = ' + workerData.walLimit)
-function walSize () {
-  try { return statSync(workerData.path + '-wal').size } catch { return 0 }
-}
 function tick () {
   try {
     for (let i = 0; i < workerData.vacuumChunks && db.pragma('freelist_count', { simple: true }) > 0; i++) {
@@ -32,10 +30,7 @@ function tick () {
     }
   } catch {}
   try {
-    const [passive] = db.pragma('wal_checkpoint(PASSIVE)')
-    if (walSize() > workerData.walLimit && passive.busy === 0 && passive.log === passive.checkpointed) {
-      db.pragma('wal_checkpoint(TRUNCATE)')
-    }
+    db.pragma('wal_checkpoint(PASSIVE)')
   } catch {}
 }
 const timer = setInterval(tick, workerData.intervalMs)

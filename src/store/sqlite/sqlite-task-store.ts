@@ -147,6 +147,13 @@ export class SqliteTaskStore implements TaskStore {
   readonly #query: SqliteTaskQuery<TaskRow>
   /** Tasks read or moved lately: a `tasks/get` of one of them needs no query (this process is the file's only writer). */
   readonly #recent = new RecentRecords<TaskRecord>(RECENT_TASKS)
+  /**
+   * Per principal, a number never below its running tasks that have not expired: exact after each count, one up
+   * for each running task created, one down for each that ends (only a task that has not expired can end).
+   * A creation counts in the file only when the bound reaches the limit, instead of reading the principal's
+   * whole index each time (this process is the file's only writer, so nothing else adds tasks).
+   */
+  readonly #activeBound = new Map<string, number>()
 
   constructor (db: Database.Database) {
     this.#insert = db.prepare(`INSERT INTO tasks (id, principal, session_id, era, status, status_message, created_at, last_updated_at,
@@ -218,11 +225,14 @@ export class SqliteTaskStore implements TaskStore {
       timeline.append(input.taskId, inputEvent(input))
     })
     this.#create = db.transaction((row: TaskRow, maxActive: number | undefined) => {
-      if (maxActive !== undefined) {
+      const bound = this.#activeBound.get(row.principal)
+      if (maxActive !== undefined && (bound === undefined || bound >= maxActive)) {
         const active = this.#countActive.get({ principal: row.principal, now: row.created_at, limit: maxActive })!.count
         if (active >= maxActive) throw new GatewayError('GW_ERR_TASK_LIMIT', [active, maxActive])
+        this.#activeBound.set(row.principal, active)
       }
       this.#insert.run(row)
+      if (!isTerminal(row.status)) this.#bump(row.principal, 1)
       timeline.start(row.id, createdEvent({ createdAt: row.created_at, owner: row.owner }))
     })
     this.#sweep = db.transaction((now: number) => {
@@ -300,8 +310,17 @@ export class SqliteTaskStore implements TaskStore {
         outcome,
         now,
       })
-      return row ? this.#recent.set(id, toTask(row)) : null
+      if (row === undefined) return null
+      const task = this.#recent.set(id, toTask(row))
+      if (isTerminal(to)) this.#bump(task.principal, -1)
+      return task
     })
+  }
+
+  /** Moves a principal's bound of running tasks, when it has one (a principal without one is counted first). */
+  #bump (principal: string, by: 1 | -1): void {
+    const bound = this.#activeBound.get(principal)
+    if (bound !== undefined) this.#activeBound.set(principal, Math.max(0, bound + by))
   }
 
   async countActive (principal: string, now: number, atMost = Number.MAX_SAFE_INTEGER): Promise<number> {
