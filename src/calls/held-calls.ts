@@ -1,7 +1,7 @@
-import { randomBytes } from 'node:crypto'
 import { GatewayError } from '../errors.ts'
 import type { JsonObject } from '../wire/jsonrpc.ts'
 import type { InputMethod } from '../upstream/call-attribution.ts'
+import { randomId } from '../wire/random-id.ts'
 
 /** What a modern client gets back from one leg of a call: the result, or the input it must provide. */
 export type HeldOutcome =
@@ -96,14 +96,26 @@ export class HeldCalls {
     signal: AbortSignal,
     windowMs?: number,
   ): Promise<HeldOutcome> {
-    const call: HeldCall = { id: randomBytes(16).toString('base64url'), principal, pending: new Map(), final: undefined, wake: undefined, abort: new AbortController(), expiry: undefined, windowMs, sentAt: undefined, done: undefined, detached: undefined }
+    const call: HeldCall = {
+      id: randomId(),
+      principal,
+      pending: new Map(),
+      final: undefined,
+      wake: undefined,
+      abort: new AbortController(),
+      expiry: undefined,
+      windowMs,
+      sentAt: undefined,
+      done: undefined,
+      detached: undefined,
+    }
     this.#calls.set(call.id, call)
     const onAbort = (): void => call.abort.abort(signal.reason)
     signal.addEventListener('abort', onAbort, { once: true })
     const input: HeldInput = (method, params, inputSignal) => call.detached
       ? call.detached(method, params, inputSignal)
       : new Promise<JsonObject>((resolve, reject) => {
-        const key = `${method.split('/')[0]}-${randomBytes(6).toString('base64url')}`
+        const key = `${method.split('/')[0]}-${randomId(6)}`
         const onAbort = (): void => {
           if (call.pending.delete(key)) reject(inputSignal.reason)
         }

@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto'
 import type { TasksConfig } from '../config/schema.ts'
 import { GatewayError, RpcError } from '../errors.ts'
 import type { JsonObject, RpcResponse } from '../wire/jsonrpc.ts'
@@ -6,6 +5,7 @@ import type { InputRecord, SignalBus, TaskRecord, TaskStore } from '../store/typ
 import type { TaskEvents } from './task-events.ts'
 import { whileStoreUnavailable } from './store-retry.ts'
 import { RESUME, sourcesOf } from '../wire/task-state.ts'
+import { randomId } from '../wire/random-id.ts'
 
 interface Waiter {
   resolve (result: JsonObject): void
@@ -57,7 +57,7 @@ export class TaskInputs {
   async ask (task: TaskRecord, method: string, params: JsonObject, signal: AbortSignal): Promise<JsonObject> {
     const now = Date.now()
     const input: InputRecord = {
-      key: `in-${randomBytes(16).toString('base64url')}`,
+      key: `in-${randomId()}`,
       taskId: task.id,
       principal: task.principal,
       method,

@@ -59,6 +59,9 @@ export function settle (outcome: TaskOutcome): { status: TaskStatus, statusMessa
 export class TaskRunner {
   readonly #deps: TaskRunnerDeps
   readonly #running = new Map<string, { controller: AbortController, done: Promise<void> }>()
+  /** The aborts of the upstream calls running now (see #callAbort). */
+  readonly #calls = new Set<AbortController>()
+  #watchingShutdown = false
 
   constructor (deps: TaskRunnerDeps) {
     this.#deps = deps
@@ -159,8 +162,46 @@ export class TaskRunner {
     authorization: string | undefined,
     run: TaskRunTrace | undefined,
   ): Promise<TaskStatus | undefined> {
+    const call = this.#callAbort(controller.signal)
+    const signal = call.signal
+    try {
+      return await this.#runCall(task, controller, signal, authorization, run)
+    } finally {
+      this.#calls.delete(call)
+    }
+  }
+
+  /**
+   * The abort of a task's upstream call: by a cancel of the task, or by the gateway's shutdown. Not an
+   * `AbortSignal.any` per task (weak references and a finalizer each, a share of every task creation): one
+   * listener on the shutdown signal aborts the calls of every running task.
+   */
+  #callAbort (cancel: AbortSignal): AbortController {
+    const call = new AbortController()
+    const shutdown = this.#deps.shutdown
+    if (shutdown.aborted) {
+      call.abort(shutdown.reason)
+      return call
+    }
+    if (!this.#watchingShutdown) {
+      this.#watchingShutdown = true
+      shutdown.addEventListener('abort', () => {
+        for (const running of this.#calls) running.abort(shutdown.reason)
+      }, { once: true })
+    }
+    this.#calls.add(call)
+    cancel.addEventListener('abort', () => { call.abort(cancel.reason) }, { once: true })
+    return call
+  }
+
+  async #runCall (
+    task: TaskRecord,
+    controller: AbortController,
+    signal: AbortSignal,
+    authorization: string | undefined,
+    run: TaskRunTrace | undefined,
+  ): Promise<TaskStatus | undefined> {
     const { events, inputs } = this.#deps
-    const signal = AbortSignal.any([controller.signal, this.#deps.shutdown])
     const upstream = this.#deps.upstreams.get(task.upstream)
     if (!upstream) {
       return await this.#finish(task, { error: toWireError(new GatewayError('GW_ERR_UPSTREAM_UNAVAILABLE', [task.upstream, 'it is no longer configured'])) })

@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto'
 import type { Route } from '../catalog/catalog-view.ts'
 import type { TasksConfig } from '../config/schema.ts'
 import { withoutProgressToken } from '../wire/params.ts'
@@ -12,6 +11,7 @@ import type { TaskEvents } from './task-events.ts'
 import type { TaskInputs } from './task-inputs.ts'
 import { cancelChannel, type TaskRunner } from './task-runner.ts'
 import { isTerminal, sourcesOf } from '../wire/task-state.ts'
+import { randomId } from '../wire/random-id.ts'
 
 export interface CreateTaskRequest {
   principal: string
@@ -123,7 +123,7 @@ export class TaskService {
   async #store (request: CreateTaskRequest): Promise<TaskRecord> {
     const now = Date.now()
     const { task: _task, name: _name, ...rest } = withoutRelatedTask(withoutProgressToken(request.params))
-    const id = randomBytes(16).toString('base64url')
+    const id = randomId()
     const name = request.params.name
     const task: TaskRecord = {
       id,
