@@ -53,17 +53,18 @@ function short (text: string): string {
   return createHash('sha256').update(text).digest('base64url').slice(0, 16)
 }
 
-/** Clients known at once: every request names its client, which is worked out once per client. */
+/**
+ * Clients known at once, of each kind: every request names its client, which is worked out once per client.
+ * Sessions are found by their id and 2026-07-28 clients by their principal's capabilities as sent, so that
+ * a request builds no key to find its client.
+ */
 const KNOWN_LIMIT = 10_000
-const known = new Map<string, ClientRef>()
+const sessionClients = new Map<string, ClientRef>()
+const principalClients = new Map<string, ClientRef>()
 
-function remembered (key: string, make: () => ClientRef): ClientRef {
-  let client = known.get(key)
-  if (client === undefined) {
-    client = make()
-    if (known.size >= KNOWN_LIMIT) known.delete(known.keys().next().value!)
-    known.set(key, client)
-  }
+function remember (known: Map<string, ClientRef>, key: string, client: ClientRef): ClientRef {
+  if (known.size >= KNOWN_LIMIT) known.delete(known.keys().next().value!)
+  known.set(key, client)
   return client
 }
 
@@ -76,20 +77,21 @@ export function sessionClientKey (sessionId: string): string {
 
 /** The client of a 2025-era session (whose principal and capabilities never change). */
 export function sessionClient (sessionId: string, principal: string, clientCapabilities: JsonObject): ClientRef {
-  const key = sessionClientKey(sessionId)
-  return remembered(key, () => {
-    const capabilities = mirrorCapabilities(clientCapabilities)
-    return { key, principal, capabilities, signature: capabilitySignature(capabilities) }
-  })
+  const known = sessionClients.get(sessionId)
+  if (known !== undefined) return known
+  const capabilities = mirrorCapabilities(clientCapabilities)
+  const client = { key: sessionClientKey(sessionId), principal, capabilities, signature: capabilitySignature(capabilities) }
+  return remember(sessionClients, sessionId, client)
 }
 
 /** The client of 2026-07-28 requests: the principal, with the capabilities the request declares. */
 export function principalClient (principal: string, clientCapabilities: JsonObject): ClientRef {
-  return remembered(`${principal}\u0000${JSON.stringify(clientCapabilities)}`, () => {
-    const capabilities = mirrorCapabilities(clientCapabilities)
-    const signature = capabilitySignature(capabilities)
-    return { key: `principal:${principal}:${short(signature)}`, principal, capabilities, signature }
-  })
+  const key = `${principal}\u0000${JSON.stringify(clientCapabilities)}`
+  const known = principalClients.get(key)
+  if (known !== undefined) return known
+  const capabilities = mirrorCapabilities(clientCapabilities)
+  const signature = capabilitySignature(capabilities)
+  return remember(principalClients, key, { key: `principal:${principal}:${short(signature)}`, principal, capabilities, signature })
 }
 
 /** The client a task was created for: its session, or (2026-07-28) its principal and capabilities. */

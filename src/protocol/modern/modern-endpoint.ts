@@ -59,10 +59,11 @@ export class ModernEndpoint {
     const request = inbound.message
     const deps = this.#deps
     let envelope: Envelope
+    let client: ClientRef
     try {
       const version = headers['mcp-protocol-version']
       envelope = readEnvelope(request.params, Array.isArray(version) ? version[0] : version)
-      const client = principalClient(caller.principal ?? ANONYMOUS_MODERN, envelope.clientCapabilities)
+      client = principalClient(caller.principal ?? ANONYMOUS_MODERN, envelope.clientCapabilities)
       checkHeaders(headers, request, (name) => deps.toolSchema(name, caller.access, client))
       if (!deps.methods.has(request.method)) throw new GatewayError('GW_ERR_MODERN_METHOD_NOT_FOUND', [request.method])
     } catch (err) {
@@ -70,12 +71,13 @@ export class ModernEndpoint {
       writeHttpError(res, err, { id: request.id })
       return
     }
-    await this.#request(request, envelope, res, caller, trace)
+    await this.#request(request, envelope, client, res, caller, trace)
   }
 
   async #request (
     request: RpcRequest,
     envelope: Envelope,
+    client: ClientRef,
     res: ServerResponse,
     caller: Caller,
     trace: RequestTrace | undefined,
@@ -86,7 +88,7 @@ export class ModernEndpoint {
     const params = withoutEnvelope(request.params ?? {})
     // No `ask`: this era has no server→client requests (input comes back as input_required).
     const ctx = new ExchangeContext(exchange, {
-      client: principalClient(principal, envelope.clientCapabilities),
+      client,
       clientCapabilities: envelope.clientCapabilities,
       sessionId: undefined,
       caller,
