@@ -31,8 +31,8 @@ async function withInputRounds (
   options: CallOptions,
 ): Promise<JsonObject> {
   // Only a 2026-07-28 result can ask for input; in the legacy era `resultType` is just another field.
-  if (session.client.getProtocolEra?.() !== 'modern') return await session.request(method, params, { ...options, call })
-  let result = await session.request(method, params, { ...options, call, allowInputRequired: true })
+  if (session.client.getProtocolEra?.() !== 'modern') return await session.request(method, params, Object.assign({}, options, { call }))
+  let result = await session.request(method, params, Object.assign({}, options, { call, allowInputRequired: true }))
   for (let round = 1; result.resultType === 'input_required'; round++) {
     if (round > MAX_INPUT_ROUNDS) throw new GatewayError('GW_ERR_UPSTREAM_FAILED', [session.key, method, `it asked for input ${MAX_INPUT_ROUNDS} times in a row`])
     const requests = (result.inputRequests ?? {}) as Record<string, JsonObject>
