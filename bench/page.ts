@@ -44,7 +44,19 @@ interface HistoryRow {
   budgets: [number, number]
 }
 
-interface History { generatedBy: string, runs: HistoryRow[] }
+/**
+ * A change that moved the numbers, and what it bought: entered by hand in the history file (`fixes`, oldest
+ * first) by whoever made it, measured before and after in one session (the same section, minutes apart).
+ */
+interface Fix {
+  /** The commit (short hash) or range that made the change. */
+  commit: string
+  what: string
+  /** What it bought: the ratio or cost before → after, and how it was measured. */
+  measured: string
+}
+
+interface History { generatedBy: string, runs: HistoryRow[], fixes?: Fix[] }
 
 /** The main ratios, one history column each: where each comes from in the results and how it reads. */
 const MAIN_RATIOS: ReadonlyArray<{ id: string, label: string, unit: '×' | '%', of: (r: Results) => unknown }> = [
@@ -112,7 +124,7 @@ function historyRow (results: Results): HistoryRow {
 /** The history with `row` added, or put in place of the row of the same run. */
 function withRun (history: History, row: HistoryRow): History {
   const runs = [...history.runs.filter((r) => r.date !== row.date), row].sort((a, b) => a.date.localeCompare(b.date))
-  return { generatedBy: COMMAND, runs }
+  return { generatedBy: COMMAND, runs, ...(history.fixes === undefined ? {} : { fixes: history.fixes }) }
 }
 
 function machine (results: Results): string {
@@ -206,6 +218,14 @@ function historyPart (history: History, historyFile: string): string {
     markdownTable(['run (UTC)', 'git', 'settings', ...MAIN_RATIOS.map((c) => c.label), 'budgets met'], rows, true)
 }
 
+function fixesPart (history: History, historyFile: string): string {
+  const fixes = history.fixes ?? []
+  const intro = '## What moved the numbers\n\nChanges made for speed and what each bought, measured before and after in one session ' +
+    `(the same section, minutes apart), newest first; entered by hand in \`fixes\` of [${historyFile}](${historyFile}).`
+  if (fixes.length === 0) return `${intro}\n\nNone recorded yet.`
+  return `${intro}\n\n${markdownTable(['commit', 'change', 'what it bought'], [...fixes].reverse().map((f) => [f.commit, f.what, f.measured]))}`
+}
+
 function renderPage (results: Results, history: History, historyFile: string): string {
   return [
     '# Benchmarks',
@@ -218,6 +238,7 @@ function renderPage (results: Results, history: History, historyFile: string): s
     floors(results),
     verdict(results),
     peers(results),
+    fixesPart(history, historyFile),
     historyPart(history, historyFile),
   ].join('\n\n') + '\n'
 }

@@ -153,6 +153,7 @@ export class SqliteStore implements GatewayStore {
   }
 
   async close (): Promise<void> {
+    if (this.#db.open) this.tasks.flushWrites()
     await this.#checkpointer?.close()
     this.#lock?.release()
     if (this.#db.open) this.#db.close()

@@ -3,6 +3,7 @@ import { GatewayError } from '../../errors.ts'
 import type { JsonObject } from '../../wire/jsonrpc.ts'
 import { canTransition, isTerminal, RUNNING_STATUSES, type TaskStatus } from '../../wire/task-state.ts'
 import { claimedEvent, createdEvent, inputEvent, settledEvent, statusEvent } from '../task-timeline.ts'
+import { WriteBatch } from './write-batch.ts'
 import { RecentRecords } from '../recent-records.ts'
 import type { InputRecord, InputState, TaskCreateOptions, TaskCursor, TaskEvent, TaskOutcome, TaskPatch, TaskQuery, TaskRecord, TaskStore } from '../types.ts'
 import { SqliteTimeline } from './sqlite-timeline.ts'
@@ -93,14 +94,19 @@ function toInput (row: InputRow): InputRecord {
   }
 }
 
-/** Runs synchronous SQLite work; a backend failure becomes GW_ERR_STORE_UNAVAILABLE (its message stays in `cause`). */
+/** A backend failure as callers get it: GW_ERR_STORE_UNAVAILABLE (its message stays in `cause`); the gateway's own errors as they are. */
+function backendError (err: unknown): GatewayError {
+  if (err instanceof GatewayError) return err
+  const what = err instanceof Database.SqliteError ? err.code : 'unexpected failure'
+  return new GatewayError('GW_ERR_STORE_UNAVAILABLE', [what], { cause: err })
+}
+
+/** Runs synchronous SQLite work; a failure is thrown as backendError says. */
 function backend<T> (work: () => T): T {
   try {
     return work()
   } catch (err) {
-    if (err instanceof GatewayError) throw err
-    const what = err instanceof Database.SqliteError ? err.code : 'unexpected failure'
-    throw new GatewayError('GW_ERR_STORE_UNAVAILABLE', [what], { cause: err })
+    throw backendError(err)
   }
 }
 
@@ -143,7 +149,8 @@ export class SqliteTaskStore implements TaskStore {
   readonly #timeline: SqliteTimeline
   readonly #addInput: Database.Transaction<(input: InputRecord, maxPending: number) => void>
   readonly #sweep: (now: number) => number
-  readonly #create: Database.Transaction<(row: TaskRow, maxActive: number | undefined) => void>
+  /** Creations of one turn of the event loop, committed together (see WriteBatch). */
+  readonly #creates: WriteBatch<{ row: TaskRow, maxActive: number | undefined }>
   readonly #query: SqliteTaskQuery<TaskRow>
   /** Tasks read or moved lately: a `tasks/get` of one of them needs no query (this process is the file's only writer). */
   readonly #recent = new RecentRecords<TaskRecord>(RECENT_TASKS)
@@ -224,7 +231,7 @@ export class SqliteTaskStore implements TaskStore {
       })
       timeline.append(input.taskId, inputEvent(input))
     })
-    this.#create = db.transaction((row: TaskRow, maxActive: number | undefined) => {
+    this.#creates = new WriteBatch(db, ({ row, maxActive }) => {
       const bound = this.#activeBound.get(row.principal)
       if (maxActive !== undefined && (bound === undefined || bound >= maxActive)) {
         const active = this.#countActive.get({ principal: row.principal, now: row.created_at, limit: maxActive })!.count
@@ -234,7 +241,7 @@ export class SqliteTaskStore implements TaskStore {
       this.#insert.run(row)
       if (!isTerminal(row.status)) this.#bump(row.principal, 1)
       timeline.start(row.id, createdEvent({ createdAt: row.created_at, owner: row.owner }))
-    })
+    }, backendError)
     this.#sweep = db.transaction((now: number) => {
       timeline.sweep(now)
       sweepInputs.run(now)
@@ -243,9 +250,9 @@ export class SqliteTaskStore implements TaskStore {
   }
 
   async create (task: TaskRecord, options: TaskCreateOptions = {}): Promise<void> {
-    // IMMEDIATE: the count and the insert hold the write lock together.
-    return backend(() => {
-      this.#create.immediate({
+    // The count and the insert hold the write lock together (the batch's transaction is IMMEDIATE).
+    await this.#creates.write({
+      row: {
         id: task.id,
         principal: task.principal,
         session_id: task.sessionId,
@@ -265,7 +272,8 @@ export class SqliteTaskStore implements TaskStore {
         outcome: json(task.outcome),
         owner: task.owner,
         trace_context: task.traceContext,
-      }, options.maxActive)
+      },
+      maxActive: options.maxActive,
     })
   }
 
@@ -340,6 +348,11 @@ export class SqliteTaskStore implements TaskStore {
       const row = this.#claimTx({ id, from, to, now })
       return row ? this.#recent.set(id, toTask(row)) : null
     })
+  }
+
+  /** Commits the creations still waiting for the end of this turn of the event loop (before the file closes). */
+  flushWrites (): void {
+    this.#creates.flush()
   }
 
   async sweep (now: number): Promise<number> {
