@@ -39,19 +39,20 @@ function expiresAt (task: Pick<TaskRecord, 'createdAt' | 'ttlMs'>): number | nul
 
 function toTask (hash: Record<string, string>): TaskRecord | null {
   if (hash.body === undefined) return null
-  // Tasks stored before `req` existed keep their request in the body.
-  const { request, traceContext, ...body } = JSON.parse(hash.body) as Body & { request?: TaskRecord['request'] }
-  return {
-    ...body,
+  const body = JSON.parse(hash.body) as Body & { request?: TaskRecord['request'] }
+  // Object.assign, not rest and spread: this runs on every read of a task, and a spread that adds keys costs
+  // about a microsecond each time. The fields below replace the body's own where it has them.
+  return Object.assign(body, {
     // Tasks stored before trace contexts were recorded have none.
-    traceContext: traceContext ?? null,
-    request: hash.req === undefined ? request ?? {} : JSON.parse(hash.req) as TaskRecord['request'],
+    traceContext: body.traceContext ?? null,
+    // Tasks stored before `req` existed keep their request in the body.
+    request: hash.req === undefined ? body.request ?? {} : JSON.parse(hash.req) as TaskRecord['request'],
     status: hash.status as TaskStatus,
     statusMessage: hash.msg ? JSON.parse(hash.msg) as string | null : null,
     lastUpdatedAt: Number(hash.upd),
     outcome: hash.out ? JSON.parse(hash.out) as TaskOutcome : null,
     owner: hash.owner ?? '',
-  }
+  }) as TaskRecord
 }
 
 function pairs (flat: unknown): Record<string, string> {
