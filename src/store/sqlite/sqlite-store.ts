@@ -23,7 +23,8 @@ interface SessionRow {
 }
 
 /** How many recently used sessions the store keeps in memory. */
-const RECENT_SESSIONS = 1024
+const RECENT_SESSIONS = 4096
+const RECENT_SESSIONS_BYTES = 8 * 1024 * 1024
 
 function toSession (row: SessionRow): SessionRecord {
   return {
@@ -46,7 +47,7 @@ class SqliteSessionStore implements SessionStore {
   readonly #sweep: Database.Statement
   readonly #count: Database.Statement<[{ principal: string, limit: number }], { count: number }>
   /** Sessions read lately: a 2025-11-25 request finds its session here without a query (one writer per file). */
-  readonly #recent = new RecentRecords<SessionRecord>(RECENT_SESSIONS)
+  readonly #recent = new RecentRecords<SessionRecord>(RECENT_SESSIONS, RECENT_SESSIONS_BYTES)
 
   constructor (db: Database.Database) {
     this.#insert = db.prepare(`INSERT INTO sessions (id, principal, protocol_version, client_capabilities, client_info, created_at, last_seen_at)
@@ -71,13 +72,12 @@ class SqliteSessionStore implements SessionStore {
     const recent = this.#recent.get(id)
     if (recent !== undefined) return recent
     const row = this.#select.get(id)
-    return row ? this.#recent.set(id, toSession(row)) : null
+    return row ? this.#recent.set(id, toSession(row), row.client_capabilities.length + row.client_info.length) : null
   }
 
   async touch (id: string, at: number): Promise<void> {
     if (this.#touch.run(at, id, at).changes === 0) return
-    const recent = this.#recent.get(id)
-    if (recent !== undefined) this.#recent.set(id, { ...recent, lastSeenAt: at })
+    this.#recent.update(id, (recent) => ({ ...recent, lastSeenAt: at }))
   }
 
   async delete (id: string): Promise<boolean> {

@@ -117,8 +117,16 @@ function live (task: TaskRecord, now: number): boolean {
   return task.ttlMs === null || task.createdAt + task.ttlMs > now
 }
 
-/** How many recently used task records the store keeps in memory (a few kilobytes each at most). */
-const RECENT_TASKS = 1024
+/** How many recently used task records the store keeps in memory (about as many as the tasks clients poll at once). */
+const RECENT_TASKS = 4096
+/** The text of the kept records at most (a request or a result can be megabytes). */
+const RECENT_TASK_BYTES = 32 * 1024 * 1024
+
+/** The size of the text a task record is read from. */
+function rowBytes (row: TaskRow): number {
+  return row.request.length + row.client_capabilities.length + (row.outcome?.length ?? 0) + (row.status_message?.length ?? 0)
+}
+
 /** A set of statuses as SQL text, written once from task-state.ts (constants, so the planner uses tasks_principal_active). */
 function sqlList (statuses: readonly string[]): string {
   return statuses.map((status) => `'${status.replaceAll("'", "''")}'`).join(', ')
@@ -153,7 +161,7 @@ export class SqliteTaskStore implements TaskStore {
   readonly #creates: WriteBatch<{ row: TaskRow, maxActive: number | undefined }>
   readonly #query: SqliteTaskQuery<TaskRow>
   /** Tasks read or moved lately: a `tasks/get` of one of them needs no query (this process is the file's only writer). */
-  readonly #recent = new RecentRecords<TaskRecord>(RECENT_TASKS)
+  readonly #recent = new RecentRecords<TaskRecord>(RECENT_TASKS, RECENT_TASK_BYTES)
   /**
    * Per principal, a number never below its running tasks that have not expired: exact after each count, one up
    * for each running task created, one down for each that ends (only a task that has not expired can end).
@@ -282,7 +290,7 @@ export class SqliteTaskStore implements TaskStore {
     if (recent !== undefined) return live(recent, now) ? recent : null
     return backend(() => {
       const row = this.#select.get({ id, now })
-      return row ? this.#recent.set(id, toTask(row)) : null
+      return row ? this.#recent.set(id, toTask(row), rowBytes(row)) : null
     })
   }
 
@@ -319,7 +327,7 @@ export class SqliteTaskStore implements TaskStore {
         now,
       })
       if (row === undefined) return null
-      const task = this.#recent.set(id, toTask(row))
+      const task = this.#recent.set(id, toTask(row), rowBytes(row))
       if (isTerminal(to)) this.#bump(task.principal, -1)
       return task
     })
@@ -346,7 +354,7 @@ export class SqliteTaskStore implements TaskStore {
   async claim (id: string, from: string, to: string, now: number): Promise<TaskRecord | null> {
     return backend(() => {
       const row = this.#claimTx({ id, from, to, now })
-      return row ? this.#recent.set(id, toTask(row)) : null
+      return row ? this.#recent.set(id, toTask(row), rowBytes(row)) : null
     })
   }
 
