@@ -61,10 +61,12 @@ export class TaskRunner {
   readonly #running = new Map<string, { controller: AbortController, done: Promise<void> }>()
   /** The aborts of the upstream calls running now (see #callAbort). */
   readonly #calls = new Set<AbortController>()
-  #watchingShutdown = false
 
   constructor (deps: TaskRunnerDeps) {
     this.#deps = deps
+    deps.shutdown.addEventListener('abort', () => {
+      for (const call of this.#calls) call.abort(deps.shutdown.reason)
+    }, { once: true })
   }
 
   get size (): number {
@@ -182,12 +184,6 @@ export class TaskRunner {
     if (shutdown.aborted) {
       call.abort(shutdown.reason)
       return call
-    }
-    if (!this.#watchingShutdown) {
-      this.#watchingShutdown = true
-      shutdown.addEventListener('abort', () => {
-        for (const running of this.#calls) running.abort(shutdown.reason)
-      }, { once: true })
     }
     this.#calls.add(call)
     cancel.addEventListener('abort', () => { call.abort(cancel.reason) }, { once: true })
