@@ -25,6 +25,7 @@ export function statusEvent (to: TaskStatus, patch: TaskPatch, now: number, outc
     ...(patch.statusMessage !== undefined && { statusMessage: patch.statusMessage }),
     ...(patch.by !== undefined && { process: patch.by }),
     ...(outcomeJson !== undefined && { resultBytes: Buffer.byteLength(outcomeJson, 'utf8') }),
+    ...(patch.resume != null && { upstreamTask: patch.resume.upstreamTaskId }),
   }
 }
 

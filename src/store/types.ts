@@ -42,6 +42,22 @@ export interface SessionStore {
 /** The raw outcome of the upstream call, exactly as the upstream answered. */
 export type TaskOutcome = { result: JsonObject } | { error: WireError }
 
+/**
+ * What another gateway process needs to reach the upstream work of a running task again, after the process
+ * that started it stopped: the upstream's own task, and the upstream session it lives in. A task that has it
+ * is adopted by the process taking it over (it asks the upstream for the task's outcome) instead of failed.
+ */
+export interface TaskResume {
+  kind: 'native'
+  /** The upstream's own task id. */
+  upstreamTaskId: string
+  /** The upstream session the upstream task belongs to (its Mcp-Session-Id); null when the upstream has none. */
+  sessionId: string | null
+  /** The protocol version negotiated on that session, sent again on every request of a new owner. */
+  protocolVersion: string
+  era: 'legacy' | 'modern'
+}
+
 /** A durable task over one upstream tools/call, in a neutral (era-independent) form. */
 export interface TaskRecord {
   /** CSPRNG id, at least 128 bits. */
@@ -78,11 +94,18 @@ export interface TaskRecord {
    * the task, or serves a request about it, records its spans in the task's trace; null when not traced.
    */
   traceContext: string | null
+  /**
+   * How the upstream work can be reached again by another process (an upstream task); null when it cannot.
+   * Every store clears it in the step that makes the task terminal.
+   */
+  resume: TaskResume | null
 }
 
 export interface TaskPatch {
   statusMessage?: string | null
   outcome?: TaskOutcome
+  /** Sets (or, with null, clears) how the upstream work can be reached again (TaskRecord.resume). */
+  resume?: TaskResume | null
   /** The gateway process making the move: written to the task's timeline only, never to the task. */
   by?: string
 }
@@ -94,8 +117,11 @@ export interface TaskPatch {
  */
 export type TaskEvent =
   | { type: 'created', at: number, process: string }
-  /** A move that won, to `status`; `statusMessage` only when the move set it; `resultBytes` when it stored an outcome. */
-  | { type: 'status', at: number, status: TaskStatus, statusMessage?: string | null, process?: string, resultBytes?: number }
+  /**
+   * A move that won, to `status`; `statusMessage` only when the move set it; `resultBytes` when it stored an
+   * outcome; `upstreamTask` when it recorded the upstream task the call runs as (TaskPatch.resume).
+   */
+  | { type: 'status', at: number, status: TaskStatus, statusMessage?: string | null, process?: string, resultBytes?: number, upstreamTask?: string }
   | { type: 'input', at: number, key: string, method: string }
   | { type: 'input_settled', at: number, key: string, state: 'answered' | 'expired' }
   /** Another process took the task over from `from` (whose lease lapsed, or after a restart). */
@@ -114,6 +140,11 @@ export interface InputRecord {
   state: InputState
   createdAt: number
   answer: TaskOutcome | null
+  /**
+   * The JSON-RPC id the upstream gave the request, when the upstream asked on behalf of its own task: a
+   * process that adopts the task sends the client's answer to the upstream under this id.
+   */
+  upstreamRequestId?: string | number
 }
 
 /** A position in a principal's task list (tasks are listed by createdAt, then id). */

@@ -144,6 +144,7 @@ export class TaskService {
       outcome: null,
       owner: this.#owner,
       traceContext: request.trace?.created({ id, upstream: request.route.upstream.name }, typeof name === 'string' ? name : undefined) ?? null,
+      resume: null,
     }
     // The store counts and inserts in one atomic step: racing creates never overshoot the limit.
     await this.#tasks.create(task, { maxActive: this.#config.maxActivePerPrincipal })

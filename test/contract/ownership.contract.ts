@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import type { GatewayStore } from '../../src/store/types.ts'
+import type { GatewayStore, TaskResume } from '../../src/store/types.ts'
 import { completed, T0, task } from './task-records.ts'
 import { freshStoreEachTest } from './fresh-store.ts'
 
@@ -55,6 +55,36 @@ export function ownershipContract (name: string, create: () => Promise<GatewaySt
       const moved = await store.tasks.transition(record.id, ['working'], 'input_required', { statusMessage: 'asking' }, T0 + 1)
       expect(moved?.owner).toBe('gw-a')
       expect((await store.tasks.ownedBy('gw-a', T0 + 1)).map((t) => t.status)).toEqual(['input_required'])
+    })
+
+    it('records how the upstream work is reached again, keeps it through a claim, and clears it when the task ends', async () => {
+      const resume: TaskResume = { kind: 'native', upstreamTaskId: 'up-1', sessionId: 'sess-9', protocolVersion: '2025-11-25', era: 'legacy' }
+      const record = task({ owner: 'gw-a' })
+      await store.tasks.create(record)
+      expect((await store.tasks.get(record.id, T0))?.resume).toBeNull()
+      const recorded = await store.tasks.transition(record.id, ['working'], 'working', { resume }, T0 + 1)
+      expect(recorded?.resume).toEqual(resume)
+      expect(recorded?.statusMessage).toBe(record.statusMessage)
+      const asking = await store.tasks.transition(record.id, ['working'], 'input_required', { statusMessage: 'asking' }, T0 + 2)
+      expect(asking?.resume).toEqual(resume)
+      const claimed = await store.tasks.claim(record.id, 'gw-a', 'gw-b', T0 + 3)
+      expect(claimed?.resume).toEqual(resume)
+      expect((await store.tasks.ownedBy('gw-b', T0 + 3))[0]?.resume).toEqual(resume)
+      const entry = (await store.tasks.timeline(record.id)).find((event) => event.type === 'status' && event.upstreamTask !== undefined)
+      expect(entry).toMatchObject({ status: 'working', upstreamTask: 'up-1' })
+      const ended = await store.tasks.transition(record.id, ['input_required'], 'completed', { outcome: completed }, T0 + 4)
+      expect(ended?.resume).toBeNull()
+      expect((await store.tasks.get(record.id, T0 + 4))?.resume).toBeNull()
+    })
+
+    it('clears how the upstream work is reached again when told to, and keeps it when a move does not say', async () => {
+      const resume: TaskResume = { kind: 'native', upstreamTaskId: 'up-2', sessionId: null, protocolVersion: '2026-07-28', era: 'modern' }
+      const record = task({ owner: 'gw-a', resume })
+      await store.tasks.create(record)
+      expect((await store.tasks.get(record.id, T0))?.resume).toEqual(resume)
+      expect((await store.tasks.transition(record.id, ['working'], 'working', { statusMessage: 'still going' }, T0 + 1))?.resume).toEqual(resume)
+      expect((await store.tasks.transition(record.id, ['working'], 'working', { resume: null }, T0 + 2))?.resume).toBeNull()
+      expect((await store.tasks.get(record.id, T0 + 2))?.resume).toBeNull()
     })
 
     it('reports a lease as alive until it lapses, and lapsed until it is released', async () => {

@@ -73,6 +73,7 @@ function task (id: string): TaskRecord {
     clientCapabilities: {},
     outcome: null,
     traceContext: null,
+    resume: null,
   }
 }
 

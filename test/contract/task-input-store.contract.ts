@@ -25,6 +25,18 @@ export function taskInputStoreContract (name: string, create: () => Promise<Gate
         expect(await store.getInput('in-unknown')).toBeNull()
       })
 
+      it('keeps the upstream\'s own id of an input request, a number or a string, through settling', async () => {
+        const record = await created()
+        const numbered = input(record, { upstreamRequestId: 7 })
+        const named = input(record, { upstreamRequestId: 'req-7' })
+        await store.addInput(numbered, 5)
+        await store.addInput(named, 5)
+        expect(await store.getInput(numbered.key)).toEqual(numbered)
+        expect((await store.pendingInputs(record.id)).map((each) => each.upstreamRequestId).sort()).toEqual([7, 'req-7'].sort())
+        await store.settleInput(named.key, 'answered', completed, T0 + 1)
+        expect((await store.getInput(named.key))?.upstreamRequestId).toBe('req-7')
+      })
+
       it('pendingInputs() lists one task\'s pending inputs, oldest first', async () => {
         const record = await created()
         const other = await created()

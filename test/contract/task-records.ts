@@ -24,6 +24,7 @@ export function task (overrides: Partial<TaskRecord> = {}): TaskRecord {
     outcome: null,
     owner: 'gateway-a',
     traceContext: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01',
+    resume: null,
     ...overrides,
   }
 }

@@ -102,6 +102,7 @@ export class MemoryTaskStore implements TaskStore {
       request: isTerminal(to) ? Object.freeze({}) : task.request,
       statusMessage: patch.statusMessage !== undefined ? patch.statusMessage : task.statusMessage,
       outcome: patch.outcome !== undefined ? frozen(patch.outcome) : task.outcome,
+      resume: isTerminal(to) ? null : patch.resume !== undefined ? frozen(patch.resume) : task.resume,
       lastUpdatedAt: now,
     }
     this.#tasks.set(id, Object.freeze(moved))

@@ -55,11 +55,12 @@ local terminal = ${luaSet(TERMINAL_STATUSES)}
  * KEYS[1] task hash, KEYS[2] the task's timeline (list). ARGV[1] prefix, ARGV[2] task id, ARGV[3] now (ms),
  * ARGV[4] new status, ARGV[5] '1' to set the statusMessage to ARGV[6] (a JSON string or null), ARGV[7] '1' to
  * set the outcome to ARGV[8] (JSON), ARGV[9] the timeline entry (JSON), ARGV[10] the most entries a timeline
- * keeps, ARGV[11..] the statuses the task may be in.
+ * keeps, ARGV[11] '1' to set how the upstream work is reached again to ARGV[12] (JSON, '' for none),
+ * ARGV[13..] the statuses the task may be in.
  * Returns the task hash (HGETALL) after the move, or false when the task is unknown, expired, in none of
  * the given statuses, or the table has no move from its status to the new one (a terminal status has none).
- * Terminal moves also drop the task from the active sets and from its owner's set, and its request (only a
- * running task needs its arguments, to run again after a takeover).
+ * Terminal moves also drop the task from the active sets and from its owner's set, its request (only a
+ * running task needs its arguments, to run again after a takeover) and how its upstream work is reached.
  */
 export const TRANSITION = script(APPEND + STATUS_TABLE + `
 local status = redis.call('HGET', KEYS[1], 'status')
@@ -68,20 +69,21 @@ local exp = redis.call('HGET', KEYS[1], 'exp')
 if exp and exp ~= '' and tonumber(exp) <= tonumber(ARGV[3]) then return false end
 if not (moves[status] and moves[status][ARGV[4]]) then return false end
 local allowed = false
-for i = 11, #ARGV do
+for i = 13, #ARGV do
   if ARGV[i] == status then allowed = true end
 end
 if not allowed then return false end
 redis.call('HSET', KEYS[1], 'status', ARGV[4], 'upd', ARGV[3])
 if ARGV[5] == '1' then redis.call('HSET', KEYS[1], 'msg', ARGV[6]) end
 if ARGV[7] == '1' then redis.call('HSET', KEYS[1], 'out', ARGV[8]) end
+if ARGV[11] == '1' then redis.call('HSET', KEYS[1], 'res', ARGV[12]) end
 if terminal[ARGV[4]] then
   local principal = redis.call('HGET', KEYS[1], 'principal')
   redis.call('ZREM', ARGV[1] .. 'active:' .. principal, ARGV[2])
   redis.call('ZREM', ARGV[1] .. 'active', ARGV[2])
   local owner = redis.call('HGET', KEYS[1], 'owner')
   if owner then redis.call('SREM', ARGV[1] .. 'owned:' .. owner, ARGV[2]) end
-  redis.call('HSET', KEYS[1], 'req', '{}')
+  redis.call('HSET', KEYS[1], 'req', '{}', 'res', '')
 end
 append(KEYS[2], ARGV[9], ARGV[10], KEYS[1])
 return redis.call('HGETALL', KEYS[1])

@@ -2,14 +2,15 @@ import type { Redis } from 'ioredis'
 import { GatewayError } from '../../errors.ts'
 import { isTerminal } from '../../wire/task-state.ts'
 import { claimedEvent, createdEvent, inputEvent, settledEvent, statusEvent, TIMELINE_LIMIT } from '../task-timeline.ts'
-import type { InputRecord, TaskCreateOptions, TaskCursor, TaskEvent, TaskOutcome, TaskPatch, TaskQuery, TaskRecord, TaskStore } from '../types.ts'
+import type { InputRecord, TaskCreateOptions, TaskCursor, TaskEvent, TaskOutcome, TaskPatch, TaskQuery, TaskRecord, TaskResume, TaskStore } from '../types.ts'
 import type { TaskStatus } from '../../wire/task-state.ts'
 import { ADD_INPUT, CLAIM, CREATE_TASK, run, SETTLE_INPUT, SWEEP, TRANSITION } from './redis-scripts.ts'
 
 /**
  * Keys (all under the configured prefix):
  *   task:<id>          hash: body (immutable JSON), req (the request, JSON; '{}' once the task ended), status,
- *                      msg (JSON), upd, out (JSON), exp, principal, owner
+ *                      msg (JSON), upd, out (JSON), exp, principal, owner, res (how the upstream work is
+ *                      reached again, JSON; '' for none, and once the task ended)
  *   tasks:<principal>  sorted set of the principal's task ids by createdAt (ties by id: listing order)
  *   active:<principal> sorted set of its unfinished task ids by expiry (+inf: never)
  *   active             sorted set of every unfinished task id by createdAt (recovery)
@@ -31,7 +32,7 @@ const SWEEP_BATCH = 200
 /** Task ids read per round trip by the operator's query. */
 const QUERY_PAGE = 200
 
-type Body = Omit<TaskRecord, 'status' | 'statusMessage' | 'lastUpdatedAt' | 'outcome' | 'owner' | 'request' | 'traceContext'> & { traceContext?: string | null }
+type Body = Omit<TaskRecord, 'status' | 'statusMessage' | 'lastUpdatedAt' | 'outcome' | 'owner' | 'request' | 'traceContext' | 'resume'> & { traceContext?: string | null }
 
 function expiresAt (task: Pick<TaskRecord, 'createdAt' | 'ttlMs'>): number | null {
   return task.ttlMs === null ? null : task.createdAt + task.ttlMs
@@ -52,6 +53,7 @@ function toTask (hash: Record<string, string>): TaskRecord | null {
     lastUpdatedAt: Number(hash.upd),
     outcome: hash.out ? JSON.parse(hash.out) as TaskOutcome : null,
     owner: hash.owner ?? '',
+    resume: hash.res ? JSON.parse(hash.res) as TaskResume : null,
   }) as TaskRecord
 }
 
@@ -77,10 +79,10 @@ export class RedisTaskStore implements TaskStore {
   }
 
   async create (task: TaskRecord, options: TaskCreateOptions = {}): Promise<void> {
-    const { status, statusMessage, lastUpdatedAt, outcome, owner, request, ...body } = task
+    const { status, statusMessage, lastUpdatedAt, outcome, owner, request, resume, ...body } = task
     const exp = expiresAt(task)
     const fields = {
-      body: JSON.stringify(body), req: JSON.stringify(request), status, msg: JSON.stringify(statusMessage), upd: String(lastUpdatedAt), out: outcome ? JSON.stringify(outcome) : '', exp: exp === null ? '' : String(exp), principal: task.principal, owner,
+      body: JSON.stringify(body), req: JSON.stringify(request), status, msg: JSON.stringify(statusMessage), upd: String(lastUpdatedAt), out: outcome ? JSON.stringify(outcome) : '', exp: exp === null ? '' : String(exp), principal: task.principal, owner, res: resume === null ? '' : JSON.stringify(resume),
     }
     const keys = [`task:${task.id}`, `tasks:${task.principal}`, `active:${task.principal}`, 'active', `owned:${owner}`, 'expiry', 'created', `events:${task.id}`].map((key) => this.#p + key)
     const active = Number(await run(this.#redis, CREATE_TASK, keys, [
@@ -151,6 +153,7 @@ export class RedisTaskStore implements TaskStore {
       patch.statusMessage === undefined ? '0' : '1', JSON.stringify(patch.statusMessage ?? null),
       outcome === undefined ? '0' : '1', outcome ?? '',
       JSON.stringify(statusEvent(to, patch, now, outcome)), TIMELINE_LIMIT,
+      patch.resume === undefined ? '0' : '1', patch.resume == null ? '' : JSON.stringify(patch.resume),
       ...from,
     ])
     return result ? toTask(pairs(result)) : null

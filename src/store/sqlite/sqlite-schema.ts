@@ -66,6 +66,10 @@ export const MIGRATIONS: readonly string[] = [
    CREATE INDEX task_events_task ON task_events (task_id, id);`,
   // The trace context of the span that created each task (tracing on), NULL when it was not traced.
   'ALTER TABLE tasks ADD COLUMN trace_context TEXT;',
+  // How another process reaches a running task's upstream work again (JSON, NULL when it cannot), and the
+  // upstream's own id of each input request the upstream sent for its task (JSON, to keep its type).
+  `ALTER TABLE tasks ADD COLUMN resume TEXT;
+   ALTER TABLE task_inputs ADD COLUMN upstream_request_id TEXT;`,
 ]
 
 export const SCHEMA_VERSION = MIGRATIONS.length

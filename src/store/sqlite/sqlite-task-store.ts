@@ -1,46 +1,14 @@
-import Database from 'better-sqlite3'
+import type Database from 'better-sqlite3'
 import { GatewayError } from '../../errors.ts'
-import type { JsonObject } from '../../wire/jsonrpc.ts'
 import { canTransition, isTerminal, RUNNING_STATUSES, type TaskStatus } from '../../wire/task-state.ts'
-import { claimedEvent, createdEvent, inputEvent, settledEvent, statusEvent } from '../task-timeline.ts'
+import { claimedEvent, createdEvent, statusEvent } from '../task-timeline.ts'
 import { WriteBatch } from './write-batch.ts'
 import { RecentRecords } from '../recent-records.ts'
-import type { InputRecord, InputState, TaskCreateOptions, TaskCursor, TaskEvent, TaskOutcome, TaskPatch, TaskQuery, TaskRecord, TaskStore } from '../types.ts'
+import type { InputRecord, TaskCreateOptions, TaskCursor, TaskEvent, TaskOutcome, TaskPatch, TaskQuery, TaskRecord, TaskStore } from '../types.ts'
+import { SqliteInputQueue } from './sqlite-input-queue.ts'
+import { backend, backendError, rowBytes, toRow, toTask, type TaskRow } from './sqlite-rows.ts'
 import { SqliteTimeline } from './sqlite-timeline.ts'
 import { SqliteTaskQuery } from './sqlite-task-query.ts'
-
-interface TaskRow {
-  id: string
-  principal: string
-  session_id: string | null
-  era: TaskRecord['era']
-  status: TaskStatus
-  status_message: string | null
-  created_at: number
-  last_updated_at: number
-  ttl_ms: number | null
-  expires_at: number | null
-  poll_interval_ms: number
-  upstream: string
-  tool: string
-  request: string
-  progress_token: string | null
-  client_capabilities: string
-  outcome: string | null
-  owner: string
-  trace_context: string | null
-}
-
-interface InputRow {
-  key: string
-  task_id: string
-  principal: string
-  method: string
-  params: string
-  state: InputState
-  created_at: number
-  answer: string | null
-}
 
 interface TransitionParams {
   event: TaskEvent
@@ -51,63 +19,10 @@ interface TransitionParams {
   ended: 0 | 1
   statusMessage: string | null
   outcome: string | null
+  /** 1: set `resume` to @resume (JSON, or NULL to clear it). */
+  setResume: 0 | 1
+  resume: string | null
   now: number
-}
-
-function json (value: unknown): string | null {
-  return value === null ? null : JSON.stringify(value)
-}
-
-function toTask (row: TaskRow): TaskRecord {
-  return {
-    id: row.id,
-    principal: row.principal,
-    sessionId: row.session_id,
-    era: row.era,
-    status: row.status,
-    statusMessage: row.status_message,
-    createdAt: row.created_at,
-    lastUpdatedAt: row.last_updated_at,
-    ttlMs: row.ttl_ms,
-    pollIntervalMs: row.poll_interval_ms,
-    upstream: row.upstream,
-    tool: row.tool,
-    request: JSON.parse(row.request) as JsonObject,
-    progressToken: row.progress_token === null ? null : JSON.parse(row.progress_token) as string | number,
-    clientCapabilities: JSON.parse(row.client_capabilities) as JsonObject,
-    outcome: row.outcome === null ? null : JSON.parse(row.outcome) as TaskOutcome,
-    owner: row.owner,
-    traceContext: row.trace_context,
-  }
-}
-
-function toInput (row: InputRow): InputRecord {
-  return {
-    key: row.key,
-    taskId: row.task_id,
-    principal: row.principal,
-    method: row.method,
-    params: JSON.parse(row.params) as JsonObject,
-    state: row.state,
-    createdAt: row.created_at,
-    answer: row.answer === null ? null : JSON.parse(row.answer) as TaskOutcome,
-  }
-}
-
-/** A backend failure as callers get it: GW_ERR_STORE_UNAVAILABLE (its message stays in `cause`); the gateway's own errors as they are. */
-function backendError (err: unknown): GatewayError {
-  if (err instanceof GatewayError) return err
-  const what = err instanceof Database.SqliteError ? err.code : 'unexpected failure'
-  return new GatewayError('GW_ERR_STORE_UNAVAILABLE', [what], { cause: err })
-}
-
-/** Runs synchronous SQLite work; a failure is thrown as backendError says. */
-function backend<T> (work: () => T): T {
-  try {
-    return work()
-  } catch (err) {
-    throw backendError(err)
-  }
 }
 
 const LIVE = '(expires_at IS NULL OR expires_at > @now)'
@@ -121,11 +36,6 @@ function live (task: TaskRecord, now: number): boolean {
 const RECENT_TASKS = 4096
 /** The text of the kept records at most (a request or a result can be megabytes). */
 const RECENT_TASK_BYTES = 32 * 1024 * 1024
-
-/** The size of the text a task record is read from. */
-function rowBytes (row: TaskRow): number {
-  return row.request.length + row.client_capabilities.length + (row.outcome?.length ?? 0) + (row.status_message?.length ?? 0)
-}
 
 /** A set of statuses as SQL text, written once from task-state.ts (constants, so the planner uses tasks_principal_active). */
 function sqlList (statuses: readonly string[]): string {
@@ -146,16 +56,10 @@ export class SqliteTaskStore implements TaskStore {
   readonly #unfinished: Database.Statement<[], TaskRow>
   readonly #ownedBy: Database.Statement<[{ owner: string, now: number }], TaskRow>
   readonly #claim: Database.Statement<[{ id: string, from: string, to: string, now: number }]>
-  readonly #insertInput: Database.Statement<[InputRow]>
-  readonly #selectInput: Database.Statement<[string], InputRow>
-  readonly #pending: Database.Statement<[string], InputRow>
-  readonly #inputsOf: Database.Statement<[string], InputRow>
-  readonly #countPending: Database.Statement<[string], { count: number }>
-  readonly #settle: Database.Transaction<(key: string, state: 'answered' | 'expired', answer: string | null, now: number) => boolean>
   readonly #transition: (params: TransitionParams) => TaskRow | undefined
   readonly #claimTx: Database.Transaction<(params: { id: string, from: string, to: string, now: number }) => TaskRow | undefined>
   readonly #timeline: SqliteTimeline
-  readonly #addInput: Database.Transaction<(input: InputRecord, maxPending: number) => void>
+  readonly #inputs: SqliteInputQueue
   readonly #sweep: (now: number) => number
   /** Creations of one turn of the event loop, committed together (see WriteBatch). */
   readonly #creates: WriteBatch<{ row: TaskRow, maxActive: number | undefined }>
@@ -172,9 +76,9 @@ export class SqliteTaskStore implements TaskStore {
 
   constructor (db: Database.Database) {
     this.#insert = db.prepare(`INSERT INTO tasks (id, principal, session_id, era, status, status_message, created_at, last_updated_at,
-        ttl_ms, expires_at, poll_interval_ms, upstream, tool, request, progress_token, client_capabilities, outcome, owner, trace_context)
+        ttl_ms, expires_at, poll_interval_ms, upstream, tool, request, progress_token, client_capabilities, outcome, owner, trace_context, resume)
       VALUES (@id, @principal, @session_id, @era, @status, @status_message, @created_at, @last_updated_at,
-        @ttl_ms, @expires_at, @poll_interval_ms, @upstream, @tool, @request, @progress_token, @client_capabilities, @outcome, @owner, @trace_context)`)
+        @ttl_ms, @expires_at, @poll_interval_ms, @upstream, @tool, @request, @progress_token, @client_capabilities, @outcome, @owner, @trace_context, @resume)`)
     this.#select = db.prepare(`SELECT * FROM tasks WHERE id = @id AND ${LIVE}`)
     this.#selectAny = db.prepare('SELECT * FROM tasks WHERE id = ?')
     this.#listFirst = db.prepare(`SELECT * FROM tasks WHERE principal = @principal AND ${LIVE}
@@ -187,6 +91,7 @@ export class SqliteTaskStore implements TaskStore {
         status_message = CASE WHEN @keepMessage THEN status_message ELSE @statusMessage END,
         outcome = COALESCE(@outcome, outcome),
         request = CASE WHEN @ended THEN '{}' ELSE request END,
+        resume = CASE WHEN @ended THEN NULL WHEN @setResume THEN @resume ELSE resume END,
         last_updated_at = @now
       WHERE id = @id AND status IN (SELECT value FROM json_each(@from)) AND ${LIVE}`)
     this.#countActive = db.prepare(`SELECT COUNT(*) AS count FROM (SELECT 1 FROM tasks INDEXED BY tasks_principal_active
@@ -194,14 +99,8 @@ export class SqliteTaskStore implements TaskStore {
     this.#unfinished = db.prepare(`SELECT * FROM tasks WHERE ${ACTIVE} ORDER BY created_at, id`)
     this.#ownedBy = db.prepare(`SELECT * FROM tasks WHERE owner = @owner AND ${ACTIVE} AND ${LIVE} ORDER BY created_at, id`)
     this.#claim = db.prepare(`UPDATE tasks SET owner = @to WHERE id = @id AND owner = @from AND ${ACTIVE} AND ${LIVE}`)
-    this.#insertInput = db.prepare(`INSERT INTO task_inputs (key, task_id, principal, method, params, state, created_at, answer)
-      VALUES (@key, @task_id, @principal, @method, @params, @state, @created_at, @answer)`)
-    this.#selectInput = db.prepare('SELECT * FROM task_inputs WHERE key = ?')
-    this.#pending = db.prepare("SELECT * FROM task_inputs WHERE task_id = ? AND state = 'pending' ORDER BY created_at, rowid")
-    this.#inputsOf = db.prepare('SELECT * FROM task_inputs WHERE task_id = ? ORDER BY created_at, rowid')
-    this.#countPending = db.prepare("SELECT COUNT(*) AS count FROM task_inputs WHERE task_id = ? AND state = 'pending'")
-    const settle = db.prepare<[{ key: string, state: InputState, answer: string | null }]>("UPDATE task_inputs SET state = @state, answer = @answer WHERE key = @key AND state = 'pending'")
     const timeline = this.#timeline = new SqliteTimeline(db)
+    this.#inputs = new SqliteInputQueue(db, timeline, (id) => this.#selectAny.get(id) !== undefined)
 
     const sweepInputs = db.prepare<[number]>('DELETE FROM task_inputs WHERE task_id IN (SELECT id FROM tasks WHERE expires_at <= ?)')
     const sweepTasks = db.prepare<[number]>('DELETE FROM tasks WHERE expires_at <= ?')
@@ -215,29 +114,6 @@ export class SqliteTaskStore implements TaskStore {
       if (this.#claim.run(params).changes !== 1) return undefined
       timeline.append(params.id, claimedEvent(params.from, params.to, params.now))
       return this.#selectAny.get(params.id)
-    })
-    this.#settle = db.transaction((key: string, state: 'answered' | 'expired', answer: string | null, now: number) => {
-      if (settle.run({ key, state, answer }).changes !== 1) return false
-      const input = this.#selectInput.get(key)
-      if (input) timeline.append(input.task_id, settledEvent(key, state, now))
-      return true
-    })
-    this.#addInput = db.transaction((input: InputRecord, maxPending: number) => {
-      if (!this.#selectAny.get(input.taskId)) throw new GatewayError('GW_ERR_TASK_NOT_FOUND', [input.taskId])
-      if (this.#countPending.get(input.taskId)!.count >= maxPending) {
-        throw new GatewayError('GW_ERR_TASK_INPUT_LIMIT', [input.taskId, maxPending])
-      }
-      this.#insertInput.run({
-        key: input.key,
-        task_id: input.taskId,
-        principal: input.principal,
-        method: input.method,
-        params: JSON.stringify(input.params),
-        state: input.state,
-        created_at: input.createdAt,
-        answer: json(input.answer),
-      })
-      timeline.append(input.taskId, inputEvent(input))
     })
     this.#creates = new WriteBatch(db, ({ row, maxActive }) => {
       const bound = this.#activeBound.get(row.principal)
@@ -260,27 +136,7 @@ export class SqliteTaskStore implements TaskStore {
   async create (task: TaskRecord, options: TaskCreateOptions = {}): Promise<void> {
     // The count and the insert hold the write lock together (the batch's transaction is IMMEDIATE).
     await this.#creates.write({
-      row: {
-        id: task.id,
-        principal: task.principal,
-        session_id: task.sessionId,
-        era: task.era,
-        status: task.status,
-        status_message: task.statusMessage,
-        created_at: task.createdAt,
-        last_updated_at: task.lastUpdatedAt,
-        ttl_ms: task.ttlMs,
-        expires_at: task.ttlMs === null ? null : task.createdAt + task.ttlMs,
-        poll_interval_ms: task.pollIntervalMs,
-        upstream: task.upstream,
-        tool: task.tool,
-        request: JSON.stringify(task.request),
-        progress_token: json(task.progressToken),
-        client_capabilities: JSON.stringify(task.clientCapabilities),
-        outcome: json(task.outcome),
-        owner: task.owner,
-        trace_context: task.traceContext,
-      },
+      row: toRow(task),
       maxActive: options.maxActive,
     })
   }
@@ -324,6 +180,8 @@ export class SqliteTaskStore implements TaskStore {
         ended: isTerminal(to) ? 1 : 0,
         statusMessage: patch.statusMessage ?? null,
         outcome,
+        setResume: patch.resume === undefined ? 0 : 1,
+        resume: patch.resume == null ? null : JSON.stringify(patch.resume),
         now,
       })
       if (row === undefined) return null
@@ -371,27 +229,23 @@ export class SqliteTaskStore implements TaskStore {
   }
 
   async addInput (input: InputRecord, maxPending: number): Promise<void> {
-    // IMMEDIATE: the limit check and the insert hold the write lock together.
-    return backend(() => this.#addInput.immediate(input, maxPending))
+    this.#inputs.add(input, maxPending)
   }
 
   async getInput (key: string): Promise<InputRecord | null> {
-    return backend(() => {
-      const row = this.#selectInput.get(key)
-      return row ? toInput(row) : null
-    })
+    return this.#inputs.get(key)
   }
 
   async pendingInputs (taskId: string): Promise<InputRecord[]> {
-    return backend(() => this.#pending.all(taskId).map(toInput))
+    return this.#inputs.pendingOf(taskId)
   }
 
   async inputsOf (taskId: string): Promise<InputRecord[]> {
-    return backend(() => this.#inputsOf.all(taskId).map(toInput))
+    return this.#inputs.allOf(taskId)
   }
 
   async settleInput (key: string, state: 'answered' | 'expired', answer: TaskOutcome | null, now = Date.now()): Promise<boolean> {
-    return backend(() => this.#settle(key, state, json(answer), now))
+    return this.#inputs.settle(key, state, answer, now)
   }
 
   async timeline (taskId: string): Promise<TaskEvent[]> {
