@@ -6,7 +6,7 @@ import type { CallSink, InputMethod } from '../upstream/call-attribution.ts'
 import { clientSupports, type ClientRef } from '../upstream/client-ref.ts'
 import type { Upstream } from '../upstream/upstream.ts'
 import { mapUpstreamError } from '../upstream/upstream-errors.ts'
-import { callUpstream } from './upstream-call.ts'
+import { callUpstream, type UpstreamTaskHooks } from './upstream-call.ts'
 import { errorClass, type GatewayMetrics } from '../observability/metrics.ts'
 import type { TraceParent } from '../observability/tracing.ts'
 
@@ -21,7 +21,8 @@ export interface CallOrigin {
   capabilities: JsonObject
   /** Aborted when the call is no longer wanted (the client cancelled, the task was cancelled, shutdown). */
   signal: AbortSignal
-  ask (method: InputMethod, params: JsonObject, signal: AbortSignal): Promise<JsonObject>
+  /** `upstreamRequestId`: the id the upstream gave its request (kept so that another process can answer it). */
+  ask (method: InputMethod, params: JsonObject, signal: AbortSignal, upstreamRequestId?: string | number): Promise<JsonObject>
   /** The upstream asked for something the client did not declare (the upstream gets an error regardless). */
   refused? (capability: string, method: InputMethod): void
   progress? (progress: JsonObject): void
@@ -34,6 +35,8 @@ export interface CallOrigin {
   authorization?: string | undefined
   /** The span the call is made for (tracing on): a request's server span, or a task's run span. */
   trace?: TraceParent | undefined
+  /** A task's call that runs as the upstream's own task (see UpstreamTaskHooks). */
+  upstreamTask?: UpstreamTaskHooks | undefined
 }
 
 /** What a call runs: an upstream, the upstream's own name for the tool or prompt, and whether the upstream runs the tool only as a task. */
@@ -73,13 +76,13 @@ export class CallEngine {
     const upstream = target.upstream
     const timeout = method === 'tools/call' ? upstream.config.toolSettings[target.target]?.timeout ?? upstream.config.timeouts.call : upstream.config.timeouts.request
     const sink: CallSink = {
-      input: (inputMethod, inputParams, inputSignal) => {
+      input: (inputMethod, inputParams, inputSignal, upstreamRequestId) => {
         const missing = clientSupports(origin.capabilities, inputMethod, inputParams)
         if (missing) {
           origin.refused?.(missing, inputMethod)
           return Promise.reject(new GatewayError('GW_ERR_CLIENT_CAPABILITY_MISSING', [missing, inputMethod]))
         }
-        return origin.ask(inputMethod, inputParams, AbortSignal.any([inputSignal, signal]))
+        return origin.ask(inputMethod, inputParams, AbortSignal.any([inputSignal, signal]), upstreamRequestId)
       },
       notify: (notification, notificationParams) => origin.notify(notification, notificationParams),
     }
@@ -96,7 +99,8 @@ export class CallEngine {
         freeSlot = await upstream.slots.take(signal)
         metrics?.queueWait(upstream.name, (performance.now() - queuedAt) / 1000)
       }
-      const lease = await upstream.acquire(client, 'call', origin.authorization)
+      const existing = origin.upstreamTask?.existing
+      const lease = existing === undefined ? await upstream.acquire(client, 'call', origin.authorization) : await upstream.rejoin(existing)
       const session = lease.session
       const call = session.calls.begin(client.key, sink)
       session.pristine = false
@@ -110,7 +114,7 @@ export class CallEngine {
           onprogress: (progress) => origin.progress?.(progress),
           authorization: forwardedAuthorization(upstream, origin.authorization),
           trace: origin.trace,
-        })
+        }, origin.upstreamTask)
         if (result.isError === true) outcome = 'tool_error'
         return result
       } finally {

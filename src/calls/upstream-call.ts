@@ -1,7 +1,7 @@
 import { GatewayError } from '../errors.ts'
 import type { JsonObject } from '../wire/jsonrpc.ts'
 import { isInputMethod, type InflightCall } from '../upstream/call-attribution.ts'
-import type { SessionRequestOptions, UpstreamSession } from '../upstream/upstream-session.ts'
+import type { SessionAddress, SessionRequestOptions, UpstreamSession } from '../upstream/upstream-session.ts'
 
 const RELATED_TASK = 'io.modelcontextprotocol/related-task'
 /** Retention asked of an upstream for its own task when we run a native task tool. */
@@ -54,29 +54,67 @@ async function withInputRounds (
   return result
 }
 
+/** How a call that runs as the upstream's own task is tied to a gateway task (see TaskRunner). */
+export interface UpstreamTaskHooks {
+  /** The upstream task an earlier run created (another gateway process): its result is waited for, no tool is called. */
+  existing?: { upstreamTaskId: string } & SessionAddress
+  /** Whether the upstream's task may be reached from another process (only then is `created` told where it is). */
+  resumable: boolean
+  /** Told where the new upstream task is; awaited before its result is waited for. */
+  created? (upstreamTaskId: string, address: SessionAddress | undefined): Promise<void>
+  /** With `existing`: the session it was rejoined on, before its result is waited for (answers still owed go on it). */
+  rejoined? (session: UpstreamSession): void
+}
+
+/** Whether a call's abort hands its upstream task over to another process (which goes on waiting for it) rather than cancelling it. */
+export function isHandover (reason: unknown): boolean {
+  return reason instanceof GatewayError && reason.code === 'GW_ERR_TASK_HANDED_OVER'
+}
+
 /**
- * One upstream tools/call or prompts/get of `call` on its client's session, returning the upstream's
- * result untouched.
- *
- * A tool the upstream itself only runs as a task (`native`) is called as an upstream task: create it,
- * then wait on the upstream's blocking `tasks/result`, whose stream also carries the upstream's input
- * requests (they name the upstream task, so they reach this call). A cancel is passed on as
- * `tasks/cancel`. The caller never sees the upstream's task.
+ * Waits on the upstream's blocking `tasks/result` for its task, whose stream also carries the upstream's input
+ * requests (they name the upstream task, so they reach this call). A cancel is passed on as `tasks/cancel`;
+ * a handover to another process is not.
  */
-export async function callUpstream (session: UpstreamSession, call: InflightCall, method: 'tools/call' | 'prompts/get', params: JsonObject, native: boolean, options: CallOptions): Promise<JsonObject> {
-  if (method !== 'tools/call' || !native) return await withInputRounds(session, call, method, params, options)
-  const { onprogress: _progress, ...plain } = options
-  const created = await session.request('tools/call', { ...params, task: { ttl: UPSTREAM_TASK_TTL_MS } }, { ...plain, call })
-  const upstreamTaskId = (created.task as JsonObject | undefined)?.taskId
-  if (typeof upstreamTaskId !== 'string') return created
+async function upstreamTaskResult (session: UpstreamSession, call: InflightCall, upstreamTaskId: string, options: Omit<CallOptions, 'onprogress'>): Promise<JsonObject> {
   call.upstreamTaskId = upstreamTaskId
   const cancelUpstream = (): void => {
+    if (isHandover(options.signal.reason)) return
     void session.request('tasks/cancel', { taskId: upstreamTaskId }, { timeout: 10_000 }).catch(() => {})
   }
   options.signal.addEventListener('abort', cancelUpstream, { once: true })
   try {
-    return withoutRelatedTask(await session.request('tasks/result', { taskId: upstreamTaskId }, { ...plain, call }))
+    return withoutRelatedTask(await session.request('tasks/result', { taskId: upstreamTaskId }, { ...options, call }))
   } finally {
     options.signal.removeEventListener('abort', cancelUpstream)
   }
+}
+
+/**
+ * One upstream tools/call or prompts/get of `call` on its client's session, returning the upstream's
+ * result untouched.
+ *
+ * A tool called `native` is called as an upstream task: create it (or, with `task.existing`, take the one an
+ * earlier run created), then wait for its result (upstreamTaskResult). The caller never sees the upstream's task.
+ */
+export async function callUpstream (
+  session: UpstreamSession,
+  call: InflightCall,
+  method: 'tools/call' | 'prompts/get',
+  params: JsonObject,
+  native: boolean,
+  options: CallOptions,
+  task?: UpstreamTaskHooks,
+): Promise<JsonObject> {
+  const { onprogress: _progress, ...plain } = options
+  if (task?.existing !== undefined) {
+    task.rejoined?.(session)
+    return await upstreamTaskResult(session, call, task.existing.upstreamTaskId, plain)
+  }
+  if (method !== 'tools/call' || !native) return await withInputRounds(session, call, method, params, options)
+  const created = await session.request('tools/call', { ...params, task: { ttl: UPSTREAM_TASK_TTL_MS } }, { ...plain, call })
+  const upstreamTaskId = (created.task as JsonObject | undefined)?.taskId
+  if (typeof upstreamTaskId !== 'string') return created
+  await task?.created?.(upstreamTaskId, task.resumable ? session.address() : undefined)
+  return await upstreamTaskResult(session, call, upstreamTaskId, plain)
 }

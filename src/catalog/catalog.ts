@@ -69,7 +69,7 @@ export class Catalog {
   readonly #views = new Map<string, CatalogView>()
   /** The last view built for each client, with the snapshot each upstream gave it (bounded like the views). */
   readonly #recent = new Map<string, { view: CatalogView, snapshots: ReadonlyArray<Snapshot | undefined>, complete: boolean }>()
-  readonly #native = new Map<string, Set<string>>()
+  readonly #native = new Map<string, Map<string, TaskSupport>>()
   /** Upstreams a reload removed, by name, until one of that name is configured again. */
   readonly #removed = new Map<string, RemovedUpstream>()
   #ids = 0
@@ -174,9 +174,9 @@ export class Catalog {
     return this.#recent.get(client.key)?.view ?? this.#base ?? this.base()
   }
 
-  /** Whether the upstream itself declared the tool (by its own name) as task-only. */
-  isNativeTask (upstream: string, tool: string): boolean {
-    return this.#native.get(upstream)?.has(tool) ?? false
+  /** Whether the upstream itself runs the tool (by its own name) as a task: `optional`, `required`, or undefined when it does not. */
+  nativeTaskSupport (upstream: string, tool: string): TaskSupport | undefined {
+    return this.#native.get(upstream)?.get(tool)
   }
 
   /**
@@ -312,9 +312,11 @@ export class Catalog {
     this.#templates.set(upstream.name, templates)
     const before = state.snapshot ?? templates.get(session.listKey)
     state.snapshot = snapshot
-    const native = this.#native.get(upstream.name) ?? new Set<string>()
+    const native = this.#native.get(upstream.name) ?? new Map<string, TaskSupport>()
     this.#native.set(upstream.name, native)
-    for (const item of snapshot.tools) if (item.nativeTaskSupport === 'required') native.add(item.target)
+    for (const item of snapshot.tools) {
+      if (item.nativeTaskSupport === 'required' || item.nativeTaskSupport === 'optional') native.set(item.target, item.nativeTaskSupport)
+    }
     // A session on which no call ran lists what any new session with its capabilities lists.
     const template = session.pristine || config.sessions !== 'per-client'
     const templateBefore = templates.get(session.listKey)

@@ -27,6 +27,7 @@ import type { GatewayStore } from '../store/types.ts'
 import { ProcessLease } from '../tasks/process-lease.ts'
 import { TaskInputs } from '../tasks/task-inputs.ts'
 import { TaskRunner } from '../tasks/task-runner.ts'
+import { upstreamTaskPlan } from '../tasks/upstream-task-link.ts'
 import { TaskService } from '../tasks/task-service.ts'
 import { sessionIdOf } from '../upstream/client-ref.ts'
 import { Upstream } from '../upstream/upstream.ts'
@@ -176,7 +177,7 @@ export async function wireCore (config: Config, given: { logger?: Logger, store?
     log,
     shutdown: shutdown.signal,
     bus: store.bus,
-    isNativeTask: (upstream, tool) => catalog.isNativeTask(upstream, tool),
+    nativeTaskSupport: (upstream, tool) => catalog.nativeTaskSupport(upstream, tool),
     get maxResultBytes () { return live.tasks.maxResultBytes },
     tracing,
   })
@@ -190,6 +191,10 @@ export async function wireCore (config: Config, given: { logger?: Logger, store?
     bus: store.bus,
     owner: processId,
     isIdempotent: (task) => upstreams.find((u) => u.name === task.upstream)?.config.toolSettings[task.tool]?.idempotent === true,
+    canResume: (task) => {
+      const upstream = upstreams.find((u) => u.name === task.upstream)
+      return upstream !== undefined && upstreamTaskPlan(upstream, task.tool, 'optional').resumable
+    },
   })
   const lease = new ProcessLease({
     processId,

@@ -1,6 +1,6 @@
 import type { Logger } from '../observability/logger.ts'
 import type { LeaseStore } from '../store/types.ts'
-import type { TaskService } from './task-service.ts'
+import type { TakeoverTally, TaskService } from './task-service.ts'
 
 export interface ProcessLeaseDeps {
   /** This gateway process. */
@@ -13,7 +13,7 @@ export interface ProcessLeaseDeps {
   leaseMs: number
   log: Logger
   /** Told what was done with the unfinished tasks of a lost process after taking them over. */
-  onTakeover?: (taken: { rerun: number, failed: number }) => void
+  onTakeover?: (taken: TakeoverTally) => void
 }
 
 /**

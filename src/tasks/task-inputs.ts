@@ -6,6 +6,7 @@ import type { TaskEvents } from './task-events.ts'
 import { whileStoreUnavailable } from './store-retry.ts'
 import { RESUME, sourcesOf } from '../wire/task-state.ts'
 import { randomId } from '../wire/random-id.ts'
+import { isHandover } from '../calls/upstream-call.ts'
 
 interface Waiter {
   resolve (result: JsonObject): void
@@ -53,8 +54,17 @@ export class TaskInputs {
     this.#config = config
   }
 
-  /** Queues an input request for the task's client and waits for the answer. */
-  async ask (task: TaskRecord, method: string, params: JsonObject, signal: AbortSignal): Promise<JsonObject> {
+  /**
+   * Queues an input request for the task's client and waits for the answer. `upstreamRequestId`: the upstream's
+   * own id of the request, kept with it so that a process adopting the task can still answer the upstream.
+   */
+  async ask (
+    task: TaskRecord,
+    method: string,
+    params: JsonObject,
+    signal: AbortSignal,
+    upstreamRequestId?: string | number,
+  ): Promise<JsonObject> {
     const now = Date.now()
     const input: InputRecord = {
       key: `in-${randomId()}`,
@@ -66,7 +76,29 @@ export class TaskInputs {
       createdAt: now,
       answer: null,
     }
+    if (upstreamRequestId !== undefined) input.upstreamRequestId = upstreamRequestId
     await this.#store.addInput(input, this.#config.maxQueuedInputs)
+    return await this.#wait(input, signal, async () => {
+      const updated = await this.#store.transition(task.id, sourcesOf('input_required'), 'input_required', { statusMessage: describeInput(method, params), by: this.#processId }, now)
+      if (!updated) {
+        await this.#expire(input, new GatewayError('GW_ERR_INPUT_EXPIRED', [method]))
+      } else {
+        this.#events.status(updated)
+        this.#events.input(updated, input)
+      }
+    })
+  }
+
+  /**
+   * Waits for the answer to an input request another process queued (this one adopted its task); the client
+   * already sees it. An input answered meanwhile resolves at once.
+   */
+  async awaitAnswer (input: InputRecord, signal: AbortSignal): Promise<JsonObject> {
+    return await this.#wait(input, signal, async () => { await this.#deliverStored(input.key) })
+  }
+
+  /** Waits for the answer to `input` once `started` (which may settle it) has run. */
+  async #wait (input: InputRecord, signal: AbortSignal, started: () => Promise<void>): Promise<JsonObject> {
     const answered = new Promise<JsonObject>((resolve, reject) => {
       this.#waiting.set(input.key, { resolve, reject })
     })
@@ -75,16 +107,14 @@ export class TaskInputs {
     // Signals are at most once (one can be lost to a Redis outage or race a new subscription): read the store now and then too.
     const recheck = setInterval(() => { void this.#deliverStored(input.key) }, RECHECK_MS)
     recheck.unref()
-    const onAbort = (): void => { void this.#expire(input, signal.reason) }
+    // A task handed over to another process keeps its input pending: the process adopting it waits for the answer.
+    const onAbort = (): void => {
+      if (isHandover(signal.reason)) this.#waiting.get(input.key)?.reject(signal.reason)
+      else void this.#expire(input, signal.reason)
+    }
     signal.addEventListener('abort', onAbort, { once: true })
     try {
-      const updated = await this.#store.transition(task.id, sourcesOf('input_required'), 'input_required', { statusMessage: describeInput(method, params), by: this.#processId }, now)
-      if (!updated) {
-        await this.#expire(input, new GatewayError('GW_ERR_INPUT_EXPIRED', [method]))
-      } else {
-        this.#events.status(updated)
-        this.#events.input(updated, input)
-      }
+      await started()
       return await answered
     } finally {
       unsubscribe()

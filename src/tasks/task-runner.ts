@@ -4,8 +4,11 @@ import { GatewayError, type WireError } from '../errors.ts'
 import type { Logger } from '../observability/logger.ts'
 import type { GatewayTracing, TaskRunTrace } from '../observability/tracing.ts'
 import type { JsonObject } from '../wire/jsonrpc.ts'
-import type { SignalBus, TaskOutcome, TaskRecord, TaskStore } from '../store/types.ts'
+import type { SignalBus, TaskOutcome, TaskRecord, TaskResume, TaskStore } from '../store/types.ts'
 import type { TaskStatus } from '../wire/task-state.ts'
+import type { TaskSupport } from '../config/schema.ts'
+import type { UpstreamTaskHooks } from '../calls/upstream-call.ts'
+import { answerOwed, unreachable, upstreamTaskPlan } from './upstream-task-link.ts'
 import { taskClient } from '../upstream/client-ref.ts'
 import type { Upstream } from '../upstream/upstream.ts'
 import type { TaskEvents } from './task-events.ts'
@@ -25,8 +28,8 @@ export interface TaskRunnerDeps {
   /** Aborted when the gateway gives up on running work during shutdown. */
   shutdown: AbortSignal
   bus: SignalBus
-  /** Whether the upstream itself only runs this tool as a task. */
-  isNativeTask (upstream: string, tool: string): boolean
+  /** Whether the upstream itself runs this tool as a task (`optional` or `required`), by its own name. */
+  nativeTaskSupport (upstream: string, tool: string): TaskSupport | undefined
   /** Largest outcome (as JSON) a task stores (tasks.maxResultBytes); a larger one fails the task. */
   maxResultBytes: number
   /** Where each run of a task is traced; undefined when tracing is off. */
@@ -114,8 +117,12 @@ export class TaskRunner {
   #track (task: TaskRecord, work: (controller: AbortController) => Promise<void>): void {
     const controller = new AbortController()
     // A tasks/cancel served by another gateway process reaches this one through the bus.
-    const unsubscribe = this.#deps.bus.subscribe(cancelChannel(task.id), () => {
-      controller.abort(new GatewayError('GW_ERR_REQUEST_CANCELLED', ['task cancelled by the client']))
+    // A process that took the task over and resumes its upstream task says so: this one stops waiting, and
+    // leaves the upstream task running.
+    const unsubscribe = this.#deps.bus.subscribe(cancelChannel(task.id), (message) => {
+      controller.abort(message.handover === true
+        ? new GatewayError('GW_ERR_TASK_HANDED_OVER', ['another gateway process resumed it'])
+        : new GatewayError('GW_ERR_REQUEST_CANCELLED', ['task cancelled by the client']))
     })
     // A task past its TTL is gone for the client: stop its upstream call instead of holding a connection.
     const expiry = task.ttlMs === null
@@ -216,9 +223,9 @@ export class TaskRunner {
       client: taskClient(task),
       capabilities: task.clientCapabilities,
       signal,
-      ask: (method, params, inputSignal) => run === undefined
-        ? inputs.ask(task, method, params, inputSignal)
-        : run.inputRound(method, () => inputs.ask(task, method, params, inputSignal)),
+      ask: (method, params, inputSignal, upstreamRequestId) => run === undefined
+        ? inputs.ask(task, method, params, inputSignal, upstreamRequestId)
+        : run.inputRound(method, () => inputs.ask(task, method, params, inputSignal, upstreamRequestId)),
       progress: (progress) => events.progress(task, progress),
       notify: (method, params) => {
         if (method === 'notifications/tasks/status') {
@@ -235,16 +242,43 @@ export class TaskRunner {
       authorization,
       trace: run,
     }
+    const plan = upstreamTaskPlan(upstream, task.tool, this.#deps.nativeTaskSupport(task.upstream, task.tool))
+    const upstreamTask: UpstreamTaskHooks = {
+      resumable: plan.resumable,
+      created: async (upstreamTaskId, address) => {
+        if (address === undefined) return
+        const write = statusWrites.then(async () => await this.#recordResume(task, { kind: 'native', upstreamTaskId, ...address }))
+        statusWrites = write.catch(() => {})
+        await write.catch((err: unknown) => this.#deps.log.warn({ err, taskId: task.id }, 'could not record where the upstream task of a task runs: it cannot be resumed by another process'))
+      },
+    }
+    if (task.resume !== null) {
+      upstreamTask.existing = task.resume
+      upstreamTask.rejoined = (session) => { answerOwed(this.#deps, task, session, signal) }
+    }
+    origin.upstreamTask = upstreamTask
     let outcome: TaskOutcome
     try {
-      const target = { upstream, target: task.tool, native: this.#deps.isNativeTask(task.upstream, task.tool) }
+      const target = { upstream, target: task.tool, native: plan.native }
       outcome = { result: await this.#deps.calls.run(target, task.request, origin) }
     } catch (err) {
       if (controller.signal.aborted) return undefined
-      outcome = { error: toWireError(this.#deps.shutdown.aborted ? new GatewayError('GW_ERR_SHUTTING_DOWN', [], { cause: err }) : err) as WireError }
+      outcome = { error: toWireError(this.#interrupted(task, err)) as WireError }
     }
     await statusWrites
     return await this.#finish(task, outcome)
+  }
+
+  /** What a failed call becomes: the gateway shut down, a resumed upstream task could not be reached, or the upstream's own error. */
+  #interrupted (task: TaskRecord, err: unknown): unknown {
+    if (this.#deps.shutdown.aborted) return new GatewayError('GW_ERR_SHUTTING_DOWN', [], { cause: err })
+    return unreachable(task, err) ?? err
+  }
+
+  /** Records where the task's upstream task runs, so that another process can resume it. */
+  async #recordResume (task: TaskRecord, resume: TaskResume): Promise<void> {
+    const { from, to } = restatement('working')
+    await this.#deps.store.transition(task.id, from, to, { resume, by: task.owner }, Date.now())
   }
 
   /** An upstream running the call as its own task reported a new statusMessage: show it on ours. */

@@ -61,6 +61,16 @@ export interface TaskServiceDeps {
   owner: string
   /** Whether a task's tool may run again after the process running it stopped. */
   isIdempotent (task: TaskRecord): boolean
+  /** Whether the upstream work a task records (TaskRecord.resume) may be resumed: its upstream is configured, and allows it. */
+  canResume (task: TaskRecord): boolean
+}
+
+/** What a takeover did with the unfinished tasks it claimed. */
+export interface TakeoverTally {
+  /** Adopted: their upstream tasks are waited for again, as if nothing had happened. */
+  resumed: number
+  rerun: number
+  failed: number
 }
 
 /** Why a task's call stopped before it ended: the gateway restarted, or its process was lost. */
@@ -86,8 +96,10 @@ export class TaskService {
   readonly #bus: SignalBus
   readonly #owner: string
   readonly #isIdempotent: (task: TaskRecord) => boolean
+  readonly #canResume: (task: TaskRecord) => boolean
 
   constructor (deps: TaskServiceDeps) {
+    this.#canResume = deps.canResume
     this.#bus = deps.bus
     this.#owner = deps.owner
     this.#isIdempotent = deps.isIdempotent
@@ -214,36 +226,42 @@ export class TaskService {
    * Their processes are gone: the store is held by this process alone (the SQLite file lock refuses a
    * second live process), so only this process's own tasks could still be running, and they are left alone.
    */
-  async recover (): Promise<{ rerun: number, failed: number }> {
+  async recover (): Promise<TakeoverTally> {
     const earlier = (await this.#tasks.unfinished()).filter((task) => task.owner !== this.#owner)
     const tally = await this.#takeOver(earlier, 'restart')
-    if (tally.rerun + tally.failed > 0) this.#log.warn(tally, 'recovered tasks interrupted by a restart')
+    if (tally.resumed + tally.rerun + tally.failed > 0) this.#log.warn(tally, 'recovered tasks interrupted by a restart')
     return tally
   }
 
   /** Takes over the unfinished tasks of a gateway process whose lease lapsed. */
-  async adoptOrphans (owner: string): Promise<{ rerun: number, failed: number }> {
+  async adoptOrphans (owner: string): Promise<TakeoverTally> {
     const tally = await this.#takeOver(await this.#tasks.ownedBy(owner, Date.now()), 'lost')
-    if (tally.rerun + tally.failed > 0) this.#log.warn({ ...tally, lostProcess: owner }, 'took over the tasks of a lost gateway process')
+    if (tally.resumed + tally.rerun + tally.failed > 0) this.#log.warn({ ...tally, lostProcess: owner }, 'took over the tasks of a lost gateway process')
     return tally
   }
 
   /**
-   * Claims each task (only one process wins it), then runs it again when its tool is idempotent,
-   * otherwise fails it with a statusMessage saying why.
+   * Claims each task (only one process wins it), then resumes it when its upstream task can be reached again,
+   * runs it again when its tool is idempotent, and otherwise fails it with a statusMessage saying why.
    */
-  async #takeOver (tasks: TaskRecord[], why: Interruption): Promise<{ rerun: number, failed: number }> {
+  async #takeOver (tasks: TaskRecord[], why: Interruption): Promise<TakeoverTally> {
+    let resumed = 0
     let rerun = 0
     let failed = 0
     for (const task of tasks) {
       const claimed = await this.#tasks.claim(task.id, task.owner, this.#owner, Date.now())
       if (!claimed) continue
+      if (claimed.resume !== null && this.#canResume(claimed)) {
+        await this.#resume(claimed, why)
+        resumed++
+        continue
+      }
       const error = new GatewayError(INTERRUPTED[why].code)
       await this.#inputs.expireAll(task.id, error)
       // A process declared lost may only be stalled: if it wakes up, it drops the call instead of racing us.
       if (why === 'lost') await this.#bus.publish(cancelChannel(task.id), { taskId: task.id })
       if (this.#isIdempotent(claimed)) {
-        const restarted = await this.#tasks.transition(task.id, sourcesOf('working'), 'working', { statusMessage: INTERRUPTED[why].again, by: this.#owner }, Date.now())
+        const restarted = await this.#tasks.transition(task.id, sourcesOf('working'), 'working', { statusMessage: INTERRUPTED[why].again, resume: null, by: this.#owner }, Date.now())
         if (restarted) {
           this.#events.status(restarted)
           this.#runner.start(restarted)
@@ -257,7 +275,21 @@ export class TaskService {
         failed++
       }
     }
-    return { rerun, failed }
+    return { resumed, rerun, failed }
+  }
+
+  /**
+   * Adopts a claimed task whose upstream task can be reached again: the input requests the upstream can still
+   * be answered on stay pending (the client answers them as before), the others expire; a process declared
+   * lost that wakes up stops waiting without cancelling the upstream task; this one waits for its result.
+   */
+  async #resume (task: TaskRecord, why: Interruption): Promise<void> {
+    for (const input of await this.#tasks.pendingInputs(task.id)) {
+      if (input.upstreamRequestId === undefined) await this.#tasks.settleInput(input.key, 'expired', null, Date.now())
+    }
+    if (why === 'lost') await this.#bus.publish(cancelChannel(task.id), { taskId: task.id, handover: true })
+    this.#log.info({ taskId: task.id, upstream: task.upstream, tool: task.tool, upstreamTask: task.resume?.upstreamTaskId, from: task.owner, why }, 'resuming the upstream task of a task another gateway process ran')
+    this.#runner.start(task)
   }
 
   async sweep (): Promise<number> {

@@ -11,7 +11,8 @@ export function isInputMethod (method: string): method is InputMethod {
 
 /** Where an upstream session sends what the upstream asks of the downstream client during one call. */
 export interface CallSink {
-  input (method: InputMethod, params: JsonObject, signal: AbortSignal): Promise<JsonObject>
+  /** `upstreamRequestId`: the JSON-RPC id the upstream gave the request. */
+  input (method: InputMethod, params: JsonObject, signal: AbortSignal, upstreamRequestId?: string | number): Promise<JsonObject>
   notify (method: string, params: JsonObject): void
 }
 

@@ -15,6 +15,12 @@ export interface StreamableHttpTransportOptions {
   url: URL
   dispatcher: Dispatcher
   headers: Readonly<Record<string, string>>
+  /**
+   * Joins an upstream session another gateway process opened (its Mcp-Session-Id and negotiated version):
+   * no handshake is made, and the request ids sent carry `idPrefix`, so that they never repeat the ids the
+   * session's first owner used (the upstream may still be answering those).
+   */
+  rejoin?: { sessionId: string | null, protocolVersion: string, idPrefix: string } | undefined
 }
 
 type Message = JSONRPCMessage & { id?: unknown, method?: unknown, params?: Record<string, unknown> }
@@ -41,10 +47,18 @@ export class StreamableHttpTransport implements Transport {
   readonly #path: string
   readonly #closed = new AbortController()
   #protocolVersion: string | undefined
+  readonly #idPrefix: string | undefined
+  /** Close without ending the upstream session (DELETE): another process goes on using it. */
+  #keepSession = false
 
   constructor (options: StreamableHttpTransportOptions) {
     this.#options = options
     this.#path = `${options.url.pathname}${options.url.search}`
+    if (options.rejoin !== undefined) {
+      this.sessionId = options.rejoin.sessionId ?? undefined
+      this.#protocolVersion = options.rejoin.protocolVersion
+      this.#idPrefix = options.rejoin.idPrefix
+    }
     // Every request in flight on the session listens to it: as many as the session's calls and reads.
     setMaxListeners(0, this.#closed.signal)
   }
@@ -53,6 +67,17 @@ export class StreamableHttpTransport implements Transport {
 
   setProtocolVersion (version: string): void {
     this.#protocolVersion = version
+  }
+
+  /** The protocol version the session negotiated (sent as MCP-Protocol-Version); undefined before the handshake. */
+  get protocolVersion (): string | undefined {
+    return this.#protocolVersion
+  }
+
+  /** Closes the transport but leaves the upstream session to the upstream (no DELETE): its tasks run on. */
+  async detach (): Promise<void> {
+    this.#keepSession = true
+    await this.close()
   }
 
   async send (message: JSONRPCMessage, options?: TransportSendOptions): Promise<void> {
@@ -66,7 +91,7 @@ export class StreamableHttpTransport implements Transport {
       path: this.#path,
       method: 'POST',
       headers,
-      body: JSON.stringify(message),
+      body: JSON.stringify(this.#idPrefix !== undefined && msg.method !== undefined && msg.id !== undefined ? { ...msg, id: `${this.#idPrefix}${String(msg.id)}` } : message),
       signal,
     })
     const session = res.headers['mcp-session-id']
@@ -97,7 +122,7 @@ export class StreamableHttpTransport implements Transport {
 
   async close (): Promise<void> {
     if (this.#closed.signal.aborted) return
-    if (this.sessionId !== undefined) {
+    if (this.sessionId !== undefined && !this.#keepSession) {
       this.#options.dispatcher.request({
         origin: this.#options.url.origin,
         path: this.#path,
@@ -180,8 +205,12 @@ export class StreamableHttpTransport implements Transport {
 
   /** `viaRequest`: the request on whose response stream the message arrived. */
   #deliver (message: Message, viaRequest?: string | number): void {
-    if (isResponse(message)) setImmediate(() => this.onmessage?.(message))
-    else this.onmessage?.(message, viaRequest === undefined ? undefined : { viaRequest } satisfies ArrivalInfo as never)
+    if (isResponse(message)) {
+      const id = message.id
+      // A rejoined session's own request ids go out prefixed: the SDK knows them by its own numbers.
+      const own = this.#idPrefix !== undefined && typeof id === 'string' && id.startsWith(this.#idPrefix) ? { ...message, id: Number(id.slice(this.#idPrefix.length)) } : message
+      setImmediate(() => this.onmessage?.(own as Message))
+    } else this.onmessage?.(message, viaRequest === undefined ? undefined : { viaRequest } satisfies ArrivalInfo as never)
   }
 
   /** Reads one SSE body to its end (the response stream of request `viaRequest`, if any); returns the id of the last event seen. */

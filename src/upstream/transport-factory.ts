@@ -3,7 +3,7 @@ import { StdioClientTransport, getDefaultEnvironment } from '@modelcontextprotoc
 import type { UpstreamConfig } from '../config/schema.ts'
 import type { UpstreamHttp } from './http-dispatcher.ts'
 import { oneSendAtATime } from './one-send-at-a-time.ts'
-import { StreamableHttpTransport } from './streamable-http-transport.ts'
+import { StreamableHttpTransport, type StreamableHttpTransportOptions } from './streamable-http-transport.ts'
 
 export interface TransportHooks {
   /** Receives each line the child writes to stderr (stdio upstreams only). */
@@ -14,6 +14,8 @@ export interface CreatedTransport {
   transport: Transport
   /** Whether responses must be handed on after the notifications before them (see AttributingTransport). */
   delayResponses: boolean
+  /** The Streamable HTTP transport (it can leave its upstream session open when closed). */
+  http?: StreamableHttpTransport
 }
 
 function stdioTransport (config: Extract<UpstreamConfig, { transport: 'stdio' }>, hooks: TransportHooks): Transport {
@@ -52,27 +54,30 @@ function withAuthorization (
 /**
  * Builds a fresh client transport for one upstream session. `authorization`, when given, is the caller's
  * own Authorization header, sent instead of the configured one (forwardAuthorization, Streamable HTTP
- * only); each later request may carry its caller's own again.
+ * only); each later request may carry its caller's own again. `rejoin`: an existing upstream session to use
+ * (Streamable HTTP only).
  */
 export function createTransport (
   config: UpstreamConfig,
   http: UpstreamHttp | undefined,
   hooks: TransportHooks,
   authorization?: string,
+  rejoin?: StreamableHttpTransportOptions['rejoin'],
 ): CreatedTransport {
+  if (rejoin !== undefined && config.transport !== 'streamable-http') throw new Error(`upstream '${config.name}' has no sessions another process could use`)
   switch (config.transport) {
     case 'stdio':
       return { transport: stdioTransport(config, hooks), delayResponses: true }
-    case 'streamable-http':
+    case 'streamable-http': {
       if (!http) throw new Error(`upstream '${config.name}' has no HTTP pool`)
-      return {
-        transport: new StreamableHttpTransport({
-          url: new URL(config.url),
-          dispatcher: http.dispatcher,
-          headers: withAuthorization(config.headers, authorization),
-        }),
-        delayResponses: false,
-      }
+      const transport = new StreamableHttpTransport({
+        url: new URL(config.url),
+        dispatcher: http.dispatcher,
+        headers: withAuthorization(config.headers, authorization),
+        rejoin,
+      })
+      return { transport, delayResponses: false, http: transport }
+    }
     case 'sse':
       return {
         transport: new SSEClientTransport(new URL(config.url), {

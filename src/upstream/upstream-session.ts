@@ -3,15 +3,16 @@ import { GATEWAY_INFO } from '../wire/versions.ts'
 import { z } from 'zod'
 import type { UpstreamConfig } from '../config/schema.ts'
 import { formatDuration } from '../config/units.ts'
-import { GatewayError, RpcError, errorMessage } from '../errors.ts'
+import { GatewayError, RpcError, errorMessage, type WireError } from '../errors.ts'
 import type { Logger } from '../observability/logger.ts'
 import type { TraceParent } from '../observability/tracing.ts'
 import { withTraceMeta } from '../observability/trace-context.ts'
-import type { JsonObject } from '../wire/jsonrpc.ts'
+import type { JsonObject, RequestId } from '../wire/jsonrpc.ts'
 import { AttributingTransport, CallRegistry, isInputMethod, untagged, type InflightCall, type InputMethod } from './call-attribution.ts'
 import type { UpstreamHttp } from './http-dispatcher.ts'
 import { ListenStream, withoutSubscriptionId } from './listen-stream.ts'
 import { createTransport } from './transport-factory.ts'
+import type { StreamableHttpTransport, StreamableHttpTransportOptions } from './streamable-http-transport.ts'
 
 export type ListKind = 'tools' | 'prompts' | 'resources'
 
@@ -44,6 +45,16 @@ export interface SessionOpenOptions {
   prior: PriorDiscovery | undefined
   /** Gives up the connect (the upstream is closing). */
   signal?: AbortSignal | undefined
+  /** An upstream session another gateway process opened, to use again without a handshake (Streamable HTTP). */
+  rejoin?: StreamableHttpTransportOptions['rejoin']
+}
+
+/** Where an upstream session can be reached from another gateway process (see TaskResume). */
+export interface SessionAddress {
+  /** Its Mcp-Session-Id; null for an upstream that keeps no sessions. */
+  sessionId: string | null
+  protocolVersion: string
+  era: 'legacy' | 'modern'
 }
 
 export interface SessionRequestOptions {
@@ -103,6 +114,8 @@ export class UpstreamSession {
   #closing: Promise<void> | undefined
   /** 2026-07-28 upstreams: the stream their list changes come on. */
   #lists: ListenStream | undefined
+  /** The session's Streamable HTTP transport (undefined for stdio and SSE). */
+  #http: StreamableHttpTransport | undefined
 
   private constructor (options: SessionOpenOptions, client: Client) {
     this.key = options.key
@@ -125,7 +138,8 @@ export class UpstreamSession {
     session.#install(events)
     const created = createTransport(config, options.http, {
       onStderr: (line) => log.info({ stderr: line }, 'upstream stderr'),
-    }, options.authorization)
+    }, options.authorization, options.rejoin)
+    session.#http = created.http
     const transport = new AttributingTransport(
       created.transport,
       session.calls,
@@ -145,7 +159,9 @@ export class UpstreamSession {
     options.signal?.addEventListener('abort', giveUp, { once: true })
     try {
       options.signal?.throwIfAborted()
-      await client.connect(transport, { timeout: config.timeouts.connect, ...(options.prior && { prior: options.prior }) })
+      // A rejoined session with an id is attached as it is: the SDK makes no handshake on a transport that has one.
+      const prior = options.rejoin?.sessionId == null ? options.prior : undefined
+      await client.connect(transport, { timeout: config.timeouts.connect, ...(prior && { prior }) })
     } catch (err) {
       session.#closed = true
       await client.close().catch(() => {})
@@ -153,8 +169,33 @@ export class UpstreamSession {
     } finally {
       options.signal?.removeEventListener('abort', giveUp)
     }
-    if (client.getProtocolEra?.() === 'modern') session.#lists = await ListenStream.forListChanges(client, config.timeouts.connect, log, session.key)
+    if (client.getProtocolEra?.() === 'modern' && options.rejoin === undefined) session.#lists = await ListenStream.forListChanges(client, config.timeouts.connect, log, session.key)
     return session
+  }
+
+  /**
+   * Where another gateway process can reach this session again: undefined when it cannot (stdio and SSE
+   * sessions end with the process that opened them).
+   */
+  address (): SessionAddress | undefined {
+    const http = this.#http
+    const protocolVersion = this.client.getNegotiatedProtocolVersion?.() ?? http?.protocolVersion
+    if (http === undefined || protocolVersion === undefined || this.#closed) return undefined
+    return { sessionId: http.sessionId ?? null, protocolVersion, era: this.client.getProtocolEra?.() === 'modern' ? 'modern' : 'legacy' }
+  }
+
+  /** Answers a request the upstream sent (perhaps to another gateway process, which stopped) under its own id. */
+  async respond (id: string | number, answer: { result: JsonObject } | { error: WireError }): Promise<void> {
+    const transport = this.client.transport
+    if (transport === undefined) throw new GatewayError('GW_ERR_UPSTREAM_UNAVAILABLE', [this.key, 'its session is closed'])
+    await transport.send({ jsonrpc: '2.0', id, ...answer } as never)
+  }
+
+  /** Closes the session here but leaves it open upstream (no DELETE), for the tasks another process adopts. */
+  async detach (): Promise<void> {
+    this.#closed = true
+    await this.#http?.detach()
+    await this.close()
   }
 
   get closed (): boolean {
@@ -292,7 +333,7 @@ export class UpstreamSession {
    * Gives a request of the upstream to the call it belongs to, else to the session's client. A request
    * given to a call by guess goes to another when that call ends first (see CallRegistry).
    */
-  async #input (events: SessionEvents, method: InputMethod, params: JsonObject, signal: AbortSignal): Promise<JsonObject> {
+  async #input (events: SessionEvents, method: InputMethod, params: JsonObject, signal: AbortSignal, id: RequestId): Promise<JsonObject> {
     const plain = untagged(params)
     try {
       for (;;) {
@@ -305,7 +346,7 @@ export class UpstreamSession {
         const ended = exact ? undefined : this.calls.ended(call)
         call.waiting++
         try {
-          return await call.sink.input(method, plain, ended === undefined ? signal : AbortSignal.any([signal, ended]))
+          return await call.sink.input(method, plain, ended === undefined ? signal : AbortSignal.any([signal, ended]), id)
         } catch (err) {
           if (ended === undefined || signal.aborted || !ended.aborted) throw err
         } finally {
@@ -333,7 +374,7 @@ export class UpstreamSession {
     // upstream before the gateway could.
     client.fallbackRequestHandler = async (request, ctx) => {
       if (!isInputMethod(request.method)) throw new ProtocolError(-32601, `Method not found: ${request.method}`)
-      return await this.#input(events, request.method, (request.params ?? {}) as JsonObject, ctx.mcpReq.signal)
+      return await this.#input(events, request.method, (request.params ?? {}) as JsonObject, ctx.mcpReq.signal, ctx.mcpReq.id)
     }
     client.setNotificationHandler('notifications/tools/list_changed', () => events.onListChanged(this, 'tools'))
     client.setNotificationHandler('notifications/prompts/list_changed', () => events.onListChanged(this, 'prompts'))

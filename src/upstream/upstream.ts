@@ -7,7 +7,8 @@ import { CallSlots } from './call-slots.ts'
 import { GATEWAY_CLIENT, GATEWAY_KEY, type ClientRef } from './client-ref.ts'
 import type { Purpose, SessionLease, UpstreamEvents, UpstreamState } from './upstream-events.ts'
 import { createUpstreamHttp, type UpstreamHttp } from './http-dispatcher.ts'
-import { UpstreamSession, connectFailure, type SessionEvents } from './upstream-session.ts'
+import { UpstreamSession, connectFailure, type SessionAddress, type SessionEvents, type SessionOpenOptions } from './upstream-session.ts'
+import { RejoinedSessions } from './rejoined-sessions.ts'
 
 /**
  * One configured upstream and its sessions. The gateway's own session (declaring no client capabilities)
@@ -43,6 +44,7 @@ export class Upstream {
   readonly #sessions = new Map<string, Promise<UpstreamSession>>()
   readonly #open = new Map<string, UpstreamSession>()
   readonly #idle: UpstreamSession[] = []
+  readonly #rejoined = new RejoinedSessions((key, rejoin) => this.#openSession(key, { key, principal: '', capabilities: {}, signature: '{}' }, undefined, rejoin))
   #exclusive = 0
   #attempt = 0
   #reconnectTimer: NodeJS.Timeout | undefined
@@ -169,6 +171,16 @@ export class Upstream {
     return this.#lease(session)
   }
 
+  /**
+   * The upstream session at `address`, which another gateway process opened, for a task this one adopted
+   * (see RejoinedSessions).
+   */
+  async rejoin (address: SessionAddress): Promise<SessionLease> {
+    if (this.state === 'starting') await this.firstAttempt
+    if (this.state === 'closed') throw this.closedBy ?? new GatewayError('GW_ERR_SHUTTING_DOWN')
+    return await this.#rejoined.lease(address)
+  }
+
   /** The open session that serves `client`, if there is one (nothing is opened). */
   sessionOf (client: ClientRef): UpstreamSession | undefined {
     if (this.config.sessions === 'per-call') return undefined
@@ -206,7 +218,7 @@ export class Upstream {
     this.#open.clear()
     const all = [...this.#idle.splice(0), ...(this.#gateway ? [this.#gateway] : [])]
     this.#gateway = undefined
-    await Promise.all([...opening, ...all.map(async (s) => await s.close())])
+    await Promise.all([...opening, this.#rejoined.detachAll(), ...all.map(async (s) => await s.close())])
     await this.#http?.close()
   }
 
@@ -266,8 +278,9 @@ export class Upstream {
     }
   }
 
-  async #openSession (key: string, client: ClientRef, authorization?: string): Promise<UpstreamSession> {
+  async #openSession (key: string, client: ClientRef, authorization?: string, rejoin?: SessionOpenOptions['rejoin']): Promise<UpstreamSession> {
     const session = await UpstreamSession.open({
+      rejoin,
       key,
       authorization,
       config: this.config,

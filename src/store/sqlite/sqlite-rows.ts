@@ -83,7 +83,8 @@ export function toRow (task: TaskRecord): TaskRow {
 
 /** The size of the text a task record is read from. */
 export function rowBytes (row: TaskRow): number {
-  return row.request.length + row.client_capabilities.length + (row.outcome?.length ?? 0) + (row.status_message?.length ?? 0) + (row.resume?.length ?? 0)
+  return row.request.length + row.client_capabilities.length + (row.outcome?.length ?? 0) + (row.status_message?.length ?? 0) +
+    (row.resume?.length ?? 0)
 }
 
 /** A backend failure as callers get it: GW_ERR_STORE_UNAVAILABLE (its message stays in `cause`); the gateway's own errors as they are. */

@@ -1,0 +1,73 @@
+import { GatewayError, RpcError, errorMessage } from '../errors.ts'
+import type { TaskSupport } from '../config/schema.ts'
+import type { Logger } from '../observability/logger.ts'
+import type { TaskOutcome, TaskRecord, TaskStore } from '../store/types.ts'
+import type { Upstream } from '../upstream/upstream.ts'
+import type { UpstreamSession } from '../upstream/upstream-session.ts'
+import type { TaskInputs } from './task-inputs.ts'
+
+/**
+ * How a gateway task is tied to the upstream's own task: whether it runs as one, whether another gateway
+ * process may resume it, and what a process that resumed it owes the upstream.
+ */
+
+export interface UpstreamTaskPlan {
+  native: boolean
+  resumable: boolean
+}
+
+/**
+ * Whether a task of `tool` runs as the upstream's own task, and whether that task can be resumed by another
+ * gateway process: `upstreamTasks: auto` (the default) on a Streamable HTTP upstream whose tool supports tasks.
+ * A tool the upstream requires as a task always runs as one.
+ */
+export function upstreamTaskPlan (upstream: Upstream, tool: string, support: TaskSupport | undefined): UpstreamTaskPlan {
+  const config = upstream.config
+  const resumable = (config.toolSettings[tool]?.upstreamTasks ?? config.upstreamTasks) === 'auto' && config.transport === 'streamable-http'
+  const offered = support === 'required' || support === 'optional'
+  return { native: support === 'required' || (offered && resumable), resumable: offered && resumable }
+}
+
+/**
+ * The error a resumed task fails with when its upstream task could not be reached again (the upstream no longer
+ * knows the session or the task: it answers -32602, or the session is gone); undefined for an error of the
+ * upstream task itself, which is the task's outcome as it is.
+ */
+export function unreachable (task: TaskRecord, err: unknown): GatewayError | undefined {
+  if (task.resume === null || (err instanceof RpcError && err.rpcCode !== -32602)) return undefined
+  return new GatewayError('GW_ERR_TASK_UNREACHABLE', ['stopped', task.resume.upstreamTaskId, errorMessage(err)], { cause: err })
+}
+
+export interface AnswerDeps {
+  store: TaskStore
+  inputs: TaskInputs
+  log: Logger
+}
+
+/**
+ * The input requests an earlier owner of a resumed task relayed: each answer goes to the upstream under the
+ * upstream's own id, once the client gives it. An answer stored already is sent again, since the earlier owner
+ * may have stopped before it passed it on; an upstream drops an answer to a request it no longer waits for
+ * (request ids are never reused within a session).
+ */
+export function answerOwed (deps: AnswerDeps, task: TaskRecord, session: UpstreamSession, signal: AbortSignal): void {
+  const { store, inputs, log } = deps
+  const send = async (id: string | number, answer: TaskOutcome): Promise<void> => {
+    await session.respond(id, 'error' in answer ? { error: answer.error } : { result: answer.result })
+  }
+  void store.inputsOf(task.id).then((all) => {
+    for (const input of all) {
+      const id = input.upstreamRequestId
+      if (id === undefined || input.state === 'expired') continue
+      const answered = input.state === 'answered' && input.answer !== null
+        ? send(id, input.answer)
+        : inputs.awaitAnswer(input, signal).then(
+          async (result) => { await send(id, { result }) },
+          async (err: unknown) => {
+            if (err instanceof RpcError) await send(id, { error: { code: err.rpcCode, message: err.message, data: err.data } })
+          },
+        )
+      answered.catch((err: unknown) => log.warn({ err, taskId: task.id, input: input.key }, 'could not pass the answer to an input request on to the upstream'))
+    }
+  }, (err: unknown) => log.warn({ err, taskId: task.id }, 'could not read the input requests of a resumed task'))
+}

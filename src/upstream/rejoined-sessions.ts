@@ -1,0 +1,55 @@
+import type { SessionLease } from './upstream-events.ts'
+import type { SessionAddress, SessionOpenOptions, UpstreamSession } from './upstream-session.ts'
+import { randomId } from '../wire/random-id.ts'
+
+/** Opens a session of the upstream under `key`, joining an existing upstream session. */
+type Opener = (key: string, rejoin: NonNullable<SessionOpenOptions['rejoin']>) => Promise<UpstreamSession>
+
+/**
+ * The upstream sessions of one upstream that other gateway processes opened and this one uses again, for the
+ * tasks it adopted from them (by Mcp-Session-Id). Each is used without a handshake, shared by the tasks adopted
+ * from it, and left open upstream (no DELETE) when the last of them releases it: other processes may have
+ * adopted tasks of the same session.
+ */
+export class RejoinedSessions {
+  readonly #open: Opener
+  readonly #sessions = new Map<string, Promise<UpstreamSession>>()
+
+  constructor (open: Opener) {
+    this.#open = open
+  }
+
+  get size (): number {
+    return this.#sessions.size
+  }
+
+  async lease (address: SessionAddress): Promise<SessionLease> {
+    const key = `rejoin:${address.sessionId ?? ''}`
+    let opening = this.#sessions.get(key)
+    if (opening === undefined) {
+      // Request ids of this process carry a prefix of their own: the first owner's ids may still be answered.
+      opening = this.#open(key, { sessionId: address.sessionId, protocolVersion: address.protocolVersion, idPrefix: `gw-${randomId().slice(0, 12)}-` })
+      this.#sessions.set(key, opening)
+      const forget = (): void => { if (this.#sessions.get(key) === opening) this.#sessions.delete(key) }
+      opening.then((session) => { if (session.closed) forget() }, forget)
+    }
+    const session = await opening
+    const unhold = session.hold()
+    return {
+      session,
+      release: () => {
+        unhold()
+        if (session.holds > 0) return
+        if (this.#sessions.get(key) === opening) this.#sessions.delete(key)
+        void session.detach()
+      },
+    }
+  }
+
+  /** Leaves every session (the upstream keeps them). */
+  async detachAll (): Promise<void> {
+    const all = [...this.#sessions.values()]
+    this.#sessions.clear()
+    await Promise.all(all.map(async (p) => await p.then((s) => s.detach(), () => {})))
+  }
+}

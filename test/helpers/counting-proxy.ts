@@ -1,0 +1,69 @@
+import { once } from 'node:events'
+import { createServer, request as httpRequest, type Server } from 'node:http'
+import type { AddressInfo } from 'node:net'
+
+type Json = Record<string, unknown>
+
+/**
+ * An HTTP proxy in front of an upstream MCP server that counts the JSON-RPC requests passing through it (by
+ * method, and by tool name for tools/call), so a test can tell how often the upstream was asked to run a tool,
+ * whichever gateway process asked. Bodies go through unchanged; responses (SSE included) are streamed.
+ */
+export class CountingProxy {
+  readonly #server: Server
+  readonly #target: URL
+  /** Requests seen, by method; tools/call also as `tools/call <name>`. */
+  readonly counts = new Map<string, number>()
+  url = ''
+
+  constructor (target: string) {
+    this.#target = new URL(target)
+    this.#server = createServer((req, res) => {
+      const chunks: Buffer[] = []
+      req.on('data', (chunk: Buffer) => chunks.push(chunk))
+      req.on('end', () => {
+        const body = Buffer.concat(chunks)
+        if (body.length > 0) this.#count(body)
+        const target = { host: this.#target.hostname, port: this.#target.port, method: req.method, path: req.url, headers: req.headers }
+        const upstream = httpRequest(target, (response) => {
+          res.writeHead(response.statusCode ?? 502, response.headers)
+          response.pipe(res)
+        })
+        upstream.on('error', () => { res.destroy() })
+        res.on('close', () => upstream.destroy())
+        upstream.end(body)
+      })
+    })
+  }
+
+  count (key: string): number {
+    return this.counts.get(key) ?? 0
+  }
+
+  #count (body: Buffer): void {
+    let message: Json
+    try {
+      message = JSON.parse(body.toString('utf8')) as Json
+    } catch {
+      return
+    }
+    if (typeof message.method !== 'string') return
+    const keys = [message.method]
+    const name = (message.params as Json | undefined)?.name
+    if (message.method === 'tools/call' && typeof name === 'string') keys.push(`tools/call ${name}`)
+    for (const key of keys) this.counts.set(key, this.count(key) + 1)
+  }
+
+  async listen (): Promise<string> {
+    this.#server.listen(0, '127.0.0.1')
+    await once(this.#server, 'listening')
+    this.url = `http://127.0.0.1:${(this.#server.address() as AddressInfo).port}${this.#target.pathname}`
+    return this.url
+  }
+
+  async close (): Promise<void> {
+    this.#server.closeAllConnections()
+    this.#server.close()
+    await once(this.#server, 'close')
+  }
+}
