@@ -171,6 +171,11 @@ export class UpstreamHttpError extends Error {
   }
 }
 
+/** Whether an abort hands a task's upstream work over to another process (which goes on with it) rather than stopping it. */
+export function isHandover (reason: unknown): boolean {
+  return reason instanceof GatewayError && reason.code === 'GW_ERR_TASK_HANDED_OVER'
+}
+
 export interface WireError {
   code: number
   message: string

@@ -8,6 +8,7 @@ import { buildGateway, type Gateway } from './gateway.ts'
 import { createLogger, type Logger } from './observability/logger.ts'
 import { GATEWAY_INFO } from './wire/versions.ts'
 import { logRejectedReload } from './reload/reloader.ts'
+import { upstreamSurvival } from './tasks/survival.ts'
 
 const HELP = `mcp-task-gateway ${GATEWAY_INFO.version}: one MCP endpoint in front of many MCP servers; any tool can run as a task.
 
@@ -169,6 +170,8 @@ async function main (): Promise<void> {
   if (stopping) return
   const down = gateway.upstreams.filter((u) => u.state !== 'ready').map((u) => u.name)
   log.info({ ready: gateway.upstreams.length - down.length, down }, 'upstreams started')
+  // What a restart would cost, so an operator knows before doing one (also GET /admin/survival).
+  for (const upstream of gateway.upstreams) log.info(upstreamSurvival(upstream, gateway.catalog.nativeTools(upstream.name)), 'what a restart costs running tasks of this upstream')
 }
 
 await main()

@@ -5,6 +5,7 @@ import type { Logger } from '../observability/logger.ts'
 import type { RecentProblems } from '../observability/recent-problems.ts'
 import type { GatewayStore } from '../store/types.ts'
 import type { TaskService } from '../tasks/task-service.ts'
+import type { UpstreamSurvival } from '../tasks/survival.ts'
 import type { LeavingUpstream } from '../reload/reloader.ts'
 import type { Upstream } from '../upstream/upstream.ts'
 import { registerAdminEvents } from './admin-events.ts'
@@ -82,6 +83,8 @@ export interface AdminDeps extends AdminUpstreamSources {
   drain (): void
   /** Reads the configuration file again and puts it in force (POST /admin/reload). */
   reload: ReloadRouteDeps
+  /** What becomes of running tasks when a gateway process stops, per upstream (GET /admin/survival). */
+  survival (): UpstreamSurvival[]
 }
 
 /**
@@ -98,6 +101,9 @@ export function registerAdminRoutes (app: FastifyInstance, deps: AdminDeps): voi
     problems: deps.problems,
     processId: deps.processId,
   })
+  // What a restart costs: per upstream, the tools whose running tasks are resumed or run again (the rest are
+  // lost), and how many running tasks this process handed over as it shut down.
+  app.get('/admin/survival', async () => ({ processId: deps.processId, handedOver: deps.tasks.handedOver, upstreams: deps.survival() }))
   // This process's refusals and errors: counts since it started and the most recent ones, newest first.
   app.get('/admin/problems', async () => deps.problems?.snapshot() ?? { counts: [], recent: [] })
   // Idempotent; there is no undrain: restart the process to take requests again.

@@ -1,4 +1,4 @@
-import { GatewayError } from '../errors.ts'
+import { GatewayError, isHandover } from '../errors.ts'
 import type { JsonObject } from '../wire/jsonrpc.ts'
 import { isInputMethod, type InflightCall } from '../upstream/call-attribution.ts'
 import type { SessionAddress, SessionRequestOptions, UpstreamSession } from '../upstream/upstream-session.ts'
@@ -66,11 +66,6 @@ export interface UpstreamTaskHooks {
   rejoined? (session: UpstreamSession): void
 }
 
-/** Whether a call's abort hands its upstream task over to another process (which goes on waiting for it) rather than cancelling it. */
-export function isHandover (reason: unknown): boolean {
-  return reason instanceof GatewayError && reason.code === 'GW_ERR_TASK_HANDED_OVER'
-}
-
 /**
  * Waits on the upstream's blocking `tasks/result` for its task, whose stream also carries the upstream's input
  * requests (they name the upstream task, so they reach this call). A cancel is passed on as `tasks/cancel`;
@@ -79,7 +74,11 @@ export function isHandover (reason: unknown): boolean {
 async function upstreamTaskResult (session: UpstreamSession, call: InflightCall, upstreamTaskId: string, options: Omit<CallOptions, 'onprogress'>): Promise<JsonObject> {
   call.upstreamTaskId = upstreamTaskId
   const cancelUpstream = (): void => {
-    if (isHandover(options.signal.reason)) return
+    // Handed over: another process waits for the upstream task now, on the same upstream session.
+    if (isHandover(options.signal.reason)) {
+      session.keepUpstream()
+      return
+    }
     void session.request('tasks/cancel', { taskId: upstreamTaskId }, { timeout: 10_000 }).catch(() => {})
   }
   options.signal.addEventListener('abort', cancelUpstream, { once: true })

@@ -174,6 +174,11 @@ export class Catalog {
     return this.#recent.get(client.key)?.view ?? this.#base ?? this.base()
   }
 
+  /** The tools (by their own names) the upstream itself runs as tasks, as seen in any of its sessions so far. */
+  nativeTools (upstream: string): ReadonlyMap<string, TaskSupport> {
+    return this.#native.get(upstream) ?? new Map()
+  }
+
   /** Whether the upstream itself runs the tool (by its own name) as a task: `optional`, `required`, or undefined when it does not. */
   nativeTaskSupport (upstream: string, tool: string): TaskSupport | undefined {
     return this.#native.get(upstream)?.get(tool)

@@ -199,6 +199,7 @@ export async function wireCore (config: Config, given: { logger?: Logger, store?
   const lease = new ProcessLease({
     processId,
     leases: store.leases,
+    bus: store.bus,
     tasks,
     shared: store.shared,
     leaseMs: config.tasks.ownerLease,

@@ -8,6 +8,7 @@ import type { MethodTable } from '../dispatch/context.ts'
 import { buildMethodTable } from '../dispatch/method-table.ts'
 import { registerCors } from '../http/cors.ts'
 import { registerHealthRoutes } from '../http/health-routes.ts'
+import { upstreamSurvival } from '../tasks/survival.ts'
 import { registerHostOriginGuard } from '../http/host-origin-guard.ts'
 import { registerMcpRoute } from '../http/mcp-route.ts'
 import { registerMetricsRoute } from '../observability/metrics-route.ts'
@@ -110,7 +111,7 @@ export async function wireHttp (core: GatewayCore, configSource: (() => Promise<
   server.maxConnections = config.limits.maxConnections
   registerHostOriginGuard(app, config.server)
   await registerCors(app, config.server)
-  registerHealthRoutes(app, store, upstreams, () => closing)
+  registerHealthRoutes(app, store, upstreams, () => closing, () => core.tasks.handedOver)
   oauth?.register(app)
   await registerMcpRoute(app, {
     config: config.server,
@@ -136,6 +137,7 @@ export async function wireHttp (core: GatewayCore, configSource: (() => Promise<
     problems: metrics && problems,
     drain: () => { closing = true },
     reload: { source: configSource, apply: reload },
+    survival: () => upstreams.map((upstream) => upstreamSurvival(upstream, core.catalog.nativeTools(upstream.name))),
   }, tls.admin)
   if (metrics !== undefined && config.metrics.listener === 'admin' && admin !== undefined) registerMetricsRoute(admin, metrics, config.metrics.path)
 

@@ -43,13 +43,25 @@ async function drainInFlight (core: GatewayCore): Promise<void> {
 }
 
 /**
+ * Stops the running tasks `which` picks and leaves them to the other processes, or to the next process on the
+ * store (see TaskRunner.handOver, ProcessLease.handOver). Nothing is handed over in a store that ends with the
+ * process (memory): nobody could go on with it.
+ */
+async function handOver (core: GatewayCore, which: Parameters<GatewayCore['runner']['handOver']>[0]): Promise<void> {
+  if (!core.store.durable) return
+  await core.lease.handOver(core.runner.handOver(which))
+}
+
+/**
  * The shutdown order. Each step may still use what the steps after it close, never what the steps before it did:
  *
  * - New requests are refused first, so what the drain waits for can only shrink.
  * - The sweepers stop next: none starts ending sessions or deleting tasks while the gateway drains, and one
  *   already running finishes while the store is open.
- * - Requests and tasks in flight get the grace; then what is left is cancelled, held 2026-07-28 calls are
- *   dropped, and the runner settles, leaving every task of this process terminal.
+ * - Tasks whose upstream task another process can reach are handed over at once (durable stores): they go on
+ *   elsewhere, or in the next process on the store. Requests and tasks in flight get the grace; then tasks of
+ *   idempotent tools are handed over (run again elsewhere), what is left is cancelled, held 2026-07-28 calls are
+ *   dropped, and the runner settles, leaving every task of this process terminal or handed over.
  * - Only then is the task lease given up: a process that takes over after that finds nothing left running here.
  * - Client homes are given up, so those clients' next requests find a live home; then the requests other
  *   processes forwarded here are aborted and those this process forwarded are rejected.
@@ -65,7 +77,9 @@ export function shutdownSteps (core: GatewayCore, front: GatewayFront, jobs: Gat
   return [
     { name: 'refuse new requests', run: () => front.drain() },
     { name: 'stop the sweepers', run: async () => { await Promise.all([jobs.sessionSweep.stop(), jobs.taskSweep.stop()]) } },
+    { name: 'hand resumable tasks over', run: () => handOver(core, (_task, resumable) => resumable) },
     { name: 'let requests and tasks in flight finish', run: () => drainInFlight(core) },
+    { name: 'hand idempotent tasks over', run: () => handOver(core, (task) => core.tasks.idempotent(task)) },
     {
       name: 'cancel what is left',
       run: async () => {

@@ -6,13 +6,15 @@ import type { Upstream } from '../upstream/upstream.ts'
  * `/healthz`: the process is up (from the moment it listens). `/readyz`: the store answers, at least one
  * upstream is ready and the process is not shutting down (`draining`: a balancer should stop sending it
  * requests; `starting`: no upstream has finished its first connect yet); every upstream is listed with its
- * state and, when it is not ready, why (`starting` ones are still in their first connect).
+ * state and, when it is not ready, why (`starting` ones are still in their first connect). A process shutting
+ * down says how many running tasks it handed over to other processes (`handedOver`).
  */
 export function registerHealthRoutes (
   app: FastifyInstance,
   store: GatewayStore,
   upstreams: readonly Upstream[],
   isClosing: () => boolean,
+  handedOver: () => number = () => 0,
 ): void {
   app.get('/healthz', async () => ({ status: 'ok' }))
   app.get('/readyz', async (_request, reply) => {
@@ -33,6 +35,7 @@ export function registerHealthRoutes (
     const ok = storeHealth.ok && readyCount > 0 && !draining
     const starting = states.some((u) => u.state === 'starting')
     const status = draining ? 'draining' : !ok ? (starting && storeHealth.ok ? 'starting' : 'unavailable') : readyCount < states.length ? 'degraded' : 'ready'
-    return reply.code(ok ? 200 : 503).send({ status, store: storeHealth, upstreams: states })
+    const handed = handedOver()
+    return reply.code(ok ? 200 : 503).send({ status, store: storeHealth, upstreams: states, ...(handed > 0 && { handedOver: handed }) })
   })
 }

@@ -69,6 +69,7 @@ export function timedStore (store: GatewayStore, metrics: GatewayMetrics): Gatew
   return {
     kind: store.kind,
     shared: store.shared,
+    durable: store.durable,
     sessions: timed(store.sessions, 'sessions', metrics),
     tasks,
     bus: timed(store.bus, 'bus', metrics),

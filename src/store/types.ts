@@ -295,6 +295,8 @@ export interface GatewayStore {
   readonly kind: string
   /** Whether several gateway processes may use the store at once (only then can another process be alive). */
   readonly shared: boolean
+  /** Whether the store outlives the process (a later process, or another one, finds what it holds). */
+  readonly durable: boolean
   readonly sessions: SessionStore
   readonly tasks: TaskStore
   readonly bus: SignalBus

@@ -1,11 +1,15 @@
 import type { Logger } from '../observability/logger.ts'
-import type { LeaseStore } from '../store/types.ts'
-import type { TakeoverTally, TaskService } from './task-service.ts'
+import type { LeaseStore, SignalBus, TaskRecord } from '../store/types.ts'
+import { handoverOwner, type TakeoverTally, type TaskService } from './task-service.ts'
+
+/** Where a process that hands tasks over tells the others to take them over now. */
+const TAKEOVER_CHANNEL = 'takeover'
 
 export interface ProcessLeaseDeps {
   /** This gateway process. */
   processId: string
   leases: LeaseStore
+  bus: SignalBus
   tasks: TaskService
   /** Whether other gateway processes may share the store (only then can one of them be lost). */
   shared: boolean
@@ -32,6 +36,7 @@ export class ProcessLease {
   #healthySince: number | undefined
   #scanning = false
   #stopped = false
+  #unsubscribe: (() => void) | undefined
 
   constructor (deps: ProcessLeaseDeps) {
     this.#deps = deps
@@ -46,6 +51,7 @@ export class ProcessLease {
       await deps.tasks.recover()
       return
     }
+    this.#unsubscribe = deps.bus.subscribe(TAKEOVER_CHANNEL, () => { void this.scan() })
     this.#renewer = setInterval(() => { void this.#renew() }, Math.floor(deps.leaseMs / 3))
     this.#renewer.unref()
     this.#scanner = setInterval(() => { void this.scan() }, Math.floor(deps.leaseMs / 5))
@@ -60,7 +66,7 @@ export class ProcessLease {
     this.#scanning = true
     try {
       for (const owner of await leases.lapsed(now)) {
-        if (owner === processId) continue
+        if (owner === processId || owner === handoverOwner(processId)) continue
         // Taken over first, told after: an optional call would skip evaluating its argument when nobody listens.
         const taken = await tasks.adoptOrphans(owner)
         this.#deps.onTakeover?.(taken)
@@ -84,9 +90,26 @@ export class ProcessLease {
     }
   }
 
-  /** Stops renewing and gives the lease up (every task of this process is terminal by then). */
+  /**
+   * Leaves tasks whose calls this process stopped as it shuts down to the others (see TaskService.handOver): with
+   * a shared store they go to an owner whose lease has lapsed, and the other processes are told to take them over
+   * now. Returns how many were handed over.
+   */
+  async handOver (tasks: readonly TaskRecord[]): Promise<number> {
+    const { processId, leases, bus, shared } = this.#deps
+    if (tasks.length === 0) return 0
+    if (!shared) return await this.#deps.tasks.handOver(tasks, undefined)
+    const to = handoverOwner(processId)
+    const handed = await this.#deps.tasks.handOver(tasks, to)
+    await leases.renew(to, Date.now())
+    await bus.publish(TAKEOVER_CHANNEL, { from: processId })
+    return handed
+  }
+
+  /** Stops renewing and gives the lease up (every task of this process is terminal or handed over by then). */
   async stop (): Promise<void> {
     this.#stopped = true
+    this.#unsubscribe?.()
     clearInterval(this.#renewer)
     clearInterval(this.#scanner)
     await this.#deps.leases.release(this.#deps.processId).catch(() => {})

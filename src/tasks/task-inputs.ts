@@ -1,12 +1,11 @@
 import type { TasksConfig } from '../config/schema.ts'
-import { GatewayError, RpcError } from '../errors.ts'
+import { GatewayError, RpcError, isHandover } from '../errors.ts'
 import type { JsonObject, RpcResponse } from '../wire/jsonrpc.ts'
 import type { InputRecord, SignalBus, TaskRecord, TaskStore } from '../store/types.ts'
 import type { TaskEvents } from './task-events.ts'
 import { whileStoreUnavailable } from './store-retry.ts'
 import { RESUME, sourcesOf } from '../wire/task-state.ts'
 import { randomId } from '../wire/random-id.ts'
-import { isHandover } from '../calls/upstream-call.ts'
 
 interface Waiter {
   resolve (result: JsonObject): void

@@ -54,6 +54,15 @@ export function settle (outcome: TaskOutcome): { status: TaskStatus, statusMessa
   return { status: 'completed', statusMessage: null }
 }
 
+/** A task whose upstream call runs in this process. */
+interface RunningTask {
+  task: TaskRecord
+  controller: AbortController
+  done: Promise<void>
+  /** Its upstream task is recorded (TaskRecord.resume): another process can go on with it. */
+  resumable: boolean
+}
+
 /**
  * Runs the upstream call of each task in the background, on its client's upstream session (which the
  * task keeps open until it ends, even when the client's session ended), and stores the outcome. A cancel
@@ -61,7 +70,7 @@ export function settle (outcome: TaskOutcome): { status: TaskStatus, statusMessa
  */
 export class TaskRunner {
   readonly #deps: TaskRunnerDeps
-  readonly #running = new Map<string, { controller: AbortController, done: Promise<void> }>()
+  readonly #running = new Map<string, RunningTask>()
   /** The aborts of the upstream calls running now (see #callAbort). */
   readonly #calls = new Set<AbortController>()
 
@@ -138,12 +147,27 @@ export class TaskRunner {
       clearTimeout(expiry)
       this.#running.delete(task.id)
     })
-    this.#running.set(task.id, { controller, done })
+    this.#running.set(task.id, { task, controller, done, resumable: task.resume !== null })
   }
 
   /** Aborts the task's upstream call (the task is already cancelled in the store). */
   cancel (taskId: string, reason: string): void {
     this.#running.get(taskId)?.controller.abort(new GatewayError('GW_ERR_REQUEST_CANCELLED', [reason]))
+  }
+
+  /**
+   * Stops waiting for the upstream work of the running tasks that `which` picks (the call of each ends without
+   * an outcome, its upstream task is not cancelled, its input requests stay pending), so that another process,
+   * or this one's successor, goes on with them. Returns the tasks stopped.
+   */
+  handOver (which: (task: TaskRecord, resumable: boolean) => boolean): TaskRecord[] {
+    const handed: TaskRecord[] = []
+    for (const running of this.#running.values()) {
+      if (!which(running.task, running.resumable)) continue
+      running.controller.abort(new GatewayError('GW_ERR_TASK_HANDED_OVER', ['this process is shutting down']))
+      handed.push(running.task)
+    }
+    return handed
   }
 
   /** Resolves when every running task has ended (used by shutdown after the grace period). */
@@ -247,7 +271,10 @@ export class TaskRunner {
       resumable: plan.resumable,
       created: async (upstreamTaskId, address) => {
         if (address === undefined) return
-        const write = statusWrites.then(async () => await this.#recordResume(task, { kind: 'native', upstreamTaskId, ...address }))
+        const write = statusWrites.then(async () => {
+          const running = this.#running.get(task.id)
+          if (await this.#recordResume(task, { kind: 'native', upstreamTaskId, ...address }) && running !== undefined) running.resumable = true
+        })
         statusWrites = write.catch(() => {})
         await write.catch((err: unknown) => this.#deps.log.warn({ err, taskId: task.id }, 'could not record where the upstream task of a task runs: it cannot be resumed by another process'))
       },
@@ -276,9 +303,9 @@ export class TaskRunner {
   }
 
   /** Records where the task's upstream task runs, so that another process can resume it. */
-  async #recordResume (task: TaskRecord, resume: TaskResume): Promise<void> {
+  async #recordResume (task: TaskRecord, resume: TaskResume): Promise<boolean> {
     const { from, to } = restatement('working')
-    await this.#deps.store.transition(task.id, from, to, { resume, by: task.owner }, Date.now())
+    return await this.#deps.store.transition(task.id, from, to, { resume, by: task.owner }, Date.now()) !== null
   }
 
   /** An upstream running the call as its own task reported a new statusMessage: show it on ours. */

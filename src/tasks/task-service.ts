@@ -73,13 +73,24 @@ export interface TakeoverTally {
   failed: number
 }
 
-/** Why a task's call stopped before it ended: the gateway restarted, or its process was lost. */
-export type Interruption = 'restart' | 'lost'
+/** Why a task's call stopped before it ended: the gateway restarted, its process was lost, or it handed the task over as it shut down. */
+export type Interruption = 'restart' | 'lost' | 'handover'
 
 const INTERRUPTED = {
   restart: { code: 'GW_ERR_TASK_RESTARTED', again: 'running again after a gateway restart' },
   lost: { code: 'GW_ERR_TASK_OWNER_LOST', again: 'running again after the gateway process running it was lost' },
+  handover: { code: 'GW_ERR_TASK_RESTARTED', again: 'running again after the gateway process running it shut down' },
 } as const
+
+/**
+ * The owner of the tasks a process hands over as it shuts down: `<process>~handover`, whose lease has lapsed,
+ * so that the other processes take them over at once while the process itself still runs.
+ */
+export function handoverOwner (processId: string): string {
+  return `${processId}${HANDOVER_SUFFIX}`
+}
+
+const HANDOVER_SUFFIX = '~handover'
 
 /**
  * The task lifecycle over the store: creation with limits, lookups that treat foreign ids exactly like
@@ -97,6 +108,7 @@ export class TaskService {
   readonly #owner: string
   readonly #isIdempotent: (task: TaskRecord) => boolean
   readonly #canResume: (task: TaskRecord) => boolean
+  #handedOver = 0
 
   constructor (deps: TaskServiceDeps) {
     this.#canResume = deps.canResume
@@ -233,9 +245,9 @@ export class TaskService {
     return tally
   }
 
-  /** Takes over the unfinished tasks of a gateway process whose lease lapsed. */
+  /** Takes over the unfinished tasks of a gateway process whose lease lapsed (or that one handed over). */
   async adoptOrphans (owner: string): Promise<TakeoverTally> {
-    const tally = await this.#takeOver(await this.#tasks.ownedBy(owner, Date.now()), 'lost')
+    const tally = await this.#takeOver(await this.#tasks.ownedBy(owner, Date.now()), owner.endsWith(HANDOVER_SUFFIX) ? 'handover' : 'lost')
     if (tally.resumed + tally.rerun + tally.failed > 0) this.#log.warn({ ...tally, lostProcess: owner }, 'took over the tasks of a lost gateway process')
     return tally
   }
@@ -290,6 +302,31 @@ export class TaskService {
     if (why === 'lost') await this.#bus.publish(cancelChannel(task.id), { taskId: task.id, handover: true })
     this.#log.info({ taskId: task.id, upstream: task.upstream, tool: task.tool, upstreamTask: task.resume?.upstreamTaskId, from: task.owner, why }, 'resuming the upstream task of a task another gateway process ran')
     this.#runner.start(task)
+  }
+
+  /** Whether the task's tool may run again from the start (toolSettings.<tool>.idempotent). */
+  idempotent (task: TaskRecord): boolean {
+    return this.#isIdempotent(task)
+  }
+
+  /** Tasks this process handed over as it shut down (see handOver). */
+  get handedOver (): number {
+    return this.#handedOver
+  }
+
+  /**
+   * Leaves tasks whose calls this process stopped (TaskRunner.handOver) to others: with a shared store they go to
+   * `to` (see handoverOwner), which other processes take over; in a store only this process uses, they stay as
+   * they are, and the next process on the store takes them over when it starts. Returns how many were left.
+   */
+  async handOver (tasks: readonly TaskRecord[], to: string | undefined): Promise<number> {
+    let handed = 0
+    for (const task of tasks) {
+      if (to === undefined || await this.#tasks.claim(task.id, this.#owner, to, Date.now()) !== null) handed++
+    }
+    this.#handedOver += handed
+    if (handed > 0) this.#log.info({ handedOver: handed, to: to ?? 'the next process on the store' }, 'handed running tasks over')
+    return handed
   }
 
   async sweep (): Promise<number> {

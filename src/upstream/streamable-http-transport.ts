@@ -74,7 +74,12 @@ export class StreamableHttpTransport implements Transport {
     return this.#protocolVersion
   }
 
-  /** Closes the transport but leaves the upstream session to the upstream (no DELETE): its tasks run on. */
+  /** From now on, closing leaves the upstream session to the upstream (no DELETE): its tasks run on. */
+  keepSession (): void {
+    this.#keepSession = true
+  }
+
+  /** Closes the transport but leaves the upstream session to the upstream (no DELETE). */
   async detach (): Promise<void> {
     this.#keepSession = true
     await this.close()

@@ -3,7 +3,7 @@ import { GATEWAY_INFO } from '../wire/versions.ts'
 import { z } from 'zod'
 import type { UpstreamConfig } from '../config/schema.ts'
 import { formatDuration } from '../config/units.ts'
-import { GatewayError, RpcError, errorMessage, type WireError } from '../errors.ts'
+import { GatewayError, RpcError, errorMessage, isHandover, type WireError } from '../errors.ts'
 import type { Logger } from '../observability/logger.ts'
 import type { TraceParent } from '../observability/tracing.ts'
 import { withTraceMeta } from '../observability/trace-context.ts'
@@ -191,6 +191,14 @@ export class UpstreamSession {
     await transport.send({ jsonrpc: '2.0', id, ...answer } as never)
   }
 
+  /**
+   * Another gateway process goes on with an upstream task of this session: whenever this one closes, the
+   * session is left open upstream (no DELETE).
+   */
+  keepUpstream (): void {
+    this.#http?.keepSession()
+  }
+
   /** Closes the session here but leaves it open upstream (no DELETE), for the tasks another process adopts. */
   async detach (): Promise<void> {
     this.#closed = true
@@ -354,6 +362,8 @@ export class UpstreamSession {
         }
       }
     } catch (err) {
+      // The task was handed over to another process, which answers the upstream: this one must not.
+      if (isHandover(err)) await new Promise((resolve) => { signal.addEventListener('abort', resolve, { once: true }) })
       throw toProtocolError(err)
     }
   }

@@ -1,4 +1,8 @@
 import { randomUUID } from 'node:crypto'
+import { mkdtempSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import Database from 'better-sqlite3'
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startUpstream, type StartedUpstream } from '../fixtures/spawn-upstream.ts'
@@ -123,5 +127,65 @@ upstreams:
     const result = await next(stream, (m) => 'result' in m || 'error' in m)
     controller.abort()
     expect(JSON.stringify(result)).toContain('mercury (the planet)')
+  })
+})
+
+/**
+ * One gateway process on a SQLite file in front of the same server, killed with SIGKILL mid-task and started
+ * again on the same file: the new process resumes the upstream tasks the old one left.
+ */
+describe('tasks of an upstream that runs them as its own survive a kill -9 and restart on SQLite', () => {
+  let everything: StartedUpstream
+  let proxy: CountingProxy
+  const processes: GatewayProcess[] = []
+
+  beforeAll(async () => {
+    everything = await startUpstream('test/fixtures/everything-http.mjs', [], { readyTimeoutMs: 60_000 })
+    proxy = new CountingProxy(everything.url)
+    await proxy.listen()
+  }, 90_000)
+
+  afterAll(async () => {
+    for (const gateway of processes) if (gateway.child.exitCode === null && gateway.child.signalCode === null) gateway.child.kill('SIGTERM')
+    await Promise.all(processes.map(async (p) => await p.exited))
+    await proxy?.close()
+    await everything?.close()
+  })
+
+  it('the restarted process completes every task with its real report, none run twice upstream', { timeout: 90_000 }, async () => {
+    const database = join(mkdtempSync(join(tmpdir(), 'gw-resume-')), 'gateway.db')
+    const file = writeConfig(`
+store: { kind: sqlite, path: ${JSON.stringify(database)} }
+tasks: { pollInterval: 50ms }
+upstreams:
+  - name: ev
+    transport: streamable-http
+    url: ${JSON.stringify(proxy.url)}
+    timeouts: { connect: 60s }
+`)
+    const first = await startGatewayProcess(file)
+    processes.push(first)
+    const session = await RawSession.open(first.url)
+    const taskIds = await Promise.all(Array.from({ length: 5 }, async (_, i) => await legacyTask(session, TOOL, { topic: `restart ${i}` })))
+    const reader = new Database(database, { readonly: true, fileMustExist: true })
+    try {
+      const resumeOf = reader.prepare<[string], { resume: string | null }>('SELECT resume FROM tasks WHERE id = ?')
+      await until('every task recording its upstream task', async () => taskIds.every((id) => resumeOf.get(id)?.resume != null) ? true : undefined)
+    } finally {
+      reader.close()
+    }
+    first.child.kill('SIGKILL')
+    await first.exited
+    const second = await startGatewayProcess(file)
+    processes.push(second)
+    // The client's session is in the file too: it goes on with the new process.
+    const after = session.on(second.url)
+    for (const [i, taskId] of taskIds.entries()) {
+      const task = await after.waitFor(taskId, ['completed', 'failed', 'cancelled'])
+      expect(task.status, JSON.stringify(task)).toBe('completed')
+      expect(JSON.stringify((await after.request('tasks/result', { taskId })).result)).toContain(`Research Report: restart ${i}`)
+    }
+    expect(proxy.count('tools/call simulate-research-query')).toBe(5)
+    expect(second.lines.some((line) => line.includes('recovered tasks interrupted by a restart') && line.includes('"resumed":5'))).toBe(true)
   })
 })

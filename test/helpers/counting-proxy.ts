@@ -12,8 +12,10 @@ type Json = Record<string, unknown>
 export class CountingProxy {
   readonly #server: Server
   readonly #target: URL
-  /** Requests seen, by method; tools/call also as `tools/call <name>`. */
+  /** Requests seen, by JSON-RPC method (tools/call also as `tools/call <name>`), and by HTTP method as `HTTP <method>`. */
   readonly counts = new Map<string, number>()
+  /** The Mcp-Session-Id of every session ended with DELETE. */
+  readonly deleted = new Set<string>()
   url = ''
 
   constructor (target: string) {
@@ -23,6 +25,9 @@ export class CountingProxy {
       req.on('data', (chunk: Buffer) => chunks.push(chunk))
       req.on('end', () => {
         const body = Buffer.concat(chunks)
+        this.#bump(`HTTP ${req.method ?? ''}`)
+        const session = req.headers['mcp-session-id']
+        if (req.method === 'DELETE' && typeof session === 'string') this.deleted.add(session)
         if (body.length > 0) this.#count(body)
         const target = { host: this.#target.hostname, port: this.#target.port, method: req.method, path: req.url, headers: req.headers }
         const upstream = httpRequest(target, (response) => {
@@ -51,7 +56,11 @@ export class CountingProxy {
     const keys = [message.method]
     const name = (message.params as Json | undefined)?.name
     if (message.method === 'tools/call' && typeof name === 'string') keys.push(`tools/call ${name}`)
-    for (const key of keys) this.counts.set(key, this.count(key) + 1)
+    for (const key of keys) this.#bump(key)
+  }
+
+  #bump (key: string): void {
+    this.counts.set(key, this.count(key) + 1)
   }
 
   async listen (): Promise<string> {

@@ -27,7 +27,7 @@ export function demoStdio (extra: Record<string, unknown> = {}): Record<string, 
   return { name: 'demo', transport: 'stdio', command: process.execPath, args: [DEMO_MAIN], ...extra }
 }
 
-export interface StartOptions extends Pick<GatewayOptions, 'configSource'> {
+export interface StartOptions extends Pick<GatewayOptions, 'configSource' | 'store'> {
   /**
    * false: build the gateway without listening, for tests that reach it only through `app.inject()` (one HTTP
    * exchange's status, headers and body need no socket). Default true: a free loopback port.

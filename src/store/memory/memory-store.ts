@@ -80,6 +80,7 @@ export class MemoryLeaseStore implements LeaseStore {
 export class MemoryStore implements GatewayStore {
   readonly kind = 'memory'
   readonly shared = false
+  readonly durable = false
   readonly sessions = new MemorySessionStore()
   readonly tasks = new MemoryTaskStore()
   readonly bus = new MemoryBus()

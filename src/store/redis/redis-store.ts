@@ -205,6 +205,7 @@ class RedisLeaseStore implements LeaseStore {
 export class RedisStore implements GatewayStore {
   readonly kind = 'redis'
   readonly shared = true
+  readonly durable = true
   readonly sessions: RedisSessionStore
   readonly tasks: RedisTaskStore
   readonly bus: RedisBus

@@ -102,6 +102,7 @@ export class SqliteStore implements GatewayStore {
   readonly kind = 'sqlite'
   /** One process per file: after a restart, nothing the file names can still be running. */
   readonly shared = false
+  readonly durable = true
   readonly sessions: SqliteSessionStore
   readonly tasks: SqliteTaskStore
   readonly bus = new MemoryBus()

@@ -1,0 +1,135 @@
+import { randomUUID } from 'node:crypto'
+import { mkdtempSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { startUpstream, type StartedUpstream } from '../fixtures/spawn-upstream.ts'
+import { CountingProxy } from '../helpers/counting-proxy.ts'
+import { startGateway, type RunningGateway } from '../helpers/gateway.ts'
+import { legacyTask, RawSession } from '../helpers/raw-session.ts'
+import { purge, REDIS_URL } from '../helpers/redis.ts'
+import { until } from '../helpers/until.ts'
+import { sha256Hex } from '../../src/auth/bearer-tokens.ts'
+
+type Json = Record<string, unknown>
+
+const TOOL = 'ev__simulate-research-query'
+const ADMIN_TOKEN = 'handover-admin-token'
+
+/**
+ * A gateway that shuts down (SIGTERM, a deploy) while tasks of @modelcontextprotocol/server-everything run as
+ * the server's own tasks: it hands them over at once instead of waiting for them and failing them, and leaves
+ * the upstream session open; the next process on a SQLite file, or another process on Redis, finishes them.
+ */
+describe('handing running tasks over on shutdown', () => {
+  let everything: StartedUpstream
+  let proxy: CountingProxy
+  const running: RunningGateway[] = []
+
+  beforeAll(async () => {
+    everything = await startUpstream('test/fixtures/everything-http.mjs', [], { readyTimeoutMs: 60_000 })
+    proxy = new CountingProxy(everything.url)
+    await proxy.listen()
+  }, 90_000)
+
+  afterAll(async () => {
+    await Promise.all(running.map(async (gw) => await gw.close()))
+    await proxy?.close()
+    await everything?.close()
+  })
+
+  function config (store: Json): Json {
+    return {
+      store,
+      admin: { port: 0, tokenSha256: sha256Hex(ADMIN_TOKEN) },
+      // Long enough that a task left to run out its grace would finish: a handed-over task does not wait for it.
+      server: { shutdownGrace: '60s' },
+      tasks: { pollInterval: '50ms', ownerLease: '2s' },
+      upstreams: [{ name: 'ev', transport: 'streamable-http', url: proxy.url, timeouts: { connect: '60s' } }],
+    }
+  }
+
+  async function start (store: Json): Promise<RunningGateway> {
+    const gw = await startGateway(config(store))
+    running.push(gw)
+    return gw
+  }
+
+  /** Starts `count` tasks through `gw` and waits until each records the upstream task it runs as. */
+  async function tasksOn (gw: RunningGateway, count: number, topic: string): Promise<{ session: RawSession, taskIds: string[] }> {
+    const session = await RawSession.open(gw.url)
+    const taskIds = await Promise.all(Array.from({ length: count }, async (_, i) => await legacyTask(session, TOOL, { topic: `${topic} ${i}` })))
+    await until('every task recording its upstream task', async () => {
+      const tasks = await Promise.all(taskIds.map(async (id) => await gw.gateway.store.tasks.get(id, Date.now())))
+      return tasks.every((task) => task?.resume != null) ? true : undefined
+    })
+    return { session, taskIds }
+  }
+
+  async function expectReports (session: RawSession, taskIds: string[], topic: string): Promise<void> {
+    for (const [i, taskId] of taskIds.entries()) {
+      const task = await session.waitFor(taskId, ['completed', 'failed', 'cancelled'])
+      expect(task.status, JSON.stringify(task)).toBe('completed')
+      expect(JSON.stringify((await session.request('tasks/result', { taskId })).result)).toContain(`Research Report: ${topic} ${i}`)
+    }
+  }
+
+  it('on SQLite, the next process on the file finishes what the stopped one handed over', { timeout: 90_000 }, async () => {
+    const store = { kind: 'sqlite', path: join(mkdtempSync(join(tmpdir(), 'gw-handover-')), 'gateway.db') }
+    const calls = proxy.count('tools/call simulate-research-query')
+    const first = await start(store)
+    const { session, taskIds } = await tasksOn(first, 3, 'sqlite')
+    // What a restart costs, before one: the server's task tool is resumed, every other tool's running task lost.
+    const survival = await first.gateway.admin!.inject({ method: 'GET', url: '/admin/survival', headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })
+    expect(survival.json<Json>()).toMatchObject({
+      handedOver: 0,
+      upstreams: [{ upstream: 'ev', transport: 'streamable-http', upstreamTasks: 'auto', resumable: ['simulate-research-query'], rerun: [], others: 'lost' }],
+    })
+    const recorded = await Promise.all(taskIds.map(async (id) => await first.gateway.store.tasks.get(id, Date.now())))
+    const upstreamSessions = new Set(recorded.map((task) => task?.resume?.sessionId))
+    await first.close()
+    expect(first.logs().find((line) => line.msg === 'handed running tasks over')).toMatchObject({ handedOver: 3 })
+    expect(first.gateway.tasks.handedOver).toBe(3)
+    expect(first.logs().some((line) => line.msg === 'shutdown grace over: cancelling in-flight requests and tasks')).toBe(false)
+    // The upstream session that holds the upstream tasks was left open (no DELETE), and no task was cancelled.
+    expect(upstreamSessions.size).toBe(1)
+    expect([...upstreamSessions].filter((id) => proxy.deleted.has(String(id)))).toEqual([])
+    const second = await start(store)
+    await expectReports(session.on(second.url), taskIds, 'sqlite')
+    expect(proxy.count('tools/call simulate-research-query') - calls).toBe(3)
+    expect(proxy.count('tasks/cancel')).toBe(0)
+    expect(second.logs().find((line) => line.msg === 'recovered tasks interrupted by a restart')).toMatchObject({ resumed: 3, rerun: 0, failed: 0 })
+  })
+
+  it('on Redis, another process takes the tasks over at once and finishes them', { timeout: 90_000 }, async () => {
+    const prefix = `mcpgw-handover:${randomUUID()}:`
+    const store = { kind: 'redis', url: REDIS_URL, prefix }
+    try {
+      const calls = proxy.count('tools/call simulate-research-query')
+      const [a, b] = await Promise.all([start(store), start(store)])
+      const { session, taskIds } = await tasksOn(a, 3, 'redis')
+      // A plain call of the same server (no task of its own, not idempotent) runs out its grace on A.
+      const slow = await legacyTask(session, 'ev__trigger-long-running-operation', { duration: 3, steps: 3 })
+      await session.waitFor(slow, ['working'])
+      const closed = a.close()
+      // While A waits for the plain call, it is draining and says what it handed over at once.
+      const readyz = await until('A to say it handed its resumable tasks over', async () => {
+        const body = (await a.app.inject({ method: 'GET', url: '/readyz' })).json<Json>()
+        return body.handedOver === 3 ? body : undefined
+      })
+      expect(readyz.status).toBe('draining')
+      await closed
+      expect(a.logs().some((line) => line.msg === 'shutdown grace over: cancelling in-flight requests and tasks')).toBe(false)
+      await expectReports(session.on(b.url), taskIds, 'redis')
+      // The plain call finished on A within its grace.
+      expect(JSON.stringify((await session.on(b.url).request('tasks/result', { taskId: slow })).result)).toContain('Long running operation completed')
+      expect(proxy.count('tools/call simulate-research-query') - calls).toBe(3)
+      const taken = b.logs().find((line) => line.msg === 'took over the tasks of a lost gateway process')
+      expect(taken).toMatchObject({ resumed: 3, rerun: 0, failed: 0 })
+      const timeline = await b.gateway.store.tasks.timeline(taskIds[0]!)
+      expect(timeline.filter((event) => event.type === 'claimed').map((event) => (event as { process: string }).process)).toEqual([`${a.gateway.processId}~handover`, b.gateway.processId])
+    } finally {
+      await purge(prefix)
+    }
+  })
+})
