@@ -19,7 +19,14 @@ describe('upstream tools that only run as tasks', () => {
 
   beforeAll(async () => {
     upstream = await startUpstream('test/fixtures/native-task-upstream.ts', ['--port', '0'])
-    gw = await startGateway({ tasks: { pollInterval: '50ms' }, upstreams: [{ name: 'native', transport: 'streamable-http', url: upstream.url }] })
+    gw = await startGateway({
+      tasks: { pollInterval: '50ms' },
+      upstreams: [
+        { name: 'native', transport: 'streamable-http', url: upstream.url },
+        // The same server with its optional task tool kept a plain call upstream.
+        { name: 'plain', transport: 'streamable-http', url: upstream.url, tools: { allow: ['native_either'] }, toolSettings: { native_either: { upstreamTasks: 'off' } } },
+      ],
+    })
     client = await connectV1(gw.url, {
       onElicit: (params) => {
         asked.push(params)
@@ -46,6 +53,22 @@ describe('upstream tools that only run as tasks', () => {
   it('answers a plain call of a native task tool too', async () => {
     const result = await client.callTool({ name: 'native__native_job', arguments: { ms: 10 } })
     expect(textOf(result)).toContain('approved=true')
+  })
+
+  it('runs a task of a tool the upstream may run as a task as the upstream\'s own task, and records where it runs', async () => {
+    const outcome = await runTask(client, 'native__native_either', { ms: 50 })
+    expect(textOf(outcome.result)).toBe('native_either as task=true')
+    const timeline = await gw.gateway.store.tasks.timeline(outcome.taskId!)
+    expect(timeline.some((event) => event.type === 'status' && event.upstreamTask !== undefined)).toBe(true)
+    // A plain call stays a plain call upstream.
+    expect(textOf(await client.callTool({ name: 'native__native_either', arguments: { ms: 10 } }))).toBe('native_either as task=false')
+  })
+
+  it('keeps a task of such a tool a plain call upstream when upstreamTasks is off for it', async () => {
+    const outcome = await runTask(client, 'plain__native_either', { ms: 10 })
+    expect(textOf(outcome.result)).toBe('native_either as task=false')
+    const timeline = await gw.gateway.store.tasks.timeline(outcome.taskId!)
+    expect(timeline.some((event) => event.type === 'status' && event.upstreamTask !== undefined)).toBe(false)
   })
 
   it('forwards tasks/cancel to the upstream task', async () => {
