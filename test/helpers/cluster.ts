@@ -59,6 +59,13 @@ export class RoundRobinBalancer {
     return this.url
   }
 
+  /** Sends the requests of a backend that stopped to the one that replaced it. */
+  replace (oldUrl: string, newUrl: string): void {
+    const index = this.#backends.indexOf(oldUrl)
+    if (index < 0) throw new Error(`${oldUrl} is not a backend`)
+    this.#backends[index] = newUrl
+  }
+
   /** Stops sending requests to a backend (it was killed). */
   markDown (backendUrl: string): void {
     this.#down.add(new URL(backendUrl).origin)
@@ -79,6 +86,11 @@ export interface Cluster {
   prefix: string
   /** Kills one process with SIGKILL and takes it out of the balancer. */
   kill (index: number): Promise<void>
+  /**
+   * Replaces one process as a rolling deploy does: SIGTERM, wait for it to exit (0), start a new one on the same
+   * configuration in its place (in `processes` and in the balancer). Returns the new process.
+   */
+  replace (index: number): Promise<GatewayProcess>
   close (): Promise<void>
 }
 
@@ -114,6 +126,16 @@ ${yaml}
       balancer.markDown(victim.url)
       victim.child.kill('SIGKILL')
       await victim.exited
+    },
+    replace: async (index) => {
+      const old = processes[index]!
+      old.child.kill('SIGTERM')
+      const [code] = await old.exited
+      if (code !== 0) throw new Error(`process ${index} exited with ${String(code)}:\n${old.lines.join('\n')}`)
+      const next = await startGatewayProcess(file)
+      balancer.replace(old.url, next.url)
+      processes[index] = next
+      return next
     },
     close: async () => {
       await balancer.close()
