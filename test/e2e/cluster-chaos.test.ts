@@ -4,7 +4,7 @@ import { startUpstream, type StartedUpstream } from '../fixtures/spawn-upstream.
 import { DEMO_MAIN } from '../helpers/built.ts'
 import { startCluster, type Cluster } from '../helpers/cluster.ts'
 import { ModernRaw } from '../helpers/modern-raw.ts'
-import { RawSession } from '../helpers/raw-session.ts'
+import { legacyTask, RawSession } from '../helpers/raw-session.ts'
 import { REDIS_URL } from '../helpers/redis.ts'
 import { until } from '../helpers/until.ts'
 
@@ -19,6 +19,7 @@ const SLACK_MS = 1500
 const LONG_MS = 600_000
 const LOST = 'gateway process lost during execution'
 const TERMINAL = new Set(['completed', 'failed', 'cancelled'])
+const NATIVE = 'ev__simulate-research-query'
 
 /** One task of the run, whichever era created it. */
 interface Tracked {
@@ -26,6 +27,8 @@ interface Tracked {
   era: 'legacy' | 'modern'
   tool: string
   asks: boolean
+  /** A task of server-everything's own task tool, waiting for its question to be answered when the victim dies. */
+  native: boolean
   /** Runs far longer than the test: still running when the victim is killed, cancelled by the test if it survives. */
   long: boolean
   /** The legacy session that created it. */
@@ -39,17 +42,23 @@ function legacyStatus (reply: Json): Json {
 }
 
 /**
- * 300 tasks of both eras run on three gateway processes behind a round-robin balancer; one process is
- * killed with SIGKILL in the middle. Its tasks are failed (or, for the idempotent tool, run again) by a
- * survivor within the lease; nothing that had completed is lost; the survivors log no unhandled error.
+ * 300 tasks of both eras run on three gateway processes behind a round-robin balancer, 20 more as tasks of
+ * @modelcontextprotocol/server-everything's own (each waiting for an answer); one process is killed with SIGKILL
+ * in the middle. A survivor takes its tasks over within the lease: it resumes the upstream's own tasks (they
+ * complete once answered), runs the idempotent tool again, and fails the rest; nothing that had completed is
+ * lost; the survivors log no unhandled error.
  */
-describe('chaos: one of three gateway processes killed with SIGKILL under 300 tasks', () => {
+describe('chaos: one of three gateway processes killed with SIGKILL under 320 tasks', () => {
   let demo: StartedUpstream
+  let everything: StartedUpstream
   let cluster: Cluster
   let redis: Redis
 
   beforeAll(async () => {
-    demo = await startUpstream(DEMO_MAIN, ['--http', '0'])
+    ;[demo, everything] = await Promise.all([
+      startUpstream(DEMO_MAIN, ['--http', '0']),
+      startUpstream('test/fixtures/everything-http.mjs', [], { readyTimeoutMs: 60_000 }),
+    ])
     cluster = await startCluster(`
 logging: { level: info }
 metrics: { listener: main }
@@ -67,6 +76,13 @@ upstreams:
     resources: { deny: ['*'] }
     toolSettings: { slow: { idempotent: true } }
     maxConcurrentCalls: 400
+  - name: ev
+    transport: streamable-http
+    url: ${JSON.stringify(everything.url)}
+    tools: { allow: [simulate-research-query] }
+    prompts: { deny: ['*'] }
+    resources: { deny: ['*'] }
+    timeouts: { connect: 60s }
 `)
     redis = new Redis(REDIS_URL)
   }, 60_000)
@@ -75,6 +91,7 @@ upstreams:
     await redis?.quit()
     await cluster?.close()
     await demo?.close()
+    await everything?.close()
   })
 
   it('leaves every task terminal, fails or re-runs the lost ones within the lease, and keeps every completed result', async () => {
@@ -94,6 +111,9 @@ upstreams:
       return { i, era: i % 2 === 0 ? 'legacy' as const : 'modern' as const, tool, asks, long, args }
     })
     expect(plan.filter((p) => p.long)).toHaveLength(40)
+    // 20 tasks of the upstream's own task tool (started below), of the two clients that run the long tasks: each
+    // asks its client a question, answered only after the kill, so the victim's are still running when it dies.
+    const natives = Array.from({ length: 20 }, (_, n) => ({ i: 300 + n, era: n % 2 === 0 ? 'legacy' as const : 'modern' as const }))
     for (let start = 0; start < plan.length; start += 30) {
       await Promise.all(plan.slice(start, start + 30).map(async (p) => {
         if (p.era === 'legacy') {
@@ -101,11 +121,11 @@ upstreams:
           const created = await session.request('tools/call', { name: p.tool, arguments: p.args, task: {} })
           const task = (created.result as Json | undefined)?.task as Json | undefined
           if (!task) throw new Error(`legacy task not created: ${JSON.stringify(created)}`)
-          tracked.push({ id: task.taskId as string, era: 'legacy', tool: p.tool, asks: p.asks, long: p.long, session })
+          tracked.push({ id: task.taskId as string, era: 'legacy', tool: p.tool, asks: p.asks, native: false, long: p.long, session })
         } else {
           const created = await modern.request('tools/call', { name: p.tool, arguments: p.args })
           if (created.body.result === undefined) throw new Error(`modern task not created: ${JSON.stringify(created.body)}`)
-          tracked.push({ id: (created.body.result as Json).taskId as string, era: 'modern', tool: p.tool, asks: p.asks, long: p.long })
+          tracked.push({ id: (created.body.result as Json).taskId as string, era: 'modern', tool: p.tool, asks: p.asks, native: false, long: p.long })
         }
       }))
     }
@@ -122,13 +142,13 @@ upstreams:
     }
 
     // Answer half of the elicitations, whichever process runs their task and whichever gets the answer.
-    const answering = tracked.filter((t) => t.asks).filter((_, n) => n % 4 < 2).map(async (task) => {
+    const answer = async (task: Tracked, content: Json): Promise<void> => {
       await until(`task ${task.id} asking`, async () => (await read(task)).status === 'input_required' ? true : undefined, { everyMs: 100 }).catch(() => {})
       if (task.era === 'modern') {
         try {
           const got = (await modern.request('tasks/get', { taskId: task.id })).body.result as Json
           const responses: Json = {}
-          for (const key of Object.keys((got.inputRequests ?? {}) as Json)) responses[key] = { action: 'accept', content: { name: 'Chaos' } }
+          for (const key of Object.keys((got.inputRequests ?? {}) as Json)) responses[key] = { action: 'accept', content }
           await modern.request('tasks/update', { taskId: task.id, inputResponses: responses })
         } catch {
           // Sent to the process that gets killed; the final status is checked below.
@@ -139,7 +159,7 @@ upstreams:
           const stream = await task.session!.stream({ taskResult: task.id }, controller.signal)
           for await (const message of stream) {
             if (message.method !== 'elicitation/create') continue
-            await (await task.session!.post({ jsonrpc: '2.0', id: message.id, result: { action: 'accept', content: { name: 'Chaos' } } })).text()
+            await (await task.session!.post({ jsonrpc: '2.0', id: message.id, result: { action: 'accept', content } })).text()
             break
           }
         } catch {
@@ -148,13 +168,31 @@ upstreams:
           controller.abort()
         }
       }
-    })
+    }
+    const answering = tracked.filter((t) => t.asks && !t.native).filter((_, n) => n % 4 < 2).map(async (task) => { await answer(task, { name: 'Chaos' }) })
 
     // Mid-run: some tasks have completed, most are still running.
     await until('the first completions', async () => {
       const sample = await Promise.all(tracked.slice(0, 40).map(read))
       return sample.filter((s) => s.status === 'completed').length >= 5 ? true : undefined
     }, { everyMs: 100 })
+    // The upstream's own tasks start now, so that their questions (which the upstream waits for 60 s) are
+    // answered in time after the kill; each has asked before the kill.
+    await Promise.all(natives.map(async (p) => {
+      const args = { topic: `chaos ${p.i}`, ambiguous: true }
+      if (p.era === 'legacy') {
+        const id = await legacyTask(sessions[0]!, NATIVE, args)
+        tracked.push({ id, era: 'legacy', tool: NATIVE, asks: true, native: true, long: false, session: sessions[0]! })
+      } else {
+        const created = await modern.request('tools/call', { name: NATIVE, arguments: args })
+        if (created.body.result === undefined) throw new Error(`modern task not created: ${JSON.stringify(created.body)}`)
+        tracked.push({ id: (created.body.result as Json).taskId as string, era: 'modern', tool: NATIVE, asks: true, native: true, long: false })
+      }
+    }))
+    expect(tracked).toHaveLength(320)
+    await Promise.all(tracked.filter((t) => t.native).map(async (task) => {
+      await until(`task ${task.id} asking`, async () => (await read(task)).status === 'input_required' ? true : undefined, { everyMs: 100 })
+    }))
     // Read in parallel batches: one by one, a loaded machine took so long that every task had ended before the kill.
     for (let start = 0; start < tracked.length; start += 25) {
       await Promise.all(tracked.slice(start, start + 25).map(async (task) => {
@@ -175,6 +213,8 @@ upstreams:
     // What the victim left behind, read from Redis before any survivor can have taken it over.
     const stored = await Promise.all(tracked.map(async (t) => await redis.hmget(`${cluster.prefix}task:${t.id}`, 'owner', 'status')))
     const orphans = tracked.filter((_, n) => stored[n]![0] === victimId && !TERMINAL.has(stored[n]![1] ?? ''))
+    // The questions of the upstream's own tasks, asked before the kill, are answered now, through any process.
+    const answeringNatives = tracked.filter((t) => t.native).map(async (task) => { await answer(task, { interpretation: 'after the kill' }) })
     expect(orphans.filter((t) => t.long).length).toBeGreaterThanOrEqual(20)
 
     // The long tasks the victim did not run would outlast the test: their clients cancel them.
@@ -185,7 +225,7 @@ upstreams:
       expect(status, `task ${task.id}`).toBe('cancelled')
     }))
 
-    await Promise.all(answering)
+    await Promise.all([...answering, ...answeringNatives])
     const final = new Map<string, Awaited<ReturnType<typeof read>>>()
     await until('every task terminal', async () => {
       for (const task of tracked) {
@@ -203,8 +243,15 @@ upstreams:
         expect(state.result, `task ${task.id}`).toEqual(task.before!.result)
       }
     }
+    for (const task of tracked.filter((t) => t.native)) {
+      // Resumed when their process died, or never interrupted: completed either way, with the upstream's report.
+      expect(final.get(task.id)!.status, `task ${task.id}`).toBe('completed')
+      expect(JSON.stringify(final.get(task.id)!.result)).toContain('(after the kill)')
+    }
+    expect(orphans.filter((t) => t.native).length).toBeGreaterThan(0)
     for (const task of orphans) {
       const state = final.get(task.id)!
+      if (task.native) continue
       if (task.tool === 'redo__slow') {
         // Idempotent: run again by a survivor, to completion.
         expect(state.status, `task ${task.id}`).toBe('completed')
@@ -227,15 +274,16 @@ upstreams:
     }
     expect(survivors.some((s) => s.lines.some((line) => line.includes('took over the tasks of a lost gateway process')))).toBe(true)
     // The takeovers are counted by the survivors that made them: every orphan once, by what was done with it.
-    const failovers = { rerun: 0, failed: 0 }
+    const failovers = { resumed: 0, rerun: 0, failed: 0 }
     for (const survivor of survivors) {
       const text = await (await fetch(survivor.url.replace(/\/mcp$/, '/metrics'))).text()
-      for (const action of ['rerun', 'failed'] as const) {
+      for (const action of ['resumed', 'rerun', 'failed'] as const) {
         const sample = new RegExp(`^gateway_task_failovers_total\\{action="${action}"\\} (\\d+)$`, 'm').exec(text)
         failovers[action] += Number(sample?.[1] ?? 0)
       }
     }
     const rerun = orphans.filter((t) => t.tool === 'redo__slow').length
-    expect(failovers).toEqual({ rerun, failed: orphans.length - rerun })
+    const resumed = orphans.filter((t) => t.native).length
+    expect(failovers).toEqual({ resumed, rerun, failed: orphans.length - rerun - resumed })
   }, 150_000)
 })
