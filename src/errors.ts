@@ -66,7 +66,7 @@ export const ERRORS = {
   GW_ERR_TASK_REQUIRED: { status: 200, rpc: -32601, message: "Method not found: tool '%s' must be called as a task (taskSupport: required); add params.task" },
   GW_ERR_TASK_RESTARTED: { status: 200, rpc: -32603, message: 'gateway restarted during execution' },
   GW_ERR_TASK_OWNER_LOST: { status: 200, rpc: -32603, message: 'gateway process lost during execution' },
-  GW_ERR_TASK_UNREACHABLE: { status: 200, rpc: -32603, message: "gateway process %s during execution, and the upstream task '%s' could not be reached again: %s" },
+  GW_ERR_TASK_UNREACHABLE: { status: 200, rpc: -32603, message: 'gateway process %s during execution, and %s could not be reached again: %s' },
   GW_ERR_TASK_HANDED_OVER: { status: 200, rpc: -32603, message: 'this gateway process handed the task over to another (%s); the upstream task runs on' },
   GW_ERR_TASK_RESULT_TOO_LARGE: { status: 200, rpc: -32060, message: 'the upstream\'s result of %s bytes is over the %s bytes a task may store (tasks.maxResultBytes); ask the tool for less, or raise the limit' },
   GW_ERR_INPUT_EXPIRED: { status: 200, rpc: -32603, message: 'the upstream stopped waiting for the answer to %s' },

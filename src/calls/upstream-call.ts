@@ -2,6 +2,7 @@ import { GatewayError, isHandover } from '../errors.ts'
 import type { JsonObject } from '../wire/jsonrpc.ts'
 import { isInputMethod, type InflightCall } from '../upstream/call-attribution.ts'
 import type { SessionAddress, SessionRequestOptions, UpstreamSession } from '../upstream/upstream-session.ts'
+import type { TaskResume } from '../store/types.ts'
 
 const RELATED_TASK = 'io.modelcontextprotocol/related-task'
 /** Retention asked of an upstream for its own task when we run a native task tool. */
@@ -16,6 +17,25 @@ function withoutRelatedTask (result: JsonObject): JsonObject {
   if (!meta || !(RELATED_TASK in meta)) return result
   const { [RELATED_TASK]: _dropped, ...rest } = meta
   return Object.keys(rest).length > 0 ? { ...result, _meta: rest } : Object.fromEntries(Object.entries(result).filter(([k]) => k !== '_meta'))
+}
+
+/**
+ * The options of a task's plain call with a hook that tells the task, once, where the call's response stream
+ * can be replayed from: only a legacy-era upstream session with an id can replay a stream to another process.
+ */
+function withStreamHook (session: UpstreamSession, options: CallOptions, task: UpstreamTaskHooks | undefined): CallOptions {
+  const streamed = task?.streamed
+  if (streamed === undefined || !task!.resumable) return options
+  const address = session.address()
+  if (address === undefined || address.sessionId === null || address.era !== 'legacy') return options
+  let told = false
+  return Object.assign({}, options, {
+    onResumptionToken: (token: string) => {
+      if (told) return
+      told = true
+      streamed(token, address)
+    },
+  })
 }
 
 /**
@@ -54,14 +74,19 @@ async function withInputRounds (
   return result
 }
 
-/** How a call that runs as the upstream's own task is tied to a gateway task (see TaskRunner). */
+/** How a task's call is tied to the upstream work another process could reach again (see TaskRunner). */
 export interface UpstreamTaskHooks {
-  /** The upstream task an earlier run created (another gateway process): its result is waited for, no tool is called. */
-  existing?: { upstreamTaskId: string } & SessionAddress
-  /** Whether the upstream's task may be reached from another process (only then is `created` told where it is). */
+  /**
+   * The upstream work an earlier run started (another gateway process): the upstream task whose result is waited
+   * for, or the call stream that is replayed. No tool is called.
+   */
+  existing?: TaskResume
+  /** Whether the upstream work may be reached from another process (only then are `created` and `streamed` told). */
   resumable: boolean
   /** Told where the new upstream task is; awaited before its result is waited for. */
   created? (upstreamTaskId: string, address: SessionAddress | undefined): Promise<void>
+  /** A plain call's response stream can be replayed from `resumptionToken` (told once, for its first event). */
+  streamed? (resumptionToken: string, address: SessionAddress): void
   /** With `existing`: the session it was rejoined on, before its result is waited for (answers still owed go on it). */
   rejoined? (session: UpstreamSession): void
 }
@@ -75,10 +100,7 @@ async function upstreamTaskResult (session: UpstreamSession, call: InflightCall,
   call.upstreamTaskId = upstreamTaskId
   const cancelUpstream = (): void => {
     // Handed over: another process waits for the upstream task now, on the same upstream session.
-    if (isHandover(options.signal.reason)) {
-      session.keepUpstream()
-      return
-    }
+    if (isHandover(options.signal.reason)) return
     void session.request('tasks/cancel', { taskId: upstreamTaskId }, { timeout: 10_000 }).catch(() => {})
   }
   options.signal.addEventListener('abort', cancelUpstream, { once: true })
@@ -105,12 +127,38 @@ export async function callUpstream (
   options: CallOptions,
   task?: UpstreamTaskHooks,
 ): Promise<JsonObject> {
-  const { onprogress: _progress, ...plain } = options
-  if (task?.existing !== undefined) {
-    task.rejoined?.(session)
-    return await upstreamTaskResult(session, call, task.existing.upstreamTaskId, plain)
+  if (task === undefined) return await callOnce(session, call, method, params, native, options, undefined)
+  // A call handed over to another process leaves its upstream session open and its upstream work running.
+  const onHandover = (): void => {
+    if (!isHandover(options.signal.reason)) return
+    call.handedOver = true
+    session.keepUpstream()
   }
-  if (method !== 'tools/call' || !native) return await withInputRounds(session, call, method, params, options)
+  options.signal.addEventListener('abort', onHandover, { once: true })
+  try {
+    return await callOnce(session, call, method, params, native, options, task)
+  } finally {
+    options.signal.removeEventListener('abort', onHandover)
+  }
+}
+
+async function callOnce (
+  session: UpstreamSession,
+  call: InflightCall,
+  method: 'tools/call' | 'prompts/get',
+  params: JsonObject,
+  native: boolean,
+  options: CallOptions,
+  task: UpstreamTaskHooks | undefined,
+): Promise<JsonObject> {
+  const { onprogress: _progress, ...plain } = options
+  const existing = task?.existing
+  if (existing !== undefined) {
+    task!.rejoined?.(session)
+    if (existing.kind === 'native') return await upstreamTaskResult(session, call, existing.upstreamTaskId, plain)
+    return await session.request(method, params, Object.assign({}, options, { call, resumptionToken: existing.resumptionToken }))
+  }
+  if (method !== 'tools/call' || !native) return await withInputRounds(session, call, method, params, withStreamHook(session, options, task))
   const created = await session.request('tools/call', { ...params, task: { ttl: UPSTREAM_TASK_TTL_MS } }, { ...plain, call })
   const upstreamTaskId = (created.task as JsonObject | undefined)?.taskId
   if (typeof upstreamTaskId !== 'string') return created

@@ -25,12 +25,12 @@ const toolSettingsSchema = z.strictObject({
     .describe('whether clients may (`optional`), must (`required`) or must not (`forbidden`) call this tool as a task; overrides the upstream\'s taskSupport; default: the upstream\'s taskSupport'),
   idempotent: z.boolean().prefault(false)
     .describe('the tool is safe to run twice: a task of it that was running when the gateway stopped (or whose gateway process was lost) is run again from the start instead of failed'),
-  upstreamTasks: z.enum(['auto', 'off']).optional()
-    .describe('overrides the upstream\'s upstreamTasks for this tool'),
+  resume: z.enum(['auto', 'off']).optional()
+    .describe('overrides the upstream\'s resume for this tool'),
 }).describe('settings for one tool, by its upstream name')
 
-const upstreamTasksSchema = z.enum(['auto', 'off']).prefault('auto')
-  .describe('`auto`: a task of a tool the upstream can run as its own task (its taskSupport is `optional` or `required`) runs as one, and on a Streamable HTTP upstream the gateway records where it is, so that another gateway process (or this one after a restart) resumes it instead of failing it; `off`: only tools the upstream requires as tasks run as its tasks, and a task whose gateway process stops is failed (or run again when `idempotent`)')
+const resumeSchema = z.enum(['auto', 'off']).prefault('auto')
+  .describe('`auto`: on a Streamable HTTP upstream, running tasks survive the gateway process that runs them where the upstream allows it: a task of a tool the upstream can run as its own task (its taskSupport is `optional` or `required`) runs as one, and a task of any other tool is resumed when the upstream gives its call stream SSE event ids (it can replay it); another gateway process (or the next one on a SQLite file) then takes the task over instead of failing it; `off`: only tools the upstream requires as tasks run as its tasks, and a task whose gateway process stops is failed (or run again when `idempotent`)')
 
 /** `connect` defaults to 60s for stdio (a package runner may download the server first) and 10s for HTTP. */
 function timeoutsSchema (connect: '60s' | '10s') {
@@ -57,7 +57,7 @@ const upstreamCommon = {
     .describe('which of the upstream\'s resources and resource templates the gateway exposes, matched by their name (or URI when they have none)'),
   toolSettings: z.record(z.string(), toolSettingsSchema).prefault({})
     .describe('settings per tool, by the upstream\'s own tool name'),
-  upstreamTasks: upstreamTasksSchema,
+  resume: resumeSchema,
   taskSupport: taskSupportSchema.prefault('optional')
     .describe('whether this upstream\'s tools may (`optional`), must (`required`) or must not (`forbidden`) be called as tasks; `required` breaks clients that cannot do tasks'),
   sessions: z.enum(['per-client', 'shared', 'per-call']).prefault('per-client')

@@ -25,7 +25,8 @@ export function statusEvent (to: TaskStatus, patch: TaskPatch, now: number, outc
     ...(patch.statusMessage !== undefined && { statusMessage: patch.statusMessage }),
     ...(patch.by !== undefined && { process: patch.by }),
     ...(outcomeJson !== undefined && { resultBytes: Buffer.byteLength(outcomeJson, 'utf8') }),
-    ...(patch.resume != null && { upstreamTask: patch.resume.upstreamTaskId }),
+    ...(patch.resume?.kind === 'native' && { upstreamTask: patch.resume.upstreamTaskId }),
+    ...(patch.resume?.kind === 'stream' && { replayable: true as const }),
   }
 }
 

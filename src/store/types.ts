@@ -47,15 +47,29 @@ export type TaskOutcome = { result: JsonObject } | { error: WireError }
  * that started it stopped: the upstream's own task, and the upstream session it lives in. A task that has it
  * is adopted by the process taking it over (it asks the upstream for the task's outcome) instead of failed.
  */
-export interface TaskResume {
-  kind: 'native'
-  /** The upstream's own task id. */
-  upstreamTaskId: string
-  /** The upstream session the upstream task belongs to (its Mcp-Session-Id); null when the upstream has none. */
+export type TaskResume = NativeTaskResume | StreamResume
+
+/** The upstream session the upstream work belongs to. */
+export interface ResumeAddress {
+  /** Its Mcp-Session-Id; null when the upstream has none. */
   sessionId: string | null
   /** The protocol version negotiated on that session, sent again on every request of a new owner. */
   protocolVersion: string
   era: 'legacy' | 'modern'
+}
+
+/** The upstream runs the call as a task of its own. */
+export interface NativeTaskResume extends ResumeAddress {
+  kind: 'native'
+  /** The upstream's own task id. */
+  upstreamTaskId: string
+}
+
+/** A plain call whose response stream the upstream can replay (SSE event ids, Last-Event-ID). */
+export interface StreamResume extends ResumeAddress {
+  kind: 'stream'
+  /** Where the stream is replayed from: the call's JSON-RPC id and the first event id, opaque to the store. */
+  resumptionToken: string
 }
 
 /** A durable task over one upstream tools/call, in a neutral (era-independent) form. */
@@ -119,9 +133,19 @@ export type TaskEvent =
   | { type: 'created', at: number, process: string }
   /**
    * A move that won, to `status`; `statusMessage` only when the move set it; `resultBytes` when it stored an
-   * outcome; `upstreamTask` when it recorded the upstream task the call runs as (TaskPatch.resume).
+   * outcome; `upstreamTask` when it recorded the upstream task the call runs as, `replayable` when it recorded
+   * that the call's stream can be replayed (TaskPatch.resume).
    */
-  | { type: 'status', at: number, status: TaskStatus, statusMessage?: string | null, process?: string, resultBytes?: number, upstreamTask?: string }
+  | {
+    type: 'status',
+    at: number,
+    status: TaskStatus,
+    statusMessage?: string | null,
+    process?: string,
+    resultBytes?: number,
+    upstreamTask?: string,
+    replayable?: true,
+  }
   | { type: 'input', at: number, key: string, method: string }
   | { type: 'input_settled', at: number, key: string, state: 'answered' | 'expired' }
   /** Another process took the task over from `from` (whose lease lapsed, or after a restart). */

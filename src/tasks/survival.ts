@@ -5,29 +5,35 @@ import { upstreamTaskPlan } from './upstream-task-link.ts'
 /**
  * What becomes of a running task of a tool when its gateway process stops (a deploy, a crash): `resumable` (the
  * upstream runs it as its own task, which another process, or the next one on the store, reaches again),
- * `rerun` (an idempotent tool, run again from the start) or `lost` (failed: "gateway process lost during
- * execution", or "gateway restarted during execution").
+ * `replayable` (a plain call on an upstream whose call streams another process can replay: resumed when the
+ * upstream gives its stream event ids), `rerun` (an idempotent tool, run again from the start) or `lost` (failed:
+ * "gateway process lost during execution", or "gateway restarted during execution").
  */
-export type Survival = 'resumable' | 'rerun' | 'lost'
+export type Survival = 'resumable' | 'replayable' | 'rerun' | 'lost'
+
+/** What becomes of the running tasks of an upstream's other tools (neither its own tasks nor idempotent). */
+export type OthersSurvival = 'resumed if the upstream replays the call stream (SSE event ids), else lost' | 'lost'
 
 /** One upstream's answer to "what does a restart cost": its tools by what becomes of their running tasks. */
 export interface UpstreamSurvival {
   upstream: string
   transport: string
-  upstreamTasks: 'auto' | 'off'
+  resume: 'auto' | 'off'
   /** Tools whose running tasks are resumed (their upstream's own tasks, recorded where they run). */
   resumable: string[]
   /** Idempotent tools (toolSettings) whose running tasks run again. */
   rerun: string[]
   /** What becomes of a running task of any other tool. */
-  others: 'lost'
-  /** Why tools the upstream runs as tasks are not resumable, when they are not. */
+  others: OthersSurvival
+  /** Why its running tasks are not resumed, when they are not. */
   note?: string
 }
 
 export function survivalOf (upstream: Upstream, tool: string, support: TaskSupport | undefined): Survival {
-  if (upstreamTaskPlan(upstream, tool, support).resumable) return 'resumable'
-  return upstream.config.toolSettings[tool]?.idempotent === true ? 'rerun' : 'lost'
+  const plan = upstreamTaskPlan(upstream, tool, support)
+  if (plan.native && plan.resumable) return 'resumable'
+  if (upstream.config.toolSettings[tool]?.idempotent === true) return 'rerun'
+  return plan.resumable ? 'replayable' : 'lost'
 }
 
 /**
@@ -44,12 +50,15 @@ export function upstreamSurvival (upstream: Upstream, nativeTools: ReadonlyMap<s
     if (survival === 'resumable') resumable.push(tool)
     else if (survival === 'rerun') rerun.push(tool)
   }
-  const note = nativeTools.size === 0
-    ? undefined
-    : config.upstreamTasks === 'off'
-      ? 'upstreamTasks is off: its own tasks are not resumed'
-      : config.transport !== 'streamable-http'
-        ? `a ${config.transport} upstream session ends with the gateway process that opened it: its own tasks cannot be resumed`
-        : undefined
-  return { upstream: upstream.name, transport: config.transport, upstreamTasks: config.upstreamTasks, resumable, rerun, others: 'lost', ...(note !== undefined && { note }) }
+  const note = config.resume === 'off'
+    ? 'resume is off: running tasks of this upstream are not resumed'
+    : config.transport !== 'streamable-http'
+      ? `a ${config.transport} upstream session ends with the gateway process that opened it: its running calls cannot be resumed`
+      : undefined
+  const others: OthersSurvival = config.resume === 'auto' && config.transport === 'streamable-http'
+    ? 'resumed if the upstream replays the call stream (SSE event ids), else lost'
+    : 'lost'
+  const survival: UpstreamSurvival = { upstream: upstream.name, transport: config.transport, resume: config.resume, resumable, rerun, others }
+  if (note !== undefined) survival.note = note
+  return survival
 }

@@ -64,6 +64,15 @@ export class TaskInputs {
     signal: AbortSignal,
     upstreamRequestId?: string | number,
   ): Promise<JsonObject> {
+    // A resumed task's upstream may ask again what it asked an earlier owner (a replayed stream): the same request.
+    if (task.resume !== null && upstreamRequestId !== undefined) {
+      const asked = (await this.#store.inputsOf(task.id)).find((input) => input.upstreamRequestId === upstreamRequestId && input.state !== 'expired')
+      if (asked?.answer != null) {
+        if ('error' in asked.answer) throw new RpcError(asked.answer.error.code, asked.answer.error.message, asked.answer.error.data)
+        return asked.answer.result
+      }
+      if (asked !== undefined) return await this.awaitAnswer(asked, signal)
+    }
     const now = Date.now()
     const input: InputRecord = {
       key: `in-${randomId()}`,

@@ -270,14 +270,18 @@ export class TaskRunner {
     const upstreamTask: UpstreamTaskHooks = {
       resumable: plan.resumable,
       created: async (upstreamTaskId, address) => {
-        if (address === undefined) return
-        const write = statusWrites.then(async () => {
-          const running = this.#running.get(task.id)
-          if (await this.#recordResume(task, { kind: 'native', upstreamTaskId, ...address }) && running !== undefined) running.resumable = true
-        })
-        statusWrites = write.catch(() => {})
-        await write.catch((err: unknown) => this.#deps.log.warn({ err, taskId: task.id }, 'could not record where the upstream task of a task runs: it cannot be resumed by another process'))
+        if (address !== undefined) await record({ kind: 'native', upstreamTaskId, ...address })
       },
+      streamed: (resumptionToken, address) => { void record({ kind: 'stream', resumptionToken, ...address }) },
+    }
+    // Written in order with the status messages; the call goes on whether or not the write succeeds.
+    const record = async (resume: TaskResume): Promise<void> => {
+      const write = statusWrites.then(async () => {
+        const running = this.#running.get(task.id)
+        if (await this.#recordResume(task, resume) && running !== undefined) running.resumable = true
+      })
+      statusWrites = write.catch(() => {})
+      await write.catch((err: unknown) => this.#deps.log.warn({ err, taskId: task.id }, 'could not record where the upstream work of a task runs: it cannot be resumed by another process'))
     }
     if (task.resume !== null) {
       upstreamTask.existing = task.resume

@@ -10,6 +10,7 @@ import type { SignalBus, TaskCursor, TaskRecord, TaskStore } from '../store/type
 import type { TaskEvents } from './task-events.ts'
 import type { TaskInputs } from './task-inputs.ts'
 import { cancelChannel, type TaskRunner } from './task-runner.ts'
+import { resumedWork } from './upstream-task-link.ts'
 import { isTerminal, sourcesOf } from '../wire/task-state.ts'
 import { randomId } from '../wire/random-id.ts'
 
@@ -300,7 +301,7 @@ export class TaskService {
       if (input.upstreamRequestId === undefined) await this.#tasks.settleInput(input.key, 'expired', null, Date.now())
     }
     if (why === 'lost') await this.#bus.publish(cancelChannel(task.id), { taskId: task.id, handover: true })
-    this.#log.info({ taskId: task.id, upstream: task.upstream, tool: task.tool, upstreamTask: task.resume?.upstreamTaskId, from: task.owner, why }, 'resuming the upstream task of a task another gateway process ran')
+    this.#log.info({ taskId: task.id, upstream: task.upstream, tool: task.tool, resumes: task.resume === null ? undefined : resumedWork(task.resume), from: task.owner, why }, 'resuming the upstream work of a task another gateway process ran')
     this.#runner.start(task)
   }
 

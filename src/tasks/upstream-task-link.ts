@@ -1,7 +1,7 @@
 import { GatewayError, RpcError, errorMessage } from '../errors.ts'
 import type { TaskSupport } from '../config/schema.ts'
 import type { Logger } from '../observability/logger.ts'
-import type { TaskOutcome, TaskRecord, TaskStore } from '../store/types.ts'
+import type { TaskOutcome, TaskRecord, TaskResume, TaskStore } from '../store/types.ts'
 import type { Upstream } from '../upstream/upstream.ts'
 import type { UpstreamSession } from '../upstream/upstream-session.ts'
 import type { TaskInputs } from './task-inputs.ts'
@@ -12,20 +12,27 @@ import type { TaskInputs } from './task-inputs.ts'
  */
 
 export interface UpstreamTaskPlan {
+  /** The call runs as the upstream's own task. */
   native: boolean
+  /** Another process may reach the upstream work again: the upstream task, or a plain call's replayable stream. */
   resumable: boolean
 }
 
 /**
- * Whether a task of `tool` runs as the upstream's own task, and whether that task can be resumed by another
- * gateway process: `upstreamTasks: auto` (the default) on a Streamable HTTP upstream whose tool supports tasks.
- * A tool the upstream requires as a task always runs as one.
+ * Whether a task of `tool` runs as the upstream's own task, and whether another gateway process may resume it:
+ * with `resume: auto` (the default) on a Streamable HTTP upstream, a tool the upstream can run as a task runs as
+ * one, and any other call is resumed if the upstream replays its stream. A tool the upstream requires as a task
+ * always runs as one.
  */
 export function upstreamTaskPlan (upstream: Upstream, tool: string, support: TaskSupport | undefined): UpstreamTaskPlan {
   const config = upstream.config
-  const resumable = (config.toolSettings[tool]?.upstreamTasks ?? config.upstreamTasks) === 'auto' && config.transport === 'streamable-http'
-  const offered = support === 'required' || support === 'optional'
-  return { native: support === 'required' || (offered && resumable), resumable: offered && resumable }
+  const resumable = (config.toolSettings[tool]?.resume ?? config.resume) === 'auto' && config.transport === 'streamable-http'
+  return { native: support === 'required' || (support === 'optional' && resumable), resumable }
+}
+
+/** What a resumed task reaches again, for logs and messages: the upstream task, or the call's stream. */
+export function resumedWork (resume: TaskResume): string {
+  return resume.kind === 'native' ? `upstream task '${resume.upstreamTaskId}'` : 'the stream of its upstream call'
 }
 
 /**
@@ -35,7 +42,7 @@ export function upstreamTaskPlan (upstream: Upstream, tool: string, support: Tas
  */
 export function unreachable (task: TaskRecord, err: unknown): GatewayError | undefined {
   if (task.resume === null || (err instanceof RpcError && err.rpcCode !== -32602)) return undefined
-  return new GatewayError('GW_ERR_TASK_UNREACHABLE', ['stopped', task.resume.upstreamTaskId, errorMessage(err)], { cause: err })
+  return new GatewayError('GW_ERR_TASK_UNREACHABLE', ['stopped', resumedWork(task.resume), errorMessage(err)], { cause: err })
 }
 
 export interface AnswerDeps {

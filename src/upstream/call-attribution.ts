@@ -26,6 +26,8 @@ export interface InflightCall {
   upstreamTaskId: string | undefined
   /** Input requests of this call the client has not answered yet. */
   waiting: number
+  /** Another gateway process goes on with the call's upstream work: the upstream is told nothing of its end. */
+  handedOver: boolean
 }
 
 /** Names the call a request is sent for; read and removed by AttributingTransport, never sent upstream. */
@@ -84,7 +86,7 @@ export class CallRegistry {
   }
 
   begin (owner: string, sink: CallSink): InflightCall {
-    const call: InflightCall = { id: this.#next++, owner, sink, upstreamTaskId: undefined, waiting: 0 }
+    const call: InflightCall = { id: this.#next++, owner, sink, upstreamTaskId: undefined, waiting: 0, handedOver: false }
     this.#calls.set(call.id, call)
     return call
   }
@@ -161,6 +163,11 @@ export class CallRegistry {
     if (Object.keys(headers!).length === 1) return undefined
     const { [CALL_HEADER]: _tag, ...rest } = headers!
     return rest
+  }
+
+  /** Whether request `id` belongs to a call another gateway process goes on with (its cancellation is not sent). */
+  handedOver (id: RequestId): boolean {
+    return this.#byRequest.get(id)?.handedOver === true
   }
 
   /** Called by the transport once the response to request `id` was handed on. */
@@ -252,6 +259,8 @@ export class AttributingTransport implements Transport {
 
   send (message: JSONRPCMessage, options?: TransportSendOptions): Promise<void> {
     const shape = message as MessageShape
+    // The SDK cancels a request whose call was aborted; a call handed over to another process goes on upstream.
+    if (shape.method === 'notifications/cancelled' && this.#calls.handedOver((shape.params as { requestId?: RequestId } | undefined)?.requestId ?? '')) return Promise.resolve()
     if (shape.id === undefined || shape.method === undefined || options?.headers === undefined) return this.#inner.send(message, options)
     return this.#inner.send(message, { ...options, headers: this.#calls.sent(shape.id, options.headers) })
   }

@@ -6,8 +6,20 @@ import type { ArrivalInfo } from './call-attribution.ts'
 import { upstreamHttpError } from './http-dispatcher.ts'
 import { JsonStreamParser } from './json-stream-parser.ts'
 import { SseParser } from './sse-parser.ts'
+import { setTimeout as delay } from 'node:timers/promises'
+import { errorMessage } from '../errors.ts'
+import { decodeResumptionToken, encodeResumptionToken } from './resumption-token.ts'
 
 const PROTOCOL_VERSION_META_KEY = 'io.modelcontextprotocol/protocolVersion'
+/** How long a replayed stream may stay silent before it is asked for again from its last event (see #followReplay). */
+const REPLAY_SILENCE_MS = 1000
+
+/** A call's stream replayed to this process: its response, sent as `from`, is handed on as `to`, once. */
+interface Replayed {
+  from: string | number
+  to: string | number
+  answered: boolean
+}
 /** Reconnect attempts of the standalone GET stream before the transport reports an error. */
 const GET_RETRIES = 3
 
@@ -87,16 +99,18 @@ export class StreamableHttpTransport implements Transport {
 
   async send (message: JSONRPCMessage, options?: TransportSendOptions): Promise<void> {
     const msg = message as Message
+    if (options?.resumptionToken !== undefined && msg.id !== undefined) return await this.#replay(msg, options.resumptionToken, options)
     const headers = this.#headers('application/json, text/event-stream', options?.headers)
     headers['content-type'] = 'application/json'
     this.#bodyDerivedHeaders(headers, msg)
     const signal = options?.requestSignal ? AbortSignal.any([options.requestSignal, this.#closed.signal]) : this.#closed.signal
+    const wireId = this.#idPrefix !== undefined && msg.method !== undefined && msg.id !== undefined ? `${this.#idPrefix}${String(msg.id)}` : msg.id
     const res = await this.#options.dispatcher.request({
       origin: this.#options.url.origin,
       path: this.#path,
       method: 'POST',
       headers,
-      body: JSON.stringify(this.#idPrefix !== undefined && msg.method !== undefined && msg.id !== undefined ? { ...msg, id: `${this.#idPrefix}${String(msg.id)}` } : message),
+      body: JSON.stringify(wireId === msg.id ? message : { ...msg, id: wireId }),
       signal,
     })
     const session = res.headers['mcp-session-id']
@@ -115,9 +129,15 @@ export class StreamableHttpTransport implements Transport {
     }
     if (type.includes('text/event-stream')) {
       const requestSignal = options?.requestSignal
+      // Each event id of a request's stream is where another process could replay it from (resumption-token.ts).
+      const onresumptiontoken = options?.onresumptiontoken
+      const requestId = wireId as string | number
+      const onEventId = onresumptiontoken === undefined
+        ? undefined
+        : (eventId: string) => { onresumptiontoken(encodeResumptionToken({ requestId, eventId })) }
       // A stream the caller did not abort ended (a listen stream learns so that the upstream ended it); told
       // after the response that may have ended it, which is handed on a macrotask later (see #deliver).
-      void this.#readStream(res.body, undefined, msg.id as string | number | undefined, requestSignal).then(() => {
+      void this.#readStream(res.body, undefined, msg.id as string | number | undefined, requestSignal, onEventId).then(() => {
         setImmediate(() => { if (requestSignal?.aborted !== true && !this.#closed.signal.aborted) options?.onRequestStreamEnd?.() })
       })
       return
@@ -218,19 +238,99 @@ export class StreamableHttpTransport implements Transport {
     } else this.onmessage?.(message, viaRequest === undefined ? undefined : { viaRequest } satisfies ArrivalInfo as never)
   }
 
-  /** Reads one SSE body to its end (the response stream of request `viaRequest`, if any); returns the id of the last event seen. */
+  /**
+   * Reads the rest of a request's stream that another gateway process started (a call it ran, which this one
+   * adopted): a GET with Last-Event-ID on the same session, whose replay ends with the call's response. The
+   * response carries the call's first id and is handed on under `msg`'s; notifications of the replay (progress
+   * and log messages the first process may have passed on already) are dropped, requests of the upstream
+   * (elicitation, sampling) go to the call.
+   */
+  async #replay (msg: Message, token: string, options: TransportSendOptions): Promise<void> {
+    const position = decodeResumptionToken(token)
+    if (position === undefined) throw new Error('not a resumption token of this gateway')
+    const replayed: Replayed = { from: position.requestId, to: msg.id as string | number, answered: false }
+    const res = await this.#replayFrom(position.eventId, options)
+    if (res.statusCode !== 200) throw upstreamHttpError(res.statusCode, undefined, res.text)
+    void this.#followReplay(res.body!, position.eventId, replayed, options)
+  }
+
+  /**
+   * Reads a replayed stream until the call's response came. A stream that ends, or stays silent for
+   * REPLAY_SILENCE_MS, is asked for again from its last event: some upstreams replay a stream but do not go on
+   * sending the call's later events on it; they store them, and the next replay has them.
+   */
+  async #followReplay (body: Dispatcher.ResponseData['body'], from: string, replayed: Replayed, options: TransportSendOptions): Promise<void> {
+    let last = from
+    let current: Dispatcher.ResponseData['body'] | undefined = body
+    const gone = (): boolean => this.#closed.signal.aborted || options.requestSignal?.aborted === true
+    while (current !== undefined && !replayed.answered && !gone()) {
+      const reading = current
+      let silence: NodeJS.Timeout | undefined
+      const quiet = (): void => {
+        clearTimeout(silence)
+        silence = setTimeout(() => { reading.destroy() }, REPLAY_SILENCE_MS)
+      }
+      quiet()
+      last = await this.#readStream(reading, last, replayed.to, options.requestSignal, quiet, replayed) ?? last
+      clearTimeout(silence)
+      current = undefined
+      while (!replayed.answered && !gone() && current === undefined) {
+        const failed = (err: unknown): { statusCode: number, text: string, body: undefined } => ({ statusCode: 0, text: errorMessage(err), body: undefined })
+        const res = await this.#replayFrom(last, options).catch(failed)
+        if (res.statusCode === 200) current = res.body
+        else if (res.statusCode === 404 || res.statusCode === 400) {
+          // The upstream no longer knows the session or the stream: the call cannot be reached again.
+          this.#deliver({ jsonrpc: '2.0', id: replayed.to, error: { code: -32602, message: `the upstream no longer replays the call's stream (HTTP ${res.statusCode}: ${res.text.slice(0, 200)})` } } as Message)
+          return
+        } else await delay(REPLAY_SILENCE_MS, undefined, { signal: this.#closed.signal }).catch(() => {})
+      }
+    }
+  }
+
+  /** A GET for the events after `eventId`: the SSE body, or the status and text of a refusal. */
+  async #replayFrom (eventId: string, options: TransportSendOptions): Promise<{ statusCode: number, text: string, body: Dispatcher.ResponseData['body'] | undefined }> {
+    const headers = this.#headers('text/event-stream', options.headers)
+    headers['last-event-id'] = eventId
+    const signal = options.requestSignal ? AbortSignal.any([options.requestSignal, this.#closed.signal]) : this.#closed.signal
+    const res = await this.#options.dispatcher.request({ origin: this.#options.url.origin, path: this.#path, method: 'GET', headers, signal })
+    const type = String(res.headers['content-type'] ?? '')
+    if (res.statusCode === 200 && type.includes('text/event-stream')) return { statusCode: 200, text: '', body: res.body }
+    const text = await res.body.text()
+    return { statusCode: res.statusCode === 200 ? 502 : res.statusCode, text: text === '' ? `no replay (${type || 'no content type'})` : text, body: undefined }
+  }
+
+  /**
+   * Reads one SSE body to its end (the response stream of request `viaRequest`, if any); returns the id of the
+   * last event seen. `onEventId` hears each event id; `replayed`: the stream replays the call `from`, handed on
+   * as `to` (see #replay).
+   */
   async #readStream (
     body: AsyncIterable<Buffer>,
     lastEventId: string | undefined,
     viaRequest?: string | number,
     requestSignal?: AbortSignal,
+    onEventId?: (eventId: string) => void,
+    replayed?: Replayed,
   ): Promise<string | undefined> {
     let last = lastEventId
     const parser = new SseParser((event) => {
-      if (event.id !== undefined) last = event.id
+      if (event.id !== undefined) {
+        last = event.id
+        onEventId?.(event.id)
+      }
       if (event.data === '' || (event.event !== undefined && event.event !== 'message')) return
       try {
-        this.#deliver(JSON.parse(event.data) as Message, viaRequest)
+        let message = JSON.parse(event.data) as Message
+        if (replayed !== undefined) {
+          // Notifications were passed on by the process that made the call; responses of other calls are not this one's.
+          if (message.method !== undefined && message.id === undefined) return
+          if (isResponse(message)) {
+            if (message.id !== replayed.from || replayed.answered) return
+            replayed.answered = true
+            message = { ...message, id: replayed.to }
+          }
+        }
+        this.#deliver(message, viaRequest)
       } catch (err) {
         this.onerror?.(new Error(`upstream sent an SSE event that is not JSON: ${(err as Error).message}`))
       }

@@ -69,6 +69,10 @@ export interface SessionRequestOptions {
   allowInputRequired?: boolean
   /** The span the request is made for (tracing on): the request gets a client span under it, passed on upstream. */
   trace?: TraceParent | undefined
+  /** Streamable HTTP: hears where the request's response stream could be replayed from (see resumption-token.ts). */
+  onResumptionToken?: ((token: string) => void) | undefined
+  /** Streamable HTTP: instead of sending the request, replay the response stream of the one the token names. */
+  resumptionToken?: string | undefined
 }
 
 const passthrough = z.looseObject({})
@@ -262,6 +266,8 @@ export class UpstreamSession {
       ...(options.onprogress && { onprogress: options.onprogress as unknown as RequestOptions['onprogress'] }),
       ...(headers && { headers }),
       ...(options.allowInputRequired === true && { allowInputRequired: true }),
+      ...(options.onResumptionToken && { onresumptiontoken: options.onResumptionToken }),
+      ...(options.resumptionToken !== undefined && { resumptionToken: options.resumptionToken }),
     }
     return await this.client.request(request, passthrough, sdkOptions) as JsonObject
   }

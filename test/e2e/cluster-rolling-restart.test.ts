@@ -51,7 +51,8 @@ upstreams:
   })
 
   it('fails no task: each completes once upstream with its real report, questions asked before it answered after it', { timeout: 120_000 }, async () => {
-    const sessions = await Promise.all(Array.from({ length: 10 }, async () => await RawSession.open(cluster.url, { elicitation: { form: {} } })))
+    const elicitation = { elicitation: { form: {} } }
+    const sessions = await Promise.all(Array.from({ length: 10 }, async () => await RawSession.open(cluster.url, elicitation)))
     const tasks = await Promise.all(Array.from({ length: TASKS }, async (_, i) => {
       const session = sessions[i % sessions.length]!
       const ambiguous = i % 2 === 0

@@ -4,10 +4,10 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import Database from 'better-sqlite3'
 import { Redis } from 'ioredis'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { startUpstream, type StartedUpstream } from '../fixtures/spawn-upstream.ts'
 import { CountingProxy } from '../helpers/counting-proxy.ts'
-import { loggedLine, startGatewayProcess, writeConfig, type GatewayProcess } from '../helpers/process.ts'
+import { loggedLine, startGatewayProcess, stopAll, writeConfig, type GatewayProcess } from '../helpers/process.ts'
 import { legacyTask, next, RawSession } from '../helpers/raw-session.ts'
 import { purge, REDIS_URL } from '../helpers/redis.ts'
 import { until } from '../helpers/until.ts'
@@ -45,6 +45,9 @@ upstreams:
     timeouts: { connect: 60s }
 `)
   }, 90_000)
+
+  // Each test starts its own processes on the store: those of an earlier test must not take its tasks over.
+  afterEach(async () => { await stopAll(processes) })
 
   afterAll(async () => {
     for (const gateway of processes) if (gateway.child.exitCode === null && gateway.child.signalCode === null) gateway.child.kill('SIGTERM')
@@ -85,6 +88,22 @@ upstreams:
       expect(JSON.stringify(result.result)).toContain(`Research Report: topic ${i}`)
     }
     expect(proxy.count('tools/call simulate-research-query') - before).toBe(10)
+  })
+
+  it('a plain call whose stream the upstream replays (its own event store) completes after the kill, called once', { timeout: 90_000 }, async () => {
+    const [a, b] = await Promise.all([gateway(), gateway()])
+    const session = await RawSession.open(a.url)
+    const taskId = await legacyTask(session, 'ev__trigger-long-running-operation', { duration: 3, steps: 3 })
+    await until('the task recording its replayable stream', async () => {
+      const res = await redis.hget(`${prefix}task:${taskId}`, 'res')
+      return typeof res === 'string' && res.includes('"stream"') ? true : undefined
+    })
+    a.child.kill('SIGKILL')
+    await a.exited
+    const viaB = session.on(b.url)
+    expect((await viaB.waitFor(taskId, ['completed', 'failed', 'cancelled'])).status).toBe('completed')
+    expect(JSON.stringify((await viaB.request('tasks/result', { taskId })).result)).toContain('Long running operation completed. Duration: 3 seconds')
+    expect(proxy.count('tools/call trigger-long-running-operation')).toBe(1)
   })
 
   it('an elicitation the upstream task asked before the kill is answered through the process that adopted it', { timeout: 90_000 }, async () => {

@@ -45,7 +45,14 @@ describe('handing running tasks over on shutdown', () => {
       // Long enough that a task left to run out its grace would finish: a handed-over task does not wait for it.
       server: { shutdownGrace: '60s' },
       tasks: { pollInterval: '50ms', ownerLease: '2s' },
-      upstreams: [{ name: 'ev', transport: 'streamable-http', url: proxy.url, timeouts: { connect: '60s' } }],
+      upstreams: [{
+        name: 'ev',
+        transport: 'streamable-http',
+        url: proxy.url,
+        timeouts: { connect: '60s' },
+        // A plain call that is not resumed (its stream could be replayed otherwise): it waits for the grace.
+        toolSettings: { 'trigger-long-running-operation': { resume: 'off' } },
+      }],
     }
   }
 
@@ -83,7 +90,14 @@ describe('handing running tasks over on shutdown', () => {
     const survival = await first.gateway.admin!.inject({ method: 'GET', url: '/admin/survival', headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })
     expect(survival.json<Json>()).toMatchObject({
       handedOver: 0,
-      upstreams: [{ upstream: 'ev', transport: 'streamable-http', upstreamTasks: 'auto', resumable: ['simulate-research-query'], rerun: [], others: 'lost' }],
+      upstreams: [{
+        upstream: 'ev',
+        transport: 'streamable-http',
+        resume: 'auto',
+        resumable: ['simulate-research-query'],
+        rerun: [],
+        others: 'resumed if the upstream replays the call stream (SSE event ids), else lost',
+      }],
     })
     const recorded = await Promise.all(taskIds.map(async (id) => await first.gateway.store.tasks.get(id, Date.now())))
     const upstreamSessions = new Set(recorded.map((task) => task?.resume?.sessionId))
@@ -108,7 +122,7 @@ describe('handing running tasks over on shutdown', () => {
       const calls = proxy.count('tools/call simulate-research-query')
       const [a, b] = await Promise.all([start(store), start(store)])
       const { session, taskIds } = await tasksOn(a, 3, 'redis')
-      // A plain call of the same server (no task of its own, not idempotent) runs out its grace on A.
+      // A plain call of the same server that is not resumed (resume: off for it) runs out its grace on A.
       const slow = await legacyTask(session, 'ev__trigger-long-running-operation', { duration: 3, steps: 3 })
       await session.waitFor(slow, ['working'])
       const closed = a.close()

@@ -24,7 +24,7 @@ describe('upstream tools that only run as tasks', () => {
       upstreams: [
         { name: 'native', transport: 'streamable-http', url: upstream.url },
         // The same server with its optional task tool kept a plain call upstream.
-        { name: 'plain', transport: 'streamable-http', url: upstream.url, tools: { allow: ['native_either'] }, toolSettings: { native_either: { upstreamTasks: 'off' } } },
+        { name: 'plain', transport: 'streamable-http', url: upstream.url, tools: { allow: ['native_either'] }, toolSettings: { native_either: { resume: 'off' } } },
       ],
     })
     client = await connectV1(gw.url, {
@@ -64,7 +64,7 @@ describe('upstream tools that only run as tasks', () => {
     expect(textOf(await client.callTool({ name: 'native__native_either', arguments: { ms: 10 } }))).toBe('native_either as task=false')
   })
 
-  it('keeps a task of such a tool a plain call upstream when upstreamTasks is off for it', async () => {
+  it('keeps a task of such a tool a plain call upstream when resume is off for it', async () => {
     const outcome = await runTask(client, 'plain__native_either', { ms: 10 })
     expect(textOf(outcome.result)).toBe('native_either as task=false')
     const timeline = await gw.gateway.store.tasks.timeline(outcome.taskId!)

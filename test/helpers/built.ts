@@ -21,6 +21,7 @@ export const COMPILED_FIXTURES = [
   'legacy-sse-upstream',
   'modern-upstream',
   'native-task-upstream',
+  'replayable-upstream',
   'stateful-upstream',
   'trace-probe-upstream',
   'v1-http-upstream',

@@ -11,7 +11,7 @@ type Json = Record<string, unknown>
  */
 export class CountingProxy {
   readonly #server: Server
-  readonly #target: URL
+  #target: URL
   /** Requests seen, by JSON-RPC method (tools/call also as `tools/call <name>`), and by HTTP method as `HTTP <method>`. */
   readonly counts = new Map<string, number>()
   /** The Mcp-Session-Id of every session ended with DELETE. */
@@ -39,6 +39,11 @@ export class CountingProxy {
         upstream.end(body)
       })
     })
+  }
+
+  /** Sends what comes from now on to another upstream (one started again on another port). */
+  retarget (target: string): void {
+    this.#target = new URL(target)
   }
 
   count (key: string): number {

@@ -87,6 +87,12 @@ export async function startGatewayProcess (configFile: string, args: string[] = 
   return { child, url, lines, output, drained, exited }
 }
 
+/** Stops every process of `processes` still running (SIGTERM) and waits for each to exit. */
+export async function stopAll (processes: readonly GatewayProcess[]): Promise<void> {
+  for (const gateway of processes) if (gateway.child.exitCode === null && gateway.child.signalCode === null) gateway.child.kill('SIGTERM')
+  await Promise.all(processes.map(async (gateway) => await gateway.exited))
+}
+
 /**
  * Resolves with the first log line of `gateway`, from index `from` on, that contains `text` (or satisfies it),
  * as soon as it is written; fails when the process exits first or after `timeoutMs` (a guard against hangs).
