@@ -58,7 +58,9 @@ export function upstreamSurvival (upstream: Upstream, nativeTools: ReadonlyMap<s
   const others: OthersSurvival = config.resume === 'auto' && config.transport === 'streamable-http'
     ? 'resumed if the upstream replays the call stream (SSE event ids), else lost'
     : 'lost'
-  const survival: UpstreamSurvival = { upstream: upstream.name, transport: config.transport, resume: config.resume, resumable, rerun, others }
+  const survival: UpstreamSurvival = {
+    upstream: upstream.name, transport: config.transport, resume: config.resume, resumable, rerun, others,
+  }
   if (note !== undefined) survival.note = note
   return survival
 }

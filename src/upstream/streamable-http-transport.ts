@@ -6,20 +6,11 @@ import type { ArrivalInfo } from './call-attribution.ts'
 import { upstreamHttpError } from './http-dispatcher.ts'
 import { JsonStreamParser } from './json-stream-parser.ts'
 import { SseParser } from './sse-parser.ts'
-import { setTimeout as delay } from 'node:timers/promises'
-import { errorMessage } from '../errors.ts'
+import { followReplay, type Replayed, type ReplayAnswer } from './stream-replay.ts'
 import { decodeResumptionToken, encodeResumptionToken } from './resumption-token.ts'
 
 const PROTOCOL_VERSION_META_KEY = 'io.modelcontextprotocol/protocolVersion'
-/** How long a replayed stream may stay silent before it is asked for again from its last event (see #followReplay). */
-const REPLAY_SILENCE_MS = 1000
 
-/** A call's stream replayed to this process: its response, sent as `from`, is handed on as `to`, once. */
-interface Replayed {
-  from: string | number
-  to: string | number
-  answered: boolean
-}
 /** Reconnect attempts of the standalone GET stream before the transport reports an error. */
 const GET_RETRIES = 3
 
@@ -251,44 +242,20 @@ export class StreamableHttpTransport implements Transport {
     const replayed: Replayed = { from: position.requestId, to: msg.id as string | number, answered: false }
     const res = await this.#replayFrom(position.eventId, options)
     if (res.statusCode !== 200) throw upstreamHttpError(res.statusCode, undefined, res.text)
-    void this.#followReplay(res.body!, position.eventId, replayed, options)
-  }
-
-  /**
-   * Reads a replayed stream until the call's response came. A stream that ends, or stays silent for
-   * REPLAY_SILENCE_MS, is asked for again from its last event: some upstreams replay a stream but do not go on
-   * sending the call's later events on it; they store them, and the next replay has them.
-   */
-  async #followReplay (body: Dispatcher.ResponseData['body'], from: string, replayed: Replayed, options: TransportSendOptions): Promise<void> {
-    let last = from
-    let current: Dispatcher.ResponseData['body'] | undefined = body
-    const gone = (): boolean => this.#closed.signal.aborted || options.requestSignal?.aborted === true
-    while (current !== undefined && !replayed.answered && !gone()) {
-      const reading = current
-      let silence: NodeJS.Timeout | undefined
-      const quiet = (): void => {
-        clearTimeout(silence)
-        silence = setTimeout(() => { reading.destroy() }, REPLAY_SILENCE_MS)
-      }
-      quiet()
-      last = await this.#readStream(reading, last, replayed.to, options.requestSignal, quiet, replayed) ?? last
-      clearTimeout(silence)
-      current = undefined
-      while (!replayed.answered && !gone() && current === undefined) {
-        const failed = (err: unknown): { statusCode: number, text: string, body: undefined } => ({ statusCode: 0, text: errorMessage(err), body: undefined })
-        const res = await this.#replayFrom(last, options).catch(failed)
-        if (res.statusCode === 200) current = res.body
-        else if (res.statusCode === 404 || res.statusCode === 400) {
-          // The upstream no longer knows the session or the stream: the call cannot be reached again.
-          this.#deliver({ jsonrpc: '2.0', id: replayed.to, error: { code: -32602, message: `the upstream no longer replays the call's stream (HTTP ${res.statusCode}: ${res.text.slice(0, 200)})` } } as Message)
-          return
-        } else await delay(REPLAY_SILENCE_MS, undefined, { signal: this.#closed.signal }).catch(() => {})
-      }
-    }
+    void followReplay({
+      body: res.body!,
+      from: position.eventId,
+      replayed,
+      gone: () => this.#closed.signal.aborted || options.requestSignal?.aborted === true,
+      closed: this.#closed.signal,
+      read: async (body, last, quiet) => await this.#readStream(body, last, replayed.to, options.requestSignal, quiet, replayed),
+      reopen: async (last) => await this.#replayFrom(last, options),
+      deliver: (message) => { this.#deliver(message as Message) },
+    })
   }
 
   /** A GET for the events after `eventId`: the SSE body, or the status and text of a refusal. */
-  async #replayFrom (eventId: string, options: TransportSendOptions): Promise<{ statusCode: number, text: string, body: Dispatcher.ResponseData['body'] | undefined }> {
+  async #replayFrom (eventId: string, options: TransportSendOptions): Promise<ReplayAnswer> {
     const headers = this.#headers('text/event-stream', options.headers)
     headers['last-event-id'] = eventId
     const signal = options.requestSignal ? AbortSignal.any([options.requestSignal, this.#closed.signal]) : this.#closed.signal
