@@ -52,7 +52,7 @@ describe('native-task-upstream fixture (v1 SDK task API)', () => {
   it('declares task capabilities and per-tool task support', async () => {
     expect(client.getServerCapabilities()?.tasks).toEqual({ list: {}, cancel: {}, requests: { tools: { call: {} } } })
     const tools = Object.fromEntries((await client.listTools()).tools.map((t) => [t.name, t.execution?.taskSupport]))
-    expect(tools).toEqual({ native_job: 'required', native_slow: 'required', native_cancellations: 'forbidden', plain_echo: 'forbidden' })
+    expect(tools).toEqual({ native_job: 'required', native_slow: 'required', native_either: 'optional', native_cancellations: 'forbidden', plain_echo: 'forbidden' })
     expect(textOf(await client.callTool({ name: 'plain_echo', arguments: { text: 'hi' } }))).toBe('hi')
   })
 
