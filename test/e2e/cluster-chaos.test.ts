@@ -20,6 +20,7 @@ const LONG_MS = 600_000
 const LOST = 'gateway process lost during execution'
 const TERMINAL = new Set(['completed', 'failed', 'cancelled'])
 const NATIVE = 'ev__simulate-research-query'
+const REPLAYED = 'rp__slow_report'
 
 /** One task of the run, whichever era created it. */
 interface Tracked {
@@ -29,6 +30,8 @@ interface Tracked {
   asks: boolean
   /** A task of server-everything's own task tool, waiting for its question to be answered when the victim dies. */
   native: boolean
+  /** A plain call of an upstream that replays its call streams, still running when the victim dies. */
+  replayed?: boolean
   /** Runs far longer than the test: still running when the victim is killed, cancelled by the test if it survives. */
   long: boolean
   /** The legacy session that created it. */
@@ -43,21 +46,24 @@ function legacyStatus (reply: Json): Json {
 
 /**
  * 300 tasks of both eras run on three gateway processes behind a round-robin balancer, 20 more as tasks of
- * @modelcontextprotocol/server-everything's own (each waiting for an answer); one process is killed with SIGKILL
- * in the middle. A survivor takes its tasks over within the lease: it resumes the upstream's own tasks (they
- * complete once answered), runs the idempotent tool again, and fails the rest; nothing that had completed is
- * lost; the survivors log no unhandled error.
+ * @modelcontextprotocol/server-everything's own (each waiting for an answer) and 10 as plain calls of an upstream
+ * that replays its call streams; one process is killed with SIGKILL in the middle. A survivor takes its tasks
+ * over within the lease: it resumes the upstream's own tasks (they complete once answered) and the replayable
+ * calls, runs the idempotent tool again, and fails the rest; nothing that had completed is lost; the survivors
+ * log no unhandled error.
  */
-describe('chaos: one of three gateway processes killed with SIGKILL under 320 tasks', () => {
+describe('chaos: one of three gateway processes killed with SIGKILL under 330 tasks', () => {
   let demo: StartedUpstream
   let everything: StartedUpstream
+  let replayable: StartedUpstream
   let cluster: Cluster
   let redis: Redis
 
   beforeAll(async () => {
-    ;[demo, everything] = await Promise.all([
+    ;[demo, everything, replayable] = await Promise.all([
       startUpstream(DEMO_MAIN, ['--http', '0']),
       startUpstream('test/fixtures/everything-http.mjs', [], { readyTimeoutMs: 60_000 }),
+      startUpstream('test/fixtures/replayable-upstream.ts', ['--port', '0']),
     ])
     cluster = await startCluster(`
 logging: { level: info }
@@ -83,6 +89,9 @@ upstreams:
     prompts: { deny: ['*'] }
     resources: { deny: ['*'] }
     timeouts: { connect: 60s }
+  - name: rp
+    transport: streamable-http
+    url: ${JSON.stringify(replayable.url)}
 `)
     redis = new Redis(REDIS_URL)
   }, 60_000)
@@ -92,6 +101,7 @@ upstreams:
     await cluster?.close()
     await demo?.close()
     await everything?.close()
+    await replayable?.close()
   })
 
   it('leaves every task terminal, fails or re-runs the lost ones within the lease, and keeps every completed result', async () => {
@@ -189,10 +199,27 @@ upstreams:
         tracked.push({ id: (created.body.result as Json).taskId as string, era: 'modern', tool: NATIVE, asks: true, native: true, long: false })
       }
     }))
-    expect(tracked).toHaveLength(320)
+    // And 10 plain calls of an upstream that replays its call streams, running about 12 s, of the same clients.
+    await Promise.all(Array.from({ length: 10 }, async (_, n) => {
+      const args = { topic: `chaos stream ${n}`, ms: 12_000, steps: 4 }
+      if (n % 2 === 0) {
+        const id = await legacyTask(sessions[0]!, REPLAYED, args)
+        tracked.push({ id, era: 'legacy', tool: REPLAYED, asks: false, native: false, replayed: true, long: false, session: sessions[0]! })
+      } else {
+        const created = await modern.request('tools/call', { name: REPLAYED, arguments: args })
+        if (created.body.result === undefined) throw new Error(`modern task not created: ${JSON.stringify(created.body)}`)
+        tracked.push({ id: (created.body.result as Json).taskId as string, era: 'modern', tool: REPLAYED, asks: false, native: false, replayed: true, long: false })
+      }
+    }))
+    expect(tracked).toHaveLength(330)
     await Promise.all(tracked.filter((t) => t.native).map(async (task) => {
       await until(`task ${task.id} asking`, async () => (await read(task)).status === 'input_required' ? true : undefined, { everyMs: 100 })
     }))
+    // Each call's stream is recorded as replayable before the kill (a call killed before that is lost).
+    await until('every replayable call recorded', async () => {
+      const stored = await Promise.all(tracked.filter((t) => t.replayed === true).map(async (t) => await redis.hget(`${cluster.prefix}task:${t.id}`, 'res')))
+      return stored.every((res) => res?.includes('"stream"') === true) ? true : undefined
+    })
     // Read in parallel batches: one by one, a loaded machine took so long that every task had ended before the kill.
     for (let start = 0; start < tracked.length; start += 25) {
       await Promise.all(tracked.slice(start, start + 25).map(async (task) => {
@@ -249,9 +276,15 @@ upstreams:
       expect(JSON.stringify(final.get(task.id)!.result)).toContain('(after the kill)')
     }
     expect(orphans.filter((t) => t.native).length).toBeGreaterThan(0)
+    for (const task of tracked.filter((t) => t.replayed === true)) {
+      // Replayed to a survivor when their process died, or never interrupted: completed with the call's result.
+      expect(final.get(task.id)!.status, `task ${task.id}`).toBe('completed')
+      expect(JSON.stringify(final.get(task.id)!.result)).toMatch(/report on chaos stream \d after 4 steps/)
+    }
+    expect(orphans.filter((t) => t.replayed === true).length).toBeGreaterThan(0)
     for (const task of orphans) {
       const state = final.get(task.id)!
-      if (task.native) continue
+      if (task.native || task.replayed === true) continue
       if (task.tool === 'redo__slow') {
         // Idempotent: run again by a survivor, to completion.
         expect(state.status, `task ${task.id}`).toBe('completed')
@@ -283,7 +316,7 @@ upstreams:
       }
     }
     const rerun = orphans.filter((t) => t.tool === 'redo__slow').length
-    const resumed = orphans.filter((t) => t.native).length
+    const resumed = orphans.filter((t) => t.native || t.replayed === true).length
     expect(failovers).toEqual({ resumed, rerun, failed: orphans.length - rerun - resumed })
   }, 150_000)
 })

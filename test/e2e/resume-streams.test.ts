@@ -1,4 +1,8 @@
 import { randomUUID } from 'node:crypto'
+import { mkdtempSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import Database from 'better-sqlite3'
 import { Redis } from 'ioredis'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { startUpstream, type StartedUpstream } from '../fixtures/spawn-upstream.ts'
@@ -142,5 +146,57 @@ upstreams:
     }
     expect(proxy.count('tools/call slow_report') - before).toBe(3)
     expect(proxy.count('notifications/cancelled')).toBe(0)
+  })
+})
+
+/** One process on a SQLite file, killed with SIGKILL mid-call and started again: the new one replays the calls' streams. */
+describe('tasks of plain calls whose streams the upstream replays survive a kill -9 and restart on SQLite', () => {
+  let upstream: StartedUpstream
+  let proxy: CountingProxy
+  const processes: GatewayProcess[] = []
+
+  beforeAll(async () => {
+    upstream = await startUpstream('test/fixtures/replayable-upstream.ts', ['--port', '0'])
+    proxy = new CountingProxy(upstream.url)
+    await proxy.listen()
+  })
+
+  afterAll(async () => {
+    await stopAll(processes)
+    await proxy?.close()
+    await upstream?.close()
+  })
+
+  it('the restarted process completes every task with the call\'s real result, none called twice', { timeout: 60_000 }, async () => {
+    const database = join(mkdtempSync(join(tmpdir(), 'gw-streams-')), 'gateway.db')
+    const file = writeConfig(`
+store: { kind: sqlite, path: ${JSON.stringify(database)} }
+tasks: { pollInterval: 50ms }
+upstreams:
+  - name: rp
+    transport: streamable-http
+    url: ${JSON.stringify(proxy.url)}
+`)
+    const first = await startGatewayProcess(file)
+    processes.push(first)
+    const session = await RawSession.open(first.url)
+    const taskIds = await Promise.all(Array.from({ length: 3 }, async (_, i) => await legacyTask(session, 'rp__slow_report', { topic: `restart ${i}`, ms: 3000 })))
+    const reader = new Database(database, { readonly: true, fileMustExist: true })
+    try {
+      const resumeOf = reader.prepare<[string], { resume: string | null }>('SELECT resume FROM tasks WHERE id = ?')
+      await until('every task recording its replayable stream', async () => taskIds.every((id) => resumeOf.get(id)?.resume?.includes('"stream"') === true) ? true : undefined)
+    } finally {
+      reader.close()
+    }
+    first.child.kill('SIGKILL')
+    await first.exited
+    const second = await startGatewayProcess(file)
+    processes.push(second)
+    const after = session.on(second.url)
+    for (const [i, taskId] of taskIds.entries()) {
+      expect((await after.waitFor(taskId, ['completed', 'failed', 'cancelled'])).status).toBe('completed')
+      expect(JSON.stringify((await after.request('tasks/result', { taskId })).result)).toContain(`report on restart ${i} after 3 steps`)
+    }
+    expect(proxy.count('tools/call slow_report')).toBe(3)
   })
 })
