@@ -17,19 +17,26 @@ const TASKS = 50
  * A rolling deploy: three gateway processes on one Redis behind a round-robin balancer, in front of
  * @modelcontextprotocol/server-everything over Streamable HTTP, are replaced one after another (SIGTERM, then a
  * new process in its place) while 50 tasks run as the server's own tasks, half of them waiting for the user to
- * answer a question. Every process hands its tasks over as it stops; every task completes with the upstream's
- * real report, each ran once upstream, and the questions asked before the deploy are answered after it.
+ * answer a question, and 10 more as plain calls of an upstream that replays its call streams. Every process
+ * hands its tasks over as it stops; every task completes with the upstream's real result, each ran once
+ * upstream, and the questions asked before the deploy are answered after it.
  */
 describe('a rolling restart of all three processes while 50 tasks run', () => {
   let everything: StartedUpstream
+  let replayable: StartedUpstream
   let proxy: CountingProxy
+  let replayProxy: CountingProxy
   let cluster: Cluster
   let redis: Redis
 
   beforeAll(async () => {
-    everything = await startUpstream('test/fixtures/everything-http.mjs', [], { readyTimeoutMs: 60_000 })
+    ;[everything, replayable] = await Promise.all([
+      startUpstream('test/fixtures/everything-http.mjs', [], { readyTimeoutMs: 60_000 }),
+      startUpstream('test/fixtures/replayable-upstream.ts', ['--port', '0']),
+    ])
     proxy = new CountingProxy(everything.url)
-    await proxy.listen()
+    replayProxy = new CountingProxy(replayable.url)
+    await Promise.all([proxy.listen(), replayProxy.listen()])
     cluster = await startCluster(`
 logging: { level: info }
 tasks: { pollInterval: 100ms, ownerLease: 2s }
@@ -39,6 +46,9 @@ upstreams:
     url: ${JSON.stringify(proxy.url)}
     timeouts: { connect: 60s }
     maxConcurrentCalls: 100
+  - name: rp
+    transport: streamable-http
+    url: ${JSON.stringify(replayProxy.url)}
 `)
     redis = new Redis(REDIS_URL)
   }, 90_000)
@@ -47,7 +57,9 @@ upstreams:
     redis?.disconnect()
     await cluster?.close()
     await proxy?.close()
+    await replayProxy?.close()
     await everything?.close()
+    await replayable?.close()
   })
 
   it('fails no task: each completes once upstream with its real report, questions asked before it answered after it', { timeout: 120_000 }, async () => {
@@ -58,10 +70,17 @@ upstreams:
       const ambiguous = i % 2 === 0
       return { i, session, ambiguous, id: await legacyTask(session, TOOL, { topic: `deploy ${i}`, ambiguous }) }
     }))
+    // And 10 plain calls of an upstream that replays its call streams, running through the deploy.
+    const calls = await Promise.all(Array.from({ length: 10 }, async (_, i) => {
+      const session = sessions[i]!
+      return { i, session, id: await legacyTask(session, 'rp__slow_report', { topic: `deploy call ${i}`, ms: 6000, steps: 3 }) }
+    }))
     // Every task runs upstream, recorded where; every question is asked (and stored for its client).
     await until('every task recording its upstream task', async () => {
       const stored = await Promise.all(tasks.map(async (task) => await redis.hmget(`${cluster.prefix}task:${task.id}`, 'res', 'status')))
-      return stored.every(([res, status], n) => res !== null && res !== '' && (!tasks[n]!.ambiguous || status === 'input_required')) ? true : undefined
+      const streams = await Promise.all(calls.map(async (call) => await redis.hget(`${cluster.prefix}task:${call.id}`, 'res')))
+      const asked = stored.every(([res, status], n) => res !== null && res !== '' && (!tasks[n]!.ambiguous || status === 'input_required'))
+      return asked && streams.every((res) => res?.includes('"stream"') === true) ? true : undefined
     }, { timeoutMs: 60_000 })
 
     const stopped: GatewayProcess[] = []
@@ -75,7 +94,7 @@ upstreams:
     })
     // The first process stopped ran about a third of the tasks; the later ones had also taken over the earlier ones'.
     expect(handedOver[0]).toBeGreaterThan(0)
-    expect(handedOver.reduce((a, b) => a + b, 0)).toBeGreaterThanOrEqual(TASKS)
+    expect(handedOver.reduce((a, b) => a + b, 0)).toBeGreaterThanOrEqual(TASKS + calls.length)
 
     // The questions asked before the deploy reach their clients now, through whichever process, and are answered.
     await Promise.all(tasks.filter((task) => task.ambiguous).map(async (task) => {
@@ -95,6 +114,12 @@ upstreams:
       const report = JSON.stringify((await task.session.request('tasks/result', { taskId: task.id })).result)
       expect(report).toContain(task.ambiguous ? `deploy ${task.i} (answer ${task.i})` : `Research Report: deploy ${task.i}`)
     }
+    for (const call of calls) {
+      expect((await call.session.waitFor(call.id, ['completed', 'failed', 'cancelled'])).status, `call ${call.i}`).toBe('completed')
+      expect(JSON.stringify((await call.session.request('tasks/result', { taskId: call.id })).result)).toContain(`report on deploy call ${call.i} after 3 steps`)
+    }
+    expect(replayProxy.count('tools/call slow_report')).toBe(calls.length)
+    expect(replayProxy.count('notifications/cancelled')).toBe(0)
     expect(proxy.count('tools/call simulate-research-query')).toBe(TASKS)
     expect(proxy.count('tasks/cancel')).toBe(0)
     for (const process of [...stopped, ...cluster.processes]) {
