@@ -1,5 +1,7 @@
 import { ProtocolError, SdkError, SdkErrorCode } from '@modelcontextprotocol/client'
 import { GatewayError, RpcError, UpstreamHttpError, errorMessage } from '../errors.ts'
+import type { UpstreamConfig } from '../config/schema.ts'
+import { formatDuration } from '../config/units.ts'
 
 /** Network failures by their `code` (undici's own, or Node's system errors undici passes on): timeouts, by the limit that ran out. */
 const TIMED_OUT: Readonly<Record<string, string>> = {
@@ -74,4 +76,13 @@ export function mapUpstreamError (err: unknown, upstream: string, what: string, 
     }
   }
   return fromNetworkCode(err, upstream, what) ?? new GatewayError('GW_ERR_UPSTREAM_FAILED', [upstream, what, errorMessage(err)], { cause: err })
+}
+
+/** Why a connect failed, naming the option to change when it timed out. */
+export function connectFailure (err: unknown, config: UpstreamConfig): string {
+  if (err instanceof SdkError && err.code === SdkErrorCode.RequestTimeout) {
+    const slow = config.transport === 'stdio' ? 'a server that starts slowly (one a package runner downloads first)' : 'a server that answers slowly'
+    return `connect failed: the MCP handshake did not finish within ${formatDuration(config.timeouts.connect)} (timeouts.connect of upstream '${config.name}'); raise timeouts.connect for ${slow}`
+  }
+  return `connect failed: ${errorMessage(err)}`
 }

@@ -1,9 +1,8 @@
-import { Client, ProtocolError, SdkError, SdkErrorCode, type ClientCapabilities, type PriorDiscovery, type RequestOptions } from '@modelcontextprotocol/client'
+import { Client, ProtocolError, type ClientCapabilities, type PriorDiscovery, type RequestOptions } from '@modelcontextprotocol/client'
 import { GATEWAY_INFO } from '../wire/versions.ts'
 import { z } from 'zod'
 import type { UpstreamConfig } from '../config/schema.ts'
-import { formatDuration } from '../config/units.ts'
-import { GatewayError, RpcError, errorMessage, isHandover, type WireError } from '../errors.ts'
+import { GatewayError, RpcError, isHandover, type WireError } from '../errors.ts'
 import type { Logger } from '../observability/logger.ts'
 import type { TraceParent } from '../observability/tracing.ts'
 import { withTraceMeta } from '../observability/trace-context.ts'
@@ -78,15 +77,6 @@ export interface SessionRequestOptions {
 const passthrough = z.looseObject({})
 function toProtocolError (err: unknown): unknown {
   return err instanceof RpcError || err instanceof GatewayError ? new ProtocolError(err.rpcCode, err.message, err.data) : err
-}
-
-/** Why a connect failed, naming the option to change when it timed out. */
-export function connectFailure (err: unknown, config: UpstreamConfig): string {
-  if (err instanceof SdkError && err.code === SdkErrorCode.RequestTimeout) {
-    const slow = config.transport === 'stdio' ? 'a server that starts slowly (one a package runner downloads first)' : 'a server that answers slowly'
-    return `connect failed: the MCP handshake did not finish within ${formatDuration(config.timeouts.connect)} (timeouts.connect of upstream '${config.name}'); raise timeouts.connect for ${slow}`
-  }
-  return `connect failed: ${errorMessage(err)}`
 }
 
 /**

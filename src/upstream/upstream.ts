@@ -7,7 +7,8 @@ import { CallSlots } from './call-slots.ts'
 import { GATEWAY_CLIENT, GATEWAY_KEY, type ClientRef } from './client-ref.ts'
 import type { Purpose, SessionLease, UpstreamEvents, UpstreamState } from './upstream-events.ts'
 import { createUpstreamHttp, type UpstreamHttp } from './http-dispatcher.ts'
-import { UpstreamSession, connectFailure, type SessionAddress, type SessionEvents, type SessionOpenOptions } from './upstream-session.ts'
+import { UpstreamSession, type SessionAddress, type SessionEvents, type SessionOpenOptions } from './upstream-session.ts'
+import { connectFailure } from './upstream-errors.ts'
 import { RejoinedSessions } from './rejoined-sessions.ts'
 
 /**
