@@ -1,0 +1,225 @@
+import { randomUUID } from 'node:crypto'
+import { Redis } from 'ioredis'
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { startUpstream, type StartedUpstream } from '../fixtures/spawn-upstream.ts'
+import { CountingProxy } from '../helpers/counting-proxy.ts'
+import { startGateway, type RunningGateway } from '../helpers/gateway.ts'
+import { loggedLine, startGatewayProcess, stopAll, writeConfig, type GatewayProcess } from '../helpers/process.ts'
+import { legacyTask, next, RawSession } from '../helpers/raw-session.ts'
+import { purge, REDIS_URL } from '../helpers/redis.ts'
+import { recordedInRedis, type ResumeKind } from '../helpers/resume.ts'
+
+type Json = Record<string, unknown>
+
+const TOOL = 'ev__simulate-research-query'
+
+/**
+ * Two gateway processes on one Redis; the one that runs the tasks is killed with SIGKILL mid-task, and the other
+ * adopts them. In front of @modelcontextprotocol/server-everything over Streamable HTTP (`simulate-research-query`
+ * runs as the server's own task, four stages of a second; its other tools are plain calls whose streams it
+ * replays with its own event store) and of an upstream that replays its call streams (plain calls): the new owner
+ * reaches the upstream tasks again, or reads the rest of the calls' streams, on the same upstream sessions, and
+ * the client sees the tasks finish with the upstream's real results.
+ */
+describe('running tasks survive the death of their gateway process', () => {
+  const prefix = `mcpgw-resume:${randomUUID()}:`
+  let everything: StartedUpstream
+  let replayable: StartedUpstream
+  let everythingProxy: CountingProxy
+  let replayProxy: CountingProxy
+  let redis: Redis
+  let file: string
+  const processes: GatewayProcess[] = []
+  const inProcess: RunningGateway[] = []
+
+  beforeAll(async () => {
+    ;[everything, replayable] = await Promise.all([
+      startUpstream('test/fixtures/everything-http.mjs', [], { readyTimeoutMs: 60_000 }),
+      startUpstream('test/fixtures/replayable-upstream.ts', ['--port', '0']),
+    ])
+    everythingProxy = new CountingProxy(everything.url)
+    replayProxy = new CountingProxy(replayable.url)
+    await Promise.all([everythingProxy.listen(), replayProxy.listen()])
+    redis = new Redis(REDIS_URL)
+    file = writeConfig(`
+store: { kind: redis, url: ${JSON.stringify(REDIS_URL)}, prefix: ${JSON.stringify(prefix)} }
+tasks: { pollInterval: 50ms, ownerLease: 2s }
+upstreams:
+  - { name: ev, transport: streamable-http, url: ${JSON.stringify(everythingProxy.url)}, timeouts: { connect: 60s } }
+  - { name: rp, transport: streamable-http, url: ${JSON.stringify(replayProxy.url)} }
+`)
+  }, 90_000)
+
+  // Each test starts its own processes on the store: those of an earlier test must not take its tasks over.
+  afterEach(async () => { await stopAll(processes) })
+
+  afterAll(async () => {
+    await stopAll(processes)
+    await Promise.all(inProcess.map(async (gw) => await gw.close()))
+    redis?.disconnect()
+    await purge(prefix)
+    await Promise.all([everythingProxy?.close(), replayProxy?.close()])
+    await Promise.all([everything?.close(), replayable?.close()])
+  })
+
+  async function pair (): Promise<[GatewayProcess, GatewayProcess]> {
+    const started = await Promise.all([startGatewayProcess(file), startGatewayProcess(file)])
+    processes.push(...started)
+    return started
+  }
+
+  /** Waits until the store says, for each task, how another process reaches its upstream work again. */
+  async function recorded (taskIds: string[], kind: ResumeKind): Promise<void> {
+    await recordedInRedis(redis, prefix, taskIds, kind)
+  }
+
+  it('SIGKILL of the owner mid-task: every task completes with its real report, none run twice upstream', { timeout: 90_000 }, async () => {
+    const [a, b] = await pair()
+    const session = await RawSession.open(a.url)
+    const before = everythingProxy.count('tools/call simulate-research-query')
+    const taskIds = await Promise.all(Array.from({ length: 10 }, async (_, i) => await legacyTask(session, TOOL, { topic: `topic ${i}` })))
+    await recorded(taskIds, 'native')
+    a.child.kill('SIGKILL')
+    await a.exited
+    const viaB = session.on(b.url)
+    for (const [i, taskId] of taskIds.entries()) {
+      const task = await viaB.waitFor(taskId, ['completed', 'failed', 'cancelled'])
+      expect(task.status, JSON.stringify(task)).toBe('completed')
+      const result = await viaB.request('tasks/result', { taskId })
+      expect(JSON.stringify(result.result)).toContain(`Research Report: topic ${i}`)
+    }
+    expect(everythingProxy.count('tools/call simulate-research-query') - before).toBe(10)
+  })
+
+  it('a plain call whose stream the upstream replays (its own event store) completes after the kill, called once', { timeout: 90_000 }, async () => {
+    const [a, b] = await pair()
+    const session = await RawSession.open(a.url)
+    const taskId = await legacyTask(session, 'ev__trigger-long-running-operation', { duration: 3, steps: 3 })
+    await recorded([taskId], 'stream')
+    a.child.kill('SIGKILL')
+    await a.exited
+    const viaB = session.on(b.url)
+    expect((await viaB.waitFor(taskId, ['completed', 'failed', 'cancelled'])).status).toBe('completed')
+    expect(JSON.stringify((await viaB.request('tasks/result', { taskId })).result)).toContain('Long running operation completed. Duration: 3 seconds')
+    expect(everythingProxy.count('tools/call trigger-long-running-operation')).toBe(1)
+  })
+
+  it('an elicitation the upstream task asked before the kill is answered through the process that adopted it', { timeout: 90_000 }, async () => {
+    const [a, b] = await pair()
+    const session = await RawSession.open(a.url, { elicitation: { form: {} } })
+    const taskId = await legacyTask(session, TOOL, { topic: 'jaguar', ambiguous: true })
+    await recorded([taskId], 'native')
+    // The upstream's question is stored for the client (the task waits for input) before the kill.
+    await session.waitFor(taskId, ['input_required'])
+    a.child.kill('SIGKILL')
+    await a.exited
+    const viaB = session.on(b.url)
+    const controller = new AbortController()
+    const stream = await viaB.stream({ taskResult: taskId }, controller.signal)
+    const question = await next(stream, (m) => m.method === 'elicitation/create')
+    expect(String((question.params as Json).message)).toContain('jaguar')
+    const answered = await viaB.post({ jsonrpc: '2.0', id: question.id, result: { action: 'accept', content: { interpretation: 'the gateway' } } })
+    expect(answered.status).toBe(202)
+    const result = await next(stream, (m) => 'result' in m || 'error' in m)
+    controller.abort()
+    expect(JSON.stringify(result)).toContain('jaguar (the gateway)')
+    expect((await viaB.waitFor(taskId, ['completed', 'failed'])).status).toBe('completed')
+  })
+
+  it('an elicitation answered after another process adopted the task reaches the upstream task', { timeout: 90_000 }, async () => {
+    const [a, b] = await pair()
+    const session = await RawSession.open(a.url, { elicitation: { form: {} } })
+    const taskId = await legacyTask(session, TOOL, { topic: 'mercury', ambiguous: true })
+    await recorded([taskId], 'native')
+    await session.waitFor(taskId, ['input_required'])
+    const from = b.lines.length
+    a.child.kill('SIGKILL')
+    await a.exited
+    await loggedLine(b, 'took over the tasks of a lost gateway process', { from })
+    const viaB = session.on(b.url)
+    const controller = new AbortController()
+    const stream = await viaB.stream({ taskResult: taskId }, controller.signal)
+    const question = await next(stream, (m) => m.method === 'elicitation/create')
+    await viaB.post({ jsonrpc: '2.0', id: question.id, result: { action: 'accept', content: { interpretation: 'the planet' } } })
+    const result = await next(stream, (m) => 'result' in m || 'error' in m)
+    controller.abort()
+    expect(JSON.stringify(result)).toContain('mercury (the planet)')
+  })
+
+  it('plain calls, SIGKILL of the owner mid-call: every task completes with the call\'s real result, none called twice', { timeout: 60_000 }, async () => {
+    const [a, b] = await pair()
+    const session = await RawSession.open(a.url)
+    const before = replayProxy.count('tools/call slow_report')
+    const taskIds = await Promise.all(Array.from({ length: 5 }, async (_, i) => await legacyTask(session, 'rp__slow_report', { topic: `stream ${i}`, ms: 3000 })))
+    await recorded(taskIds, 'stream')
+    a.child.kill('SIGKILL')
+    await a.exited
+    const viaB = session.on(b.url)
+    for (const [i, taskId] of taskIds.entries()) {
+      const task = await viaB.waitFor(taskId, ['completed', 'failed', 'cancelled'])
+      expect(task.status, JSON.stringify(task)).toBe('completed')
+      expect(JSON.stringify((await viaB.request('tasks/result', { taskId })).result)).toContain(`report on stream ${i} after 3 steps`)
+    }
+    expect(replayProxy.count('tools/call slow_report') - before).toBe(5)
+    expect(replayProxy.count('notifications/cancelled')).toBe(0)
+  })
+
+  it('plain calls: a question the call asked before the kill is answered through the process that adopted it', { timeout: 60_000 }, async () => {
+    const [a, b] = await pair()
+    const session = await RawSession.open(a.url, { elicitation: { form: {} } })
+    const taskId = await legacyTask(session, 'rp__ask_then_report', { topic: 'tides' })
+    await recorded([taskId], 'stream')
+    await session.waitFor(taskId, ['input_required'])
+    const from = b.lines.length
+    a.child.kill('SIGKILL')
+    await a.exited
+    await loggedLine(b, 'took over the tasks of a lost gateway process', { from })
+    const viaB = session.on(b.url)
+    const controller = new AbortController()
+    const stream = await viaB.stream({ taskResult: taskId }, controller.signal)
+    const question = await next(stream, (m) => m.method === 'elicitation/create')
+    expect(String((question.params as Json).message)).toContain('tides')
+    await viaB.post({ jsonrpc: '2.0', id: question.id, result: { action: 'accept', content: { answer: 'high at noon' } } })
+    const result = await next(stream, (m) => 'result' in m || 'error' in m)
+    controller.abort()
+    expect(JSON.stringify(result)).toContain('report on tides: high at noon')
+  })
+
+  it('plain calls: a task whose upstream forgot the call\'s session fails, saying why', { timeout: 60_000 }, async () => {
+    const [a, b] = await pair()
+    const session = await RawSession.open(a.url)
+    const taskId = await legacyTask(session, 'rp__slow_report', { topic: 'forgotten', ms: 20_000, steps: 20 })
+    await recorded([taskId], 'stream')
+    a.child.kill('SIGKILL')
+    await a.exited
+    // The upstream restarts (on another port, behind the same proxy): its sessions and their streams are gone.
+    await replayable.close()
+    replayable = await startUpstream('test/fixtures/replayable-upstream.ts', ['--port', '0'])
+    replayProxy.retarget(replayable.url)
+    const task = await session.on(b.url).waitFor(taskId, ['completed', 'failed', 'cancelled'])
+    expect(task.status).toBe('failed')
+    expect(String(task.statusMessage)).toMatch(/^gateway process stopped during execution, and the stream of its upstream call could not be reached again: /)
+    const result = await session.on(b.url).request('tasks/result', { taskId })
+    expect(result.error).toMatchObject({ code: -32603 })
+  })
+
+  it('plain calls: a process shutting down hands the calls over without cancelling them upstream', { timeout: 60_000 }, async () => {
+    const store = { kind: 'redis', url: REDIS_URL, prefix }
+    const config = { store, tasks: { pollInterval: '50ms', ownerLease: '2s' }, upstreams: [{ name: 'rp', transport: 'streamable-http', url: replayProxy.url }] }
+    const [a, b] = await Promise.all([startGateway(config), startGateway(config)])
+    inProcess.push(a, b)
+    const session = await RawSession.open(a.url)
+    const before = replayProxy.count('tools/call slow_report')
+    const taskIds = await Promise.all(Array.from({ length: 3 }, async (_, i) => await legacyTask(session, 'rp__slow_report', { topic: `handover ${i}`, ms: 2000 })))
+    await recorded(taskIds, 'stream')
+    await a.close()
+    expect(a.gateway.tasks.handedOver).toBe(3)
+    const viaB = session.on(b.url)
+    for (const [i, taskId] of taskIds.entries()) {
+      expect((await viaB.waitFor(taskId, ['completed', 'failed'])).status).toBe('completed')
+      expect(JSON.stringify((await viaB.request('tasks/result', { taskId })).result)).toContain(`report on handover ${i} after 3 steps`)
+    }
+    expect(replayProxy.count('tools/call slow_report') - before).toBe(3)
+    expect(replayProxy.count('notifications/cancelled')).toBe(0)
+  })
+})

@@ -1,0 +1,31 @@
+import Database from 'better-sqlite3'
+import type { Redis } from 'ioredis'
+import { until } from './until.ts'
+
+/** What a task records so that another process can resume it: its upstream's own task, or its call's replayable stream. */
+export type ResumeKind = 'native' | 'stream'
+
+function names (res: string | null | undefined, kind: ResumeKind): boolean {
+  return typeof res === 'string' && res.includes(`"kind":"${kind}"`)
+}
+
+/** Waits until a Redis store (keys under `prefix`) records for every task how its upstream work is reached again. */
+export async function recordedInRedis (redis: Redis, prefix: string, taskIds: readonly string[], kind: ResumeKind): Promise<void> {
+  await until(`every task recording its ${kind === 'native' ? 'upstream task' : 'replayable stream'}`, async () => {
+    const stored = await Promise.all(taskIds.map(async (id) => await redis.hget(`${prefix}task:${id}`, 'res')))
+    return stored.every((res) => names(res, kind)) ? true : undefined
+  })
+}
+
+/** The same for a SQLite file a gateway process holds (read beside it, read-only). */
+export async function recordedInSqlite (database: string, taskIds: readonly string[], kind: ResumeKind): Promise<void> {
+  const reader = new Database(database, { readonly: true, fileMustExist: true })
+  try {
+    const resumeOf = reader.prepare<[string], { resume: string | null }>('SELECT resume FROM tasks WHERE id = ?')
+    await until(`every task recording its ${kind === 'native' ? 'upstream task' : 'replayable stream'}`, async () => {
+      return taskIds.every((id) => names(resumeOf.get(id)?.resume, kind)) ? true : undefined
+    })
+  } finally {
+    reader.close()
+  }
+}
