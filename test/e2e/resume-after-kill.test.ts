@@ -1,13 +1,13 @@
 import { randomUUID } from 'node:crypto'
 import { Redis } from 'ioredis'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
-import { startUpstream, type StartedUpstream } from '../fixtures/spawn-upstream.ts'
-import { CountingProxy } from '../helpers/counting-proxy.ts'
+import { startUpstream } from '../fixtures/spawn-upstream.ts'
+import type { CountingProxy } from '../helpers/counting-proxy.ts'
 import { startGateway, type RunningGateway } from '../helpers/gateway.ts'
 import { loggedLine, startGatewayProcess, stopAll, writeConfig, type GatewayProcess } from '../helpers/process.ts'
 import { legacyTask, next, RawSession } from '../helpers/raw-session.ts'
 import { purge, REDIS_URL } from '../helpers/redis.ts'
-import { recordedInRedis, type ResumeKind } from '../helpers/resume.ts'
+import { recordedInRedis, startResumeUpstreams, type ResumeKind, type ResumeUpstreams } from '../helpers/resume.ts'
 
 type Json = Record<string, unknown>
 
@@ -23,8 +23,7 @@ const TOOL = 'ev__simulate-research-query'
  */
 describe('running tasks survive the death of their gateway process', () => {
   const prefix = `mcpgw-resume:${randomUUID()}:`
-  let everything: StartedUpstream
-  let replayable: StartedUpstream
+  let upstreams: ResumeUpstreams
   let everythingProxy: CountingProxy
   let replayProxy: CountingProxy
   let redis: Redis
@@ -33,13 +32,8 @@ describe('running tasks survive the death of their gateway process', () => {
   const inProcess: RunningGateway[] = []
 
   beforeAll(async () => {
-    ;[everything, replayable] = await Promise.all([
-      startUpstream('test/fixtures/everything-http.mjs', [], { readyTimeoutMs: 60_000 }),
-      startUpstream('test/fixtures/replayable-upstream.ts', ['--port', '0']),
-    ])
-    everythingProxy = new CountingProxy(everything.url)
-    replayProxy = new CountingProxy(replayable.url)
-    await Promise.all([everythingProxy.listen(), replayProxy.listen()])
+    upstreams = await startResumeUpstreams()
+    ;({ everythingProxy, replayProxy } = upstreams)
     redis = new Redis(REDIS_URL)
     file = writeConfig(`
 store: { kind: redis, url: ${JSON.stringify(REDIS_URL)}, prefix: ${JSON.stringify(prefix)} }
@@ -58,8 +52,7 @@ upstreams:
     await Promise.all(inProcess.map(async (gw) => await gw.close()))
     redis?.disconnect()
     await purge(prefix)
-    await Promise.all([everythingProxy?.close(), replayProxy?.close()])
-    await Promise.all([everything?.close(), replayable?.close()])
+    await upstreams?.close()
   })
 
   async function pair (): Promise<[GatewayProcess, GatewayProcess]> {
@@ -71,6 +64,32 @@ upstreams:
   /** Waits until the store says, for each task, how another process reaches its upstream work again. */
   async function recorded (taskIds: string[], kind: ResumeKind): Promise<void> {
     await recordedInRedis(redis, prefix, taskIds, kind)
+  }
+
+  /**
+   * Kills `a` (which runs the task), waits until `b` has taken its tasks over, and answers through `b` the question
+   * the task asked before the kill; returns the question and the task's result message.
+   */
+  async function killThenAnswer (
+    [a, b]: [GatewayProcess, GatewayProcess],
+    session: RawSession,
+    taskId: string,
+    content: Json,
+  ): Promise<{ question: Json, result: Json }> {
+    const from = b.lines.length
+    a.child.kill('SIGKILL')
+    await a.exited
+    await loggedLine(b, 'took over the tasks of a lost gateway process', { from })
+    const viaB = session.on(b.url)
+    const controller = new AbortController()
+    try {
+      const stream = await viaB.stream({ taskResult: taskId }, controller.signal)
+      const question = await next(stream, (m) => m.method === 'elicitation/create')
+      await viaB.post({ jsonrpc: '2.0', id: question.id, result: { action: 'accept', content } })
+      return { question, result: await next(stream, (m) => 'result' in m || 'error' in m) }
+    } finally {
+      controller.abort()
+    }
   }
 
   it('SIGKILL of the owner mid-task: every task completes with its real report, none run twice upstream', { timeout: 90_000 }, async () => {
@@ -132,17 +151,7 @@ upstreams:
     const taskId = await legacyTask(session, TOOL, { topic: 'mercury', ambiguous: true })
     await recorded([taskId], 'native')
     await session.waitFor(taskId, ['input_required'])
-    const from = b.lines.length
-    a.child.kill('SIGKILL')
-    await a.exited
-    await loggedLine(b, 'took over the tasks of a lost gateway process', { from })
-    const viaB = session.on(b.url)
-    const controller = new AbortController()
-    const stream = await viaB.stream({ taskResult: taskId }, controller.signal)
-    const question = await next(stream, (m) => m.method === 'elicitation/create')
-    await viaB.post({ jsonrpc: '2.0', id: question.id, result: { action: 'accept', content: { interpretation: 'the planet' } } })
-    const result = await next(stream, (m) => 'result' in m || 'error' in m)
-    controller.abort()
+    const { result } = await killThenAnswer([a, b], session, taskId, { interpretation: 'the planet' })
     expect(JSON.stringify(result)).toContain('mercury (the planet)')
   })
 
@@ -170,18 +179,8 @@ upstreams:
     const taskId = await legacyTask(session, 'rp__ask_then_report', { topic: 'tides' })
     await recorded([taskId], 'stream')
     await session.waitFor(taskId, ['input_required'])
-    const from = b.lines.length
-    a.child.kill('SIGKILL')
-    await a.exited
-    await loggedLine(b, 'took over the tasks of a lost gateway process', { from })
-    const viaB = session.on(b.url)
-    const controller = new AbortController()
-    const stream = await viaB.stream({ taskResult: taskId }, controller.signal)
-    const question = await next(stream, (m) => m.method === 'elicitation/create')
+    const { question, result } = await killThenAnswer([a, b], session, taskId, { answer: 'high at noon' })
     expect(String((question.params as Json).message)).toContain('tides')
-    await viaB.post({ jsonrpc: '2.0', id: question.id, result: { action: 'accept', content: { answer: 'high at noon' } } })
-    const result = await next(stream, (m) => 'result' in m || 'error' in m)
-    controller.abort()
     expect(JSON.stringify(result)).toContain('report on tides: high at noon')
   })
 
@@ -193,9 +192,9 @@ upstreams:
     a.child.kill('SIGKILL')
     await a.exited
     // The upstream restarts (on another port, behind the same proxy): its sessions and their streams are gone.
-    await replayable.close()
-    replayable = await startUpstream('test/fixtures/replayable-upstream.ts', ['--port', '0'])
-    replayProxy.retarget(replayable.url)
+    await upstreams.replayable.close()
+    upstreams.replayable = await startUpstream('test/fixtures/replayable-upstream.ts', ['--port', '0'])
+    replayProxy.retarget(upstreams.replayable.url)
     const task = await session.on(b.url).waitFor(taskId, ['completed', 'failed', 'cancelled'])
     expect(task.status).toBe('failed')
     expect(String(task.statusMessage)).toMatch(/^gateway process stopped during execution, and the stream of its upstream call could not be reached again: /)

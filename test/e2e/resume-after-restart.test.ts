@@ -2,11 +2,10 @@ import { mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { startUpstream, type StartedUpstream } from '../fixtures/spawn-upstream.ts'
-import { CountingProxy } from '../helpers/counting-proxy.ts'
+import type { CountingProxy } from '../helpers/counting-proxy.ts'
 import { startGatewayProcess, stopAll, writeConfig, type GatewayProcess } from '../helpers/process.ts'
 import { legacyTask, RawSession } from '../helpers/raw-session.ts'
-import { recordedInSqlite, type ResumeKind } from '../helpers/resume.ts'
+import { recordedInSqlite, startResumeUpstreams, type ResumeKind, type ResumeUpstreams } from '../helpers/resume.ts'
 
 /**
  * The only gateway process on a SQLite file is killed with SIGKILL while tasks run and started again on the same
@@ -15,26 +14,19 @@ import { recordedInSqlite, type ResumeKind } from '../helpers/resume.ts'
  * file too: it goes on with the new process.
  */
 describe('running tasks survive a kill -9 and restart on SQLite', () => {
-  let everything: StartedUpstream
-  let replayable: StartedUpstream
+  let upstreams: ResumeUpstreams
   let everythingProxy: CountingProxy
   let replayProxy: CountingProxy
   const processes: GatewayProcess[] = []
 
   beforeAll(async () => {
-    ;[everything, replayable] = await Promise.all([
-      startUpstream('test/fixtures/everything-http.mjs', [], { readyTimeoutMs: 60_000 }),
-      startUpstream('test/fixtures/replayable-upstream.ts', ['--port', '0']),
-    ])
-    everythingProxy = new CountingProxy(everything.url)
-    replayProxy = new CountingProxy(replayable.url)
-    await Promise.all([everythingProxy.listen(), replayProxy.listen()])
+    upstreams = await startResumeUpstreams()
+    ;({ everythingProxy, replayProxy } = upstreams)
   }, 90_000)
 
   afterAll(async () => {
     await stopAll(processes)
-    await Promise.all([everythingProxy?.close(), replayProxy?.close()])
-    await Promise.all([everything?.close(), replayable?.close()])
+    await upstreams?.close()
   })
 
   /**

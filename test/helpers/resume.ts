@@ -1,5 +1,7 @@
 import Database from 'better-sqlite3'
 import type { Redis } from 'ioredis'
+import { startUpstream, type StartedUpstream } from '../fixtures/spawn-upstream.ts'
+import { CountingProxy } from './counting-proxy.ts'
 import { until } from './until.ts'
 
 /** What a task records so that another process can resume it: its upstream's own task, or its call's replayable stream. */
@@ -28,4 +30,38 @@ export async function recordedInSqlite (database: string, taskIds: readonly stri
   } finally {
     reader.close()
   }
+}
+
+/**
+ * The two upstreams the resume tests run in front of, each behind a counting proxy: @modelcontextprotocol/
+ * server-everything over Streamable HTTP (its own task tool, and plain calls it replays with its own event store)
+ * and the replayable-stream fixture. `replayable` may be restarted by a test (then retarget `replayProxy`).
+ */
+export interface ResumeUpstreams {
+  everything: StartedUpstream
+  replayable: StartedUpstream
+  everythingProxy: CountingProxy
+  replayProxy: CountingProxy
+  close (): Promise<void>
+}
+
+export async function startResumeUpstreams (): Promise<ResumeUpstreams> {
+  const [everything, replayable] = await Promise.all([
+    startUpstream('test/fixtures/everything-http.mjs', [], { readyTimeoutMs: 60_000 }),
+    startUpstream('test/fixtures/replayable-upstream.ts', ['--port', '0']),
+  ])
+  const everythingProxy = new CountingProxy(everything.url)
+  const replayProxy = new CountingProxy(replayable.url)
+  await Promise.all([everythingProxy.listen(), replayProxy.listen()])
+  const upstreams: ResumeUpstreams = {
+    everything,
+    replayable,
+    everythingProxy,
+    replayProxy,
+    close: async () => {
+      await Promise.all([everythingProxy.close(), replayProxy.close()])
+      await Promise.all([upstreams.everything.close(), upstreams.replayable.close()])
+    },
+  }
+  return upstreams
 }
