@@ -146,4 +146,28 @@ describe('handing running tasks over on shutdown', () => {
       await purge(prefix)
     }
   })
+
+  it('a process declared lost while it still runs stops waiting for the tasks another one resumed, and cancels nothing', { timeout: 90_000 }, async () => {
+    const prefix = `mcpgw-stalled:${randomUUID()}:`
+    const store = { kind: 'redis', url: REDIS_URL, prefix }
+    try {
+      const calls = proxy.count('tools/call simulate-research-query')
+      const cancels = proxy.count('tasks/cancel')
+      const [a, b] = await Promise.all([start(store), start(store)])
+      const { session, taskIds } = await tasksOn(a, 2, 'stalled')
+      // What B's lease scan does once A's lease has lapsed (A stalled longer than tasks.ownerLease), while A still runs.
+      expect(await b.gateway.tasks.adoptOrphans(a.gateway.processId)).toEqual({ resumed: 2, rerun: 0, failed: 0 })
+      await expectReports(session.on(b.url), taskIds, 'stalled')
+      expect(proxy.count('tools/call simulate-research-query') - calls).toBe(2)
+      expect(proxy.count('tasks/cancel') - cancels).toBe(0)
+      for (const taskId of taskIds) {
+        // B stored the outcome; A, told that B resumed the task, stopped waiting and stored nothing.
+        const moves = (await b.gateway.store.tasks.timeline(taskId)).filter((event) => event.type === 'status' && event.status === 'completed')
+        expect(moves.map((event) => (event as { process?: string }).process)).toEqual([b.gateway.processId])
+      }
+      expect(a.logs().filter((line) => line.msg === 'task finished')).toEqual([])
+    } finally {
+      await purge(prefix)
+    }
+  })
 })
