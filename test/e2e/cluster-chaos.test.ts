@@ -20,7 +20,7 @@ const LONG_MS = 600_000
 const LOST = 'gateway process lost during execution'
 const TERMINAL = new Set(['completed', 'failed', 'cancelled'])
 const NATIVE = 'ev__simulate-research-query'
-const REPLAYED = 'rp__slow_report'
+const REPLAYED = 'rp__ask_then_report'
 
 /** One task of the run, whichever era created it. */
 interface Tracked {
@@ -179,7 +179,7 @@ upstreams:
         }
       }
     }
-    const answering = tracked.filter((t) => t.asks && !t.native).filter((_, n) => n % 4 < 2).map(async (task) => { await answer(task, { name: 'Chaos' }) })
+    const answering = tracked.filter((t) => t.asks && !t.native && t.replayed !== true).filter((_, n) => n % 4 < 2).map(async (task) => { await answer(task, { name: 'Chaos' }) })
 
     // Mid-run: some tasks have completed, most are still running.
     await until('the first completions', async () => {
@@ -199,20 +199,21 @@ upstreams:
         tracked.push({ id: (created.body.result as Json).taskId as string, era: 'modern', tool: NATIVE, asks: true, native: true, long: false })
       }
     }))
-    // And 10 plain calls of an upstream that replays its call streams, running about 12 s, of the same clients.
+    // And 10 plain calls of an upstream that replays its call streams, of the same clients: each asks its client
+    // a question too, answered only after the kill.
     await Promise.all(Array.from({ length: 10 }, async (_, n) => {
-      const args = { topic: `chaos stream ${n}`, ms: 12_000, steps: 4 }
+      const args = { topic: `chaos stream ${n}`, ms: 200 }
       if (n % 2 === 0) {
         const id = await legacyTask(sessions[0]!, REPLAYED, args)
-        tracked.push({ id, era: 'legacy', tool: REPLAYED, asks: false, native: false, replayed: true, long: false, session: sessions[0]! })
+        tracked.push({ id, era: 'legacy', tool: REPLAYED, asks: true, native: false, replayed: true, long: false, session: sessions[0]! })
       } else {
         const created = await modern.request('tools/call', { name: REPLAYED, arguments: args })
         if (created.body.result === undefined) throw new Error(`modern task not created: ${JSON.stringify(created.body)}`)
-        tracked.push({ id: (created.body.result as Json).taskId as string, era: 'modern', tool: REPLAYED, asks: false, native: false, replayed: true, long: false })
+        tracked.push({ id: (created.body.result as Json).taskId as string, era: 'modern', tool: REPLAYED, asks: true, native: false, replayed: true, long: false })
       }
     }))
     expect(tracked).toHaveLength(330)
-    await Promise.all(tracked.filter((t) => t.native).map(async (task) => {
+    await Promise.all(tracked.filter((t) => t.native || t.replayed === true).map(async (task) => {
       await until(`task ${task.id} asking`, async () => (await read(task)).status === 'input_required' ? true : undefined, { everyMs: 100 })
     }))
     // Each call's stream is recorded as replayable before the kill (a call killed before that is lost).
@@ -241,7 +242,10 @@ upstreams:
     const stored = await Promise.all(tracked.map(async (t) => await redis.hmget(`${cluster.prefix}task:${t.id}`, 'owner', 'status')))
     const orphans = tracked.filter((_, n) => stored[n]![0] === victimId && !TERMINAL.has(stored[n]![1] ?? ''))
     // The questions of the upstream's own tasks, asked before the kill, are answered now, through any process.
-    const answeringNatives = tracked.filter((t) => t.native).map(async (task) => { await answer(task, { interpretation: 'after the kill' }) })
+    const answeringNatives = [
+      ...tracked.filter((t) => t.native).map(async (task) => { await answer(task, { interpretation: 'after the kill' }) }),
+      ...tracked.filter((t) => t.replayed === true).map(async (task) => { await answer(task, { answer: 'after the kill' }) }),
+    ]
     expect(orphans.filter((t) => t.long).length).toBeGreaterThanOrEqual(20)
 
     // The long tasks the victim did not run would outlast the test: their clients cancel them.
@@ -279,7 +283,7 @@ upstreams:
     for (const task of tracked.filter((t) => t.replayed === true)) {
       // Replayed to a survivor when their process died, or never interrupted: completed with the call's result.
       expect(final.get(task.id)!.status, `task ${task.id}`).toBe('completed')
-      expect(JSON.stringify(final.get(task.id)!.result)).toMatch(/report on chaos stream \d after 4 steps/)
+      expect(JSON.stringify(final.get(task.id)!.result)).toMatch(/report on chaos stream \d: after the kill/)
     }
     expect(orphans.filter((t) => t.replayed === true).length).toBeGreaterThan(0)
     for (const task of orphans) {
