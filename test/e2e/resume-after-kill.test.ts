@@ -209,7 +209,7 @@ upstreams:
     inProcess.push(a, b)
     const session = await RawSession.open(a.url)
     const before = replayProxy.count('tools/call slow_report')
-    const taskIds = await Promise.all(Array.from({ length: 3 }, async (_, i) => await legacyTask(session, 'rp__slow_report', { topic: `handover ${i}`, ms: 2000 })))
+    const taskIds = await Promise.all(Array.from({ length: 3 }, async (_, i) => await legacyTask(session, 'rp__slow_report', { topic: `handover ${i}`, ms: 6000 })))
     await recorded(taskIds, 'stream')
     await a.close()
     expect(a.gateway.tasks.handedOver).toBe(3)
