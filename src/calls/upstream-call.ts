@@ -127,41 +127,36 @@ export async function callUpstream (
   options: CallOptions,
   task?: UpstreamTaskHooks,
 ): Promise<JsonObject> {
-  if (task === undefined) return await callOnce(session, call, method, params, native, options, undefined)
-  // A call handed over to another process leaves its upstream session open and its upstream work running.
-  const onHandover = (): void => {
-    if (!isHandover(options.signal.reason)) return
-    call.handedOver = true
-    session.keepUpstream()
-  }
-  options.signal.addEventListener('abort', onHandover, { once: true })
+  // A task's call handed over to another process leaves its upstream session open and its upstream work running.
+  const onHandover = task === undefined
+    ? undefined
+    : (): void => {
+        if (!isHandover(options.signal.reason)) return
+        call.handedOver = true
+        session.keepUpstream()
+      }
+  if (onHandover !== undefined) options.signal.addEventListener('abort', onHandover, { once: true })
   try {
-    return await callOnce(session, call, method, params, native, options, task)
+    const existing = task?.existing
+    if (existing !== undefined) {
+      task!.rejoined?.(session)
+      if (existing.kind === 'stream') return await session.request(method, params, Object.assign({}, options, { call, resumptionToken: existing.resumptionToken }))
+      return await upstreamTaskResult(session, call, existing.upstreamTaskId, withoutProgress(options))
+    }
+    if (method !== 'tools/call' || !native) return await withInputRounds(session, call, method, params, withStreamHook(session, options, task))
+    const plain = withoutProgress(options)
+    const created = await session.request('tools/call', { ...params, task: { ttl: UPSTREAM_TASK_TTL_MS } }, { ...plain, call })
+    const upstreamTaskId = (created.task as JsonObject | undefined)?.taskId
+    if (typeof upstreamTaskId !== 'string') return created
+    await task?.created?.(upstreamTaskId, task.resumable ? session.address() : undefined)
+    return await upstreamTaskResult(session, call, upstreamTaskId, plain)
   } finally {
-    options.signal.removeEventListener('abort', onHandover)
+    if (onHandover !== undefined) options.signal.removeEventListener('abort', onHandover)
   }
 }
 
-async function callOnce (
-  session: UpstreamSession,
-  call: InflightCall,
-  method: 'tools/call' | 'prompts/get',
-  params: JsonObject,
-  native: boolean,
-  options: CallOptions,
-  task: UpstreamTaskHooks | undefined,
-): Promise<JsonObject> {
+/** The options of an upstream task's requests: without the call's progress handler (an upstream task's progress is not relayed). */
+function withoutProgress (options: CallOptions): Omit<CallOptions, 'onprogress'> {
   const { onprogress: _progress, ...plain } = options
-  const existing = task?.existing
-  if (existing !== undefined) {
-    task!.rejoined?.(session)
-    if (existing.kind === 'native') return await upstreamTaskResult(session, call, existing.upstreamTaskId, plain)
-    return await session.request(method, params, Object.assign({}, options, { call, resumptionToken: existing.resumptionToken }))
-  }
-  if (method !== 'tools/call' || !native) return await withInputRounds(session, call, method, params, withStreamHook(session, options, task))
-  const created = await session.request('tools/call', { ...params, task: { ttl: UPSTREAM_TASK_TTL_MS } }, { ...plain, call })
-  const upstreamTaskId = (created.task as JsonObject | undefined)?.taskId
-  if (typeof upstreamTaskId !== 'string') return created
-  await task?.created?.(upstreamTaskId, task.resumable ? session.address() : undefined)
-  return await upstreamTaskResult(session, call, upstreamTaskId, plain)
+  return plain
 }

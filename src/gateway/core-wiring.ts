@@ -27,7 +27,7 @@ import type { GatewayStore } from '../store/types.ts'
 import { ProcessLease } from '../tasks/process-lease.ts'
 import { TaskInputs } from '../tasks/task-inputs.ts'
 import { TaskRunner } from '../tasks/task-runner.ts'
-import { upstreamTaskPlan } from '../tasks/upstream-task-link.ts'
+import { resumeAllowed } from '../tasks/upstream-task-link.ts'
 import { TaskService } from '../tasks/task-service.ts'
 import { sessionIdOf } from '../upstream/client-ref.ts'
 import { Upstream } from '../upstream/upstream.ts'
@@ -193,7 +193,7 @@ export async function wireCore (config: Config, given: { logger?: Logger, store?
     isIdempotent: (task) => upstreams.find((u) => u.name === task.upstream)?.config.toolSettings[task.tool]?.idempotent === true,
     canResume: (task) => {
       const upstream = upstreams.find((u) => u.name === task.upstream)
-      return upstream !== undefined && upstreamTaskPlan(upstream, task.tool, 'optional').resumable
+      return upstream !== undefined && resumeAllowed(upstream, task.tool)
     },
   })
   const lease = new ProcessLease({

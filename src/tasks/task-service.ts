@@ -6,7 +6,7 @@ import { GatewayError } from '../errors.ts'
 import type { Logger } from '../observability/logger.ts'
 import type { RequestTrace } from '../observability/request-trace.ts'
 import type { JsonObject, RequestId } from '../wire/jsonrpc.ts'
-import type { SignalBus, TaskCursor, TaskRecord, TaskStore } from '../store/types.ts'
+import type { SignalBus, TaskCursor, TaskRecord, TaskResume, TaskStore } from '../store/types.ts'
 import type { TaskEvents } from './task-events.ts'
 import type { TaskInputs } from './task-inputs.ts'
 import { cancelChannel, type TaskRunner } from './task-runner.ts'
@@ -265,7 +265,7 @@ export class TaskService {
       const claimed = await this.#tasks.claim(task.id, task.owner, this.#owner, Date.now())
       if (!claimed) continue
       if (claimed.resume !== null && this.#canResume(claimed)) {
-        await this.#resume(claimed, why)
+        await this.#resume(claimed, claimed.resume, why)
         resumed++
         continue
       }
@@ -296,12 +296,12 @@ export class TaskService {
    * be answered on stay pending (the client answers them as before), the others expire; a process declared
    * lost that wakes up stops waiting without cancelling the upstream task; this one waits for its result.
    */
-  async #resume (task: TaskRecord, why: Interruption): Promise<void> {
+  async #resume (task: TaskRecord, resume: TaskResume, why: Interruption): Promise<void> {
     for (const input of await this.#tasks.pendingInputs(task.id)) {
       if (input.upstreamRequestId === undefined) await this.#tasks.settleInput(input.key, 'expired', null, Date.now())
     }
     if (why === 'lost') await this.#bus.publish(cancelChannel(task.id), { taskId: task.id, handover: true })
-    this.#log.info({ taskId: task.id, upstream: task.upstream, tool: task.tool, resumes: task.resume === null ? undefined : resumedWork(task.resume), from: task.owner, why }, 'resuming the upstream work of a task another gateway process ran')
+    this.#log.info({ taskId: task.id, upstream: task.upstream, tool: task.tool, resumes: resumedWork(resume), from: task.owner, why }, 'resuming the upstream work of a task another gateway process ran')
     this.#runner.start(task)
   }
 

@@ -25,9 +25,14 @@ export interface UpstreamTaskPlan {
  * always runs as one.
  */
 export function upstreamTaskPlan (upstream: Upstream, tool: string, support: TaskSupport | undefined): UpstreamTaskPlan {
-  const config = upstream.config
-  const resumable = (config.toolSettings[tool]?.resume ?? config.resume) === 'auto' && config.transport === 'streamable-http'
+  const resumable = resumeAllowed(upstream, tool)
   return { native: support === 'required' || (support === 'optional' && resumable), resumable }
+}
+
+/** Whether another process may resume the tasks of `tool`: `resume: auto` (the default) on a Streamable HTTP upstream. */
+export function resumeAllowed (upstream: Upstream, tool: string): boolean {
+  const config = upstream.config
+  return (config.toolSettings[tool]?.resume ?? config.resume) === 'auto' && config.transport === 'streamable-http'
 }
 
 /** What a resumed task reaches again, for logs and messages: the upstream task, or the call's stream. */

@@ -7,6 +7,7 @@ import type { Logger } from '../observability/logger.ts'
 import type { TraceParent } from '../observability/tracing.ts'
 import { withTraceMeta } from '../observability/trace-context.ts'
 import type { JsonObject, RequestId } from '../wire/jsonrpc.ts'
+import type { ResumeAddress } from '../store/types.ts'
 import { AttributingTransport, CallRegistry, isInputMethod, untagged, type InflightCall, type InputMethod } from './call-attribution.ts'
 import type { UpstreamHttp } from './http-dispatcher.ts'
 import { ListenStream, withoutSubscriptionId } from './listen-stream.ts'
@@ -48,13 +49,8 @@ export interface SessionOpenOptions {
   rejoin?: StreamableHttpTransportOptions['rejoin']
 }
 
-/** Where an upstream session can be reached from another gateway process (see TaskResume). */
-export interface SessionAddress {
-  /** Its Mcp-Session-Id; null for an upstream that keeps no sessions. */
-  sessionId: string | null
-  protocolVersion: string
-  era: 'legacy' | 'modern'
-}
+/** Where an upstream session can be reached from another gateway process: what a TaskResume records of it. */
+export type SessionAddress = ResumeAddress
 
 export interface SessionRequestOptions {
   timeout: number
