@@ -4,6 +4,7 @@ import { createServer, request as httpRequest, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { startGatewayProcess, writeConfig, type GatewayProcess } from './process.ts'
 import { purge, REDIS_URL } from './redis.ts'
+import { keepIdleConnections } from './idle-connections.ts'
 
 /**
  * A plain round-robin HTTP balancer with no affinity: each request (and each SSE stream) goes to the next
@@ -53,6 +54,7 @@ export class RoundRobinBalancer {
   }
 
   async listen (): Promise<string> {
+    keepIdleConnections(this.#server)
     this.#server.listen(0, '127.0.0.1')
     await once(this.#server, 'listening')
     this.url = `http://127.0.0.1:${(this.#server.address() as AddressInfo).port}/mcp`

@@ -1,6 +1,7 @@
 import { once } from 'node:events'
 import { createServer, request as httpRequest, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
+import { keepIdleConnections } from './idle-connections.ts'
 
 type Json = Record<string, unknown>
 
@@ -69,6 +70,7 @@ export class CountingProxy {
   }
 
   async listen (): Promise<string> {
+    keepIdleConnections(this.#server)
     this.#server.listen(0, '127.0.0.1')
     await once(this.#server, 'listening')
     this.url = `http://127.0.0.1:${(this.#server.address() as AddressInfo).port}${this.#target.pathname}`
