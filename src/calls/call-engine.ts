@@ -99,8 +99,10 @@ export class CallEngine {
         freeSlot = await upstream.slots.take(signal)
         metrics?.queueWait(upstream.name, (performance.now() - queuedAt) / 1000)
       }
+      // Upstream work another process started on a session of its own goes on on that session; sessionless work (a
+      // 2026-07-28 upstream's task) on the client's.
       const existing = origin.upstreamTask?.existing
-      const lease = existing === undefined ? await upstream.acquire(client, 'call', origin.authorization) : await upstream.rejoin(existing)
+      const lease = existing === undefined || existing.sessionId === null ? await upstream.acquire(client, 'call', origin.authorization) : await upstream.rejoin(existing)
       const session = lease.session
       const call = session.calls.begin(client.key, sink)
       session.pristine = false

@@ -3,6 +3,7 @@ import type { JsonObject } from '../wire/jsonrpc.ts'
 import { isInputMethod, type InflightCall } from '../upstream/call-attribution.ts'
 import type { SessionAddress, SessionRequestOptions, UpstreamSession } from '../upstream/upstream-session.ts'
 import type { TaskResume } from '../store/types.ts'
+import { declaringTasks, followTask, needsTasks, takeCreatedTask } from './extension-task.ts'
 
 const RELATED_TASK = 'io.modelcontextprotocol/related-task'
 /** Retention asked of an upstream for its own task when we run a native task tool. */
@@ -112,11 +113,40 @@ async function upstreamTaskResult (session: UpstreamSession, call: InflightCall,
 }
 
 /**
+ * A tools/call of a 2026-07-28 upstream. When the upstream offers the tasks extension, a task's call that another
+ * process may resume declares it, so that the upstream may run the call as a task of its own; any other call
+ * declares it only after the upstream refused the call for the lack of it (-32021: the tool runs only as a task).
+ * When the upstream answers with a task (even one it should not have sent), the call follows it to its end.
+ */
+async function modernToolCall (
+  session: UpstreamSession,
+  call: InflightCall,
+  params: JsonObject,
+  options: CallOptions,
+  task: UpstreamTaskHooks | undefined,
+): Promise<JsonObject> {
+  const declare = task?.resumable === true && session.offersTasks
+  let result: JsonObject
+  try {
+    result = await withInputRounds(session, call, 'tools/call', declare ? declaringTasks(session, params) : params, options)
+  } catch (err) {
+    if (declare || !needsTasks(err)) throw err
+    result = await withInputRounds(session, call, 'tools/call', declaringTasks(session, params), options)
+  }
+  const created = takeCreatedTask(call)
+  if (created === undefined) return result
+  const upstreamTaskId = created.taskId as string
+  await task?.created?.(upstreamTaskId, task.resumable ? session.address() : undefined)
+  return await followTask(session, call, upstreamTaskId, created, withoutProgress(options), task !== undefined)
+}
+
+/**
  * One upstream tools/call or prompts/get of `call` on its client's session, returning the upstream's
  * result untouched.
  *
  * A tool called `native` is called as an upstream task: create it (or, with `task.existing`, take the one an
- * earlier run created), then wait for its result (upstreamTaskResult). The caller never sees the upstream's task.
+ * earlier run created), then wait for its result (upstreamTaskResult). A 2026-07-28 upstream decides itself
+ * whether a call becomes its task (modernToolCall). The caller never sees the upstream's task.
  */
 export async function callUpstream (
   session: UpstreamSession,
@@ -138,11 +168,13 @@ export async function callUpstream (
   if (onHandover !== undefined) options.signal.addEventListener('abort', onHandover, { once: true })
   try {
     const existing = task?.existing
+    if (existing?.kind === 'native' && existing.era === 'modern') return await followTask(session, call, existing.upstreamTaskId, undefined, withoutProgress(options), true)
     if (existing !== undefined) {
       task!.rejoined?.(session)
       if (existing.kind === 'stream') return await session.request(method, params, Object.assign({}, options, { call, resumptionToken: existing.resumptionToken }))
       return await upstreamTaskResult(session, call, existing.upstreamTaskId, withoutProgress(options))
     }
+    if (method === 'tools/call' && session.client.getProtocolEra?.() === 'modern') return await modernToolCall(session, call, params, options, task)
     if (method !== 'tools/call' || !native) return await withInputRounds(session, call, method, params, withStreamHook(session, options, task))
     const plain = withoutProgress(options)
     const created = await session.request('tools/call', { ...params, task: { ttl: UPSTREAM_TASK_TTL_MS } }, { ...plain, call })

@@ -30,7 +30,7 @@ const toolSettingsSchema = z.strictObject({
 }).describe('settings for one tool, by its upstream name')
 
 const resumeSchema = z.enum(['auto', 'off']).prefault('auto')
-  .describe('`auto`: on a Streamable HTTP upstream, running tasks survive the gateway process that runs them where the upstream allows it: a task of a tool the upstream can run as its own task (its taskSupport is `optional` or `required`) runs as one, and a task of any other tool is resumed when the upstream gives its call stream SSE event ids (it can replay it); another gateway process (or the next one on a SQLite file) then takes the task over instead of failing it; `off`: only tools the upstream requires as tasks run as its tasks, and a task whose gateway process stops is failed (or run again when `idempotent`)')
+  .describe('`auto`: on a Streamable HTTP upstream, running tasks survive the gateway process that runs them where the upstream allows it: a task of a tool the upstream can run as its own task (its taskSupport is `optional` or `required`) runs as one, a call of a task to a 2026-07-28 upstream that offers the tasks extension declares the extension (the upstream decides whether to run it as its own task), and a task of any other tool is resumed when the upstream gives its call stream SSE event ids (it can replay it); another gateway process (or the next one on a SQLite file) then takes the task over instead of failing it; `off`: only tools the upstream requires as tasks run as its tasks, and a task whose gateway process stops is failed (or run again when `idempotent`)')
 
 /** `connect` defaults to 60s for stdio (a package runner may download the server first) and 10s for HTTP. */
 function timeoutsSchema (connect: '60s' | '10s') {

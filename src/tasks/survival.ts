@@ -12,7 +12,10 @@ import { upstreamTaskPlan } from './upstream-task-link.ts'
 export type Survival = 'resumable' | 'replayable' | 'rerun' | 'lost'
 
 /** What becomes of the running tasks of an upstream's other tools (neither its own tasks nor idempotent). */
-export type OthersSurvival = 'resumed if the upstream replays the call stream (SSE event ids), else lost' | 'lost'
+export type OthersSurvival =
+  | 'resumed if the upstream replays the call stream (SSE event ids), else lost'
+  | 'resumed if the upstream runs the call as its own task (2026-07-28 tasks extension), else lost'
+  | 'lost'
 
 /** One upstream's answer to "what does a restart cost": its tools by what becomes of their running tasks. */
 export interface UpstreamSurvival {
@@ -55,9 +58,11 @@ export function upstreamSurvival (upstream: Upstream, nativeTools: ReadonlyMap<s
     : config.transport !== 'streamable-http'
       ? `a ${config.transport} upstream session ends with the gateway process that opened it: its running calls cannot be resumed`
       : undefined
-  const others: OthersSurvival = config.resume === 'auto' && config.transport === 'streamable-http'
-    ? 'resumed if the upstream replays the call stream (SSE event ids), else lost'
-    : 'lost'
+  const others: OthersSurvival = config.resume !== 'auto' || config.transport !== 'streamable-http'
+    ? 'lost'
+    : upstream.offersTasks
+      ? 'resumed if the upstream runs the call as its own task (2026-07-28 tasks extension), else lost'
+      : 'resumed if the upstream replays the call stream (SSE event ids), else lost'
   const survival: UpstreamSurvival = {
     upstream: upstream.name, transport: config.transport, resume: config.resume, resumable, rerun, others,
   }

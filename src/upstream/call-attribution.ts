@@ -28,6 +28,8 @@ export interface InflightCall {
   waiting: number
   /** Another gateway process goes on with the call's upstream work: the upstream is told nothing of its end. */
   handedOver: boolean
+  /** The task a 2026-07-28 upstream answered the call with (its CreateTaskResult), until the call takes it. */
+  createdTask: JsonObject | undefined
 }
 
 /** Names the call a request is sent for; read and removed by AttributingTransport, never sent upstream. */
@@ -86,7 +88,9 @@ export class CallRegistry {
   }
 
   begin (owner: string, sink: CallSink): InflightCall {
-    const call: InflightCall = { id: this.#next++, owner, sink, upstreamTaskId: undefined, waiting: 0, handedOver: false }
+    const call: InflightCall = {
+      id: this.#next++, owner, sink, upstreamTaskId: undefined, waiting: 0, handedOver: false, createdTask: undefined,
+    }
     this.#calls.set(call.id, call)
     return call
   }
@@ -170,6 +174,20 @@ export class CallRegistry {
     return this.#byRequest.get(id)?.handedOver === true
   }
 
+  /**
+   * Called by the transport with every response: a 2026-07-28 upstream may answer a call's tools/call with a task
+   * of its own (`resultType: "task"`, tasks extension), which the SDK refuses to take. The task goes to the call,
+   * and the SDK is handed an empty complete result in its place.
+   */
+  takeTask (response: JsonObject): void {
+    const result = response.result as JsonObject | null | undefined
+    if (result?.resultType !== 'task') return
+    const call = this.#byRequest.get(response.id as RequestId)
+    if (call === undefined) return
+    call.createdTask = result
+    response.result = { resultType: 'complete', content: [] }
+  }
+
   /** Called by the transport once the response to request `id` was handed on. */
   answered (id: RequestId): void {
     const call = this.#byRequest.get(id)
@@ -230,6 +248,7 @@ export class AttributingTransport implements Transport {
     inner.onmessage = (message, extra) => {
       const shape = message as MessageShape
       if (isResponse(shape)) {
+        this.#calls.takeTask(message as unknown as JsonObject)
         onResponse?.(message as unknown as JsonObject)
         const hand = (): void => {
           this.onmessage?.(message)

@@ -1,5 +1,5 @@
 import { Client, ProtocolError, type ClientCapabilities, type PriorDiscovery, type RequestOptions } from '@modelcontextprotocol/client'
-import { GATEWAY_INFO } from '../wire/versions.ts'
+import { GATEWAY_INFO, TASKS_EXTENSION } from '../wire/versions.ts'
 import { z } from 'zod'
 import type { UpstreamConfig } from '../config/schema.ts'
 import { GatewayError, RpcError, isHandover, type WireError } from '../errors.ts'
@@ -198,6 +198,13 @@ export class UpstreamSession {
 
   get closed (): boolean {
     return this.#closed
+  }
+
+  /** The upstream speaks 2026-07-28 and offers the tasks extension: it may answer a tools/call with a task of its own. */
+  get offersTasks (): boolean {
+    if (this.client.getProtocolEra?.() !== 'modern') return false
+    const extensions = this.client.getServerCapabilities()?.extensions as JsonObject | undefined
+    return extensions?.[TASKS_EXTENSION] !== undefined
   }
 
   /** Calls, tasks and subscriptions holding the session open. */

@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events'
 import type { PriorDiscovery } from '@modelcontextprotocol/client'
 import type { UpstreamConfig } from '../config/schema.ts'
 import { formatDuration } from '../config/units.ts'
@@ -62,6 +63,8 @@ export class Upstream {
     this.#http = config.transport === 'stdio' ? undefined : createUpstreamHttp(config)
     this.slots = new CallSlots(config.name, config.maxConcurrentCalls, config.maxQueuedCalls)
     this.#reaper = setInterval(() => this.#reapIdle(), Math.min(30_000, Math.max(1000, Math.floor(config.idleTimeout / 2))))
+    // Every session being opened listens to it: with per-call sessions, as many as the calls starting at once.
+    setMaxListeners(0, this.#closing.signal)
     this.#reaper.unref()
   }
 
@@ -89,6 +92,12 @@ export class Upstream {
     const session = this.#gateway
     if (session === undefined || session.closed) return undefined
     return session.client.getProtocolEra?.() === 'modern' ? 'modern' : 'legacy'
+  }
+
+  /** The upstream speaks 2026-07-28 and offers the tasks extension (as its gateway session found it). */
+  get offersTasks (): boolean {
+    const session = this.#gateway
+    return session !== undefined && !session.closed && session.offersTasks
   }
 
   /** Why the upstream is not ready, when it is not. */

@@ -10,6 +10,11 @@ export function isLegacyVersion (version: string): boolean {
   return (LEGACY_PROTOCOL_VERSIONS as readonly string[]).includes(version)
 }
 
+/** The 2026-07-28 `_meta` key of the capabilities a request's client declares (for that request only). */
+export const CLIENT_CAPABILITIES_KEY = 'io.modelcontextprotocol/clientCapabilities'
+/** The 2026-07-28 tasks extension, as named among a client's or a server's `capabilities.extensions`. */
+export const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks'
+
 /** The version a server answers to an initialize: the client's if supported, else the latest. */
 export function negotiateVersion (requested: unknown): string {
   return typeof requested === 'string' && isLegacyVersion(requested) ? requested : LATEST_LEGACY_VERSION

@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startUpstream, type StartedUpstream } from '../fixtures/spawn-upstream.ts'
 import { DEMO_MAIN } from '../helpers/built.ts'
 import { startCluster, type Cluster } from '../helpers/cluster.ts'
+import { demoStdio, startGateway, type RunningGateway } from '../helpers/gateway.ts'
 import { ModernRaw } from '../helpers/modern-raw.ts'
 import { legacyTask, RawSession } from '../helpers/raw-session.ts'
 import { REDIS_URL } from '../helpers/redis.ts'
@@ -21,6 +22,7 @@ const LOST = 'gateway process lost during execution'
 const TERMINAL = new Set(['completed', 'failed', 'cancelled'])
 const NATIVE = 'ev__simulate-research-query'
 const REPLAYED = 'rp__ask_then_report'
+const EXTENSION = 'm__demo__ask_user'
 
 /** One task of the run, whichever era created it. */
 interface Tracked {
@@ -32,6 +34,8 @@ interface Tracked {
   native: boolean
   /** A plain call of an upstream that replays its call streams, still running when the victim dies. */
   replayed?: boolean
+  /** A task a 2026-07-28 upstream runs as its own (tasks extension), waiting for its question when the victim dies. */
+  extension?: boolean
   /** Runs far longer than the test: still running when the victim is killed, cancelled by the test if it survives. */
   long: boolean
   /** The legacy session that created it. */
@@ -46,14 +50,16 @@ function legacyStatus (reply: Json): Json {
 
 /**
  * 300 tasks of both eras run on three gateway processes behind a round-robin balancer, 20 more as tasks of
- * @modelcontextprotocol/server-everything's own (each waiting for an answer) and 10 as plain calls of an upstream
- * that replays its call streams; one process is killed with SIGKILL in the middle. A survivor takes its tasks
- * over within the lease: it resumes the upstream's own tasks (they complete once answered) and the replayable
- * calls, runs the idempotent tool again, and fails the rest; nothing that had completed is lost; the survivors
- * log no unhandled error.
+ * @modelcontextprotocol/server-everything's own (each waiting for an answer), 10 as plain calls of an upstream
+ * that replays its call streams and 10 as tasks of a 2026-07-28 upstream with the tasks extension (the gateway
+ * itself, in front of the demo server); one process is killed with SIGKILL in the middle. A survivor takes its
+ * tasks over within the lease: it resumes the upstreams' own tasks (they complete once answered) and the
+ * replayable calls, runs the idempotent tool again, and fails the rest; nothing that had completed is lost; the
+ * survivors log no unhandled error.
  */
-describe('chaos: one of three gateway processes killed with SIGKILL under 330 tasks', () => {
+describe('chaos: one of three gateway processes killed with SIGKILL under 340 tasks', () => {
   let demo: StartedUpstream
+  let modernUpstream: RunningGateway
   let everything: StartedUpstream
   let replayable: StartedUpstream
   let cluster: Cluster
@@ -65,6 +71,8 @@ describe('chaos: one of three gateway processes killed with SIGKILL under 330 ta
       startUpstream('test/fixtures/everything-http.mjs', [], { readyTimeoutMs: 60_000 }),
       startUpstream('test/fixtures/replayable-upstream.ts', ['--port', '0']),
     ])
+    // One demo process per call: questions of concurrent calls on one stdio process cannot be told apart.
+    modernUpstream = await startGateway({ upstreams: [demoStdio({ sessions: 'per-call', tools: { allow: ['ask_user'] } })], tasks: { decide: 'always', pollInterval: '100ms' } })
     cluster = await startCluster(`
 logging: { level: info }
 metrics: { listener: main }
@@ -92,6 +100,7 @@ upstreams:
   - name: rp
     transport: streamable-http
     url: ${JSON.stringify(replayable.url)}
+  - { name: m, transport: streamable-http, url: ${JSON.stringify(modernUpstream.url)}, era: auto, prompts: { deny: ['*'] }, resources: { deny: ['*'] } }
 `)
     redis = new Redis(REDIS_URL)
   }, 60_000)
@@ -99,6 +108,7 @@ upstreams:
   afterAll(async () => {
     await redis?.quit()
     await cluster?.close()
+    await modernUpstream?.close()
     await demo?.close()
     await everything?.close()
     await replayable?.close()
@@ -179,7 +189,7 @@ upstreams:
         }
       }
     }
-    const answering = tracked.filter((t) => t.asks && !t.native && t.replayed !== true).filter((_, n) => n % 4 < 2).map(async (task) => { await answer(task, { name: 'Chaos' }) })
+    const answering = tracked.filter((t) => t.asks && !t.native && t.replayed !== true && t.extension !== true).filter((_, n) => n % 4 < 2).map(async (task) => { await answer(task, { name: 'Chaos' }) })
 
     // Mid-run: some tasks have completed, most are still running.
     await until('the first completions', async () => {
@@ -212,8 +222,21 @@ upstreams:
         tracked.push({ id: (created.body.result as Json).taskId as string, era: 'modern', tool: REPLAYED, asks: true, native: false, replayed: true, long: false })
       }
     }))
-    expect(tracked).toHaveLength(330)
-    await Promise.all(tracked.filter((t) => t.native || t.replayed === true).map(async (task) => {
+    // And 10 tasks the 2026-07-28 upstream runs as its own, of the same clients, each asking a question.
+    await Promise.all(Array.from({ length: 10 }, async (_, n) => {
+      const args = { message: `chaos question ${n}` }
+      if (n % 2 === 0) {
+        const id = await legacyTask(sessions[0]!, EXTENSION, args)
+        tracked.push({ id, era: 'legacy', tool: EXTENSION, asks: true, native: false, extension: true, long: false, session: sessions[0]! })
+      } else {
+        const created = await modern.request('tools/call', { name: EXTENSION, arguments: args })
+        if (created.body.result === undefined) throw new Error(`modern task not created: ${JSON.stringify(created.body)}`)
+        tracked.push({ id: (created.body.result as Json).taskId as string, era: 'modern', tool: EXTENSION, asks: true, native: false, extension: true, long: false })
+      }
+    }))
+    expect(tracked).toHaveLength(340)
+    const resumable = (t: Tracked): boolean => t.native || t.replayed === true || t.extension === true
+    await Promise.all(tracked.filter(resumable).map(async (task) => {
       await until(`task ${task.id} asking`, async () => (await read(task)).status === 'input_required' ? true : undefined, { everyMs: 100 })
     }))
     // Each call's stream is recorded as replayable before the kill (a call killed before that is lost).
@@ -245,6 +268,7 @@ upstreams:
     const answeringNatives = [
       ...tracked.filter((t) => t.native).map(async (task) => { await answer(task, { interpretation: 'after the kill' }) }),
       ...tracked.filter((t) => t.replayed === true).map(async (task) => { await answer(task, { answer: 'after the kill' }) }),
+      ...tracked.filter((t) => t.extension === true).map(async (task) => { await answer(task, { name: 'after the kill' }) }),
     ]
     expect(orphans.filter((t) => t.long).length).toBeGreaterThanOrEqual(20)
 
@@ -286,9 +310,15 @@ upstreams:
       expect(JSON.stringify(final.get(task.id)!.result)).toMatch(/report on chaos stream \d: after the kill/)
     }
     expect(orphans.filter((t) => t.replayed === true).length).toBeGreaterThan(0)
+    for (const task of tracked.filter((t) => t.extension === true)) {
+      // Followed again by a survivor when their process died (tasks/get), or never interrupted.
+      expect(final.get(task.id)!.status, `task ${task.id}`).toBe('completed')
+      expect(JSON.stringify(final.get(task.id)!.result)).toContain('Hello, after the kill!')
+    }
+    expect(orphans.filter((t) => t.extension === true).length).toBeGreaterThan(0)
     for (const task of orphans) {
       const state = final.get(task.id)!
-      if (task.native || task.replayed === true) continue
+      if (resumable(task)) continue
       if (task.tool === 'redo__slow') {
         // Idempotent: run again by a survivor, to completion.
         expect(state.status, `task ${task.id}`).toBe('completed')
@@ -320,7 +350,7 @@ upstreams:
       }
     }
     const rerun = orphans.filter((t) => t.tool === 'redo__slow').length
-    const resumed = orphans.filter((t) => t.native || t.replayed === true).length
+    const resumed = orphans.filter(resumable).length
     expect(failovers).toEqual({ resumed, rerun, failed: orphans.length - rerun - resumed })
   }, 150_000)
 })

@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startUpstream, type StartedUpstream } from '../fixtures/spawn-upstream.ts'
 import { startCluster, type Cluster } from '../helpers/cluster.ts'
 import { CountingProxy } from '../helpers/counting-proxy.ts'
+import { demoStdio, startGateway, type RunningGateway } from '../helpers/gateway.ts'
 import type { GatewayProcess } from '../helpers/process.ts'
 import { legacyTask, next, RawSession } from '../helpers/raw-session.ts'
 import { REDIS_URL } from '../helpers/redis.ts'
@@ -17,7 +18,8 @@ const TASKS = 50
  * A rolling deploy: three gateway processes on one Redis behind a round-robin balancer, in front of
  * @modelcontextprotocol/server-everything over Streamable HTTP, are replaced one after another (SIGTERM, then a
  * new process in its place) while 50 tasks run as the server's own tasks, half of them waiting for the user to
- * answer a question, and 10 more as plain calls of an upstream that replays its call streams. Every process
+ * answer a question, 10 more as plain calls of an upstream that replays its call streams, and 10 as tasks of a
+ * 2026-07-28 upstream with the tasks extension (the gateway itself, in front of the demo server). Every process
  * hands its tasks over as it stops; every task completes with the upstream's real result, each ran once
  * upstream, and the questions asked before the deploy are answered after it.
  */
@@ -26,6 +28,8 @@ describe('a rolling restart of all three processes while 50 tasks run', () => {
   let replayable: StartedUpstream
   let proxy: CountingProxy
   let replayProxy: CountingProxy
+  let modern: RunningGateway
+  let modernProxy: CountingProxy
   let cluster: Cluster
   let redis: Redis
 
@@ -34,9 +38,12 @@ describe('a rolling restart of all three processes while 50 tasks run', () => {
       startUpstream('test/fixtures/everything-http.mjs', [], { readyTimeoutMs: 60_000 }),
       startUpstream('test/fixtures/replayable-upstream.ts', ['--port', '0']),
     ])
+    // One demo process per call: questions of concurrent calls on one stdio process cannot be told apart.
+    modern = await startGateway({ upstreams: [demoStdio({ sessions: 'per-call' })], tasks: { decide: 'always', pollInterval: '100ms' } })
     proxy = new CountingProxy(everything.url)
     replayProxy = new CountingProxy(replayable.url)
-    await Promise.all([proxy.listen(), replayProxy.listen()])
+    modernProxy = new CountingProxy(modern.url)
+    await Promise.all([proxy.listen(), replayProxy.listen(), modernProxy.listen()])
     cluster = await startCluster(`
 logging: { level: info }
 tasks: { pollInterval: 100ms, ownerLease: 2s }
@@ -49,6 +56,7 @@ upstreams:
   - name: rp
     transport: streamable-http
     url: ${JSON.stringify(replayProxy.url)}
+  - { name: m, transport: streamable-http, url: ${JSON.stringify(modernProxy.url)}, era: auto }
 `)
     redis = new Redis(REDIS_URL)
   }, 90_000)
@@ -58,6 +66,8 @@ upstreams:
     await cluster?.close()
     await proxy?.close()
     await replayProxy?.close()
+    await modernProxy?.close()
+    await modern?.close()
     await everything?.close()
     await replayable?.close()
   })
@@ -65,6 +75,20 @@ upstreams:
   it('fails no task: each completes once upstream with its real report, questions asked before it answered after it', { timeout: 120_000 }, async () => {
     const elicitation = { elicitation: { form: {} } }
     const sessions = await Promise.all(Array.from({ length: 10 }, async () => await RawSession.open(cluster.url, elicitation)))
+    // First 10 tasks the 2026-07-28 upstream runs as its own, half of them asking a question (they start slowly:
+    // the upstream starts a demo process for each call).
+    const modernTasks = await Promise.all(Array.from({ length: 10 }, async (_, i) => {
+      const session = sessions[i]!
+      const asks = i % 2 === 0
+      const id = asks
+        ? await legacyTask(session, 'm__demo__ask_user', { message: `deploy question ${i}` })
+        : await legacyTask(session, 'm__demo__slow', { duration: 15_000, steps: 3 })
+      return { i, session, asks, id }
+    }))
+    await until('every 2026-07-28 upstream task recorded, and each question asked', async () => {
+      const followed = await Promise.all(modernTasks.map(async (task) => await redis.hmget(`${cluster.prefix}task:${task.id}`, 'res', 'status')))
+      return followed.every(([res, status], n) => res?.includes('"native"') === true && (!modernTasks[n]!.asks || status === 'input_required')) ? true : undefined
+    }, { timeoutMs: 60_000 })
     const tasks = await Promise.all(Array.from({ length: TASKS }, async (_, i) => {
       const session = sessions[i % sessions.length]!
       const ambiguous = i % 2 === 0
@@ -111,6 +135,17 @@ upstreams:
         controller.abort()
       }
     }))
+    await Promise.all(modernTasks.filter((task) => task.asks).map(async (task) => {
+      const controller = new AbortController()
+      try {
+        const stream = await task.session.stream({ taskResult: task.id }, controller.signal)
+        const question = await next(stream, (m) => m.method === 'elicitation/create')
+        expect((question.params as Json).message).toBe(`deploy question ${task.i}`)
+        await (await task.session.post({ jsonrpc: '2.0', id: question.id, result: { action: 'accept', content: { name: `after ${task.i}` } } })).text()
+      } finally {
+        controller.abort()
+      }
+    }))
 
     for (const task of tasks) {
       const final = await task.session.waitFor(task.id, ['completed', 'failed', 'cancelled'])
@@ -122,6 +157,13 @@ upstreams:
       expect((await call.session.waitFor(call.id, ['completed', 'failed', 'cancelled'])).status, `call ${call.i}`).toBe('completed')
       expect(JSON.stringify((await call.session.request('tasks/result', { taskId: call.id })).result)).toContain(`report on deploy call ${call.i} after 3 steps`)
     }
+    for (const task of modernTasks) {
+      expect((await task.session.waitFor(task.id, ['completed', 'failed', 'cancelled'])).status, `2026 task ${task.i}`).toBe('completed')
+      const text = task.asks ? `Hello, after ${task.i}!` : 'slow finished: 3 steps in 15000 ms'
+      expect((await task.session.request('tasks/result', { taskId: task.id })).result).toMatchObject({ content: [{ text }] })
+    }
+    expect(modernProxy.count('tools/call demo__ask_user') + modernProxy.count('tools/call demo__slow')).toBe(modernTasks.length)
+    expect(modernProxy.count('tasks/cancel')).toBe(0)
     expect(replayProxy.count('tools/call slow_report')).toBe(calls.length)
     expect(replayProxy.count('notifications/cancelled')).toBe(0)
     expect(proxy.count('tools/call simulate-research-query')).toBe(TASKS)

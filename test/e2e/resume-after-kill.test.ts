@@ -4,10 +4,10 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { startUpstream } from '../fixtures/spawn-upstream.ts'
 import type { CountingProxy } from '../helpers/counting-proxy.ts'
 import { startGateway, type RunningGateway } from '../helpers/gateway.ts'
-import { loggedLine, startGatewayProcess, stopAll, writeConfig, type GatewayProcess } from '../helpers/process.ts'
+import { loggedLine, stopAll, writeConfig, type GatewayProcess } from '../helpers/process.ts'
 import { legacyTask, next, RawSession } from '../helpers/raw-session.ts'
 import { purge, REDIS_URL } from '../helpers/redis.ts'
-import { recordedInRedis, startResumeUpstreams, type ResumeKind, type ResumeUpstreams } from '../helpers/resume.ts'
+import { expectCompleted, recordedInRedis, startPair, startResumeUpstreams, type ResumeKind, type ResumeUpstreams } from '../helpers/resume.ts'
 
 type Json = Record<string, unknown>
 
@@ -56,9 +56,7 @@ upstreams:
   })
 
   async function pair (): Promise<[GatewayProcess, GatewayProcess]> {
-    const started = await Promise.all([startGatewayProcess(file), startGatewayProcess(file)])
-    processes.push(...started)
-    return started
+    return await startPair(file, processes)
   }
 
   /** Waits until the store says, for each task, how another process reaches its upstream work again. */
@@ -100,13 +98,7 @@ upstreams:
     await recorded(taskIds, 'native')
     a.child.kill('SIGKILL')
     await a.exited
-    const viaB = session.on(b.url)
-    for (const [i, taskId] of taskIds.entries()) {
-      const task = await viaB.waitFor(taskId, ['completed', 'failed', 'cancelled'])
-      expect(task.status, JSON.stringify(task)).toBe('completed')
-      const result = await viaB.request('tasks/result', { taskId })
-      expect(JSON.stringify(result.result)).toContain(`Research Report: topic ${i}`)
-    }
+    await expectCompleted(session.on(b.url), taskIds, (i) => `Research Report: topic ${i}`)
     expect(everythingProxy.count('tools/call simulate-research-query') - before).toBe(10)
   })
 
@@ -163,12 +155,7 @@ upstreams:
     await recorded(taskIds, 'stream')
     a.child.kill('SIGKILL')
     await a.exited
-    const viaB = session.on(b.url)
-    for (const [i, taskId] of taskIds.entries()) {
-      const task = await viaB.waitFor(taskId, ['completed', 'failed', 'cancelled'])
-      expect(task.status, JSON.stringify(task)).toBe('completed')
-      expect(JSON.stringify((await viaB.request('tasks/result', { taskId })).result)).toContain(`report on stream ${i} after 3 steps`)
-    }
+    await expectCompleted(session.on(b.url), taskIds, (i) => `report on stream ${i} after 3 steps`)
     expect(replayProxy.count('tools/call slow_report') - before).toBe(5)
     expect(replayProxy.count('notifications/cancelled')).toBe(0)
   })
@@ -213,11 +200,7 @@ upstreams:
     await recorded(taskIds, 'stream')
     await a.close()
     expect(a.gateway.tasks.handedOver).toBe(3)
-    const viaB = session.on(b.url)
-    for (const [i, taskId] of taskIds.entries()) {
-      expect((await viaB.waitFor(taskId, ['completed', 'failed'])).status).toBe('completed')
-      expect(JSON.stringify((await viaB.request('tasks/result', { taskId })).result)).toContain(`report on handover ${i} after 3 steps`)
-    }
+    await expectCompleted(session.on(b.url), taskIds, (i) => `report on handover ${i} after 3 steps`)
     expect(replayProxy.count('tools/call slow_report') - before).toBe(3)
     expect(replayProxy.count('notifications/cancelled')).toBe(0)
   })

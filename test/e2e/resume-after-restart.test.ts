@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { CountingProxy } from '../helpers/counting-proxy.ts'
 import { startGatewayProcess, stopAll, writeConfig, type GatewayProcess } from '../helpers/process.ts'
 import { legacyTask, RawSession } from '../helpers/raw-session.ts'
-import { recordedInSqlite, startResumeUpstreams, type ResumeKind, type ResumeUpstreams } from '../helpers/resume.ts'
+import { expectCompleted, recordedInSqlite, startResumeUpstreams, type ResumeKind, type ResumeUpstreams } from '../helpers/resume.ts'
 
 /**
  * The only gateway process on a SQLite file is killed with SIGKILL while tasks run and started again on the same
@@ -62,11 +62,7 @@ upstreams:
   it('the upstream\'s own tasks: every task completes with its real report, none run twice upstream', { timeout: 90_000 }, async () => {
     const before = everythingProxy.count('tools/call simulate-research-query')
     const { after, taskIds, second } = await killMidway('ev__simulate-research-query', (i) => ({ topic: `restart ${i}` }), 5, 'native')
-    for (const [i, taskId] of taskIds.entries()) {
-      const task = await after.waitFor(taskId, ['completed', 'failed', 'cancelled'])
-      expect(task.status, JSON.stringify(task)).toBe('completed')
-      expect(JSON.stringify((await after.request('tasks/result', { taskId })).result)).toContain(`Research Report: restart ${i}`)
-    }
+    await expectCompleted(after, taskIds, (i) => `Research Report: restart ${i}`)
     expect(everythingProxy.count('tools/call simulate-research-query') - before).toBe(5)
     expect(second.lines.some((line) => line.includes('recovered tasks interrupted by a restart') && line.includes('"resumed":5'))).toBe(true)
   })
@@ -74,10 +70,7 @@ upstreams:
   it('plain calls whose streams the upstream replays: every task completes with the call\'s result, none called twice', { timeout: 60_000 }, async () => {
     const before = replayProxy.count('tools/call slow_report')
     const { after, taskIds } = await killMidway('rp__slow_report', (i) => ({ topic: `restart ${i}`, ms: 3000 }), 3, 'stream')
-    for (const [i, taskId] of taskIds.entries()) {
-      expect((await after.waitFor(taskId, ['completed', 'failed', 'cancelled'])).status).toBe('completed')
-      expect(JSON.stringify((await after.request('tasks/result', { taskId })).result)).toContain(`report on restart ${i} after 3 steps`)
-    }
+    await expectCompleted(after, taskIds, (i) => `report on restart ${i} after 3 steps`)
     expect(replayProxy.count('tools/call slow_report') - before).toBe(3)
   })
 })

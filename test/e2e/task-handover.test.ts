@@ -8,6 +8,7 @@ import { CountingProxy } from '../helpers/counting-proxy.ts'
 import { startGateway, type RunningGateway } from '../helpers/gateway.ts'
 import { legacyTask, RawSession } from '../helpers/raw-session.ts'
 import { purge, REDIS_URL } from '../helpers/redis.ts'
+import { expectCompleted } from '../helpers/resume.ts'
 import { until } from '../helpers/until.ts'
 import { sha256Hex } from '../../src/auth/bearer-tokens.ts'
 
@@ -74,11 +75,7 @@ describe('handing running tasks over on shutdown', () => {
   }
 
   async function expectReports (session: RawSession, taskIds: string[], topic: string): Promise<void> {
-    for (const [i, taskId] of taskIds.entries()) {
-      const task = await session.waitFor(taskId, ['completed', 'failed', 'cancelled'])
-      expect(task.status, JSON.stringify(task)).toBe('completed')
-      expect(JSON.stringify((await session.request('tasks/result', { taskId })).result)).toContain(`Research Report: ${topic} ${i}`)
-    }
+    await expectCompleted(session, taskIds, (i) => `Research Report: ${topic} ${i}`)
   }
 
   it('on SQLite, the next process on the file finishes what the stopped one handed over', { timeout: 90_000 }, async () => {

@@ -1,7 +1,10 @@
 import Database from 'better-sqlite3'
 import type { Redis } from 'ioredis'
 import { startUpstream, type StartedUpstream } from '../fixtures/spawn-upstream.ts'
+import { expect } from 'vitest'
 import { CountingProxy } from './counting-proxy.ts'
+import { startGatewayProcess, type GatewayProcess } from './process.ts'
+import type { RawSession } from './raw-session.ts'
 import { until } from './until.ts'
 
 /** What a task records so that another process can resume it: its upstream's own task, or its call's replayable stream. */
@@ -64,4 +67,23 @@ export async function startResumeUpstreams (): Promise<ResumeUpstreams> {
     },
   }
   return upstreams
+}
+
+/**
+ * Waits for each task to end, through `session`, and checks that it completed with a result (tasks/result) whose
+ * JSON holds `expected(i)`: the upstream's real result, for the i-th task.
+ */
+export async function expectCompleted (session: RawSession, taskIds: readonly string[], expected: (i: number) => string): Promise<void> {
+  for (const [i, taskId] of taskIds.entries()) {
+    const task = await session.waitFor(taskId, ['completed', 'failed', 'cancelled'])
+    expect(task.status, JSON.stringify(task)).toBe('completed')
+    expect(JSON.stringify((await session.request('tasks/result', { taskId })).result)).toContain(expected(i))
+  }
+}
+
+/** Starts two gateway processes on `configFile` (added to `processes`, for the test to stop). */
+export async function startPair (configFile: string, processes: GatewayProcess[]): Promise<[GatewayProcess, GatewayProcess]> {
+  const started = await Promise.all([startGatewayProcess(configFile), startGatewayProcess(configFile)])
+  processes.push(...started)
+  return started
 }

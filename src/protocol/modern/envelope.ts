@@ -1,13 +1,13 @@
 import { GatewayError, RpcError } from '../../errors.ts'
 import type { JsonObject } from '../../wire/jsonrpc.ts'
+import { CLIENT_CAPABILITIES_KEY, TASKS_EXTENSION } from '../../wire/versions.ts'
 
 /** The reserved `_meta` keys of the 2026-07-28 per-request envelope. */
 export const PROTOCOL_VERSION_KEY = 'io.modelcontextprotocol/protocolVersion'
-export const CLIENT_CAPABILITIES_KEY = 'io.modelcontextprotocol/clientCapabilities'
 export const CLIENT_INFO_KEY = 'io.modelcontextprotocol/clientInfo'
 export const SERVER_INFO_KEY = 'io.modelcontextprotocol/serverInfo'
 export const SUBSCRIPTION_ID_KEY = 'io.modelcontextprotocol/subscriptionId'
-export const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks'
+export { CLIENT_CAPABILITIES_KEY, TASKS_EXTENSION }
 
 export const MODERN_PROTOCOL_VERSIONS = ['2026-07-28'] as const
 

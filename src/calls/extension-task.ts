@@ -1,0 +1,135 @@
+import { setTimeout as delay } from 'node:timers/promises'
+import { ProtocolError, SdkError, SdkErrorCode } from '@modelcontextprotocol/client'
+import { GatewayError, RpcError, isHandover } from '../errors.ts'
+import type { JsonObject } from '../wire/jsonrpc.ts'
+import { TERMINAL_STATUSES } from '../wire/task-state.ts'
+import { CLIENT_CAPABILITIES_KEY, TASKS_EXTENSION } from '../wire/versions.ts'
+import { isInputMethod, type InflightCall } from '../upstream/call-attribution.ts'
+import type { SessionRequestOptions, UpstreamSession } from '../upstream/upstream-session.ts'
+
+/**
+ * The upstream side of the 2026-07-28 tasks extension: a tools/call that declares the extension may be answered
+ * with a task of the upstream's own (`resultType: "task"`), which the gateway follows with `tasks/get` until it
+ * ends. The upstream lists what it asks for in `inputRequests`; the answers go back with `tasks/update`.
+ */
+
+/** The poll interval when the upstream names none, and the bounds put on the one it names. */
+const DEFAULT_POLL_MS = 1000
+const MIN_POLL_MS = 10
+const MAX_POLL_MS = 10_000
+/** How long the upstream is given to acknowledge a `tasks/cancel` (nobody waits for it). */
+const CANCEL_TIMEOUT_MS = 10_000
+
+export type FollowOptions = Omit<SessionRequestOptions, 'call' | 'onprogress'> & { signal: AbortSignal }
+
+/** `params` of a 2026-07-28 request that declares the tasks extension besides the session's own capabilities (for that request only). */
+export function declaringTasks (session: UpstreamSession, params: JsonObject): JsonObject {
+  const own = session.capabilities as JsonObject
+  const capabilities = { ...own, extensions: { ...(own.extensions as JsonObject | undefined), [TASKS_EXTENSION]: {} } }
+  return { ...params, _meta: { ...(params._meta as JsonObject | undefined), [CLIENT_CAPABILITIES_KEY]: capabilities } }
+}
+
+/** Whether the upstream refused a call because the call did not declare the tasks extension (-32021): it runs the tool only as a task. */
+export function needsTasks (err: unknown): boolean {
+  if (!(err instanceof ProtocolError) || err.code !== -32021) return false
+  const required = (err.data as { requiredCapabilities?: { extensions?: JsonObject } } | undefined)?.requiredCapabilities
+  return required?.extensions?.[TASKS_EXTENSION] !== undefined
+}
+
+/** The task the upstream answered `call`'s last request with, taken from the call (see CallRegistry.takeTask). */
+export function takeCreatedTask (call: InflightCall): JsonObject | undefined {
+  const created = call.createdTask
+  call.createdTask = undefined
+  return typeof created?.taskId === 'string' ? created : undefined
+}
+
+function pollInterval (task: JsonObject): number {
+  const named = task.pollIntervalMs
+  return typeof named === 'number' && Number.isFinite(named) ? Math.min(MAX_POLL_MS, Math.max(MIN_POLL_MS, named)) : DEFAULT_POLL_MS
+}
+
+/** What the upstream's ended task gives the call: its result (as the upstream's plain result would be), or its error. */
+function outcomeOf (session: UpstreamSession, taskId: string, task: JsonObject): JsonObject {
+  if (task.status === 'completed') {
+    const { resultType: _type, ...result } = (task.result ?? {}) as JsonObject
+    return result
+  }
+  if (task.status === 'failed') {
+    const error = (task.error ?? {}) as { code?: unknown, message?: unknown, data?: unknown }
+    if (typeof error.code === 'number') throw new RpcError(error.code, String(error.message ?? ''), error.data)
+    throw new GatewayError('GW_ERR_UPSTREAM_FAILED', [session.key, 'tools/call', `its task '${taskId}' failed without a JSON-RPC error`])
+  }
+  throw new GatewayError('GW_ERR_UPSTREAM_FAILED', [session.key, 'tools/call', `it cancelled its task '${taskId}'`])
+}
+
+/**
+ * Follows the upstream's task `taskId` for `call` until it ends, and returns its result (or throws its error):
+ * polls `tasks/get` at the upstream's `pollIntervalMs`, relays each input request the task lists to the call's
+ * client once, under the upstream's own key (so that a process resuming the task finds the answers already
+ * given), and sends each answer with `tasks/update`. `seed` is the task as created, when this process created
+ * it. With `mirror`, a new statusMessage is told to the call (a gateway task shows it). A cancel goes upstream as
+ * `tasks/cancel`; a handover to another process does not. The call's timeout bounds the whole wait.
+ */
+export async function followTask (
+  session: UpstreamSession,
+  call: InflightCall,
+  taskId: string,
+  seed: JsonObject | undefined,
+  options: FollowOptions,
+  mirror: boolean,
+): Promise<JsonObject> {
+  call.upstreamTaskId = taskId
+  const { signal } = options
+  const request = async (method: string, params: JsonObject): Promise<JsonObject> =>
+    await session.request(method, declaringTasks(session, { taskId, ...params }), { ...options, call })
+  const cancelUpstream = (): void => {
+    void session.request('tasks/cancel', declaringTasks(session, { taskId }), { timeout: CANCEL_TIMEOUT_MS }).catch(() => {})
+  }
+  // Handed over: another process follows the task now.
+  const onAbort = (): void => { if (!isHandover(signal.reason)) cancelUpstream() }
+  signal.addEventListener('abort', onAbort, { once: true })
+  const asked = new Set<string>()
+  let stopped: (err: unknown) => void = () => {}
+  const inputFailed = new Promise<never>((_resolve, reject) => { stopped = reject })
+  inputFailed.catch(() => {})
+  const relay = async (key: string, input: JsonObject): Promise<void> => {
+    const method = String(input.method)
+    if (!isInputMethod(method)) throw new GatewayError('GW_ERR_UPSTREAM_FAILED', [session.key, 'tools/call', `its task asked for '${method}', which is not an input request`])
+    call.waiting++
+    let answer: JsonObject
+    try {
+      answer = await call.sink.input(method, (input.params ?? {}) as JsonObject, signal, key)
+    } finally {
+      call.waiting--
+    }
+    await request('tasks/update', { inputResponses: { [key]: answer } })
+  }
+  const deadline = Date.now() + options.timeout
+  let message: unknown
+  let ended = false
+  try {
+    let task = seed ?? await request('tasks/get', {})
+    for (;;) {
+      ended = (TERMINAL_STATUSES as readonly unknown[]).includes(task.status)
+      if (ended) return outcomeOf(session, taskId, task)
+      for (const [key, input] of Object.entries((task.inputRequests ?? {}) as Record<string, JsonObject>)) {
+        if (asked.has(key)) continue
+        asked.add(key)
+        relay(key, input).catch((err: unknown) => { if (!signal.aborted) stopped(err) })
+      }
+      if (mirror && typeof task.statusMessage === 'string' && task.statusMessage !== message) {
+        message = task.statusMessage
+        call.sink.notify('notifications/tasks/status', { taskId, status: task.status, statusMessage: message })
+      }
+      if (Date.now() >= deadline) throw new SdkError(SdkErrorCode.RequestTimeout, `the upstream's task '${taskId}' did not end in time`)
+      await Promise.race([delay(Math.min(pollInterval(task), deadline - Date.now()), undefined, { signal }), inputFailed])
+      task = await request('tasks/get', {})
+    }
+  } catch (err) {
+    // The client could not answer, or the wait ran out: the upstream's task is of no use to anyone now.
+    if (!ended && !signal.aborted) cancelUpstream()
+    throw err
+  } finally {
+    signal.removeEventListener('abort', onAbort)
+  }
+}
