@@ -1,6 +1,6 @@
 import { setTimeout as delay } from 'node:timers/promises'
 import { ProtocolError, SdkError, SdkErrorCode } from '@modelcontextprotocol/client'
-import { GatewayError, RpcError, isHandover } from '../errors.ts'
+import { RpcError, isHandover } from '../errors.ts'
 import type { JsonObject } from '../wire/jsonrpc.ts'
 import { TERMINAL_STATUSES } from '../wire/task-state.ts'
 import { CLIENT_CAPABILITIES_KEY, TASKS_EXTENSION } from '../wire/versions.ts'
@@ -19,6 +19,9 @@ const MIN_POLL_MS = 10
 const MAX_POLL_MS = 10_000
 /** How long the upstream is given to acknowledge a `tasks/cancel` (nobody waits for it). */
 const CANCEL_TIMEOUT_MS = 10_000
+/** How often an answer is sent with `tasks/update` when the upstream cannot be reached, and the first wait between. */
+const UPDATE_ATTEMPTS = 3
+const UPDATE_BACKOFF_MS = 500
 
 export type FollowOptions = Omit<SessionRequestOptions, 'call' | 'onprogress'> & { signal: AbortSignal }
 
@@ -36,11 +39,40 @@ export function needsTasks (err: unknown): boolean {
   return required?.extensions?.[TASKS_EXTENSION] !== undefined
 }
 
-/** The task the upstream answered `call`'s last request with, taken from the call (see CallRegistry.takeTask). */
+/** Errors that say the upstream no longer knows a task it created (it answered `-32602` about it). */
+const lostTasks = new WeakSet<Error>()
+
+/** Whether `err`, or an error it was caused by, says the upstream no longer knows the task a call followed. */
+export function isLostTask (err: unknown): boolean {
+  let current = err
+  for (let depth = 0; depth < 4 && current instanceof Error; depth++) {
+    if (lostTasks.has(current)) return true
+    current = current.cause
+  }
+  return false
+}
+
+function lostTask (taskId: string, err: ProtocolError): Error {
+  const lost = new Error(`it no longer knows its task '${taskId}' (${err.message})`, { cause: err })
+  lostTasks.add(lost)
+  return lost
+}
+
+/**
+ * The task the upstream answered `call`'s request with, if any (see CallRegistry.takeTask); the call accepts no
+ * other task from then on.
+ */
 export function takeCreatedTask (call: InflightCall): JsonObject | undefined {
   const created = call.createdTask
   call.createdTask = undefined
-  return typeof created?.taskId === 'string' ? created : undefined
+  call.acceptsTask = false
+  if (created !== undefined && typeof created.taskId !== 'string') throw new Error('it answered with a task without a taskId')
+  return created
+}
+
+/** Asks the upstream to cancel its task; nobody waits for the answer. */
+export function cancelTask (session: UpstreamSession, taskId: string): void {
+  void session.request('tasks/cancel', declaringTasks(session, { taskId }), { timeout: CANCEL_TIMEOUT_MS }).catch(() => {})
 }
 
 function pollInterval (task: JsonObject): number {
@@ -48,27 +80,32 @@ function pollInterval (task: JsonObject): number {
   return typeof named === 'number' && Number.isFinite(named) ? Math.min(MAX_POLL_MS, Math.max(MIN_POLL_MS, named)) : DEFAULT_POLL_MS
 }
 
-/** What the upstream's ended task gives the call: its result (as the upstream's plain result would be), or its error. */
-function outcomeOf (session: UpstreamSession, taskId: string, task: JsonObject): JsonObject {
+/**
+ * What the upstream's ended task gives the call: its result (as the upstream's plain result would be), or its
+ * error. Errors other than the task's own JSON-RPC error name what went wrong; the call engine names the upstream.
+ */
+function outcomeOf (taskId: string, task: JsonObject): JsonObject {
   if (task.status === 'completed') {
-    const { resultType: _type, ...result } = (task.result ?? {}) as JsonObject
+    if (task.result === null || typeof task.result !== 'object') throw new Error(`its task '${taskId}' completed without a result`)
+    const { resultType: _type, ...result } = task.result as JsonObject
     return result
   }
   if (task.status === 'failed') {
     const error = (task.error ?? {}) as { code?: unknown, message?: unknown, data?: unknown }
     if (typeof error.code === 'number') throw new RpcError(error.code, String(error.message ?? ''), error.data)
-    throw new GatewayError('GW_ERR_UPSTREAM_FAILED', [session.key, 'tools/call', `its task '${taskId}' failed without a JSON-RPC error`])
+    throw new Error(`its task '${taskId}' failed without a JSON-RPC error`)
   }
-  throw new GatewayError('GW_ERR_UPSTREAM_FAILED', [session.key, 'tools/call', `it cancelled its task '${taskId}'`])
+  throw new Error(`it cancelled its task '${taskId}'`)
 }
 
 /**
  * Follows the upstream's task `taskId` for `call` until it ends, and returns its result (or throws its error):
  * polls `tasks/get` at the upstream's `pollIntervalMs`, relays each input request the task lists to the call's
  * client once, under the upstream's own key (so that a process resuming the task finds the answers already
- * given), and sends each answer with `tasks/update`. `seed` is the task as created, when this process created
- * it. With `mirror`, a new statusMessage is told to the call (a gateway task shows it). A cancel goes upstream as
- * `tasks/cancel`; a handover to another process does not. The call's timeout bounds the whole wait.
+ * given), and sends each answer with `tasks/update` (again, after a failure to send it). `seed` is the task as
+ * created, when this process created it. With `mirror`, a new statusMessage is told to the call (a gateway task
+ * shows it). A cancel goes upstream as `tasks/cancel`; a handover to another process does not. The call's
+ * timeout bounds the whole wait. Input requests still waiting for the client when the task ends are given up.
  */
 export async function followTask (
   session: UpstreamSession,
@@ -80,30 +117,46 @@ export async function followTask (
 ): Promise<JsonObject> {
   call.upstreamTaskId = taskId
   const { signal } = options
-  const request = async (method: string, params: JsonObject): Promise<JsonObject> =>
-    await session.request(method, declaringTasks(session, { taskId, ...params }), { ...options, call })
-  const cancelUpstream = (): void => {
-    void session.request('tasks/cancel', declaringTasks(session, { taskId }), { timeout: CANCEL_TIMEOUT_MS }).catch(() => {})
+  const request = async (method: string, params: JsonObject): Promise<JsonObject> => {
+    try {
+      return await session.request(method, declaringTasks(session, { taskId, ...params }), { ...options, call })
+    } catch (err) {
+      throw err instanceof ProtocolError && err.code === -32602 ? lostTask(taskId, err) : err
+    }
   }
   // Handed over: another process follows the task now.
-  const onAbort = (): void => { if (!isHandover(signal.reason)) cancelUpstream() }
+  const onAbort = (): void => { if (!isHandover(signal.reason)) cancelTask(session, taskId) }
   signal.addEventListener('abort', onAbort, { once: true })
-  const asked = new Set<string>()
-  let stopped: (err: unknown) => void = () => {}
-  const inputFailed = new Promise<never>((_resolve, reject) => { stopped = reject })
-  inputFailed.catch(() => {})
+  if (signal.aborted) onAbort()
+  // Ends the relays (the task ended, or an input failed) and wakes the poll loop early.
+  const stop = new AbortController()
+  const wake = AbortSignal.any([signal, stop.signal])
+  let failure: unknown
+  const update = async (key: string, answer: JsonObject): Promise<void> => {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await request('tasks/update', { inputResponses: { [key]: answer } })
+        return
+      } catch (err) {
+        // An upstream that refused the answer would refuse it again; one that could not be reached may take it now.
+        if (attempt >= UPDATE_ATTEMPTS || wake.aborted || err instanceof ProtocolError || isLostTask(err)) throw err
+        await delay(attempt * UPDATE_BACKOFF_MS, undefined, { signal: wake })
+      }
+    }
+  }
   const relay = async (key: string, input: JsonObject): Promise<void> => {
     const method = String(input.method)
-    if (!isInputMethod(method)) throw new GatewayError('GW_ERR_UPSTREAM_FAILED', [session.key, 'tools/call', `its task asked for '${method}', which is not an input request`])
+    if (!isInputMethod(method)) throw new Error(`its task asked for '${method}', which is not an input request`)
     call.waiting++
     let answer: JsonObject
     try {
-      answer = await call.sink.input(method, (input.params ?? {}) as JsonObject, signal, key)
+      answer = await call.sink.input(method, (input.params ?? {}) as JsonObject, wake, key)
     } finally {
       call.waiting--
     }
-    await request('tasks/update', { inputResponses: { [key]: answer } })
+    await update(key, answer)
   }
+  const asked = new Set<string>()
   const deadline = Date.now() + options.timeout
   let message: unknown
   let ended = false
@@ -111,25 +164,32 @@ export async function followTask (
     let task = seed ?? await request('tasks/get', {})
     for (;;) {
       ended = (TERMINAL_STATUSES as readonly unknown[]).includes(task.status)
-      if (ended) return outcomeOf(session, taskId, task)
+      if (ended) return outcomeOf(taskId, task)
       for (const [key, input] of Object.entries((task.inputRequests ?? {}) as Record<string, JsonObject>)) {
         if (asked.has(key)) continue
         asked.add(key)
-        relay(key, input).catch((err: unknown) => { if (!signal.aborted) stopped(err) })
+        relay(key, input).catch((err: unknown) => {
+          if (wake.aborted) return
+          failure = err
+          stop.abort(err)
+        })
       }
       if (mirror && typeof task.statusMessage === 'string' && task.statusMessage !== message) {
         message = task.statusMessage
         call.sink.notify('notifications/tasks/status', { taskId, status: task.status, statusMessage: message })
       }
       if (Date.now() >= deadline) throw new SdkError(SdkErrorCode.RequestTimeout, `the upstream's task '${taskId}' did not end in time`)
-      await Promise.race([delay(Math.min(pollInterval(task), deadline - Date.now()), undefined, { signal }), inputFailed])
+      await delay(Math.min(pollInterval(task), deadline - Date.now()), undefined, { signal: wake }).catch(() => {})
+      signal.throwIfAborted()
+      if (failure !== undefined) throw failure
       task = await request('tasks/get', {})
     }
   } catch (err) {
     // The client could not answer, or the wait ran out: the upstream's task is of no use to anyone now.
-    if (!ended && !signal.aborted) cancelUpstream()
+    if (!ended && !signal.aborted) cancelTask(session, taskId)
     throw err
   } finally {
     signal.removeEventListener('abort', onAbort)
+    stop.abort(new Error('the upstream task ended'))
   }
 }

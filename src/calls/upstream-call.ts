@@ -1,9 +1,9 @@
-import { GatewayError, isHandover } from '../errors.ts'
+import { isHandover } from '../errors.ts'
 import type { JsonObject } from '../wire/jsonrpc.ts'
 import { isInputMethod, type InflightCall } from '../upstream/call-attribution.ts'
 import type { SessionAddress, SessionRequestOptions, UpstreamSession } from '../upstream/upstream-session.ts'
 import type { TaskResume } from '../store/types.ts'
-import { declaringTasks, followTask, needsTasks, takeCreatedTask } from './extension-task.ts'
+import { cancelTask, declaringTasks, followTask, needsTasks, takeCreatedTask } from './extension-task.ts'
 
 const RELATED_TASK = 'io.modelcontextprotocol/related-task'
 /** Retention asked of an upstream for its own task when we run a native task tool. */
@@ -42,7 +42,8 @@ function withStreamHook (session: UpstreamSession, options: CallOptions, task: U
 /**
  * A 2026-07-28 upstream asks for input by answering `input_required`: each input request goes to the
  * call's sink (the client), and the request is sent again with the answers and the upstream's
- * requestState, until the upstream answers for good.
+ * requestState, until the upstream answers for good. What goes wrong is said of the upstream by the
+ * call engine (GW_ERR_UPSTREAM_FAILED, naming it).
  */
 async function withInputRounds (
   session: UpstreamSession,
@@ -55,12 +56,12 @@ async function withInputRounds (
   if (session.client.getProtocolEra?.() !== 'modern') return await session.request(method, params, Object.assign({}, options, { call }))
   let result = await session.request(method, params, Object.assign({}, options, { call, allowInputRequired: true }))
   for (let round = 1; result.resultType === 'input_required'; round++) {
-    if (round > MAX_INPUT_ROUNDS) throw new GatewayError('GW_ERR_UPSTREAM_FAILED', [session.key, method, `it asked for input ${MAX_INPUT_ROUNDS} times in a row`])
+    if (round > MAX_INPUT_ROUNDS) throw new Error(`it asked for input ${MAX_INPUT_ROUNDS} times in a row`)
     const requests = (result.inputRequests ?? {}) as Record<string, JsonObject>
     const responses: JsonObject = {}
     await Promise.all(Object.entries(requests).map(async ([key, request]) => {
       const inputMethod = String(request.method)
-      if (!isInputMethod(inputMethod)) throw new GatewayError('GW_ERR_UPSTREAM_FAILED', [session.key, method, `it asked for '${inputMethod}', which is not an input request`])
+      if (!isInputMethod(inputMethod)) throw new Error(`it asked for '${inputMethod}', which is not an input request`)
       call.waiting++
       try {
         responses[key] = await call.sink.input(inputMethod, (request.params ?? {}) as JsonObject, options.signal)
@@ -126,12 +127,21 @@ async function modernToolCall (
   task: UpstreamTaskHooks | undefined,
 ): Promise<JsonObject> {
   const declare = task?.resumable === true && session.offersTasks
+  call.acceptsTask = true
   let result: JsonObject
   try {
-    result = await withInputRounds(session, call, 'tools/call', declare ? declaringTasks(session, params) : params, options)
+    try {
+      result = await withInputRounds(session, call, 'tools/call', declare ? declaringTasks(session, params) : params, options)
+    } catch (err) {
+      if (declare || !needsTasks(err)) throw err
+      result = await withInputRounds(session, call, 'tools/call', declaringTasks(session, params), options)
+    }
   } catch (err) {
-    if (declare || !needsTasks(err)) throw err
-    result = await withInputRounds(session, call, 'tools/call', declaringTasks(session, params), options)
+    // The upstream created its task as the call was given up (cancelled, timed out): nobody else would end it.
+    const orphan = call.createdTask?.taskId
+    call.createdTask = undefined
+    if (typeof orphan === 'string' && !isHandover(options.signal.reason)) cancelTask(session, orphan)
+    throw err
   }
   const created = takeCreatedTask(call)
   if (created === undefined) return result

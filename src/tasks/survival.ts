@@ -60,9 +60,9 @@ export function upstreamSurvival (upstream: Upstream, nativeTools: ReadonlyMap<s
       : undefined
   const others: OthersSurvival = config.resume !== 'auto' || config.transport !== 'streamable-http'
     ? 'lost'
-    : upstream.offersTasks
-      ? 'resumed if the upstream runs the call as its own task (2026-07-28 tasks extension), else lost'
-      : 'resumed if the upstream replays the call stream (SSE event ids), else lost'
+    : upstream.era !== 'modern'
+      ? 'resumed if the upstream replays the call stream (SSE event ids), else lost'
+      : upstream.offersTasks ? 'resumed if the upstream runs the call as its own task (2026-07-28 tasks extension), else lost' : 'lost'
   const survival: UpstreamSurvival = {
     upstream: upstream.name, transport: config.transport, resume: config.resume, resumable, rerun, others,
   }

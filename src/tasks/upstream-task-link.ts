@@ -4,6 +4,7 @@ import type { Logger } from '../observability/logger.ts'
 import type { TaskOutcome, TaskRecord, TaskResume, TaskStore } from '../store/types.ts'
 import type { Upstream } from '../upstream/upstream.ts'
 import type { UpstreamSession } from '../upstream/upstream-session.ts'
+import { isLostTask } from '../calls/extension-task.ts'
 import type { TaskInputs } from './task-inputs.ts'
 
 /**
@@ -43,11 +44,15 @@ export function resumedWork (resume: TaskResume): string {
 /**
  * The error a resumed task fails with when its upstream task could not be reached again (the upstream no longer
  * knows the session or the task: it answers -32602, or the session is gone); undefined for an error of the
- * upstream task itself, which is the task's outcome as it is.
+ * upstream task itself, which is the task's outcome as it is. A 2026-07-28 upstream's task is polled: only an
+ * upstream that no longer knows it makes it unreachable.
  */
 export function unreachable (task: TaskRecord, err: unknown): GatewayError | undefined {
-  if (task.resume === null || (err instanceof RpcError && err.rpcCode !== -32602)) return undefined
-  return new GatewayError('GW_ERR_TASK_UNREACHABLE', ['stopped', resumedWork(task.resume), errorMessage(err)], { cause: err })
+  const resume = task.resume
+  if (resume === null) return undefined
+  const polled = resume.kind === 'native' && resume.era === 'modern'
+  if (polled ? !isLostTask(err) : err instanceof RpcError && err.rpcCode !== -32602) return undefined
+  return new GatewayError('GW_ERR_TASK_UNREACHABLE', ['stopped', resumedWork(resume), errorMessage(err)], { cause: err })
 }
 
 export interface AnswerDeps {

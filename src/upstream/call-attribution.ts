@@ -28,6 +28,8 @@ export interface InflightCall {
   waiting: number
   /** Another gateway process goes on with the call's upstream work: the upstream is told nothing of its end. */
   handedOver: boolean
+  /** The call's tools/call may be answered with a task of the upstream's own (a 2026-07-28 upstream, tasks extension). */
+  acceptsTask: boolean
   /** The task a 2026-07-28 upstream answered the call with (its CreateTaskResult), until the call takes it. */
   createdTask: JsonObject | undefined
 }
@@ -89,7 +91,7 @@ export class CallRegistry {
 
   begin (owner: string, sink: CallSink): InflightCall {
     const call: InflightCall = {
-      id: this.#next++, owner, sink, upstreamTaskId: undefined, waiting: 0, handedOver: false, createdTask: undefined,
+      id: this.#next++, owner, sink, upstreamTaskId: undefined, waiting: 0, handedOver: false, acceptsTask: false, createdTask: undefined,
     }
     this.#calls.set(call.id, call)
     return call
@@ -176,14 +178,15 @@ export class CallRegistry {
 
   /**
    * Called by the transport with every response: a 2026-07-28 upstream may answer a call's tools/call with a task
-   * of its own (`resultType: "task"`, tasks extension), which the SDK refuses to take. The task goes to the call,
-   * and the SDK is handed an empty complete result in its place.
+   * of its own (`resultType: "task"`, tasks extension), which the SDK refuses to take. When the call accepts one,
+   * the task goes to the call, and the SDK is handed an empty complete result in its place; any other is left to
+   * the SDK, which refuses it.
    */
   takeTask (response: JsonObject): void {
     const result = response.result as JsonObject | null | undefined
     if (result?.resultType !== 'task') return
     const call = this.#byRequest.get(response.id as RequestId)
-    if (call === undefined) return
+    if (call?.acceptsTask !== true) return
     call.createdTask = result
     response.result = { resultType: 'complete', content: [] }
   }

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startUpstream, type StartedUpstream } from '../fixtures/spawn-upstream.ts'
 import { DEMO_MAIN } from '../helpers/built.ts'
 import { startCluster, type Cluster } from '../helpers/cluster.ts'
-import { demoStdio, startGateway, type RunningGateway } from '../helpers/gateway.ts'
+import { startGateway, type RunningGateway } from '../helpers/gateway.ts'
 import { ModernRaw } from '../helpers/modern-raw.ts'
 import { legacyTask, RawSession } from '../helpers/raw-session.ts'
 import { REDIS_URL } from '../helpers/redis.ts'
@@ -71,8 +71,11 @@ describe('chaos: one of three gateway processes killed with SIGKILL under 340 ta
       startUpstream('test/fixtures/everything-http.mjs', [], { readyTimeoutMs: 60_000 }),
       startUpstream('test/fixtures/replayable-upstream.ts', ['--port', '0']),
     ])
-    // One demo process per call: questions of concurrent calls on one stdio process cannot be told apart.
-    modernUpstream = await startGateway({ upstreams: [demoStdio({ sessions: 'per-call', tools: { allow: ['ask_user'] } })], tasks: { decide: 'always', pollInterval: '100ms' } })
+    // In front of the same demo server over Streamable HTTP: each question comes on the stream of its own call.
+    modernUpstream = await startGateway({
+      upstreams: [{ name: 'demo', transport: 'streamable-http', url: demo.url, tools: { allow: ['ask_user'] }, prompts: { deny: ['*'] }, resources: { deny: ['*'] } }],
+      tasks: { decide: 'always', pollInterval: '100ms' },
+    })
     cluster = await startCluster(`
 logging: { level: info }
 metrics: { listener: main }

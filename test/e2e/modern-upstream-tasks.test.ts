@@ -20,6 +20,8 @@ describe('a 2026-07-28 upstream that runs calls as its own tasks', () => {
   let gw: RunningGateway
   let client: Client
   const asked: Array<Record<string, unknown>> = []
+  /** Upstreams a test replaced, closed at the end (closing one waits for the calls it still runs). */
+  const retired: RunningGateway[] = []
 
   beforeAll(async () => {
     upstream = await startGateway({
@@ -50,7 +52,7 @@ describe('a 2026-07-28 upstream that runs calls as its own tasks', () => {
     await gw?.close()
     await proxy?.close()
     await plainProxy?.close()
-    await upstream?.close()
+    await Promise.all([upstream, ...retired].map(async (gw) => await gw?.close()))
   })
 
   it('runs a task as the upstream\'s own task and returns its result', async () => {
@@ -89,6 +91,21 @@ describe('a 2026-07-28 upstream that runs calls as its own tasks', () => {
 
   it('declares the extension on a plain call the upstream runs only as a task, and follows the task', async () => {
     expect(textOf(await client.callTool({ name: 'u__demo__echo', arguments: { text: 'only as a task' } }))).toBe('only as a task')
+  })
+
+  it('fails a task whose upstream forgot its task, saying so', async () => {
+    const polled = proxy.count('tasks/get')
+    const created = await client.experimental.tasks.callToolStream({ name: 'u__demo__slow', arguments: { duration: 5000, steps: 5 } }, undefined, { task: { ttl: 60_000 } })
+    const taskId = ((await created[Symbol.asyncIterator]().next()).value as { task: { taskId: string } }).task.taskId
+    await until('the upstream task to be followed', async () => proxy.count('tasks/get') > polled ? true : undefined)
+    // The upstream restarts on a new memory store, behind the same address: its tasks are gone.
+    const forgetful = await startGateway({ upstreams: [demoStdio()], tasks: { decide: 'always' } })
+    retired.push(upstream)
+    proxy.retarget(forgetful.url)
+    upstream = forgetful
+    expect(await waitForStatus(client, taskId, ['completed', 'failed'])).toBe('failed')
+    const task = await client.experimental.tasks.getTask(taskId)
+    expect(task.statusMessage).toMatch(/^upstream 'u' failed on tools\/call 'demo__slow': it no longer knows its task '[^']+'/)
   })
 
   it('cancels the upstream\'s task when the task is cancelled', async () => {

@@ -38,17 +38,22 @@ describe('attribution of what an upstream sends during calls', () => {
 
   it('gives a task a 2026-07-28 upstream answered a call with to that call, and the SDK an empty complete result', () => {
     const calls = new CallRegistry()
-    const call = calls.begin('client-1', sink)
+    const [call, other] = [calls.begin('client-1', sink), calls.begin('client-1', sink)]
+    call.acceptsTask = true
     sent(calls, call, 4)
+    sent(calls, other, 6)
     const task = { taskId: 'up-9', status: 'working', ttlMs: 60_000, createdAt: 'now', lastUpdatedAt: 'now', resultType: 'task' }
     const response: Record<string, unknown> = { jsonrpc: '2.0', id: 4, result: task }
     calls.takeTask(response)
     expect(call.createdTask).toEqual(task)
     expect(response.result).toEqual({ resultType: 'complete', content: [] })
-    // A response to a request of no call is left to the SDK, which refuses it.
-    const stray: Record<string, unknown> = { jsonrpc: '2.0', id: 5, result: { ...task } }
-    calls.takeTask(stray)
-    expect(stray.result).toEqual(task)
+    // A task answering a call that accepts none (a prompts/get, a poll), or a request of no call, is left to the SDK, which refuses it.
+    for (const id of [6, 5]) {
+      const stray: Record<string, unknown> = { jsonrpc: '2.0', id, result: { ...task } }
+      calls.takeTask(stray)
+      expect(stray.result).toEqual(task)
+    }
+    expect(other.createdTask).toBeUndefined()
   })
 
   it('gives the rest to the only call, else to the newest call of the one client not already waiting', () => {
