@@ -134,9 +134,6 @@ upstreams:
       return { i, era: i % 2 === 0 ? 'legacy' as const : 'modern' as const, tool, asks, long, args }
     })
     expect(plan.filter((p) => p.long)).toHaveLength(40)
-    // 20 tasks of the upstream's own task tool (started below), of the two clients that run the long tasks: each
-    // asks its client a question, answered only after the kill, so the victim's are still running when it dies.
-    const natives = Array.from({ length: 20 }, (_, n) => ({ i: 300 + n, era: n % 2 === 0 ? 'legacy' as const : 'modern' as const }))
     for (let start = 0; start < plan.length; start += 30) {
       await Promise.all(plan.slice(start, start + 30).map(async (p) => {
         if (p.era === 'legacy') {
@@ -199,44 +196,29 @@ upstreams:
       const sample = await Promise.all(tracked.slice(0, 40).map(read))
       return sample.filter((s) => s.status === 'completed').length >= 5 ? true : undefined
     }, { everyMs: 100 })
+    /**
+     * Starts `count` tasks of `tool` that each ask their client a question, answered only after the kill (so the
+     * victim's are still running when it dies): of the two clients that run the long tasks, legacy session 0 (even
+     * n) and the modern client (odd n).
+     */
+    const startAsking = async (count: number, tool: string, args: (n: number) => Json, kind: Pick<Tracked, 'native' | 'replayed' | 'extension'>): Promise<void> => {
+      await Promise.all(Array.from({ length: count }, async (_, n) => {
+        if (n % 2 === 0) {
+          const id = await legacyTask(sessions[0]!, tool, args(n))
+          tracked.push({ id, era: 'legacy', tool, asks: true, long: false, session: sessions[0]!, ...kind })
+        } else {
+          const created = await modern.request('tools/call', { name: tool, arguments: args(n) })
+          if (created.body.result === undefined) throw new Error(`modern task not created: ${JSON.stringify(created.body)}`)
+          tracked.push({ id: (created.body.result as Json).taskId as string, era: 'modern', tool, asks: true, long: false, ...kind })
+        }
+      }))
+    }
     // The upstream's own tasks start now, so that their questions (which the upstream waits for 60 s) are
-    // answered in time after the kill; each has asked before the kill.
-    await Promise.all(natives.map(async (p) => {
-      const args = { topic: `chaos ${p.i}`, ambiguous: true }
-      if (p.era === 'legacy') {
-        const id = await legacyTask(sessions[0]!, NATIVE, args)
-        tracked.push({ id, era: 'legacy', tool: NATIVE, asks: true, native: true, long: false, session: sessions[0]! })
-      } else {
-        const created = await modern.request('tools/call', { name: NATIVE, arguments: args })
-        if (created.body.result === undefined) throw new Error(`modern task not created: ${JSON.stringify(created.body)}`)
-        tracked.push({ id: (created.body.result as Json).taskId as string, era: 'modern', tool: NATIVE, asks: true, native: true, long: false })
-      }
-    }))
-    // And 10 plain calls of an upstream that replays its call streams, of the same clients: each asks its client
-    // a question too, answered only after the kill.
-    await Promise.all(Array.from({ length: 10 }, async (_, n) => {
-      const args = { topic: `chaos stream ${n}`, ms: 200 }
-      if (n % 2 === 0) {
-        const id = await legacyTask(sessions[0]!, REPLAYED, args)
-        tracked.push({ id, era: 'legacy', tool: REPLAYED, asks: true, native: false, replayed: true, long: false, session: sessions[0]! })
-      } else {
-        const created = await modern.request('tools/call', { name: REPLAYED, arguments: args })
-        if (created.body.result === undefined) throw new Error(`modern task not created: ${JSON.stringify(created.body)}`)
-        tracked.push({ id: (created.body.result as Json).taskId as string, era: 'modern', tool: REPLAYED, asks: true, native: false, replayed: true, long: false })
-      }
-    }))
-    // And 10 tasks the 2026-07-28 upstream runs as its own, of the same clients, each asking a question.
-    await Promise.all(Array.from({ length: 10 }, async (_, n) => {
-      const args = { message: `chaos question ${n}` }
-      if (n % 2 === 0) {
-        const id = await legacyTask(sessions[0]!, EXTENSION, args)
-        tracked.push({ id, era: 'legacy', tool: EXTENSION, asks: true, native: false, extension: true, long: false, session: sessions[0]! })
-      } else {
-        const created = await modern.request('tools/call', { name: EXTENSION, arguments: args })
-        if (created.body.result === undefined) throw new Error(`modern task not created: ${JSON.stringify(created.body)}`)
-        tracked.push({ id: (created.body.result as Json).taskId as string, era: 'modern', tool: EXTENSION, asks: true, native: false, extension: true, long: false })
-      }
-    }))
+    // answered in time after the kill; each has asked before the kill. Then plain calls of an upstream that
+    // replays its call streams, and tasks the 2026-07-28 upstream runs as its own.
+    await startAsking(20, NATIVE, (n) => ({ topic: `chaos ${300 + n}`, ambiguous: true }), { native: true })
+    await startAsking(10, REPLAYED, (n) => ({ topic: `chaos stream ${n}`, ms: 200 }), { native: false, replayed: true })
+    await startAsking(10, EXTENSION, (n) => ({ message: `chaos question ${n}` }), { native: false, extension: true })
     expect(tracked).toHaveLength(340)
     const resumable = (t: Tracked): boolean => t.native || t.replayed === true || t.extension === true
     await Promise.all(tracked.filter(resumable).map(async (task) => {
