@@ -100,10 +100,13 @@ upstreams:
     prompts: { deny: ['*'] }
     resources: { deny: ['*'] }
     timeouts: { connect: 60s }
+    # Both clients that start these tasks may live on one process: all 20 wait for their answers there at once.
+    maxConcurrentCalls: 400
   - name: rp
     transport: streamable-http
     url: ${JSON.stringify(replayable.url)}
-  - { name: m, transport: streamable-http, url: ${JSON.stringify(modernUpstream.url)}, era: auto, prompts: { deny: ['*'] }, resources: { deny: ['*'] } }
+    maxConcurrentCalls: 400
+  - { name: m, transport: streamable-http, url: ${JSON.stringify(modernUpstream.url)}, era: auto, maxConcurrentCalls: 400, prompts: { deny: ['*'] }, resources: { deny: ['*'] } }
 `)
     redis = new Redis(REDIS_URL)
   }, 60_000)
@@ -222,7 +225,12 @@ upstreams:
     expect(tracked).toHaveLength(340)
     const resumable = (t: Tracked): boolean => t.native || t.replayed === true || t.extension === true
     await Promise.all(tracked.filter(resumable).map(async (task) => {
-      await until(`task ${task.id} asking`, async () => (await read(task)).status === 'input_required' ? true : undefined, { everyMs: 100 })
+      let last: Awaited<ReturnType<typeof read>> | undefined
+      await until(`${task.era} task ${task.id} of ${task.tool} asking`, async () => {
+        last = await read(task)
+        if (TERMINAL.has(last.status)) throw new Error(`${task.era} task ${task.id} of ${task.tool} ended before it asked: ${JSON.stringify(last)}`)
+        return last.status === 'input_required' ? true : undefined
+      }, { everyMs: 100, describeLast: () => `; last seen ${JSON.stringify(last)}` })
     }))
     // Each call's stream is recorded as replayable before the kill (a call killed before that is lost).
     await until('every replayable call recorded', async () => {
