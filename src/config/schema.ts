@@ -98,6 +98,8 @@ const httpCommon = {
     // eslint-disable-next-line no-template-curly-in-string
     .describe('headers sent with every request to the upstream, e.g. `Authorization: Bearer ${API_TOKEN}`; write secrets as ${ENV_VAR}'),
   connections: z.number().int().min(1).prefault(64).describe('sockets in the upstream HTTP pool; raised to at least maxSessions + 2 × (maxConcurrentCalls + 1), since every upstream session holds one for its SSE stream'),
+  keepAliveTimeout: duration('how long a socket of the pool is kept for the next request once idle, when the upstream does not say how long it keeps one (a `Keep-Alive: timeout=N` response header, then honoured less 2 s); keep it below the upstream\'s own idle timeout (5 s for Node.js and uvicorn servers), else a request sent as the upstream closes the socket fails with ECONNRESET')
+    .refine((ms) => ms >= 1, 'must be at least 1ms').prefault('4s'),
 }
 
 const streamableHttpUpstream = z.strictObject({

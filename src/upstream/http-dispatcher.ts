@@ -59,7 +59,7 @@ function withTraceHeaders (init: UndiciInit | undefined): UndiciInit | undefined
 export function createUpstreamHttp (config: HttpUpstreamConfig): UpstreamHttp {
   const agent = new Agent({
     connections: socketsFor(config),
-    keepAliveTimeout: 30_000,
+    keepAliveTimeout: config.keepAliveTimeout,
     connectTimeout: config.timeouts.connect,
     headersTimeout: 0,
     bodyTimeout: 0,
