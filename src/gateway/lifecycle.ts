@@ -49,7 +49,7 @@ async function drainInFlight (core: GatewayCore): Promise<void> {
  */
 async function handOver (core: GatewayCore, which: Parameters<GatewayCore['runner']['handOver']>[0]): Promise<void> {
   if (!core.store.durable) return
-  await core.lease.handOver(core.runner.handOver(which))
+  await core.lease.handOver(await core.runner.handOver(which))
 }
 
 /**
@@ -60,8 +60,9 @@ async function handOver (core: GatewayCore, which: Parameters<GatewayCore['runne
  *   already running finishes while the store is open.
  * - Tasks whose upstream task another process can reach are handed over at once (durable stores): they go on
  *   elsewhere, or in the next process on the store. Requests and tasks in flight get the grace; then tasks of
- *   idempotent tools are handed over (run again elsewhere), what is left is cancelled, held 2026-07-28 calls are
- *   dropped, and the runner settles, leaving every task of this process terminal or handed over.
+ *   idempotent tools, and those that became resumable meanwhile, are handed over (run again or resumed
+ *   elsewhere), what is left is cancelled, held 2026-07-28 calls are dropped, and the runner settles, leaving
+ *   every task of this process terminal or handed over.
  * - Only then is the task lease given up: a process that takes over after that finds nothing left running here.
  * - Client homes are given up, so those clients' next requests find a live home; then the requests other
  *   processes forwarded here are aborted and those this process forwarded are rejected.
@@ -79,7 +80,8 @@ export function shutdownSteps (core: GatewayCore, front: GatewayFront, jobs: Gat
     { name: 'stop the sweepers', run: async () => { await Promise.all([jobs.sessionSweep.stop(), jobs.taskSweep.stop()]) } },
     { name: 'hand resumable tasks over', run: () => handOver(core, (_task, resumable) => resumable) },
     { name: 'let requests and tasks in flight finish', run: () => drainInFlight(core) },
-    { name: 'hand idempotent tasks over', run: () => handOver(core, (task) => core.tasks.idempotent(task)) },
+    // Again those that became resumable meanwhile (their upstream task was created during the grace).
+    { name: 'hand resumable and idempotent tasks over', run: () => handOver(core, (task, resumable) => resumable || core.tasks.idempotent(task)) },
     {
       name: 'cancel what is left',
       run: async () => {

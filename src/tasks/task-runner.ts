@@ -61,6 +61,8 @@ interface RunningTask {
   done: Promise<void>
   /** Its upstream task is recorded (TaskRecord.resume): another process can go on with it. */
   resumable: boolean
+  /** The write of that record, while it is on its way to the store. */
+  recording?: Promise<void>
 }
 
 /**
@@ -158,9 +160,11 @@ export class TaskRunner {
   /**
    * Stops waiting for the upstream work of the running tasks that `which` picks (the call of each ends without
    * an outcome, its upstream task is not cancelled, its input requests stay pending), so that another process,
-   * or this one's successor, goes on with them. Returns the tasks stopped.
+   * or this one's successor, goes on with them. A task whose record of its upstream work is being written is
+   * picked once the write is done. Returns the tasks stopped.
    */
-  handOver (which: (task: TaskRecord, resumable: boolean) => boolean): TaskRecord[] {
+  async handOver (which: (task: TaskRecord, resumable: boolean) => boolean): Promise<TaskRecord[]> {
+    await Promise.all([...this.#running.values()].map(async (running) => { await running.recording }))
     const handed: TaskRecord[] = []
     for (const running of this.#running.values()) {
       if (!which(running.task, running.resumable)) continue
@@ -276,11 +280,12 @@ export class TaskRunner {
     }
     // Written in order with the status messages; the call goes on whether or not the write succeeds.
     const record = async (resume: TaskResume): Promise<void> => {
+      const running = this.#running.get(task.id)
       const write = statusWrites.then(async () => {
-        const running = this.#running.get(task.id)
         if (await this.#recordResume(task, resume) && running !== undefined) running.resumable = true
       })
       statusWrites = write.catch(() => {})
+      if (running !== undefined) running.recording = statusWrites
       await write.catch((err: unknown) => this.#deps.log.warn({ err, taskId: task.id }, 'could not record where the upstream work of a task runs: it cannot be resumed by another process'))
     }
     if (task.resume !== null) {

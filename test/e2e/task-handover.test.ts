@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startUpstream, type StartedUpstream } from '../fixtures/spawn-upstream.ts'
 import { CountingProxy } from '../helpers/counting-proxy.ts'
 import { startGateway, type RunningGateway } from '../helpers/gateway.ts'
-import { legacyTask, RawSession } from '../helpers/raw-session.ts'
+import { legacyTask, next, RawSession } from '../helpers/raw-session.ts'
 import { purge, REDIS_URL } from '../helpers/redis.ts'
 import { expectCompleted } from '../helpers/resume.ts'
 import { until } from '../helpers/until.ts'
@@ -110,6 +110,64 @@ describe('handing running tasks over on shutdown', () => {
     expect(proxy.count('tools/call simulate-research-query') - calls).toBe(3)
     expect(proxy.count('tasks/cancel')).toBe(0)
     expect(second.logs().find((line) => line.msg === 'recovered tasks interrupted by a restart')).toMatchObject({ resumed: 3, rerun: 0, failed: 0 })
+  })
+
+  it('hands over a task whose upstream task is still being recorded as the shutdown reaches the handover', { timeout: 90_000 }, async () => {
+    const store = { kind: 'sqlite', path: join(mkdtempSync(join(tmpdir(), 'gw-handover-held-')), 'gateway.db') }
+    const first = await start(store)
+    // The store write that records the task's upstream task is held until the shutdown has begun its handover.
+    const tasks = first.gateway.store.tasks
+    const transition = tasks.transition.bind(tasks)
+    let recording!: () => void
+    const recordingStarted = new Promise<void>((resolve) => { recording = resolve })
+    let release!: () => void
+    const released = new Promise<void>((resolve) => { release = resolve })
+    tasks.transition = async (...args: Parameters<typeof transition>) => {
+      if (args[3].resume != null) {
+        recording()
+        await released
+      }
+      return await transition(...args)
+    }
+    const session = await RawSession.open(first.url)
+    const taskId = await legacyTask(session, TOOL, { topic: 'held 0' })
+    await recordingStarted
+    const closed = first.close()
+    await until('the shutdown to reach the handover', () => first.logs().some((line) => line.msg === 'shutdown step' && line.step === 'hand resumable tasks over') ? true : undefined)
+    release()
+    await closed
+    // Handed over at once (a task left to its grace would have finished on the stopped process, handing nothing over).
+    expect(first.gateway.tasks.handedOver).toBe(1)
+    const second = await start(store)
+    await expectReports(session.on(second.url), [taskId], 'held')
+  })
+
+  it('hands over, once the grace is over, a task whose upstream task was created during the grace', { timeout: 90_000 }, async () => {
+    const store = { kind: 'sqlite', path: join(mkdtempSync(join(tmpdir(), 'gw-handover-queued-')), 'gateway.db') }
+    const base = config(store)
+    // One call at a time: the resumable task waits behind a plain call that ends during the grace.
+    const upstream = { ...(base.upstreams as Json[])[0], maxConcurrentCalls: 1 }
+    const first = await startGateway({ ...base, server: { shutdownGrace: '8s' }, upstreams: [upstream] })
+    running.push(first)
+    const session = await RawSession.open(first.url, { elicitation: { form: {} } })
+    const plainCalls = proxy.count('tools/call trigger-long-running-operation')
+    await legacyTask(session, 'ev__trigger-long-running-operation', { duration: 2, steps: 2 })
+    await until('the plain call to hold the upstream\'s one call slot', () => proxy.count('tools/call trigger-long-running-operation') > plainCalls ? true : undefined)
+    // It asks a question once it runs, and waits for the answer past the grace.
+    const taskId = await legacyTask(session, TOOL, { topic: 'queued 0', ambiguous: true })
+    await until('the task to wait for the call slot', async () => String(((await session.request('tasks/get', { taskId })).result as Json).statusMessage ?? '').startsWith('queued') ? true : undefined)
+    await first.close()
+    expect(first.logs().some((line) => line.msg === 'shutdown grace over: cancelling in-flight requests and tasks')).toBe(true)
+    expect(first.gateway.tasks.handedOver).toBe(1)
+    // The next process on the file resumes it: the question asked on the stopped process is answered through it.
+    const second = await start(store)
+    const viaSecond = session.on(second.url)
+    const controller = new AbortController()
+    const stream = await viaSecond.stream({ taskResult: taskId }, controller.signal)
+    const question = await next(stream, (m) => m.method === 'elicitation/create')
+    await viaSecond.post({ jsonrpc: '2.0', id: question.id, result: { action: 'accept', content: { interpretation: 'after the grace' } } })
+    controller.abort()
+    await expectReports(viaSecond, [taskId], 'queued')
   })
 
   it('on Redis, another process takes the tasks over at once and finishes them', { timeout: 90_000 }, async () => {
