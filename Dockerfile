@@ -1,6 +1,9 @@
 # syntax=docker/dockerfile:1
 #   docker build -t mcp-task-gateway .
-#   docker run --rm -p 8080:8080 -v gateway-data:/app/data mcp-task-gateway
+#   docker run --rm -p 8080:8080 -v gateway-data:/app/data -e GATEWAY_ALLOW_UNAUTHENTICATED=true mcp-task-gateway
+# The default configuration (config/gateway.yaml) has no auth and listens on every interface of the container,
+# so it starts only when GATEWAY_ALLOW_UNAUTHENTICATED=true says that serving the demo to anyone who reaches
+# the port is meant; mount a configuration with auth.tokens or auth.oauth for anything else.
 # compose.yaml runs it on Redis as an operator would: docker compose up
 
 # The base image, pinned to an exact release (append @sha256:<digest> to pin the bytes too). Raise it on

@@ -2,6 +2,7 @@
 import { parseArgs } from 'node:util'
 import { configError, loadConfig } from './config/load.ts'
 import { preflight } from './config/preflight.ts'
+import { openListenerProblems } from './config/open-listener.ts'
 import type { Config } from './config/schema.ts'
 import { GatewayError, errorMessage } from './errors.ts'
 import { buildGateway, type Gateway } from './gateway.ts'
@@ -112,6 +113,9 @@ async function main (): Promise<void> {
   } catch (err) {
     fail(err instanceof GatewayError ? err.message : errorMessage(err))
   }
+  // The file was checked with its own server.host; --host may open the listener to other machines.
+  const open = values.host === undefined ? [] : openListenerProblems(config, '--host (server.host)')
+  if (open.length > 0) fail(configError(values.config, open).message)
   // What can be known without starting an upstream: fatal for --check; at start the upstream reports it.
   const problems = preflight(config)
   if (values.check) {

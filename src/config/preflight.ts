@@ -1,4 +1,5 @@
-import { accessSync, constants, statSync } from 'node:fs'
+import { createPrivateKey, X509Certificate } from 'node:crypto'
+import { accessSync, constants, readFileSync, statSync } from 'node:fs'
 import { delimiter, isAbsolute, join, resolve } from 'node:path'
 import type { ConfigProblem, Env } from './interpolate.ts'
 import { upstreamPrefix, type Config, type StdioUpstreamConfig, type UpstreamConfig } from './schema.ts'
@@ -8,7 +9,7 @@ import { upstreamPrefix, type Config, type StdioUpstreamConfig, type UpstreamCon
  * upstream's `cwd` is a directory and its `command` an executable file (a name is looked up on the PATH the
  * child gets, a path with a slash from its `cwd`), and that no two upstreams are certain to collide: the
  * same server under the same prefix with the same filters offers every name twice; and that the `server.tls`
- * and `admin.tls` files can be read.
+ * and `admin.tls` files can be read, hold a certificate and a key, and that the key is the certificate's.
  */
 export function preflight (config: Config, env: Env = process.env, cwd = process.cwd()): ConfigProblem[] {
   const problems: ConfigProblem[] = []
@@ -16,9 +17,29 @@ export function preflight (config: Config, env: Env = process.env, cwd = process
     if (upstream.transport === 'stdio') problems.push(...stdioProblems(upstream, index, env, cwd))
   })
   problems.push(...certainCollisions(config.upstreams))
-  problems.push(...unreadableFiles(config.server.tls, 'server.tls', cwd))
-  problems.push(...unreadableFiles(config.admin?.tls, 'admin.tls', cwd))
+  problems.push(...tlsProblems(config.server.tls, 'server.tls', cwd))
+  problems.push(...tlsProblems(config.admin?.tls, 'admin.tls', cwd))
   return problems
+}
+
+/** A `tls` section's files that cannot be read, or else a certificate or key that cannot serve, or do not match. */
+function tlsProblems (tls: Config['server']['tls'], at: string, cwd: string): ConfigProblem[] {
+  const unreadable = unreadableFiles(tls, at, cwd)
+  if (tls === undefined || unreadable.length > 0) return unreadable
+  let certificate: X509Certificate
+  try {
+    certificate = new X509Certificate(readFileSync(resolve(cwd, tls.cert)))
+  } catch (err) {
+    return [{ path: `${at}.cert`, message: `'${tls.cert}' holds no PEM certificate: ${(err as Error).message}` }]
+  }
+  let key
+  try {
+    key = createPrivateKey(readFileSync(resolve(cwd, tls.key)))
+  } catch (err) {
+    return [{ path: `${at}.key`, message: `'${tls.key}' holds no unencrypted PEM private key: ${(err as Error).message}` }]
+  }
+  if (matches(certificate, key)) return []
+  return [{ path: `${at}.key`, message: `the key '${tls.key}' does not belong to the certificate '${tls.cert}' (${at}.cert); the listener could not start with them` }]
 }
 
 /** The files of a `tls` section that cannot be read (the listener reads them at start). */
@@ -32,6 +53,15 @@ function unreadableFiles (files: Readonly<Record<string, string | undefined>> | 
       return [{ path: `${at}.${field}`, message: `cannot read '${path}': ${(err as NodeJS.ErrnoException).code ?? String(err)}` }]
     }
   })
+}
+
+/** Whether `key` is the private key of `certificate` (a key of another type is not). */
+function matches (certificate: X509Certificate, key: ReturnType<typeof createPrivateKey>): boolean {
+  try {
+    return certificate.checkPrivateKey(key)
+  } catch {
+    return false
+  }
 }
 
 function isDirectory (path: string): boolean {

@@ -1,5 +1,7 @@
 import { z } from 'zod'
 import { duration, size } from './units.ts'
+import { openListenerProblems } from './open-listener.ts'
+import { originEntryProblem } from './origin-entry.ts'
 
 /**
  * The one source of truth for the gateway's configuration: validation, defaults, the `Config` type and
@@ -131,6 +133,8 @@ export const tlsSchema = z.strictObject({
 
 const serverSchema = z.strictObject({
   host: z.string().min(1).prefault('127.0.0.1').describe('address to listen on; `0.0.0.0` listens on every interface'),
+  allowUnauthenticated: z.boolean().prefault(false)
+    .describe('serve clients without auth (no auth.tokens, no auth.oauth) on a host other than loopback (127.0.0.0/8, ::1, localhost), where anyone who reaches the port may use every upstream and a session id is the only credential; without it such a configuration is refused at start. Set it only behind a proxy that authenticates, or for a demo'),
   port: z.number().int().min(0).max(65_535).prefault(8080).describe('port to listen on; `0` picks a free port'),
   path: z.string().regex(/^\/[^\s?#]*$/, 'must start with / and hold no query').prefault('/mcp')
     .describe('path of the MCP endpoint'),
@@ -138,8 +142,11 @@ const serverSchema = z.strictObject({
     .describe('check the Host and Origin headers of requests to the MCP path against allowedHosts and allowedOrigins (protection against DNS rebinding); turn it off only behind a proxy that checks the Host itself'),
   allowedHosts: z.array(z.string().min(1)).prefault([])
     .describe('Host header values accepted besides `localhost`, `127.0.0.1` and `[::1]`: a hostname (any port) or `hostname:port`'),
-  allowedOrigins: z.array(z.string().min(1)).prefault([])
-    .describe('Origin values accepted (scheme://host[:port]); origins on localhost names are always accepted; listed origins, and only these, also get CORS (browser clients)'),
+  allowedOrigins: z.array(z.string().min(1).superRefine((entry, ctx) => {
+    const problem = originEntryProblem(entry)
+    if (problem !== undefined) ctx.addIssue({ code: 'custom', message: problem })
+  })).prefault([])
+    .describe('Origin values accepted (scheme://host[:port], each written in full as browsers send it; `null` and wildcards are refused); origins on localhost names are always accepted; listed origins, and only these, also get CORS (browser clients)'),
   maxBodyBytes: size('largest request body; larger ones get HTTP 413').prefault('4mb'),
   pageSize: z.number().int().min(1).max(10_000).prefault(100)
     .describe('entries per page of tools/list, prompts/list, resources/list, resources/templates/list and tasks/list'),
@@ -331,6 +338,8 @@ export const configSchema = z.strictObject({
 }).refine((config) => config.metrics.listener !== 'main' || ![config.server.path, '/healthz', '/readyz'].includes(config.metrics.path), {
   message: 'is already served on the main listener (server.path, /healthz or /readyz): choose another path',
   path: ['metrics', 'path'],
+}).superRefine((config, ctx) => {
+  for (const problem of openListenerProblems(config)) ctx.addIssue({ code: 'custom', message: problem.message, path: ['server', 'host'] })
 })
 
 export type Config = z.output<typeof configSchema>

@@ -1,6 +1,6 @@
 // `--check` checks what can be checked without starting an upstream: stdio commands and working directories
 // that do not exist, and upstreams whose names are certain to collide.
-import { execFile } from 'node:child_process'
+import { execFile, execFileSync } from 'node:child_process'
 import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -61,6 +61,38 @@ describe('--check', () => {
     expect(result.stderr).toContain(`server.tls.key: cannot read '${key}'`)
     expect(result.stderr).toContain(`admin.tls.cert: cannot read '${cert}'`)
     expect(result.stderr).toContain(`admin.tls.key: cannot read '${key}'`)
+  })
+
+  it('fails on a TLS key that is not its certificate\'s, naming both paths', async () => {
+    const pair = (name: string): { cert: string, key: string } => {
+      const cert = join(dir, `${name}.crt`)
+      const key = join(dir, `${name}.key`)
+      execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-days', '1', '-subj', '/CN=localhost', '-keyout', key, '-out', cert], { stdio: 'ignore' })
+      return { cert, key }
+    }
+    const one = pair('one')
+    const two = pair('two')
+    const upstream = 'upstreams:\n  - { name: a, transport: stdio, command: node }\n'
+    const mismatched = await check(`server:\n  tls: { cert: ${JSON.stringify(one.cert)}, key: ${JSON.stringify(two.key)} }\n${upstream}`)
+    expect(mismatched.code).toBe(2)
+    expect(mismatched.stderr).toContain(`server.tls.key: the key '${two.key}' does not belong to the certificate '${one.cert}' (server.tls.cert)`)
+    const swapped = await check(`server:\n  tls: { cert: ${JSON.stringify(one.key)}, key: ${JSON.stringify(one.cert)} }\n${upstream}`)
+    expect(swapped.code).toBe(2)
+    expect(swapped.stderr).toContain(`server.tls.cert: '${one.key}' holds no PEM certificate`)
+    const matching = await check(`server:\n  tls: { cert: ${JSON.stringify(one.cert)}, key: ${JSON.stringify(one.key)} }\n${upstream}`)
+    expect(matching.stderr).toBe('')
+    expect(matching.code).toBe(0)
+  })
+
+  it('fails on --host opening a configuration without auth to other machines, and names what to set', async () => {
+    const file = join(dir, 'loopback.yaml')
+    await writeFile(file, 'upstreams:\n  - { name: a, transport: stdio, command: node }\n')
+    const env = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? tmpdir() }
+    const failed = await execFileAsync(process.execPath, [GATEWAY_MAIN, '--config', file, '--host', '0.0.0.0', '--check'], { cwd: REPO_ROOT, env, timeout: 20_000 })
+      .then(() => ({ code: 0, stderr: '' }), (err: { code: number, stderr: string }) => err)
+    expect(failed.code).toBe(2)
+    expect(failed.stderr).toContain("--host (server.host): '0.0.0.0' is reachable from other machines and auth is off")
+    expect(failed.stderr).toContain('server.allowUnauthenticated: true')
   })
 
   it('fails on a command that is not executable', async () => {

@@ -75,15 +75,17 @@ describe('the shipped configuration files', () => {
     const text = await readFile(EXAMPLE_FILE, 'utf8')
     const config = parseConfigText(text, {
       ...EXAMPLE_ENV,
-      GATEWAY_HOST: '0.0.0.0',
+      GATEWAY_HOST: '::1',
       GATEWAY_DATA_DIR: '/var/lib/gateway',
       LOG_LEVEL: 'debug',
       SEARCH_URL: 'https://search.example.com/mcp',
     })
-    expect(config.server.host).toBe('0.0.0.0')
+    expect(config.server.host).toBe('::1')
     expect(config.store).toEqual({ kind: 'sqlite', path: '/var/lib/gateway/gateway.db' })
     expect(config.logging.level).toBe('debug')
     expect(config.upstreams[1]).toMatchObject({ url: 'https://search.example.com/mcp' })
+    // It has no auth: every interface needs server.allowUnauthenticated, which it leaves at false.
+    expect(() => parseConfigText(text, { ...EXAMPLE_ENV, GATEWAY_HOST: '0.0.0.0' })).toThrow(/server\.host: .*server\.allowUnauthenticated: true/)
   })
 
   it('the example names API_TOKEN and where it is used when the variable is missing', async () => {
@@ -109,7 +111,7 @@ describe('environment variables', () => {
   })
 
   it('uses the default when the variable is empty, and the value when it is set', () => {
-    const text = 'server:\n  host: ${HOST:-127.0.0.1}\n' + withUpstream()
+    const text = 'server:\n  host: ${HOST:-127.0.0.1}\n  allowUnauthenticated: true\n' + withUpstream()
     expect(parseConfigText(text, { HOST: '' }).server.host).toBe('127.0.0.1')
     expect(parseConfigText(text, { HOST: '0.0.0.0' }).server.host).toBe('0.0.0.0')
   })

@@ -76,6 +76,15 @@ describe('the Dockerfile', () => {
     // `docker stop` with no timeout sends SIGKILL after 10 s: the grace must end well before.
     expect(config.server.shutdownGrace + CLOSE_MARGIN_MS).toBeLessThanOrEqual(DOCKER_DEFAULT_STOP_MS)
   })
+
+  it('listens on every interface without auth only when the operator says so', async () => {
+    const env = Object.fromEntries((await dockerfile()).filter(([k]) => k === 'ENV').flatMap(([, v]) => v.split(/\s+/).map((pair) => pair.split('=') as [string, string])))
+    expect(env.GATEWAY_HOST).toBe('0.0.0.0')
+    expect(env.GATEWAY_ALLOW_UNAUTHENTICATED).toBeUndefined()
+    const text = await read('config/gateway.yaml')
+    expect(() => parseConfigText(text, env)).toThrow(/server\.host: '0\.0\.0\.0' is reachable from other machines and auth is off/)
+    expect(parseConfigText(text, { ...env, GATEWAY_ALLOW_UNAUTHENTICATED: 'true' }).server).toMatchObject({ host: '0.0.0.0', allowUnauthenticated: true })
+  })
 })
 
 describe('compose.yaml', () => {
@@ -88,13 +97,13 @@ describe('compose.yaml', () => {
     expect(redis?.volumes?.some((v) => v.endsWith(':/data'))).toBe(true)
     expect(gateway?.depends_on?.redis?.condition).toBe('service_healthy')
 
-    const shell = { GATEWAY_STATE_SECRET: 'a-secret-of-at-least-32-characters!!' }
+    const shell = { GATEWAY_STATE_SECRET: 'a-secret-of-at-least-32-characters!!', REDIS_PASSWORD: 'another-secret-of-32-characters!!' }
     const env = Object.fromEntries(Object.entries(gateway!.environment ?? {}).map(([k, v]) => [k, composeValue(String(v), shell)]))
     expect(new URL(env.REDIS_URL!).host).toBe('redis:6379')
     const mount = gateway!.volumes!.map((v) => v.split(':')).find(([, target]) => target === '/etc/mcp-task-gateway/gateway.yaml')
     expect(mount).toBeDefined()
     const config = parseConfigText(await read(mount![0]!.replace(/^\.\//, '')), env)
-    expect(config.store).toMatchObject({ kind: 'redis', url: env.REDIS_URL })
+    expect(config.store).toMatchObject({ kind: 'redis', url: env.REDIS_URL, password: shell.REDIS_PASSWORD })
     expect(config.server).toMatchObject({ host: '0.0.0.0', port: Number(env.GATEWAY_PORT), stateSecret: shell.GATEWAY_STATE_SECRET })
     expect(gateway!.ports?.map((p) => composeValue(p, shell))).toContain(`${env.GATEWAY_PORT}:${env.GATEWAY_PORT}`)
 
@@ -102,5 +111,15 @@ describe('compose.yaml', () => {
     expect(check).toContain('process.env.GATEWAY_PORT')
     expect(check).toContain('/healthz')
     expect(parseDuration(gateway!.stop_grace_period ?? '')).toBeGreaterThanOrEqual(config.server.shutdownGrace + CLOSE_MARGIN_MS)
+  })
+
+  it('protects Redis with a password, and says in so many words that the gateway it runs is open', async () => {
+    const text = await read('compose.yaml')
+    const { gateway, redis } = (parse(text) as { services: Record<string, Service & { environment?: Record<string, string> }> }).services
+    expect(() => composeValue(redis!.command!.join(' '), {})).toThrow(/REDIS_PASSWORD/)
+    expect(redis!.command!.map((part) => composeValue(part, { REDIS_PASSWORD: 'pw' }))).toEqual(expect.arrayContaining(['--requirepass', 'pw']))
+    expect(redis!.environment?.REDISCLI_AUTH).toContain('REDIS_PASSWORD')
+    expect(gateway!.environment?.GATEWAY_ALLOW_UNAUTHENTICATED).toBe('true')
+    expect(text).toMatch(/# OPEN GATEWAY: [^\n]*no auth[^]*GATEWAY_ALLOW_UNAUTHENTICATED: "true"/)
   })
 })
