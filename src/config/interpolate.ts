@@ -18,10 +18,26 @@ export function formatPath (path: Path): string {
   return out === '' ? '(root)' : out
 }
 
-/** What interpolation found: the problems, and the paths whose value is missing (nothing more is said of them). */
+/** A string that took (some of) its value from the environment: where, as written, what it became, and the variables' values in it. */
+export interface Interpolated {
+  path: string
+  written: string
+  value: string
+  parts: Array<{ name: string, value: string }>
+}
+
+/**
+ * What interpolation found: the problems, the paths whose value is missing (nothing more is said of them),
+ * and the strings that took a value from the environment (never echoed in a problem: see hideInterpolated).
+ */
 export interface Interpolation {
   problems: ConfigProblem[]
   missing: Set<string>
+  interpolated: Interpolated[]
+}
+
+export function newInterpolation (): Interpolation {
+  return { problems: [], missing: new Set(), interpolated: [] }
 }
 
 const VARIABLE = /\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g
@@ -36,13 +52,48 @@ function typed (text: string): string | number | boolean {
 
 /** Replaces `${VAR}` and `${VAR:-default}` in one string; a variable that is unset and has no default is a problem. */
 function substitute (value: string, env: Env, path: string, found: Interpolation): string {
-  return value.replace(VARIABLE, (_match, name: string, fallback: string | undefined) => {
+  const parts: Interpolated['parts'] = []
+  const replaced = value.replace(VARIABLE, (_match, name: string, fallback: string | undefined) => {
     const set = env[name]
-    if (set !== undefined && set !== '') return set
+    if (set !== undefined && set !== '') {
+      parts.push({ name, value: set })
+      return set
+    }
     if (fallback !== undefined) return fallback
     found.problems.push({ path, message: `environment variable ${name} is not set (write \${${name}:-default} to give a default)` })
     found.missing.add(path)
     return ''
+  })
+  if (parts.length > 0) found.interpolated.push({ path, written: value, value: replaced, parts })
+  return replaced
+}
+
+/** A value from the environment this long or longer is hidden in every problem, not only in its own path's. */
+const HIDDEN_EVERYWHERE = 8
+/** Shorter values of variables inside a longer string are no secret, and would be found inside unrelated words. */
+const HIDDEN_PART = 4
+
+/**
+ * The problems with every value that came from the environment (a token, a password: the variable may hold
+ * a secret) replaced by `the value of ${VAR}`, so that neither the error log nor a reload's answer shows it.
+ * A problem at the path of such a value never shows it, nor a variable's part of it (a message may show the
+ * value changed: `https://<value>` for `<value>/x`), which it names `${VAR}`; longer values are hidden in any problem.
+ */
+export function hideInterpolated (problems: readonly ConfigProblem[], interpolated: readonly Interpolated[]): ConfigProblem[] {
+  if (interpolated.length === 0) return [...problems]
+  return problems.map((problem) => {
+    let message = problem.message
+    for (const { path, written, value, parts } of interpolated) {
+      const own = problem.path === path || problem.path.startsWith(`${path}.`) || problem.path.startsWith(`${path}[`)
+      if (own || value.length >= HIDDEN_EVERYWHERE) {
+        const label = `the value of ${WHOLE_VARIABLE.test(written) ? written.replace(/:-[^}]*\}$/, '}') : `'${written}'`}`
+        for (const shown of new Set([value, String(typed(value))])) message = message.split(`'${shown}'`).join(label).split(shown).join(label)
+      }
+      for (const part of parts) {
+        if (part.value.length >= (own ? HIDDEN_PART : HIDDEN_EVERYWHERE)) message = message.split(part.value).join(`\${${part.name}}`)
+      }
+    }
+    return message === problem.message ? problem : { ...problem, message }
   })
 }
 

@@ -2,7 +2,7 @@ import { readFile } from 'node:fs/promises'
 import { parseDocument } from 'yaml'
 import type { z } from 'zod'
 import { GatewayError, errorMessage } from '../errors.ts'
-import { formatPath, interpolateDocument, interpolateTree, type ConfigProblem, type Env, type Interpolation } from './interpolate.ts'
+import { formatPath, hideInterpolated, interpolateDocument, interpolateTree, newInterpolation, type ConfigProblem, type Env, type Interpolation } from './interpolate.ts'
 import { configSchema, upstreamCommonSchema, upstreamVariants, type Config } from './schema.ts'
 
 export { formatPath, type ConfigProblem } from './interpolate.ts'
@@ -72,13 +72,13 @@ function validate (tree: unknown, found: Interpolation, source: string): Config 
       }
     }
   }
-  if (problems.length > 0 || !result.success) throw configError(source, problems)
+  if (problems.length > 0 || !result.success) throw configError(source, hideInterpolated(problems, found.interpolated))
   return deepFreeze(result.data)
 }
 
 /** Validates an already-parsed configuration tree; throws one GW_ERR_CONFIG_INVALID listing every problem. */
 export function parseConfig (raw: unknown, env: Env = process.env, source = 'configuration'): Config {
-  const found: Interpolation = { problems: [], missing: new Set() }
+  const found = newInterpolation()
   const tree = interpolateTree(raw ?? {}, env, found)
   return validate(tree, found, source)
 }
@@ -97,7 +97,7 @@ export function parseConfigText (text: string, env: Env = process.env, source = 
       message: e.message.split('\n')[0] ?? e.message,
     })))
   }
-  const found: Interpolation = { problems: [], missing: new Set() }
+  const found = newInterpolation()
   interpolateDocument(doc, env, found)
   return validate(doc.toJS() ?? {}, found, source)
 }

@@ -14,6 +14,8 @@ import { writeConfig } from '../helpers/process.ts'
 type Json = Record<string, unknown>
 
 const ADMIN_TOKEN = 'admin-token-7d1c3b9e5a'
+/** A secret in the environment the configuration file is read with. */
+const ENV_SECRET = 'env-secret-4f9a27c1e8d3'
 const TOKENS = { alice: 'alice-token-0123456789', bob: 'bob-token-0123456789', carol: 'carol-token-0123456789' }
 const bearer = (who: keyof typeof TOKENS): Record<string, string> => ({ authorization: `Bearer ${TOKENS[who]}` })
 const token = (who: keyof typeof TOKENS, scopes: string[]): Json => ({ principal: who, sha256: sha256Hex(TOKENS[who]), scopes })
@@ -72,7 +74,7 @@ describe('POST /admin/reload', () => {
     running = initial()
     const config = configuration()
     file = writeConfig(JSON.stringify(config))
-    gw = await startGateway(config, {}, { configSource: () => loadConfig(file) })
+    gw = await startGateway(config, {}, { configSource: () => loadConfig(file, { ...process.env, RELOAD_SECRET: ENV_SECRET }) })
   })
 
   afterAll(async () => {
@@ -157,6 +159,19 @@ describe('POST /admin/reload', () => {
     const carol = ModernRaw.withTasks(gw.url, {}, bearer('carol'))
     expect(await toolNames(carol)).toContain('spare__echo')
     expect((await carol.request('tools/list')).status).toBe(200)
+  })
+
+  it('never shows a value from the environment in the 422 answer or the log: it names the variable', async () => {
+    // eslint-disable-next-line no-template-curly-in-string -- YAML with a ${VAR} placeholder, on purpose
+    const response = await reload(JSON.stringify(configuration((config) => { config.server.sessionIdleTimeout = '${RELOAD_SECRET}' })))
+    expect(response.statusCode).toBe(422)
+    expect(response.body).not.toContain(ENV_SECRET)
+    expect(response.json<{ error: { problems: unknown[] } }>().error.problems).toEqual([
+      // eslint-disable-next-line no-template-curly-in-string
+      { path: 'server.sessionIdleTimeout', message: expect.stringContaining('the value of ${RELOAD_SECRET} is not a duration') },
+    ])
+    expect(logged('configuration reload through the admin API rejected').length).toBeGreaterThan(0)
+    expect(JSON.stringify(gw.logs())).not.toContain(ENV_SECRET)
   })
 
   it('keeps options read only at start, names them in the answer and in one warning, and applies the rest', async () => {

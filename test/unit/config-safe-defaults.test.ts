@@ -1,6 +1,7 @@
 // What a configuration may not do silently: open the MCP listener to other machines with auth off, allow
 // origins that mean something else than they seem (`null`, wildcards), or echo a value taken from the
 // environment (a secret, possibly) in the problems it reports.
+/* eslint-disable no-template-curly-in-string -- the strings below are YAML with ${VAR} placeholders, on purpose */
 import { describe, expect, it } from 'vitest'
 import { parseConfigText, type ConfigProblem } from '../../src/config/load.ts'
 import { GatewayError } from '../../src/errors.ts'
@@ -59,5 +60,33 @@ describe('server.allowedOrigins', () => {
     const origins = ['https://app.example.com', 'http://localhost:5173', 'https://App.Example.com/', 'chrome-extension://abcdefghijklmnop']
     const config = parseConfigText(`server:\n  allowedOrigins: ${JSON.stringify(origins)}\n${UPSTREAM}`, {})
     expect(config.server.allowedOrigins).toEqual(origins)
+  })
+})
+
+describe('a value from the environment', () => {
+  const SECRET = 'sk-live-0123456789abcdef'
+
+  it('in a duration field is never in the problem: it says the value of ${VAR} and the path', () => {
+    const { message, problems } = problemsOf(`server:\n  sessionIdleTimeout: \${IDLE}\n  sseKeepAlive: "\${KEEP:-15s}"\n${UPSTREAM}`, { IDLE: SECRET, KEEP: 'x' })
+    expect(message).not.toContain(SECRET)
+    expect(JSON.stringify(problems)).not.toContain(SECRET)
+    expect(problems).toEqual([
+      { path: 'server.sessionIdleTimeout', message: expect.stringMatching(/^the value of \$\{IDLE\} is not a duration; write e\.g\. 500ms/) },
+      { path: 'server.sseKeepAlive', message: expect.stringMatching(/^the value of \$\{KEEP\} is not a duration/) },
+    ])
+  })
+
+  it('in part of a string, or echoed by a problem at another path, is hidden too', () => {
+    const text = 'server:\n  allowedOrigins: ["https://${ORIGIN}/x"]\nupstreams:\n  - { name: "${NAME}", transport: stdio, command: node }\n  - { name: "${NAME}", transport: stdio, command: node }\n'
+    const name = 'upstream-named-by-a-secret'
+    const { message, problems } = problemsOf(text, { ORIGIN: SECRET, NAME: name })
+    for (const value of [SECRET, name]) expect(message).not.toContain(value)
+    expect(problems).toContainEqual({ path: 'server.allowedOrigins[0]', message: expect.stringContaining("the value of 'https://${ORIGIN}/x' is not an origin") })
+    expect(problems).toContainEqual({ path: 'upstreams[1].name', message: 'duplicate upstream name the value of ${NAME} (also upstreams[0])' })
+  })
+
+  it('written in the file, or taken from a default, is shown as it is', () => {
+    const { problems } = problemsOf(`server:\n  sessionIdleTimeout: soon\n  sseKeepAlive: \${KEEP:-often}\n${UPSTREAM}`, {})
+    expect(problems.map((p) => p.message)).toEqual([expect.stringMatching(/^'soon' is not a duration/), expect.stringMatching(/^'often' is not a duration/)])
   })
 })
