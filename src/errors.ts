@@ -27,6 +27,7 @@ export const ERRORS = {
   GW_ERR_HTTP_METHOD_NOT_ALLOWED: { status: 405, rpc: -32600, message: 'Method Not Allowed: %s' },
   GW_ERR_HTTP_HOST_FORBIDDEN: { status: 403, rpc: -32600, message: "Forbidden: Host '%s' is not in server.allowedHosts" },
   GW_ERR_HTTP_ORIGIN_FORBIDDEN: { status: 403, rpc: -32600, message: "Forbidden: Origin '%s' is not in server.allowedOrigins" },
+  GW_ERR_HTTP_HOST_DUPLICATE: { status: 400, rpc: -32600, message: 'Bad Request: the request carries %s Host headers; send exactly one' },
 
   GW_ERR_SESSION_REQUIRED: { status: 400, rpc: -32600, message: 'Bad Request: the Mcp-Session-Id header is required for %s (send initialize first)' },
   GW_ERR_SESSION_NOT_FOUND: { status: 404, rpc: -32001, message: 'Session not found: it expired or was deleted; initialize a new session' },

@@ -6,6 +6,7 @@ import { sha256Hex } from '../auth/bearer-tokens.ts'
 import type { AdminConfig } from '../config/schema.ts'
 import { sendHttpError } from '../wire/error-replies.ts'
 import { GatewayError } from '../errors.ts'
+import { registerSingleHostCheck } from '../http/host-origin-guard.ts'
 import type { Logger } from '../observability/logger.ts'
 
 /** The `WWW-Authenticate` value of the admin API's refusals (its own realm: client tokens do not open it). */
@@ -47,6 +48,7 @@ export function createAdminApp (config: AdminConfig, log: Logger, tls?: ServerOp
   }
   // With admin.tls it is HTTPS; the instance is typed as the HTTP one the routes expect (same request and reply).
   const app: FastifyInstance = tls === undefined ? Fastify(options) : Fastify({ ...options, https: tls }) as unknown as FastifyInstance
+  registerSingleHostCheck(app, sendAdminError)
   const check = adminTokenCheck(config.tokenSha256)
   app.addHook('onRequest', async (request, reply) => {
     // The dashboard's page and script hold no data: a browser loads them without the token (it cannot send one).

@@ -1,4 +1,4 @@
-import type { FastifyInstance } from 'fastify'
+import type { FastifyInstance, FastifyReply } from 'fastify'
 import type { ServerConfig } from '../config/schema.ts'
 import { sendHttpError } from '../wire/error-replies.ts'
 import { GatewayError } from '../errors.ts'
@@ -44,8 +44,34 @@ export function createHostOriginCheck (config: Pick<ServerConfig, 'allowedHosts'
   }
 }
 
-/** Registers the check as an onRequest hook on the MCP path. */
+/** How many `Host` headers a request carries: Node keeps the first in `headers.host` and drops the others silently. */
+function hostHeaders (rawHeaders: readonly string[]): number {
+  let count = 0
+  for (let i = 0; i < rawHeaders.length; i += 2) if (rawHeaders[i]!.toLowerCase() === 'host') count++
+  return count
+}
+
+/**
+ * Answers 400 to a request with more than one `Host` header, on every route (RFC 9112 §3.2): the guard below,
+ * a proxy in front and the gateway could each read a different one. `send` writes the error in the listener's shape.
+ */
+type SendError = (reply: FastifyReply, err: GatewayError) => FastifyReply
+
+export function registerSingleHostCheck (app: FastifyInstance, send: SendError = sendHttpError): void {
+  app.addHook('onRequest', (request, reply, done) => {
+    const count = hostHeaders(request.raw.rawHeaders)
+    if (count <= 1) {
+      done()
+      return
+    }
+    request.log.warn({ hosts: count }, 'request with several Host headers refused')
+    send(reply, new GatewayError('GW_ERR_HTTP_HOST_DUPLICATE', [String(count)]))
+  })
+}
+
+/** Registers the single-Host check on every route, and the Host/Origin check as an onRequest hook on the MCP path. */
 export function registerHostOriginGuard (app: FastifyInstance, config: ServerConfig): void {
+  registerSingleHostCheck(app)
   if (!config.dnsRebindingProtection) return
   const check = createHostOriginCheck(config)
   // A callback hook, not an async one: it runs on every request, and an async hook costs a promise each time.
