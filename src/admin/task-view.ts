@@ -1,4 +1,5 @@
 import { GatewayError } from '../errors.ts'
+import { logFingerprint, shownPrincipal } from '../observability/logger.ts'
 import type { JsonObject } from '../wire/jsonrpc.ts'
 import type { InputRecord, TaskCursor, TaskEvent, TaskOutcome, TaskQuery, TaskRecord } from '../store/types.ts'
 import { TASK_STATUSES, type TaskStatus } from '../wire/task-state.ts'
@@ -10,6 +11,7 @@ export const MAX_LIMIT = 500
 /** One task as the admin API lists it: who, what, where it runs and how far it got; never its arguments. */
 export interface AdminTaskSummary {
   id: string
+  /** As in the logs: `anonymous:sha256:<fingerprint of the session id>` for a session without auth (see shownPrincipal). */
   principal: string
   status: TaskStatus
   statusMessage: string | null
@@ -37,7 +39,7 @@ export interface AdminInput {
 }
 
 export interface AdminTaskDetail extends AdminTaskSummary {
-  /** The legacy session that created the task; null for the 2026-07-28 era. */
+  /** The fingerprint of the legacy session that created the task, as in the logs; null for the 2026-07-28 era. */
   sessionId: string | null
   /** How the task ended: the upstream's result (with its isError) or a JSON-RPC error's code and message. */
   outcome: { kind: 'result', isError: boolean } | { kind: 'error', code: number, message: string } | null
@@ -63,7 +65,7 @@ export interface TaskListRequest {
 export function summarize (task: TaskRecord): AdminTaskSummary {
   return {
     id: task.id,
-    principal: task.principal,
+    principal: shownPrincipal(task.principal),
     status: task.status,
     statusMessage: task.statusMessage,
     upstream: task.upstream,
@@ -81,7 +83,7 @@ export function detail (task: TaskRecord, inputs: readonly InputRecord[], timeli
   const outcome = task.outcome
   return {
     ...summarize(task),
-    sessionId: task.sessionId,
+    sessionId: task.sessionId === null ? null : logFingerprint(task.sessionId),
     outcome: outcome === null
       ? null
       : 'result' in outcome
@@ -139,6 +141,9 @@ export function parseTaskList (raw: Record<string, unknown>): TaskListRequest {
   for (const name of ['upstream', 'tool', 'principal'] as const) {
     const value = single(raw, name)
     if (value !== undefined) query[name] = value
+  }
+  if (query.principal?.startsWith('anonymous:sha256:') === true) {
+    throw new GatewayError('GW_ERR_ADMIN_BAD_REQUEST', ['principal: a caller without auth is one session, shown by its fingerprint, which cannot be searched for; find its tasks by status, upstream or tool, or open one by id'])
   }
   const cursor = single(raw, 'cursor')
   return { query, before: cursor === undefined ? undefined : decodeCursor(cursor), limit }

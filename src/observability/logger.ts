@@ -21,10 +21,23 @@ export function logFingerprint (value: string): string {
   return `sha256:${createHash('sha256').update(value, 'utf8').digest('hex').slice(0, 12)}`
 }
 
+/** How the principal of a 2025-era client without auth starts: `anonymous:<its session id>`. */
+const ANONYMOUS_SESSION_PREFIX = 'anonymous:'
+
+/**
+ * A principal as logs and the admin API show it: with auth off, a session's principal `anonymous:<session id>`
+ * holds the id, all it takes to use the session, so it is shown `anonymous:sha256:<fingerprint>` (as
+ * logFingerprint); every other principal (token and OAuth names, the 2026-07-28 `anonymous`) as it is.
+ */
+export function shownPrincipal (principal: string): string {
+  return principal.startsWith(ANONYMOUS_SESSION_PREFIX) ? `${ANONYMOUS_SESSION_PREFIX}${logFingerprint(principal.slice(ANONYMOUS_SESSION_PREFIX.length))}` : principal
+}
+
 export function redactPaths (extraHeaders: readonly string[]): string[] {
   const names = [...new Set([...ALWAYS_REDACTED_HEADERS, 'mcp-session-id', ...extraHeaders.map((h) => h.toLowerCase())])]
   return [
     'sessionId',
+    'principal',
     'session',
     'client',
     ...names.flatMap((name) => [
@@ -39,11 +52,13 @@ export function redactPaths (extraHeaders: readonly string[]): string[] {
 const SESSION_CLIENT_PREFIX = 'session:'
 
 /**
- * Session ids become their fingerprint, in client keys too (other `session` and `client` values, such as
- * `principal:…` keys and client info, stay as they are); everything else on a redacted path becomes `[redacted]`.
+ * Session ids become their fingerprint, in client keys and anonymous principals too (other `session`, `client`
+ * and `principal` values, such as `principal:…` keys, client info and token principals, stay as they are);
+ * everything else on a redacted path becomes `[redacted]`.
  */
 function censor (value: unknown, path: string[]): unknown {
   const key = path.at(-1)
+  if (key === 'principal') return typeof value === 'string' ? shownPrincipal(value) : value
   if (key === 'session' || key === 'client') {
     return typeof value === 'string' && value.startsWith(SESSION_CLIENT_PREFIX)
       ? `${SESSION_CLIENT_PREFIX}${logFingerprint(value.slice(SESSION_CLIENT_PREFIX.length))}`
