@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { sha256Hex } from '../../src/auth/bearer-tokens.ts'
+import { logFingerprint } from '../../src/observability/logger.ts'
 import { textOf } from '../helpers/clients.ts'
 import { demoStdio, startGateway, type RunningGateway } from '../helpers/gateway.ts'
 import { ModernRaw } from '../helpers/modern-raw.ts'
@@ -128,5 +129,35 @@ describe('a client refused an upstream session', () => {
     expect(textOf(echoed)).toBe('bob')
     await alice.close()
     await bob.close()
+  })
+})
+
+describe('a client that left without a DELETE', () => {
+  let gw: RunningGateway
+  const carol = 'carol-token-0123456789'
+
+  beforeAll(async () => {
+    const tokens = [...Object.entries(TOKENS), ['carol', carol]].map(([principal, token]) => ({ principal, sha256: sha256Hex(token!) }))
+    // Every session unused for 1 ms counts as abandoned: the test needs no clock to make one.
+    gw = await startGateway({ auth: { tokens }, upstreams: [demoStdio({ maxSessions: 3, maxSessionsPerPrincipal: 2, abandonedTimeout: '1ms' })] })
+  })
+
+  afterAll(async () => {
+    await gw?.close()
+  })
+
+  it('has its upstream session closed first when room is needed, before the largest holder\'s', async () => {
+    const echo = async (session: RawSession): Promise<string> => textOf((await session.request('tools/call', { name: 'demo__echo', arguments: { text: 'hi' } })).result as Json)
+    const gone = await RawSession.open(gw.url, undefined, bearer('bob'))
+    expect(await echo(gone)).toBe('hi')
+    // bob's client goes away without a DELETE; alice, the largest holder, keeps using her two sessions.
+    const alice = [await RawSession.open(gw.url, undefined, bearer('alice')), await RawSession.open(gw.url, undefined, bearer('alice'))]
+    for (const session of alice) expect(await echo(session)).toBe('hi')
+    const newcomer = await RawSession.open(gw.url, undefined, { authorization: `Bearer ${carol}` })
+    expect(await echo(newcomer)).toBe('hi')
+    const closed = gw.logs().filter((line) => line.msg === 'closed an idle upstream session to make room for another').map((line) => line.session)
+    expect(closed).toEqual([`session:${logFingerprint(gone.sessionId)}`])
+    expect(gw.gateway.upstreams[0]!.load.sessions).toBe(3)
+    for (const session of [...alice, newcomer]) await session.close()
   })
 })
