@@ -13,6 +13,7 @@ import { connectFailure } from './upstream-errors.ts'
 import { RejoinedSessions } from './rejoined-sessions.ts'
 import { SessionPool, type PoolLimits } from './session-pool.ts'
 import { ClientSessions } from './client-sessions.ts'
+import { PerCallSessions } from './per-call-sessions.ts'
 
 /**
  * One configured upstream and its sessions. The gateway's own session (declaring no client capabilities)
@@ -53,8 +54,7 @@ export class Upstream {
   readonly #pool: SessionPool<UpstreamSession>
   /** Per-client and shared sessions, by slot key (see #slotKey). */
   readonly #clients: ClientSessions
-  /** per-call sessions nothing holds, kept for reuse. */
-  readonly #idle: UpstreamSession[] = []
+  readonly #perCall: PerCallSessions
   readonly #rejoined = new RejoinedSessions((key, rejoin) => this.#openSession(key, { key, principal: '', capabilities: {}, signature: '{}' }, undefined, rejoin))
   #attempt = 0
   #reconnectTimer: NodeJS.Timeout | undefined
@@ -72,6 +72,7 @@ export class Upstream {
     this.slots = new CallSlots(config.name, config.maxConcurrentCalls, config.maxQueuedCalls)
     this.#pool = new SessionPool(config.name, () => this.#limits(), (session) => this.#evict(session))
     this.#clients = new ClientSessions(this.#pool)
+    this.#perCall = new PerCallSessions(this.#pool)
     this.#reaper = setInterval(() => this.#reapIdle(), Math.min(30_000, Math.max(1000, Math.floor(config.idleTimeout / 2))))
     // Every session being opened listens to it: with per-call sessions, as many as the calls starting at once.
     setMaxListeners(0, this.#closing.signal)
@@ -229,7 +230,7 @@ export class Upstream {
     clearInterval(this.#reaper)
     this.slots.rejectAll(why)
     const opening = this.#clients.clear().map(async (p) => await p.then((s) => s.close(), () => {}))
-    const all = [...this.#idle.splice(0), ...(this.#gateway ? [this.#gateway] : [])]
+    const all = [...this.#perCall.drain(), ...(this.#gateway ? [this.#gateway] : [])]
     this.#gateway = undefined
     await Promise.all([...opening, this.#rejoined.detachAll(), ...all.map(async (s) => await s.close())])
     await this.#http?.close()
@@ -265,39 +266,16 @@ export class Upstream {
     }
   }
 
-  /**
-   * per-call: an idle session with the client's capabilities, or a new one (a seat of the pool either way);
-   * back to idle when released.
-   */
+  /** per-call: a session for this call alone (see PerCallSessions). */
   async #exclusiveLease (client: ClientRef, authorization: string | undefined): Promise<SessionLease> {
     if (this.state !== 'ready') throw this.#unavailable()
-    // With forwardAuthorization a session was opened with its caller's header: only that caller reuses it.
-    const index = this.#idle.findIndex((s) => s.signature === client.signature && s.authorization === authorization && !s.closed)
-    let session: UpstreamSession
-    if (index >= 0) {
-      session = this.#idle[index]!
-      this.#pool.transfer(session, client.principal)
-      this.#idle.splice(this.#idle.indexOf(session), 1)
-    } else {
-      const seat = this.#pool.reserve(client.principal)
+    return await this.#perCall.lease(client, authorization, async () => {
       try {
-        session = await this.#openSession(`call:${client.signature}`, client, authorization)
+        return await this.#openSession(`call:${client.signature}`, client, authorization)
       } catch (err) {
-        this.#pool.free(seat)
         throw new GatewayError('GW_ERR_UPSTREAM_UNAVAILABLE', [this.name, errorMessage(err)], { cause: err })
       }
-      this.#pool.fill(seat, session)
-      if (session.closed) this.#pool.free(session)
-    }
-    const unhold = session.hold()
-    return {
-      session,
-      release: () => {
-        unhold()
-        if (!session.closed && this.state === 'ready') this.#idle.push(session)
-        else void session.close()
-      },
-    }
+    }, () => this.state === 'ready')
   }
 
   async #openSession (key: string, client: ClientRef, authorization?: string, rejoin?: SessionOpenOptions['rejoin']): Promise<UpstreamSession> {
@@ -343,8 +321,7 @@ export class Upstream {
     if (session === this.#gateway) {
       if (this.state === 'ready') this.#markDown('connection closed')
     } else {
-      const index = this.#idle.indexOf(session)
-      if (index >= 0) this.#idle.splice(index, 1)
+      this.#perCall.forget(session)
       if (this.#clients.remove(session) && !session.ended && this.state !== 'closed') this.#log.info({ session: session.key }, 'upstream session closed')
     }
     this.#events.onSessionClosed(this, session)
@@ -352,8 +329,7 @@ export class Upstream {
 
   /** Closes a session nobody needs any more (it leaves the idle per-call sessions and the pool at once). */
   #retire (session: UpstreamSession): void {
-    const index = this.#idle.indexOf(session)
-    if (index >= 0) this.#idle.splice(index, 1)
+    this.#perCall.forget(session)
     this.#clients.remove(session)
     void session.close()
   }
@@ -373,7 +349,7 @@ export class Upstream {
     this.#gateway = undefined
     void gateway?.close()
     this.slots.rejectAll(this.#unavailable())
-    for (const idle of this.#idle.splice(0)) void idle.close()
+    for (const idle of this.#perCall.drain()) void idle.close()
     const delay = Math.min(this.config.restart.maxDelay, this.config.restart.initialDelay * 2 ** this.#attempt++)
     this.#log.warn({ reason, retryInMs: delay }, wasReady ? 'upstream went down' : 'upstream unavailable')
     if (wasReady) this.#events.onDown(this, reason)
@@ -384,7 +360,7 @@ export class Upstream {
 
   #reapIdle (): void {
     const cutoff = Date.now() - this.config.idleTimeout
-    for (const session of [...this.#idle, ...this.#clients.values()]) {
+    for (const session of [...this.#perCall.idle, ...this.#clients.values()]) {
       if (session.holds === 0 && session.lastUsedAt < cutoff) {
         this.#log.info({ session: session.key, idleMs: Date.now() - session.lastUsedAt }, 'closed an idle upstream session')
         this.#retire(session)
