@@ -177,7 +177,7 @@ describe('upstream sessions of a stateful stdio upstream', () => {
     const refused = await inc(0)
     expect(refused.error).toMatchObject({
       code: -32059,
-      message: expect.stringContaining("upstream 's' already has 2 sessions open (upstreams[].maxSessions)"),
+      message: expect.stringContaining("upstream 's' already has 2 sessions open, all in use (upstreams[].maxSessions)"),
       data: { code: 'GW_ERR_UPSTREAM_SESSION_LIMIT', upstream: 's', limit: 'maxSessions' },
     })
     // A client that ends gives its session back once its task has ended.

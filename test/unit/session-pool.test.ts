@@ -84,7 +84,7 @@ describe('the session pool of an upstream', () => {
     open('bob', 'bob-1', { holds: 2 })
     const err = refusal(() => sessions.reserve('carol'))
     expect(err.code).toBe('GW_ERR_UPSTREAM_SESSION_LIMIT')
-    expect(err.message).toContain("upstream 'demo' already has 2 sessions open (upstreams[].maxSessions)")
+    expect(err.message).toContain("upstream 'demo' already has 2 sessions open, all in use (upstreams[].maxSessions)")
     expect(err.data).toEqual({ code: 'GW_ERR_UPSTREAM_SESSION_LIMIT', upstream: 'demo', limit: 'maxSessions', max: 2, held: 0 })
     expect(closed).toEqual([])
     expect(sessions.size).toBe(2)
