@@ -1,15 +1,16 @@
 import { ANONYMOUS_CALLER, type Caller } from '../auth/access.ts'
 import type { TaskSupport, UpstreamConfig } from '../config/schema.ts'
 import { upstreamPrefix } from '../config/schema.ts'
-import { errorMessage } from '../errors.ts'
+import { GatewayError, errorMessage } from '../errors.ts'
 import type { Logger } from '../observability/logger.ts'
 import type { ClientRef } from '../upstream/client-ref.ts'
 import { type Upstream } from '../upstream/upstream.ts'
-import { GATEWAY_CLIENT } from '../upstream/client-ref.ts'
+import { GATEWAY_CLIENT, credentialTag } from '../upstream/client-ref.ts'
 import type { UpstreamSession } from '../upstream/upstream-session.ts'
 import { CatalogView, type RemovedUpstream, type ViewPart } from './catalog-view.ts'
 import { compileFilter } from '../config/name-filter.ts'
 import { fetchSnapshot, type UpstreamSnapshot } from './snapshot.ts'
+import { ListTemplates } from './list-templates.ts'
 
 export type ListChange = 'tools' | 'prompts' | 'resources'
 
@@ -37,6 +38,13 @@ interface SessionLists {
 
 /** Merged views kept at once (one per distinct combination of upstream lists). */
 const VIEW_CACHE_LIMIT = 256
+/** What new sessions list, kept per upstream for this many list keys (capability sets) at most. */
+const TEMPLATE_LIMIT = 256
+
+/** A refusal of an upstream session: the client gets it, rather than a view without that upstream. */
+function isSessionRefusal (err: unknown): err is GatewayError {
+  return err instanceof GatewayError && (err.code === 'GW_ERR_UPSTREAM_SESSION_LIMIT' || err.code === 'GW_ERR_UPSTREAM_SESSION_SHARE')
+}
 
 /** The task support the gateway advertises for a tool: its own setting, else the upstream's. */
 export function taskPolicy (config: UpstreamConfig, tool: string): TaskSupport {
@@ -65,7 +73,7 @@ export class Catalog {
   readonly #onChange: (change: CatalogChange) => void
   readonly #sessions = new WeakMap<UpstreamSession, SessionLists>()
   /** Per upstream, by list key: what a new session lists. */
-  readonly #templates = new Map<string, Map<string, Snapshot>>()
+  readonly #templates = new ListTemplates<Snapshot>(TEMPLATE_LIMIT)
   readonly #views = new Map<string, CatalogView>()
   /** The last view built for each client, with the snapshot each upstream gave it (bounded like the views). */
   readonly #recent = new Map<string, { view: CatalogView, snapshots: ReadonlyArray<Snapshot | undefined>, complete: boolean }>()
@@ -104,7 +112,7 @@ export class Catalog {
   base (): CatalogView {
     const parts: ViewPart[] = []
     for (const upstream of this.#upstreams) {
-      const snapshot = upstream.state === 'ready' ? this.#templates.get(upstream.name)?.get(upstream.listKeyOf(GATEWAY_CLIENT)) : undefined
+      const snapshot = upstream.state === 'ready' ? this.#templates.get(upstream.name, upstream.listKeyOf(GATEWAY_CLIENT)) : undefined
       if (snapshot) parts.push({ upstream, snapshot })
     }
     this.#base = this.#cached(parts)
@@ -115,26 +123,33 @@ export class Catalog {
    * The merged namespace `client` sees; opens the client's upstream sessions where no template tells (with
    * the caller's Authorization header for upstreams that are sent it), but only of upstreams the caller may
    * use as a whole: the others are read from the gateway's own session, so neither a process nor the
-   * caller's token goes to an upstream the caller has no business with.
+   * caller's token goes to an upstream the caller has no business with. An upstream that refuses the
+   * client a session (GW_ERR_UPSTREAM_SESSION_LIMIT, _SHARE) fails the view with that refusal: the client
+   * is never shown a shorter list, nor told that a tool of that upstream is unknown.
    */
   async view (client: ClientRef, caller: Caller = ANONYMOUS_CALLER): Promise<CatalogView> {
     if (!this.#warm && this.#started !== undefined) await this.#started
-    return this.#viewNow(client) ?? await this.#viewLater(client, caller)
+    return this.#viewNow(client, caller) ?? await this.#viewLater(client, caller)
+  }
+
+  /** Recent views are by client and, when the caller's own Authorization header is forwarded, by that header. */
+  #recentKey (client: ClientRef, caller: Caller): string {
+    return caller.authorization === undefined ? client.key : `${client.key}\u0000${credentialTag(caller.authorization)}`
   }
 
   /** The client's last view while every upstream would still give it the same snapshot (a call of a known client). */
-  #viewNow (client: ClientRef): CatalogView | undefined {
-    const recent = this.#recent.get(client.key)
+  #viewNow (client: ClientRef, caller: Caller): CatalogView | undefined {
+    const recent = this.#recent.get(this.#recentKey(client, caller))
     if (recent === undefined || !recent.complete) return undefined
     for (const [i, upstream] of this.#upstreams.entries()) {
-      const session = upstream.sessionOf(client)
+      const session = upstream.sessionOf(client, caller.authorization)
       let snapshot: Snapshot | undefined
       if (session !== undefined) {
         const state = this.#sessions.get(session)
         if (state?.snapshot === undefined || state.loading !== undefined) return undefined
         snapshot = state.snapshot
       } else if (upstream.state === 'ready') {
-        snapshot = this.#templates.get(upstream.name)?.get(upstream.listKeyOf(client))
+        snapshot = this.#templates.get(upstream.name, upstream.listKeyOf(client, caller.authorization))
       }
       if (snapshot !== recent.snapshots[i]) return undefined
     }
@@ -143,29 +158,35 @@ export class Catalog {
 
   async #viewLater (client: ClientRef, caller: Caller): Promise<CatalogView> {
     let complete = true
+    let refusal: GatewayError | undefined
     const snapshots = await Promise.all(this.#upstreams.map(async (upstream): Promise<Snapshot | undefined> => {
       try {
         return await this.#snapshotFor(upstream, client, caller)
       } catch (err) {
         complete = false
-        this.#log.warn({ upstream: upstream.name, client: client.key, err: errorMessage(err) }, 'could not read upstream lists for a client')
+        if (isSessionRefusal(err)) refusal ??= err
+        else this.#log.warn({ upstream: upstream.name, client: client.key, err: errorMessage(err) }, 'could not read upstream lists for a client')
         return undefined
       }
     }))
+    if (refusal !== undefined) throw refusal
     const present: ViewPart[] = []
     for (const [i, snapshot] of snapshots.entries()) if (snapshot !== undefined) present.push({ upstream: this.#upstreams[i]!, snapshot })
     const view = complete ? this.#cached(present) : this.#build(present)
-    this.#recent.delete(client.key)
-    this.#recent.set(client.key, { view, snapshots, complete })
+    const key = this.#recentKey(client, caller)
+    this.#recent.delete(key)
+    this.#recent.set(key, { view, snapshots, complete })
     if (this.#recent.size > VIEW_CACHE_LIMIT * 4) this.#recent.delete(this.#recent.keys().next().value!)
     return view
   }
 
   /**
    * Whether what `client` lists and reads is what every client gets: it declares no capabilities and has
-   * no session of its own whose state could show (2026-07-28 results may then be cached for everyone).
+   * no session of its own whose state could show, and no upstream was sent its own Authorization header
+   * (2026-07-28 results may then be cached for everyone).
    */
-  isCommon (client: ClientRef): boolean {
+  isCommon (client: ClientRef, authorization?: string): boolean {
+    if (authorization !== undefined && this.#upstreams.some((u) => u.forwardsAuthorization)) return false
     return client.signature === '{}' && this.#upstreams.every((u) => u.config.sessions !== 'per-client' || u.sessionOf(client) === undefined)
   }
 
@@ -182,6 +203,11 @@ export class Catalog {
   /** Whether the upstream itself runs the tool (by its own name) as a task: `optional`, `required`, or undefined when it does not. */
   nativeTaskSupport (upstream: string, tool: string): TaskSupport | undefined {
     return this.#native.get(upstream)?.get(tool)
+  }
+
+  /** List keys whose lists are kept for the upstream (bounded). */
+  templateCount (upstream: string): number {
+    return this.#templates.size(upstream)
   }
 
   /**
@@ -206,7 +232,7 @@ export class Catalog {
   async upstreamReady (upstream: Upstream): Promise<void> {
     if (!this.#upstreams.includes(upstream)) return
     const reading = (async () => {
-      this.#templates.delete(upstream.name)
+      this.#templates.forget(upstream.name)
       await this.#listsOf(upstream, upstream.gatewaySession())
       this.base()
       // A client's last view may lack the upstream altogether (it was down, or added by a reload).
@@ -229,9 +255,9 @@ export class Catalog {
    */
   upstreamsChanged (removed: readonly Upstream[]): void {
     for (const upstream of removed) {
-      const snapshot = this.#templates.get(upstream.name)?.get(upstream.listKeyOf(GATEWAY_CLIENT))
+      const snapshot = this.#templates.get(upstream.name, upstream.listKeyOf(GATEWAY_CLIENT))
       this.#removed.set(upstream.name, { prefix: upstreamPrefix(upstream.config), snapshot })
-      this.#templates.delete(upstream.name)
+      this.#templates.forget(upstream.name)
       this.#native.delete(upstream.name)
     }
     for (const upstream of this.#upstreams) this.#removed.delete(upstream.name)
@@ -250,20 +276,19 @@ export class Catalog {
       })
     })
     // What new sessions list is read again too, starting from the gateway's own session.
-    this.#templates.delete(upstream.name)
+    this.#templates.forget(upstream.name)
     if (upstream.state === 'ready') reads.push(this.#listsOf(upstream, upstream.gatewaySession(), true).then(() => {}))
     await Promise.all(reads)
     this.base()
   }
 
   async #snapshotFor (upstream: Upstream, client: ClientRef, caller: Caller): Promise<Snapshot | undefined> {
-    const session = upstream.sessionOf(client)
+    const session = upstream.sessionOf(client, caller.authorization)
     if (session !== undefined) return await this.#listsOf(upstream, session)
     if (upstream.state !== 'ready') return undefined
-    const templates = this.#templates.get(upstream.name)
-    const template = templates?.get(upstream.listKeyOf(client))
+    const template = this.#templates.get(upstream.name, upstream.listKeyOf(client, caller.authorization))
     if (template) return template
-    if (!caller.access.upstream(upstream.name)) return templates?.get(upstream.listKeyOf(GATEWAY_CLIENT))
+    if (!caller.access.upstream(upstream.name)) return this.#templates.get(upstream.name, upstream.listKeyOf(GATEWAY_CLIENT))
     const lease = await upstream.acquire(client, 'call', caller.authorization)
     try {
       return await this.#listsOf(upstream, lease.session)
@@ -313,9 +338,7 @@ export class Catalog {
     } finally {
       state.loading = undefined
     }
-    const templates = this.#templates.get(upstream.name) ?? new Map<string, Snapshot>()
-    this.#templates.set(upstream.name, templates)
-    const before = state.snapshot ?? templates.get(session.listKey)
+    const before = state.snapshot ?? this.#templates.get(upstream.name, session.listKey)
     state.snapshot = snapshot
     const native = this.#native.get(upstream.name) ?? new Map<string, TaskSupport>()
     this.#native.set(upstream.name, native)
@@ -324,8 +347,8 @@ export class Catalog {
     }
     // A session on which no call ran lists what any new session with its capabilities lists.
     const template = session.pristine || config.sessions !== 'per-client'
-    const templateBefore = templates.get(session.listKey)
-    if (template) templates.set(session.listKey, snapshot)
+    const templateBefore = this.#templates.get(upstream.name, session.listKey)
+    if (template) this.#templates.set(upstream.name, session.listKey, snapshot, session.listKey === upstream.listKeyOf(GATEWAY_CLIENT))
     const kinds = new Set<ListChange>([...state.announced, ...(before === undefined ? [] : changedKinds(before, snapshot))])
     state.announced.clear()
     const templateKinds = template && templateBefore !== undefined ? changedKinds(templateBefore, snapshot) : []
@@ -348,6 +371,6 @@ export class Catalog {
   }
 
   #build (parts: readonly ViewPart[]): CatalogView {
-    return new CatalogView(parts, this.#upstreams, (name) => this.#templates.get(name)?.values().next().value, this.#removed)
+    return new CatalogView(parts, this.#upstreams, (name) => this.#templates.any(name), this.#removed)
   }
 }

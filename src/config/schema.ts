@@ -65,7 +65,11 @@ const upstreamCommon = {
   sessions: z.enum(['per-client', 'shared', 'per-call']).prefault('per-client')
     .describe('how clients share upstream sessions: per-client (one session per client, for servers that keep state), shared (one for all clients with the same capabilities, for stateless servers), per-call (one per call, for stateless stdio servers that ask the client for input from concurrent calls)'),
   maxSessions: z.number().int().min(1).max(100_000).prefault(100)
-    .describe('upstream sessions (per-client or shared) open at once; a client that needs one more gets GW_ERR_UPSTREAM_SESSION_LIMIT'),
+    .describe('upstream sessions open (or opening) at once, in every sharing mode (for stdio, processes); when all are taken, an idle one is closed to make room (see abandonedTimeout), and a client that needs one more while none is idle gets GW_ERR_UPSTREAM_SESSION_LIMIT'),
+  maxSessionsPerPrincipal: z.number().int().min(1).max(100_000).optional()
+    .describe('upstream sessions one principal may hold at once (its own idlest makes room for its next one; with all in use it gets GW_ERR_UPSTREAM_SESSION_SHARE); default: a quarter of maxSessions, at least 1, so that no principal can take what the others need; at most maxSessions'),
+  abandonedTimeout: duration('an upstream session unused for this long counts as abandoned (its client most likely left without a DELETE): when room is needed, abandoned sessions are closed first, idlest first, before the idlest session of the principal holding the most')
+    .prefault('5m'),
   maxConcurrentCalls: z.number().int().min(1).max(10_000).prefault(16)
     .describe('tools/call and prompts/get requests running on this upstream at once, over all its sessions; further calls wait'),
   maxQueuedCalls: z.number().int().min(0).prefault(1000)

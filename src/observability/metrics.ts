@@ -43,6 +43,7 @@ const REFUSALS: Partial<Record<string, string>> = {
   GW_ERR_TASK_LIMIT: 'maxActivePerPrincipal',
   GW_ERR_TASK_INPUT_LIMIT: 'maxQueuedInputs',
   GW_ERR_UPSTREAM_SESSION_LIMIT: 'maxSessions',
+  GW_ERR_UPSTREAM_SESSION_SHARE: 'maxSessionsPerPrincipal',
   GW_ERR_UPSTREAM_BUSY: 'maxQueuedCalls',
   GW_ERR_HTTP_BODY_TOO_LARGE: 'maxBodyBytes',
 }

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto'
+import { createHash, createHmac, randomBytes } from 'node:crypto'
 import type { ClientCapabilities } from '@modelcontextprotocol/client'
 import type { JsonObject } from '../wire/jsonrpc.ts'
 import type { InputMethod } from './call-attribution.ts'
@@ -51,6 +51,17 @@ export function capabilitySignature (capabilities: ClientCapabilities): string {
 
 function short (text: string): string {
   return createHash('sha256').update(text).digest('base64url').slice(0, 16)
+}
+
+/** Keys naming credentials are this process's own: a tag cannot be matched against guesses elsewhere. */
+const TAG_KEY = randomBytes(32)
+
+/**
+ * What names a forwarded credential in keys: a keyed hash, never the credential itself; `-` for none.
+ * Sessions opened with a caller's own Authorization header are found by it, so that they serve that caller only.
+ */
+export function credentialTag (authorization: string | undefined): string {
+  return authorization === undefined ? '-' : createHmac('sha256', TAG_KEY).update(authorization).digest('base64url').slice(0, 22)
 }
 
 /**

@@ -5,12 +5,15 @@ import { formatDuration } from '../config/units.ts'
 import { GatewayError, errorMessage } from '../errors.ts'
 import type { Logger } from '../observability/logger.ts'
 import { CallSlots } from './call-slots.ts'
-import { GATEWAY_CLIENT, GATEWAY_KEY, type ClientRef } from './client-ref.ts'
+import { GATEWAY_CLIENT, GATEWAY_KEY, credentialTag, type ClientRef } from './client-ref.ts'
 import type { Purpose, SessionLease, UpstreamEvents, UpstreamState } from './upstream-events.ts'
 import { createUpstreamHttp, type UpstreamHttp } from './http-dispatcher.ts'
 import { UpstreamSession, type SessionAddress, type SessionEvents, type SessionOpenOptions } from './upstream-session.ts'
 import { connectFailure } from './upstream-errors.ts'
 import { RejoinedSessions } from './rejoined-sessions.ts'
+import { SessionPool, type PoolLimits } from './session-pool.ts'
+import { ClientSessions } from './client-sessions.ts'
+import { PerCallSessions } from './per-call-sessions.ts'
 
 /**
  * One configured upstream and its sessions. The gateway's own session (declaring no client capabilities)
@@ -23,8 +26,13 @@ import { RejoinedSessions } from './rejoined-sessions.ts'
  * - `per-call`: one exclusive session per call, kept idle for reuse by calls of the same capabilities;
  *   reads and subscriptions use the gateway's own session.
  *
- * A session that calls, tasks or subscriptions hold is never closed for idleness. `maxSessions` caps the
- * sessions of the first two kinds; `maxConcurrentCalls` the calls in flight across all sessions.
+ * With forwardAuthorization, a session is also keyed by the credential it was opened with (see
+ * credentialTag): it serves callers with that credential only.
+ *
+ * Every client session counts in one SessionPool, whatever the mode: `maxSessions` caps them,
+ * `maxSessionsPerPrincipal` caps one principal's, and idle ones make room when needed. A session that calls,
+ * tasks or subscriptions hold is never closed for idleness or room. `maxConcurrentCalls` caps the calls in
+ * flight across all sessions.
  */
 export class Upstream {
   /** Its options; only retune changes them. */
@@ -43,11 +51,11 @@ export class Upstream {
   readonly #http: UpstreamHttp | undefined
   #gateway: UpstreamSession | undefined
   #prior: PriorDiscovery | undefined
-  readonly #sessions = new Map<string, Promise<UpstreamSession>>()
-  readonly #open = new Map<string, UpstreamSession>()
-  readonly #idle: UpstreamSession[] = []
+  readonly #pool: SessionPool<UpstreamSession>
+  /** Per-client and shared sessions, by slot key (see #slotKey). */
+  readonly #clients: ClientSessions
+  readonly #perCall: PerCallSessions
   readonly #rejoined = new RejoinedSessions((key, rejoin) => this.#openSession(key, { key, principal: '', capabilities: {}, signature: '{}' }, undefined, rejoin))
-  #exclusive = 0
   #attempt = 0
   #reconnectTimer: NodeJS.Timeout | undefined
   readonly #reaper: NodeJS.Timeout
@@ -62,6 +70,9 @@ export class Upstream {
     this.#events = events
     this.#http = config.transport === 'stdio' ? undefined : createUpstreamHttp(config)
     this.slots = new CallSlots(config.name, config.maxConcurrentCalls, config.maxQueuedCalls)
+    this.#pool = new SessionPool(config.name, () => this.#limits(), (session) => this.#evict(session))
+    this.#clients = new ClientSessions(this.#pool)
+    this.#perCall = new PerCallSessions(this.#pool)
     this.#reaper = setInterval(() => this.#reapIdle(), Math.min(30_000, Math.max(1000, Math.floor(config.idleTimeout / 2))))
     // Every session being opened listens to it: with per-call sessions, as many as the calls starting at once.
     setMaxListeners(0, this.#closing.signal)
@@ -79,12 +90,12 @@ export class Upstream {
 
   /** The open sessions that serve clients (per-client or shared), whose lists a retune makes stale. */
   get clientSessions (): IterableIterator<UpstreamSession> {
-    return this.#open.values()
+    return this.#clients.values()
   }
 
   /** Sessions open (or opening) and calls running or waiting. */
   get load (): { sessions: number, active: number, waiting: number } {
-    return { sessions: this.#sessions.size + this.#exclusive + this.#idle.length, active: this.slots.active, waiting: this.slots.waiting }
+    return { sessions: this.#pool.size, active: this.slots.active, waiting: this.slots.waiting }
   }
 
   /** The protocol era the gateway's own session speaks (`modern`: 2026-07-28); undefined while it is not open. */
@@ -155,22 +166,11 @@ export class Upstream {
     const forwarded = this.forwardsAuthorization ? authorization : undefined
     const mode = this.config.sessions
     if (mode === 'per-call') return purpose === 'read' ? this.#lease(this.gatewaySession()) : await this.#exclusiveLease(client, forwarded)
-    const key = this.#keyOf(client)
-    const open = this.#open.get(key)
-    if (open !== undefined && !open.closed) return this.#lease(open)
+    const key = this.#slotKey(client, forwarded)
+    const open = this.#clients.get(key)
+    if (open !== undefined) return this.#lease(open)
     if (this.state !== 'ready') throw this.#unavailable()
-    let opening = this.#sessions.get(key)
-    if (opening === undefined) {
-      if (this.#sessions.size >= this.config.maxSessions) throw new GatewayError('GW_ERR_UPSTREAM_SESSION_LIMIT', [this.name, this.config.maxSessions])
-      opening = this.#openSession(key, client, forwarded)
-      this.#sessions.set(key, opening)
-      opening.then((session) => {
-        if (this.#sessions.get(key) === opening) this.#open.set(key, session)
-        else void session.close()
-      }, () => {
-        if (this.#sessions.get(key) === opening) this.#sessions.delete(key)
-      })
-    }
+    const opening = this.#clients.obtain(key, client.principal, () => this.#openSession(client.key, client, forwarded))
     let session: UpstreamSession
     try {
       session = await opening
@@ -179,6 +179,13 @@ export class Upstream {
     }
     if (session.closed) throw new GatewayError('GW_ERR_UPSTREAM_UNAVAILABLE', [this.name, 'its session closed while it was opened'])
     return this.#lease(session)
+  }
+
+  /** The limits of the session pool in force (a reload may change them). */
+  #limits (): PoolLimits {
+    const { maxSessions, maxSessionsPerPrincipal, abandonedTimeout } = this.config
+    const perPrincipal = maxSessionsPerPrincipal ?? Math.max(1, Math.floor(maxSessions / 4))
+    return { max: maxSessions, perPrincipal, abandonedAfter: abandonedTimeout }
   }
 
   /**
@@ -191,26 +198,25 @@ export class Upstream {
     return await this.#rejoined.lease(address)
   }
 
-  /** The open session that serves `client`, if there is one (nothing is opened). */
-  sessionOf (client: ClientRef): UpstreamSession | undefined {
+  /**
+   * The open session that serves `client`, if there is one (nothing is opened); `authorization`: the
+   * caller's own header, which picks the session with forwardAuthorization.
+   */
+  sessionOf (client: ClientRef, authorization?: string): UpstreamSession | undefined {
     if (this.config.sessions === 'per-call') return undefined
-    const session = this.#open.get(this.#keyOf(client))
-    return session?.closed === false ? session : undefined
+    return this.#clients.get(this.#slotKey(client, this.forwardsAuthorization ? authorization : undefined))
   }
 
-  /** The open session registered under `key` (a client key, for per-client sessions). */
+  /** An open per-client session of the client `key` names (with forwardAuthorization, it may have several). */
   sessionByKey (key: string): UpstreamSession | undefined {
-    const session = this.#open.get(key)
-    return session?.closed === false ? session : undefined
+    if (this.config.sessions !== 'per-client') return undefined
+    return this.#clients.ofClient(key).next().value ?? undefined
   }
 
-  /** The client is gone (its 2025-era session ended): its session closes once nothing holds it. */
+  /** The client is gone (its 2025-era session ended): its sessions close once nothing holds them. */
   endClient (clientKey: string): void {
     if (this.config.sessions !== 'per-client') return
-    const session = this.#open.get(clientKey)
-    if (session === undefined) return
-    session.ended = true
-    if (session.holds === 0) this.#retire(session)
+    for (const session of this.#clients.endClient(clientKey)) if (session.holds === 0) this.#retire(session)
   }
 
   /** Closes every session (calls still running fail); `reason`: why, when the gateway runs on without it. */
@@ -223,10 +229,8 @@ export class Upstream {
     clearTimeout(this.#reconnectTimer)
     clearInterval(this.#reaper)
     this.slots.rejectAll(why)
-    const opening = [...this.#sessions.values()].map(async (p) => await p.then((s) => s.close(), () => {}))
-    this.#sessions.clear()
-    this.#open.clear()
-    const all = [...this.#idle.splice(0), ...(this.#gateway ? [this.#gateway] : [])]
+    const opening = this.#clients.clear().map(async (p) => await p.then((s) => s.close(), () => {}))
+    const all = [...this.#perCall.drain(), ...(this.#gateway ? [this.#gateway] : [])]
     this.#gateway = undefined
     await Promise.all([...opening, this.#rejoined.detachAll(), ...all.map(async (s) => await s.close())])
     await this.#http?.close()
@@ -234,10 +238,10 @@ export class Upstream {
 
   /**
    * What a new session lists depends on the capabilities it declares and, when the upstream is sent each
-   * caller's own Authorization header, on who the caller is.
+   * caller's own Authorization header, on who the caller is and on that header (`authorization`).
    */
-  listKeyOf (client: Pick<ClientRef, 'signature' | 'principal'>): string {
-    return this.forwardsAuthorization ? `${client.signature} ${client.principal}` : client.signature
+  listKeyOf (client: Pick<ClientRef, 'signature' | 'principal'>, authorization?: string): string {
+    return this.forwardsAuthorization ? `${client.signature} ${client.principal} ${credentialTag(authorization)}` : client.signature
   }
 
   /** Whether the upstream is sent each caller's own Authorization header (forwardAuthorization). */
@@ -245,8 +249,10 @@ export class Upstream {
     return this.config.transport === 'streamable-http' && this.config.forwardAuthorization
   }
 
-  #keyOf (client: ClientRef): string {
-    return this.config.sessions === 'per-client' ? client.key : `shared:${this.listKeyOf(client)}`
+  /** Where a per-client or shared session is registered: its client (or capabilities) and forwarded credential. */
+  #slotKey (client: ClientRef, forwarded: string | undefined): string {
+    if (this.config.sessions !== 'per-client') return `shared:${this.listKeyOf(client, forwarded)}`
+    return this.forwardsAuthorization ? `${client.key}\u0000${credentialTag(forwarded)}` : client.key
   }
 
   #lease (session: UpstreamSession): SessionLease {
@@ -260,32 +266,16 @@ export class Upstream {
     }
   }
 
-  /** per-call: an idle session with the client's capabilities, or a new one; back to idle when released. */
+  /** per-call: a session for this call alone (see PerCallSessions). */
   async #exclusiveLease (client: ClientRef, authorization: string | undefined): Promise<SessionLease> {
     if (this.state !== 'ready') throw this.#unavailable()
-    // With forwardAuthorization a session was opened with its caller's header: only that caller reuses it.
-    const index = this.#idle.findIndex((s) => s.signature === client.signature && s.authorization === authorization && !s.closed)
-    let session: UpstreamSession
-    if (index >= 0) {
-      session = this.#idle.splice(index, 1)[0]!
-    } else {
+    return await this.#perCall.lease(client, authorization, async () => {
       try {
-        session = await this.#openSession(`call:${client.signature}`, client, authorization)
+        return await this.#openSession(`call:${client.signature}`, client, authorization)
       } catch (err) {
         throw new GatewayError('GW_ERR_UPSTREAM_UNAVAILABLE', [this.name, errorMessage(err)], { cause: err })
       }
-    }
-    this.#exclusive++
-    const unhold = session.hold()
-    return {
-      session,
-      release: () => {
-        unhold()
-        this.#exclusive--
-        if (!session.closed && this.state === 'ready') this.#idle.push(session)
-        else void session.close()
-      },
-    }
+    }, () => this.state === 'ready')
   }
 
   async #openSession (key: string, client: ClientRef, authorization?: string, rejoin?: SessionOpenOptions['rejoin']): Promise<UpstreamSession> {
@@ -297,7 +287,7 @@ export class Upstream {
       http: this.#http,
       capabilities: client.capabilities,
       signature: client.signature,
-      listKey: this.listKeyOf(client),
+      listKey: this.listKeyOf(client, authorization),
       events: this.#sessionEvents(),
       log: this.#log,
       prior: this.#prior,
@@ -331,24 +321,23 @@ export class Upstream {
     if (session === this.#gateway) {
       if (this.state === 'ready') this.#markDown('connection closed')
     } else {
-      const index = this.#idle.indexOf(session)
-      if (index >= 0) this.#idle.splice(index, 1)
-      if (this.#open.get(session.key) === session) {
-        this.#open.delete(session.key)
-        this.#sessions.delete(session.key)
-        if (!session.ended && this.state !== 'closed') this.#log.info({ session: session.key }, 'upstream session closed')
-      }
+      this.#perCall.forget(session)
+      if (this.#clients.remove(session) && !session.ended && this.state !== 'closed') this.#log.info({ session: session.key }, 'upstream session closed')
     }
     this.#events.onSessionClosed(this, session)
   }
 
-  /** Closes a session nobody needs any more. */
+  /** Closes a session nobody needs any more (it leaves the idle per-call sessions and the pool at once). */
   #retire (session: UpstreamSession): void {
-    if (this.#open.get(session.key) === session) {
-      this.#open.delete(session.key)
-      this.#sessions.delete(session.key)
-    }
+    this.#perCall.forget(session)
+    this.#clients.remove(session)
     void session.close()
+  }
+
+  /** The pool took an idle session back to make room for another. */
+  #evict (session: UpstreamSession): void {
+    this.#log.info({ session: session.key, idleMs: Date.now() - session.lastUsedAt }, 'closed an idle upstream session to make room for another')
+    this.#retire(session)
   }
 
   #markDown (reason: string): void {
@@ -360,7 +349,7 @@ export class Upstream {
     this.#gateway = undefined
     void gateway?.close()
     this.slots.rejectAll(this.#unavailable())
-    for (const idle of this.#idle.splice(0)) void idle.close()
+    for (const idle of this.#perCall.drain()) void idle.close()
     const delay = Math.min(this.config.restart.maxDelay, this.config.restart.initialDelay * 2 ** this.#attempt++)
     this.#log.warn({ reason, retryInMs: delay }, wasReady ? 'upstream went down' : 'upstream unavailable')
     if (wasReady) this.#events.onDown(this, reason)
@@ -371,14 +360,7 @@ export class Upstream {
 
   #reapIdle (): void {
     const cutoff = Date.now() - this.config.idleTimeout
-    for (let i = this.#idle.length - 1; i >= 0; i--) {
-      const session = this.#idle[i]!
-      if (session.lastUsedAt < cutoff) {
-        this.#idle.splice(i, 1)
-        void session.close()
-      }
-    }
-    for (const session of this.#open.values()) {
+    for (const session of [...this.#perCall.idle, ...this.#clients.values()]) {
       if (session.holds === 0 && session.lastUsedAt < cutoff) {
         this.#log.info({ session: session.key, idleMs: Date.now() - session.lastUsedAt }, 'closed an idle upstream session')
         this.#retire(session)

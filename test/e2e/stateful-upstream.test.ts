@@ -6,7 +6,7 @@ import { fixture } from '../helpers/built.ts'
 import { connectV1, textOf } from '../helpers/clients.ts'
 import { gatewayForSuite, type RunningGateway, startGateway } from '../helpers/gateway.ts'
 import { ModernRaw } from '../helpers/modern-raw.ts'
-import { RawSession } from '../helpers/raw-session.ts'
+import { legacyTask, RawSession } from '../helpers/raw-session.ts'
 import { runTask } from '../helpers/tasks.ts'
 
 type Json = Record<string, unknown>
@@ -138,7 +138,7 @@ describe('upstream sessions of a stateful stdio upstream', () => {
   beforeAll(async () => {
     gw = await startGateway({
       auth: { tokens: [{ principal: 'carol', sha256: createHash('sha256').update(token).digest('hex') }] },
-      upstreams: [{ name: 's', transport: 'stdio', command: process.execPath, args: [fixture('stateful-upstream')], maxSessions: 2 }],
+      upstreams: [{ name: 's', transport: 'stdio', command: process.execPath, args: [fixture('stateful-upstream')], maxSessions: 2, maxSessionsPerPrincipal: 2 }],
       tasks: { pollInterval: '50ms' },
     })
   })
@@ -162,16 +162,30 @@ describe('upstream sessions of a stateful stdio upstream', () => {
     await vi.waitFor(() => { expect(sessions()).toBe(0) }, { timeout: 10_000, interval: 20 })
   })
 
-  it('refuses a session beyond maxSessions with a precise error until a client ends', async () => {
-    const clients = await Promise.all([1, 2, 3].map(async () => await RawSession.open(gw.url, {}, auth)))
-    expect(textOf((await clients[0]!.request('tools/call', { name: 's__inc' })).result)).toBe('1')
-    expect(textOf((await clients[1]!.request('tools/call', { name: 's__inc' })).result)).toBe('1')
-    const refused = await clients[2]!.request('tools/call', { name: 's__inc' })
-    expect(refused.error).toMatchObject({ code: -32059, message: expect.stringContaining("upstream 's' already has 2 sessions open (upstreams[].maxSessions)") })
-    expect((await fetch(gw.url, { method: 'DELETE', headers: { ...auth, 'mcp-session-id': clients[0]!.sessionId } })).status).toBe(200)
+  it('makes room beyond maxSessions with the idlest session, and refuses with a precise error while all are in use', async () => {
+    const clients = await Promise.all([1, 2, 3].map(async () => await RawSession.open(gw.url, { elicitation: { form: {} } }, auth)))
+    const inc = async (i: number): Promise<Json> => await clients[i]!.request('tools/call', { name: 's__inc' })
+    expect(textOf((await inc(0)).result)).toBe('1')
+    expect(textOf((await inc(1)).result)).toBe('1')
+    // Both sessions are idle: the idlest (the first client's) makes room, and its state is gone with it.
+    expect(textOf((await inc(2)).result)).toBe('1')
+    expect(sessions()).toBe(2)
+    expect(textOf((await inc(1)).result)).toBe('2')
+    // Tasks waiting for an answer hold both sessions: nothing can make room.
+    const asking = await Promise.all([1, 2].map(async (i) => await legacyTask(clients[i]!, 's__ask', { question: 'Who?' })))
+    for (const [i, taskId] of asking.entries()) await clients[i + 1]!.waitFor(taskId, ['input_required'])
+    const refused = await inc(0)
+    expect(refused.error).toMatchObject({
+      code: -32059,
+      message: expect.stringContaining("upstream 's' already has 2 sessions open, all in use (upstreams[].maxSessions)"),
+      data: { code: 'GW_ERR_UPSTREAM_SESSION_LIMIT', upstream: 's', limit: 'maxSessions' },
+    })
+    // A client that ends gives its session back once its task has ended.
+    expect((await fetch(gw.url, { method: 'DELETE', headers: { ...auth, 'mcp-session-id': clients[1]!.sessionId } })).status).toBe(200)
+    await clients[2]!.request('tasks/cancel', { taskId: asking[0] })
     await vi.waitFor(() => { expect(sessions()).toBe(1) }, { timeout: 10_000, interval: 20 })
-    expect(textOf((await clients[2]!.request('tools/call', { name: 's__inc' })).result)).toBe('1')
-    expect(textOf((await clients[1]!.request('tools/call', { name: 's__inc' })).result)).toBe('2')
+    expect(textOf((await inc(0)).result)).toBe('1')
+    await clients[2]!.request('tasks/cancel', { taskId: asking[1] })
   })
 })
 

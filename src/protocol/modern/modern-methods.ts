@@ -85,7 +85,7 @@ export function buildModernMethods (base: MethodTable, deps: ModernMethodDeps): 
     // state of its own upstream sessions: then no cache may share it.
     table.set(method, async (params, ctx) => {
       const result = await list(params, ctx)
-      return { ...result, ttlMs: deps.listTtlMs, cacheScope: ctx.caller.access.all && deps.catalog.isCommon(ctx.client) ? 'public' : 'private' }
+      return { ...result, ttlMs: deps.listTtlMs, cacheScope: ctx.caller.access.all && deps.catalog.isCommon(ctx.client, ctx.caller.authorization) ? 'public' : 'private' }
     })
   }
   table.set('tools/call', deps.toolsCall)
