@@ -1,5 +1,7 @@
 import type { OutgoingHttpHeader, ServerResponse } from 'node:http'
-import { writeHttpError } from '../wire/error-replies.ts'
+import type { Caller } from '../auth/access.ts'
+import type { GatewayError } from '../errors.ts'
+import { errorResponse, writeHttpError } from '../wire/error-replies.ts'
 import type { RequestId, RpcMessage, RpcResponse } from '../wire/jsonrpc.ts'
 import { LazyAbort } from '../wire/lazy-abort.ts'
 import type { EventStream } from './event-stream.ts'
@@ -11,6 +13,10 @@ export interface ExchangeOptions {
   /** The request answered, for an error that refuses its stream. */
   requestId: RequestId
   headers: Record<string, string>
+  /** Who sent the request: once the exchange is a stream, it lasts only as long as this caller's credential. */
+  caller: Caller
+  /** Told when the exchange was ended because its credential was revoked or expired (after `disconnected` aborted). */
+  onRevoked?: ((err: GatewayError) => void) | undefined
 }
 
 /**
@@ -24,12 +30,15 @@ export class PostExchange {
   #stream: EventStream | undefined
   #done = false
   readonly #disconnected = new LazyAbort()
+  /** Once the exchange is a stream: ends its hold on the credential (see HeldExchanges). */
+  #release: (() => void) | undefined
 
   constructor (res: ServerResponse, options: ExchangeOptions) {
     this.#res = res
     this.#options = options
     // A response closes once: `on` costs less than `once`, which wraps each listener.
     res.on('close', () => {
+      this.#release?.()
       if (!this.#done || !res.writableFinished) this.#disconnected.abort(new Error('the client disconnected'))
     })
   }
@@ -57,6 +66,7 @@ export class PostExchange {
     if (this.#done) return
     this.#done = true
     if (this.#stream) {
+      this.#release?.()
       this.#stream.send(message)
       this.#options.hub.finishRequestStream(this.#stream)
       return
@@ -92,6 +102,7 @@ export class PostExchange {
   abandon (): void {
     if (this.#done) return
     this.#done = true
+    this.#release?.()
     this.#options.hub.finishRequestStream(this.#ensureStream(false))
   }
 
@@ -102,8 +113,25 @@ export class PostExchange {
    * is running and has something to say. The stall timeout and buffer limit apply to it all the same.
    */
   #ensureStream (held: boolean): EventStream {
-    this.#stream ??= this.#options.hub.openRequestStream(this.#options.sessionId, this.#res, this.#options.headers, held)
+    if (this.#stream !== undefined) return this.#stream
+    const { hub, sessionId, headers, caller } = this.#options
+    this.#stream = hub.openRequestStream(sessionId, this.#res, headers, held)
+    this.#release = hub.exchanges.hold(caller, (err) => { this.#revoked(err) })
     return this.#stream
+  }
+
+  /**
+   * The credential of the request was revoked or has expired: the request is answered with that error, its
+   * stream ends (nothing later is written on it), and the handler learns it through `disconnected`.
+   */
+  #revoked (err: GatewayError): void {
+    if (this.#done) return
+    this.#done = true
+    const stream = this.#stream!
+    stream.send(errorResponse(this.#options.requestId, err))
+    this.#options.hub.finishRequestStream(stream)
+    this.#disconnected.abort(err)
+    this.#options.onRevoked?.(err)
   }
 
   #refuse (err: unknown): void {
