@@ -25,33 +25,47 @@ const NOTHING = (): void => {}
  */
 export class HeldExchanges {
   readonly #held = new Set<Held>()
+  /** How the last reload that changed auth judges a credential; undefined before any. */
+  #recheck: ((caller: Caller) => Access | undefined) | undefined
 
-  /** Registers an exchange of `caller`; returns what to call once the exchange has ended on its own. */
+  /**
+   * Registers an exchange of `caller`; returns what to call once the exchange has ended on its own. A caller
+   * authenticated before a reload that revoked its credential, whose exchange became long-lived only after
+   * it, is ended at once (`end` is called before this returns).
+   */
   hold (caller: Caller, end: EndExchange): () => void {
     const credential = caller.credential
     if (credential === undefined) return NOTHING
     const held: Held = { caller, end, timer: undefined }
     this.#held.add(held)
     if (credential.expiresAt !== undefined) this.#expireAt(held, credential.expiresAt)
+    const reason = this.#recheck === undefined ? undefined : this.#revoked(held.caller, this.#recheck)
+    if (reason !== undefined) this.#end(held, new GatewayError('GW_ERR_AUTH_REVOKED', [reason]))
     return () => { this.#release(held) }
   }
 
   /**
    * Ends every exchange whose credential `recheck` no longer accepts (undefined), or accepts with grants
-   * narrower than those the exchange was opened with (see `narrowed`). Returns how many ended.
+   * narrower than those the exchange was opened with (see `narrowed`); exchanges registered later are judged
+   * the same way. Returns how many ended.
    */
   revoke (recheck: (caller: Caller) => Access | undefined): number {
+    this.#recheck = recheck
     let ended = 0
     for (const held of [...this.#held]) {
-      const access = recheck(held.caller)
-      const reason = access === undefined
-        ? 'a configuration reload removed or rotated it'
-        : narrowed(held.caller.access, access) ? 'a configuration reload narrowed what it may use' : undefined
+      const reason = this.#revoked(held.caller, recheck)
       if (reason === undefined) continue
       this.#end(held, new GatewayError('GW_ERR_AUTH_REVOKED', [reason]))
       ended++
     }
     return ended
+  }
+
+  /** Why `caller` may no longer hold an exchange under `recheck`, or undefined when it may. */
+  #revoked (caller: Caller, recheck: (caller: Caller) => Access | undefined): string | undefined {
+    const access = recheck(caller)
+    if (access === undefined) return 'a configuration reload removed or rotated it'
+    return narrowed(caller.access, access) ? 'a configuration reload narrowed what it may use' : undefined
   }
 
   get size (): number {

@@ -122,7 +122,9 @@ export class PostExchange {
 
   /**
    * The credential of the request was revoked or has expired: the request is answered with that error, its
-   * stream ends (nothing later is written on it), and the handler learns it through `disconnected`.
+   * stream ends (nothing later is written on it), and the handler learns it through `disconnected` on the
+   * next turn of the event loop (as with a refused stream: a handler whose stream was revoked as it opened
+   * has installed its listeners by then).
    */
   #revoked (err: GatewayError): void {
     if (this.#done) return
@@ -130,8 +132,10 @@ export class PostExchange {
     const stream = this.#stream!
     stream.send(errorResponse(this.#options.requestId, err))
     this.#options.hub.finishRequestStream(stream)
-    this.#disconnected.abort(err)
-    this.#options.onRevoked?.(err)
+    setImmediate(() => {
+      this.#disconnected.abort(err)
+      this.#options.onRevoked?.(err)
+    })
   }
 
   #refuse (err: unknown): void {

@@ -91,18 +91,19 @@ export class StreamHub {
     if (existing && existing.sessionId === sessionId) {
       const wasAttached = existing.attached
       const connection = this.#connect(sessionId, res, headers, { replacing: existing.connection })
-      this.#holdWhileOpen(connection, caller)
       existing.attach(connection, resume.seq)
       // A replay its client did not read may have closed the connection already.
       if (existing.kind === 'standalone' && !wasAttached && existing.attached) this.#addStandalone(existing)
+      this.#holdWhileOpen(connection, caller)
       return existing
     }
     const stream = new EventStream(randomBytes(9).toString('base64url'), sessionId, 'standalone')
     this.#streams.set(stream.id, stream)
     const connection = this.#connect(sessionId, res, headers, {})
-    this.#holdWhileOpen(connection, caller)
     stream.attach(connection)
     this.#addStandalone(stream)
+    // Last: a credential revoked as the stream opened closes it at once, and the stream detaches as usual.
+    this.#holdWhileOpen(connection, caller)
     this.#options.log.debug({ sessionId }, 'opened a standalone stream')
     this.onGetStream?.(sessionId)
     return stream

@@ -102,4 +102,18 @@ describe('HeldExchanges', () => {
     expect(ended.get('t2')?.message).toBe('Unauthorized: the credential this exchange was opened with was revoked: a configuration reload removed or rotated it; authenticate again')
     expect(held.size).toBe(1)
   })
+
+  it('ends at once an exchange that became long-lived after a reload revoked the credential its request came with', async () => {
+    const config = auth([['t1', 'alice', ['echo']], ['t2', 'alice', ['echo']]], [ECHO])
+    const before = await callerOf(config, 't1')
+    const held = new HeldExchanges()
+    const next = createAuthenticator(auth([['t2', 'alice', ['echo']]], [ECHO]), undefined, false)!
+    expect(held.revoke((caller) => next.recheck(caller))).toBe(0)
+    const ended: string[] = []
+    held.hold(before, (err) => ended.push(err.code))
+    expect(ended).toEqual(['GW_ERR_AUTH_REVOKED'])
+    held.hold(await callerOf(config, 't2'), (err) => ended.push(`t2: ${err.code}`))
+    expect(ended).toEqual(['GW_ERR_AUTH_REVOKED'])
+    expect(held.size).toBe(1)
+  })
 })
