@@ -55,6 +55,14 @@ async function rest (stream: AsyncGenerator<Json>, stop: (message: Json) => bool
 }
 
 const isElicitation = (message: Json): boolean => message.method === 'elicitation/create'
+const isQuestion = (message: Json): boolean => isElicitation(message) || message.method === 'sampling/createMessage'
+
+/** The messages of an SSE response, one at a time. */
+async function * messagesOf (res: Response | Awaited<ReturnType<typeof undiciFetch>>): AsyncGenerator<Json> {
+  for await (const event of readSse(res.body as ReadableStream<Uint8Array>)) {
+    if (event.data !== '') yield JSON.parse(event.data) as Json
+  }
+}
 
 /** A 2026-07-28 subscriptions/listen stream, read message by message. */
 async function listen (client: ModernRaw, token: string, notifications: Json, signal: AbortSignal): Promise<AsyncGenerator<Json>> {
@@ -116,27 +124,56 @@ describe('revocation: a reload ends what a removed, rotated or narrowed token ho
     await gw?.close()
   })
 
-  it('ends the GET stream of a removed token, and a task started with the new token never asks on it', async () => {
+  it('ends the GET stream of a removed token, and tasks started with the new token never ask on it', async () => {
     await reload({ tokens: alice(T1), permissions: [ALL_RULE] })
-    const first = await RawSession.open(gw.url, ELICIT, bearer(T1))
+    const first = await RawSession.open(gw.url, { ...ELICIT, sampling: {} }, bearer(T1))
     const stream = await first.stream('get', streamSignal())
 
     await reload({ tokens: alice(T2), permissions: [ALL_RULE] })
-    // The session is alice's: her new token may use it, and starts a task that asks her a question.
+    // The session is alice's: her new token may use it, and starts tasks that ask her for a PIN and her model for a summary.
     const second = withToken(first, T2)
-    const taskId = await legacyTask(second, 'demo__ask_user', { message: 'PIN?' })
-    await second.waitFor(taskId, ['input_required'])
+    const pin = await legacyTask(second, 'demo__ask_user', { message: 'PIN?' })
+    const summary = await legacyTask(second, 'demo__summarize', { text: 'the quarterly figures' })
+    await second.waitFor(pin, ['input_required'])
+    await second.waitFor(summary, ['input_required'])
 
-    expect(await rest(stream, isElicitation)).toEqual({ ended: true, messages: [] })
+    expect(await rest(stream, isQuestion)).toEqual({ ended: true, messages: [] })
     expect((await first.post({ jsonrpc: '2.0', id: 9, method: 'tools/list' })).status).toBe(401)
     expect(gw.logs().some((l) => l.msg === 'configuration reload: ended 1 streams and held exchanges whose credential was revoked or narrowed')).toBe(true)
 
-    // A GET stream of the new token is offered the question, and the answer reaches the task.
+    // A GET stream of the new token is offered both questions, and the answers reach the tasks.
     const fresh = await second.stream('get', streamSignal())
-    const question = await next(fresh, isElicitation)
-    expect((question.params as Json).message).toBe('PIN?')
-    await (await second.post({ jsonrpc: '2.0', id: question.id as string, result: { action: 'accept', content: { name: '1234' } } })).text()
-    expect(await second.waitFor(taskId, ['completed'])).toMatchObject({ status: 'completed' })
+    const questions = new Map<unknown, Json>()
+    while (questions.size < 2) {
+      const question = await next(fresh, isQuestion)
+      questions.set(question.method, question)
+    }
+    const elicitation = questions.get('elicitation/create')!
+    expect((elicitation.params as Json).message).toBe('PIN?')
+    await (await second.post({ jsonrpc: '2.0', id: elicitation.id as string, result: { action: 'accept', content: { name: '1234' } } })).text()
+    const sampling = questions.get('sampling/createMessage')!
+    const summaryText = { role: 'assistant', content: { type: 'text', text: 'figures' }, model: 'test-model' }
+    await (await second.post({ jsonrpc: '2.0', id: sampling.id as string, result: summaryText })).text()
+    expect(await second.waitFor(pin, ['completed'])).toMatchObject({ status: 'completed' })
+    expect(await second.waitFor(summary, ['completed'])).toMatchObject({ status: 'completed' })
+  })
+
+  it('answers a synchronous call relaying a question on a removed token\'s stream with the revocation, and withdraws the question', async () => {
+    await reload({ tokens: alice(T1, T2), permissions: [ALL_RULE] })
+    const first = await RawSession.open(gw.url, ELICIT, bearer(T1))
+    const res = await first.post({ jsonrpc: '2.0', id: 5, method: 'tools/call', params: { name: 'demo__ask_user', arguments: { message: 'PIN?' } } })
+    const stream = messagesOf(res)
+    const question = await next(stream, isElicitation)
+
+    await reload({ tokens: alice(T2), permissions: [ALL_RULE] })
+
+    // Without revocation the answer of alice's other token would reach the call, and its result this stream.
+    const answer = await withToken(first, T2).post({ jsonrpc: '2.0', id: question.id as string, result: { action: 'accept', content: { name: '1234' } } })
+    expect(answer.status).toBe(400)
+    await answer.text()
+    const tail = await rest(stream, (message) => 'result' in message)
+    expect(tail.ended).toBe(true)
+    expect(tail.messages.at(-1)).toMatchObject({ id: 5, error: { code: -32001, message: expect.stringContaining('was revoked') } })
   })
 
   it('answers a blocking tasks/result held with a removed token with an error saying so, and ends its stream', async () => {
