@@ -56,6 +56,16 @@ export class PostExchange {
     return this.#disconnected.aborted
   }
 
+  /**
+   * Holds the exchange on its caller's credential (see HeldExchanges) until it ends: revoked or expired
+   * meanwhile, the request is answered with that error. Every exchange that waits is held: one that became
+   * a stream, and one whose handler reads its abort signal (it waits for an upstream, a task or a client).
+   */
+  hold (): void {
+    if (this.#release !== undefined || this.#done) return
+    this.#release = this.#options.hub.exchanges.hold(this.#options.caller, (err) => { this.#revoked(err) })
+  }
+
   /** Sends a message related to the request before its response; switches to SSE on first use. */
   emit (message: RpcMessage): void {
     if (this.#done) return
@@ -65,8 +75,8 @@ export class PostExchange {
   respond (message: RpcResponse): void {
     if (this.#done) return
     this.#done = true
+    this.#release?.()
     if (this.#stream) {
-      this.#release?.()
       this.#stream.send(message)
       this.#options.hub.finishRequestStream(this.#stream)
       return
@@ -114,24 +124,20 @@ export class PostExchange {
    */
   #ensureStream (held: boolean): EventStream {
     if (this.#stream !== undefined) return this.#stream
-    const { hub, sessionId, headers, caller } = this.#options
-    this.#stream = hub.openRequestStream(sessionId, this.#res, headers, held)
-    this.#release = hub.exchanges.hold(caller, (err) => { this.#revoked(err) })
+    this.#stream = this.#options.hub.openRequestStream(this.#options.sessionId, this.#res, this.#options.headers, held)
+    this.hold()
     return this.#stream
   }
 
   /**
-   * The credential of the request was revoked or has expired: the request is answered with that error, its
-   * stream ends (nothing later is written on it), and the handler learns it through `disconnected` on the
-   * next turn of the event loop (as with a refused stream: a handler whose stream was revoked as it opened
-   * has installed its listeners by then).
+   * The credential of the request was revoked or has expired: the request is answered with that error (its
+   * stream, if it became one, ends: nothing later is written on it), and the handler learns it through
+   * `disconnected` on the next turn of the event loop (as with a refused stream: a handler whose exchange
+   * was revoked as it began to wait has installed its listeners by then).
    */
   #revoked (err: GatewayError): void {
     if (this.#done) return
-    this.#done = true
-    const stream = this.#stream!
-    stream.send(errorResponse(this.#options.requestId, err))
-    this.#options.hub.finishRequestStream(stream)
+    this.respond(errorResponse(this.#options.requestId, err))
     setImmediate(() => {
       this.#disconnected.abort(err)
       this.#options.onRevoked?.(err)

@@ -12,6 +12,7 @@ import { ModernRaw } from '../helpers/modern-raw.ts'
 import { writeConfig } from '../helpers/process.ts'
 import { legacyTask, next, RawSession } from '../helpers/raw-session.ts'
 import { readSse } from '../helpers/sse.ts'
+import { until } from '../helpers/until.ts'
 
 type Json = Record<string, unknown>
 
@@ -241,6 +242,24 @@ describe('revocation: a reload ends what a removed, rotated or narrowed token ho
       inputResponses: { [key!]: { action: 'accept', content: { name: '1234' } } },
     })
     expect(retry.body.error).toMatchObject({ code: -32001, message: expect.stringContaining('was revoked') })
+  })
+
+  it('answers a call still running for a removed token with the revocation, in either era, and cancels it upstream', async () => {
+    await reload({ tokens: alice(T1, T2), permissions: [ALL_RULE] })
+    const demo = gw.gateway.upstreams[0]!
+    const slow = { name: 'demo__slow', arguments: { duration: 5000, steps: 5 } }
+    const session = await RawSession.open(gw.url, {}, bearer(T1))
+    const legacy = session.request('tools/call', slow)
+    const modern = new ModernRaw(gw.url, {}, bearer(T1)).request('tools/call', slow)
+    await until('both calls running upstream', () => demo.load.active === 2 ? true : undefined)
+
+    await reload({ tokens: alice(T2), permissions: [ALL_RULE] })
+
+    // Without revocation the calls would run to their end and answer with the tool's result.
+    const revoked = { error: { code: -32001, message: expect.stringContaining('was revoked') } }
+    expect(await legacy).toMatchObject(revoked)
+    expect((await modern).body).toMatchObject(revoked)
+    await until('the calls cancelled upstream', () => demo.load.active === 0 ? true : undefined)
   })
 
   it('keeps a stream when its grants widen, and ends it when they narrow', async () => {
