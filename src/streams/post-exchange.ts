@@ -62,7 +62,8 @@ export class PostExchange {
    * a stream, and one whose handler reads its abort signal (it waits for an upstream, a task or a client).
    */
   hold (): void {
-    if (this.#release !== undefined || this.#done) return
+    // Without auth there is no credential to revoke: nothing to register (not even a closure to make).
+    if (this.#release !== undefined || this.#done || this.#options.caller.credential === undefined) return
     this.#release = this.#options.hub.exchanges.hold(this.#options.caller, (err) => { this.#revoked(err) })
   }
 
