@@ -13,7 +13,7 @@ export interface ExchangeOptions {
   /** The request answered, for an error that refuses its stream. */
   requestId: RequestId
   headers: Record<string, string>
-  /** Who sent the request: once the exchange is a stream, it lasts only as long as this caller's credential. */
+  /** Who sent the request: once the exchange waits (see `hold`), it lasts only as long as this caller's credential. */
   caller: Caller
   /** Told when the exchange was ended because its credential was revoked or expired (after `disconnected` aborted). */
   onRevoked?: ((err: GatewayError) => void) | undefined
@@ -30,7 +30,7 @@ export class PostExchange {
   #stream: EventStream | undefined
   #done = false
   readonly #disconnected = new LazyAbort()
-  /** Once the exchange is a stream: ends its hold on the credential (see HeldExchanges). */
+  /** Once the exchange is held: ends its hold on the credential (see HeldExchanges). */
   #release: (() => void) | undefined
 
   constructor (res: ServerResponse, options: ExchangeOptions) {

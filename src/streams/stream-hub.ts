@@ -94,7 +94,7 @@ export class StreamHub {
       existing.attach(connection, resume.seq)
       // A replay its client did not read may have closed the connection already.
       if (existing.kind === 'standalone' && !wasAttached && existing.attached) this.#addStandalone(existing)
-      this.#holdWhileOpen(connection, caller)
+      this.#holdWhileOpen(sessionId, connection, caller)
       return existing
     }
     const stream = new EventStream(randomBytes(9).toString('base64url'), sessionId, 'standalone')
@@ -103,7 +103,7 @@ export class StreamHub {
     stream.attach(connection)
     this.#addStandalone(stream)
     // Last: a credential revoked as the stream opened closes it at once, and the stream detaches as usual.
-    this.#holdWhileOpen(connection, caller)
+    this.#holdWhileOpen(sessionId, connection, caller)
     this.#options.log.debug({ sessionId }, 'opened a standalone stream')
     this.onGetStream?.(sessionId)
     return stream
@@ -148,9 +148,9 @@ export class StreamHub {
   }
 
   /** Registers a GET connection with the credential of its request: revoked, the connection ends (its stream detaches). */
-  #holdWhileOpen (connection: SseConnection, caller: Caller): void {
+  #holdWhileOpen (sessionId: string, connection: SseConnection, caller: Caller): void {
     const release = this.exchanges.hold(caller, (err) => {
-      this.#options.log.info({ reason: err.message }, 'closed an SSE stream whose credential was revoked or expired')
+      this.#options.log.info({ sessionId, reason: err.message }, 'closed an SSE stream whose credential was revoked or expired')
       connection.end()
     })
     connection.onClose(release)
