@@ -180,7 +180,7 @@ describe('revocation: a reload ends what a removed, rotated or narrowed token ho
   it('answers a blocking tasks/result held with a removed token with an error saying so, and ends its stream', async () => {
     await reload({ tokens: alice(T1, T2), permissions: [ALL_RULE] })
     const first = await RawSession.open(gw.url, ELICIT, bearer(T1))
-    const taskId = await legacyTask(first, 'demo__slow', { duration: 4000, steps: 2 })
+    const taskId = await legacyTask(first, 'demo__slow', { duration: 20_000, steps: 2 })
     // The stream is open (and the wait registered) once its head arrived.
     const waiting = await first.stream({ taskResult: taskId }, streamSignal())
 
@@ -208,7 +208,7 @@ describe('revocation: a reload ends what a removed, rotated or narrowed token ho
   it('ends a 2026-07-28 subscriptions/listen of a removed token with an error saying so', async () => {
     await reload({ tokens: alice(T1, T2), permissions: [ALL_RULE] })
     const client = ModernRaw.withTasks(gw.url, ELICIT, bearer(T1))
-    const created = await client.result('tools/call', { name: 'demo__slow', arguments: { duration: 3000, steps: 3 } })
+    const created = await client.result('tools/call', { name: 'demo__slow', arguments: { duration: 15_000, steps: 3 } })
     const taskId = String(created.taskId)
     const stream = await listen(client, T1, { taskIds: [taskId] }, streamSignal())
     expect(await next(stream, (m) => m.method === 'notifications/subscriptions/acknowledged')).toBeDefined()
@@ -247,7 +247,7 @@ describe('revocation: a reload ends what a removed, rotated or narrowed token ho
   it('answers a call still running for a removed token with the revocation, in either era, and cancels it upstream', async () => {
     await reload({ tokens: alice(T1, T2), permissions: [ALL_RULE] })
     const demo = gw.gateway.upstreams[0]!
-    const slow = { name: 'demo__slow', arguments: { duration: 5000, steps: 5 } }
+    const slow = { name: 'demo__slow', arguments: { duration: 20_000, steps: 5 } }
     const session = await RawSession.open(gw.url, {}, bearer(T1))
     const legacy = session.request('tools/call', slow)
     const modern = new ModernRaw(gw.url, {}, bearer(T1)).request('tools/call', slow)
@@ -299,9 +299,12 @@ describe('revocation: what an OAuth access token holds ends when the token expir
   })
 
   it('ends the GET stream and answers a subscriptions/listen with the expiry once exp passes', async () => {
-    // Long enough to open both streams on a busy machine; the test then waits on their end, not on a clock.
+    // The session is alice's, opened with a token that lasts; the streams are opened with one that expires soon
+    // (long enough to open two streams on a busy machine): the test then waits on their end, not on a clock.
+    const opened = await RawSession.open(gw.url, ELICIT, bearer(await jwks.token(key, { sub: 'alice' })))
     const token = await jwks.token(key, { sub: 'alice' }, { expiresIn: '4s' })
-    const session = await RawSession.open(gw.url, ELICIT, bearer(token))
+    const session = new RawSession(gw.url, bearer(token))
+    session.sessionId = opened.sessionId
     const stream = await session.stream('get', aborts.signal)
     const listening = await listen(new ModernRaw(gw.url, {}, bearer(token)), token, { toolsListChanged: true }, aborts.signal)
     expect(await next(listening, (m) => m.method === 'notifications/subscriptions/acknowledged')).toBeDefined()
