@@ -4,6 +4,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import { compilePermissions, FULL_ACCESS, narrowed, type Caller } from '../../src/auth/access.ts'
 import { createAuthenticator, sha256Hex } from '../../src/auth/bearer-tokens.ts'
 import { HeldExchanges } from '../../src/auth/held-exchanges.ts'
+import type { OAuthResource } from '../../src/auth/oauth-resource.ts'
 import type { AuthConfig } from '../../src/config/schema.ts'
 import type { GatewayError } from '../../src/errors.ts'
 
@@ -46,6 +47,24 @@ describe('Authenticator.recheck', () => {
     expect(recheck(auth([['t1', 'bob', ['echo', 'demo']]], [ECHO, DEMO]))).toBeUndefined()
     const fewer = recheck(auth([['t1', 'alice', ['echo']]], [ECHO, DEMO]))!
     expect(narrowed(caller.access, fewer)).toBe(true)
+  })
+})
+
+describe('Authenticator.recheck of an access token', () => {
+  it('keeps it valid (its exp is watched apart) and grants its scopes under the permissions in force', () => {
+    const caller: Caller = {
+      principal: 'oauth:alice',
+      access: compilePermissions([ECHO, DEMO])(['echo', 'demo']),
+      authorization: undefined,
+      credential: { kind: 'oauth', sha256: 'a'.repeat(64), scopes: ['echo', 'demo'], expiresAt: Date.now() + 60_000 },
+    }
+    // Only whether OAuth is configured matters to a recheck: its settings cannot change without a restart.
+    const oauth = {} as OAuthResource
+    const same = createAuthenticator(auth([], [ECHO, DEMO]), oauth, false)!.recheck(caller)!
+    expect(narrowed(caller.access, same)).toBe(false)
+    const fewer = createAuthenticator(auth([], [ECHO]), oauth, false)!.recheck(caller)!
+    expect(narrowed(caller.access, fewer)).toBe(true)
+    expect(createAuthenticator(auth([['t1', 'alice', []]], [ECHO]), undefined, false)!.recheck(caller)).toBeUndefined()
   })
 })
 
