@@ -79,6 +79,7 @@ export const ERRORS = {
   GW_ERR_AUTH_SCOPE: { status: 403, rpc: -32001, message: 'Forbidden: the access token lacks the scope %s' },
   GW_ERR_AUTH_UNAVAILABLE: { status: 503, rpc: -32603, message: 'the authorization server\'s signing keys cannot be fetched: %s' },
   GW_ERR_AUTH_REJECTED: { status: 401, rpc: -32001, message: 'Unauthorized: the access token is not accepted: %s' },
+  GW_ERR_AUTH_REVOKED: { status: 401, rpc: -32001, message: 'Unauthorized: the credential this exchange was opened with was revoked: %s; authenticate again' },
 
   GW_ERR_RATE_LIMITED: { status: 429, rpc: -32056, message: 'Too Many Requests: %s (limits.%s); retry after %s s' },
   GW_ERR_POLL_TOO_FAST: { status: 429, rpc: -32056, message: "Too Many Requests: task '%s' is polled faster than every %s ms (tasks.pollInterval, limits.pollBurst); retry after %s s" },

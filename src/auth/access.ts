@@ -16,6 +16,21 @@ export interface Access {
   tool (upstream: string, exposedName: string): boolean
 }
 
+/**
+ * The credential a request authenticated with, as the exchanges it opens remember it (see HeldExchanges):
+ * a fingerprint of the token, never the token itself.
+ */
+export interface Credential {
+  /** `token`: a static token of `auth.tokens`; `oauth`: an access token of `auth.oauth`. */
+  readonly kind: 'token' | 'oauth'
+  /** The SHA-256 (hex) of the token, as `auth.tokens` holds it. */
+  readonly sha256: string
+  /** The scopes it carried when it was checked. */
+  readonly scopes: readonly string[]
+  /** When an access token's `exp` passes (ms since the epoch); undefined for a static token. */
+  readonly expiresAt: number | undefined
+}
+
 /** Who is calling, as one request authenticated it. */
 export interface Caller {
   /** The authenticated principal; undefined when auth is off. */
@@ -23,6 +38,8 @@ export interface Caller {
   readonly access: Access
   /** The request's own Authorization header, kept only for upstreams configured with forwardAuthorization. */
   readonly authorization: string | undefined
+  /** What the request authenticated with; undefined when auth is off. */
+  readonly credential?: Credential | undefined
 }
 
 export const FULL_ACCESS: Access = { all: true, key: '*', upstream: () => true, tool: () => true }
@@ -30,6 +47,24 @@ export const FULL_ACCESS: Access = { all: true, key: '*', upstream: () => true, 
 export const ANONYMOUS_CALLER: Caller = { principal: undefined, access: FULL_ACCESS, authorization: undefined }
 
 const NO_ACCESS: Access = { all: false, key: '', upstream: () => false, tool: () => false }
+
+/** The rules of `auth.permissions` an Access grants, each as text: what `narrowed` compares. */
+const GRANTS = new WeakMap<Access, ReadonlySet<string>>([[NO_ACCESS, new Set()]])
+
+/**
+ * Whether `after` withholds something `before` granted: full access became limited, or a rule `before`
+ * granted (its upstreams and tools) is not among the rules `after` grants. Deliberately strict: a rule
+ * removed counts even when another rule happens to cover the same names.
+ */
+export function narrowed (before: Access, after: Access): boolean {
+  if (after.all) return false
+  if (before.all) return true
+  const kept = GRANTS.get(after)
+  const had = GRANTS.get(before)
+  if (kept === undefined || had === undefined) return before !== after
+  for (const grant of had) if (!kept.has(grant)) return true
+  return false
+}
 
 /** Distinct scope sets compiled at most this many at a time (tokens rarely carry more than a few sets). */
 const CACHE_LIMIT = 1000
@@ -39,6 +74,7 @@ export function compilePermissions (permissions: AuthConfig['permissions']): (sc
   if (permissions.length === 0) return () => FULL_ACCESS
   const rules = permissions.map((rule) => ({
     scope: rule.scope,
+    text: JSON.stringify({ upstreams: rule.upstreams, tools: rule.tools }),
     upstream: compileFilter({ allow: rule.upstreams, deny: [] }),
     tool: compileFilter({ allow: rule.tools, deny: [] }),
   }))
@@ -56,6 +92,7 @@ export function compilePermissions (permissions: AuthConfig['permissions']): (sc
           upstream: (name) => granted.some((rule) => rule.upstream(name)),
           tool: (upstream, exposedName) => granted.some((rule) => rule.upstream(upstream) || rule.tool(exposedName)),
         }
+    GRANTS.set(access, new Set(granted.map((rule) => rule.text)))
     if (cache.size >= CACHE_LIMIT) cache.clear()
     cache.set(key, access)
     return access

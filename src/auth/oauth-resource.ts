@@ -83,8 +83,8 @@ export class OAuthResource {
     this.#audience = config.audience ?? [config.resource]
   }
 
-  /** The principal a valid token names and the scopes it carries; GW_ERR_AUTH_* otherwise. */
-  async verify (token: string): Promise<{ principal: string, scopes: string[] }> {
+  /** The principal a valid token names, the scopes it carries and when it expires (ms); GW_ERR_AUTH_* otherwise. */
+  async verify (token: string): Promise<{ principal: string, scopes: string[], expiresAt: number }> {
     const { payload, protectedHeader } = await this.#verified(token)
     const typ = normalizedTyp(protectedHeader.typ)
     if (this.#config.requireTyp ? typ !== ACCESS_TOKEN_TYP : typ !== undefined && typ !== ACCESS_TOKEN_TYP && typ !== 'jwt') {
@@ -98,7 +98,9 @@ export class OAuthResource {
     const granted = scopesOf(payload)
     const missing = this.#config.requiredScopes.find((scope) => !granted.has(scope))
     if (missing !== undefined) throw new GatewayError('GW_ERR_AUTH_SCOPE', [missing])
-    return { principal: `${OAUTH_PRINCIPAL_PREFIX}${principal}`, scopes: [...granted] }
+    // `exp` is required (see #verified); the clock tolerance that let the token in also keeps it.
+    const expiresAt = (payload.exp ?? 0) * 1000 + this.#config.clockTolerance
+    return { principal: `${OAUTH_PRINCIPAL_PREFIX}${principal}`, scopes: [...granted], expiresAt }
   }
 
   /** The token's payload and header once its signature and claims hold; GW_ERR_AUTH_* otherwise. */

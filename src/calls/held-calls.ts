@@ -1,3 +1,5 @@
+import type { Caller } from '../auth/access.ts'
+import type { HeldExchanges } from '../auth/held-exchanges.ts'
 import { GatewayError } from '../errors.ts'
 import type { JsonObject } from '../wire/jsonrpc.ts'
 import type { InputMethod } from '../upstream/call-attribution.ts'
@@ -40,6 +42,8 @@ interface HeldCall {
   done: Promise<JsonObject> | undefined
   /** Where input goes once the call was detached. */
   detached: HeldInput | undefined
+  /** Ends the call's hold on the credential that started it (see HeldExchanges). */
+  release: () => void
 }
 
 /** Asks the client something on behalf of a held call; resolves with the client's answer. */
@@ -75,9 +79,14 @@ export class HeldCalls {
   readonly #calls = new Map<string, HeldCall>()
   readonly #holdMs: number
   readonly #forgotten: Array<(callId: string) => void> = []
+  readonly #exchanges: HeldExchanges | undefined
+  /** Calls ended because their credential was revoked, for the hold time: a retry is told why. */
+  readonly #revoked = new Map<string, { principal: string, err: GatewayError, timer: NodeJS.Timeout }>()
 
-  constructor (holdMs: number) {
+  /** With `exchanges`, a call lasts only as long as the credential that started it (revocation, OAuth `exp`). */
+  constructor (holdMs: number, exchanges?: HeldExchanges) {
     this.#holdMs = holdMs
+    this.#exchanges = exchanges
   }
 
   get size (): number {
@@ -89,9 +98,10 @@ export class HeldCalls {
     this.#forgotten.push(listener)
   }
 
-  /** Starts a call; answers when it finishes or first needs input. */
+  /** Starts a call for `caller`; answers when it finishes or first needs input. */
   async start (
     principal: string,
+    caller: Caller,
     run: (input: HeldInput, signal: AbortSignal, fail: (error: unknown) => void, sent: () => void) => Promise<JsonObject>,
     signal: AbortSignal,
     windowMs?: number,
@@ -108,8 +118,10 @@ export class HeldCalls {
       sentAt: undefined,
       done: undefined,
       detached: undefined,
+      release: () => {},
     }
     this.#calls.set(call.id, call)
+    if (this.#exchanges !== undefined) call.release = this.#exchanges.hold(caller, (err) => { this.#end(call, err) })
     const onAbort = (): void => call.abort.abort(signal.reason)
     signal.addEventListener('abort', onAbort, { once: true })
     const input: HeldInput = (method, params, inputSignal) => call.detached
@@ -163,6 +175,8 @@ export class HeldCalls {
   /** Delivers a retry's answers (unknown keys are ignored) and answers with the next outcome. */
   async resume (callId: string, principal: string, responses: JsonObject, signal: AbortSignal): Promise<HeldOutcome> {
     const call = this.#calls.get(callId)
+    const revoked = this.#revoked.get(callId)
+    if (!call && revoked?.principal === principal) throw revoked.err
     if (!call || call.principal !== principal) throw new GatewayError('GW_ERR_REQUEST_STATE_INVALID', ['names no call that is waiting for you (it finished, expired or was never yours)'])
     clearTimeout(call.expiry)
     for (const [key, answer] of Object.entries(responses)) {
@@ -180,6 +194,25 @@ export class HeldCalls {
       this.#forget(call)
       call.abort.abort(reason)
     }
+    for (const { timer } of this.#revoked.values()) clearTimeout(timer)
+    this.#revoked.clear()
+  }
+
+  /**
+   * The credential that started the call was revoked or has expired: the call is cancelled upstream, a leg
+   * waiting on it is answered with `err`, and so is a retry within the hold time.
+   */
+  #end (call: HeldCall, err: GatewayError): void {
+    if (!this.#calls.has(call.id)) return
+    this.#forget(call)
+    const timer = setTimeout(() => this.#revoked.delete(call.id), this.#holdMs)
+    timer.unref()
+    this.#revoked.set(call.id, { principal: call.principal, err, timer })
+    call.final = { error: err }
+    call.abort.abort(err)
+    // Input asked for and not yet answered is not offered again: the leg answers with the error.
+    call.pending.clear()
+    call.wake?.()
   }
 
   /**
@@ -226,6 +259,7 @@ export class HeldCalls {
 
   #forget (call: HeldCall): void {
     clearTimeout(call.expiry)
+    call.release()
     if (!this.#calls.delete(call.id)) return
     for (const listener of this.#forgotten) listener(call.id)
   }

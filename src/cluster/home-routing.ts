@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto'
-import type { Access, Caller } from '../auth/access.ts'
+import type { Access, Caller, Credential } from '../auth/access.ts'
 import { liveRequest, type Handler, type MethodTable, type RequestContext } from '../dispatch/context.ts'
 import { GatewayError } from '../errors.ts'
 import type { Logger } from '../observability/logger.ts'
@@ -43,6 +43,8 @@ interface Forwarded {
   principal: string | null
   access: string
   authorization: string | null
+  /** What the caller authenticated with (a fingerprint, never the token): the home ends held calls with it. */
+  credential?: Credential | null
   requestId: string | number
   progressToken: string | number | null
   forwardId: string
@@ -56,6 +58,15 @@ function forwardedOf (payload: JsonObject): Forwarded {
     throw new GatewayError('GW_ERR_INTERNAL', ['a malformed request from another gateway process'])
   }
   return f
+}
+
+/** The forwarded credential, if it has the shape the forwarding process sends; else none (nothing to revoke). */
+function credentialOf (value: unknown): Credential | undefined {
+  if (!isObject(value)) return undefined
+  const { kind, sha256, scopes, expiresAt } = value
+  if ((kind !== 'token' && kind !== 'oauth') || typeof sha256 !== 'string' || !Array.isArray(scopes)) return undefined
+  if (expiresAt !== undefined && expiresAt !== null && typeof expiresAt !== 'number') return undefined
+  return { kind, sha256, scopes: scopes.filter((s): s is string => typeof s === 'string'), expiresAt: expiresAt ?? undefined }
 }
 
 /**
@@ -123,6 +134,7 @@ export class HomeRouting {
       principal: ctx.caller.principal ?? null,
       access: ctx.caller.access.key,
       authorization: ctx.caller.authorization ?? null,
+      credential: ctx.caller.credential ?? null,
       requestId: ctx.requestId,
       progressToken: ctx.progressToken ?? null,
       forwardId,
@@ -147,6 +159,7 @@ export class HomeRouting {
       principal: f.principal ?? undefined,
       access: this.#deps.access(f.access),
       authorization: f.authorization ?? undefined,
+      credential: credentialOf(f.credential),
     }
     const send = (message: RpcMessage): void => emit({ type: 'send', message: message as unknown as JsonObject })
     const trace = this.#deps.tracing?.forwarded(f.method, f.traceparent ?? null, f.requestId)

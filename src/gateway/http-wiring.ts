@@ -48,7 +48,7 @@ export async function wireHttp (core: GatewayCore, configSource: (() => Promise<
   // With one process per store every client's home is this process: nothing is routed.
   const routed = (name: string, table: MethodTable): MethodTable => store.shared ? routing.route(name, table) : table
   const base = buildMethodTable({ catalog, subscriptions, pageSize: config.server.pageSize })
-  const held = new HeldCalls(config.server.inputHoldTimeout)
+  const held = new HeldCalls(config.server.inputHoldTimeout, hub.exchanges)
   const states = new RequestStateCodec(config.server.stateSecret, config.server.inputHoldTimeout)
   const retries = new RetryRouter({ processId, states, peers, log })
   const modern = new ModernEndpoint({
@@ -126,7 +126,7 @@ export async function wireHttp (core: GatewayCore, configSource: (() => Promise<
   })
   if (metrics !== undefined && config.metrics.listener === 'main') registerMetricsRoute(app, metrics, config.metrics.path)
 
-  const reloader = new Reloader({ live, upstreams, catalog, events, listsChanged: sync.listsChanged, log })
+  const reloader = new Reloader({ live, upstreams, catalog, events, listsChanged: sync.listsChanged, exchanges: hub.exchanges, log })
   const reload = (next: Config): Promise<ReloadReport> => reloader.reload(next)
   const admin = createAdmin(config.admin, log, {
     store,

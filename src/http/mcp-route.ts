@@ -168,7 +168,7 @@ export async function registerMcpRoute (app: FastifyInstance, options: McpRouteO
   app.get(config.path, { exposeHeadRoute: false }, async (request, reply) => {
     await run(request, reply, 'GET', 'legacy', async (caller) => {
       if (!accepts(request, 'text/event-stream')) throw new GatewayError('GW_ERR_HTTP_NOT_ACCEPTABLE', ['text/event-stream'])
-      await legacy.get(request.headers, reply.raw, caller.principal)
+      await legacy.get(request.headers, reply.raw, caller)
     })
   })
 

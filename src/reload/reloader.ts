@@ -1,4 +1,5 @@
 import { setTimeout as delay } from 'node:timers/promises'
+import type { HeldExchanges } from '../auth/held-exchanges.ts'
 import type { Catalog } from '../catalog/catalog.ts'
 import type { Config } from '../config/schema.ts'
 import { formatDuration } from '../config/units.ts'
@@ -32,6 +33,8 @@ export interface ReloaderDeps {
   events: UpstreamEvents
   /** Tells every client of this process that its lists changed. */
   listsChanged (): void
+  /** The streams and held exchanges of this process, ended when the credential they were opened with is revoked. */
+  exchanges?: HeldExchanges | undefined
   log: Logger
 }
 
@@ -80,10 +83,23 @@ export class Reloader {
       log.warn({ options: diff.restartOnly }, `configuration reload: ${diff.restartOnly.join(', ')} changed but take effect only at a restart; the running values stay`)
     }
     live.apply(diff.effective)
+    if (diff.changes.some((c) => c.path.startsWith('auth.'))) this.#revoke()
     this.#applyUpstreams(diff.effective, diff.upstreams)
     for (const { path, change } of diff.changes) log.info({ option: path, change }, `configuration reload: ${path} ${change}`)
     if (diff.changes.length === 0) log.info('configuration reload: nothing to change')
     return { changes: diff.changes, restartOnly: diff.restartOnly }
+  }
+
+  /**
+   * Revocation bites at once: every stream and held exchange of this process whose credential no longer
+   * authenticates its principal, or now grants less, ends before the reload is answered.
+   */
+  #revoke (): void {
+    const { live, exchanges, log } = this.#deps
+    const authenticator = live.authenticator
+    if (exchanges === undefined || authenticator === undefined) return
+    const ended = exchanges.revoke((caller) => authenticator.recheck(caller))
+    if (ended > 0) log.info({ ended }, `configuration reload: ended ${ended} streams and held exchanges whose credential was revoked or narrowed`)
   }
 
   #applyUpstreams (config: Config, changes: ReturnType<typeof diffConfig>['upstreams']): void {

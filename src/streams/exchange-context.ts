@@ -57,7 +57,9 @@ export class ExchangeContext implements RequestContext {
     this.#init = init
   }
 
+  /** A handler that reads it waits on something: the exchange is held on the caller's credential from then on. */
   get signal (): AbortSignal {
+    this.#exchange.hold()
     const abort = this.#init.abort
     if (abort !== undefined) return abort.signal
     this.#signal ??= AbortSignal.any([this.#exchange.disconnected, this.#init.shutdown])

@@ -1,5 +1,7 @@
 import type { OutgoingHttpHeader, ServerResponse } from 'node:http'
-import { writeHttpError } from '../wire/error-replies.ts'
+import type { Caller } from '../auth/access.ts'
+import type { GatewayError } from '../errors.ts'
+import { errorResponse, writeHttpError } from '../wire/error-replies.ts'
 import type { RequestId, RpcMessage, RpcResponse } from '../wire/jsonrpc.ts'
 import { LazyAbort } from '../wire/lazy-abort.ts'
 import type { EventStream } from './event-stream.ts'
@@ -11,6 +13,10 @@ export interface ExchangeOptions {
   /** The request answered, for an error that refuses its stream. */
   requestId: RequestId
   headers: Record<string, string>
+  /** Who sent the request: once the exchange waits (see `hold`), it lasts only as long as this caller's credential. */
+  caller: Caller
+  /** Told when the exchange was ended because its credential was revoked or expired (after `disconnected` aborted). */
+  onRevoked?: ((err: GatewayError) => void) | undefined
 }
 
 /**
@@ -24,12 +30,15 @@ export class PostExchange {
   #stream: EventStream | undefined
   #done = false
   readonly #disconnected = new LazyAbort()
+  /** Once the exchange is held: ends its hold on the credential (see HeldExchanges). */
+  #release: (() => void) | undefined
 
   constructor (res: ServerResponse, options: ExchangeOptions) {
     this.#res = res
     this.#options = options
     // A response closes once: `on` costs less than `once`, which wraps each listener.
     res.on('close', () => {
+      this.#release?.()
       if (!this.#done || !res.writableFinished) this.#disconnected.abort(new Error('the client disconnected'))
     })
   }
@@ -47,6 +56,17 @@ export class PostExchange {
     return this.#disconnected.aborted
   }
 
+  /**
+   * Holds the exchange on its caller's credential (see HeldExchanges) until it ends: revoked or expired
+   * meanwhile, the request is answered with that error. Every exchange that waits is held: one that became
+   * a stream, and one whose handler reads its abort signal (it waits for an upstream, a task or a client).
+   */
+  hold (): void {
+    // Without auth there is no credential to revoke: nothing to register (not even a closure to make).
+    if (this.#release !== undefined || this.#done || this.#options.caller.credential === undefined) return
+    this.#release = this.#options.hub.exchanges.hold(this.#options.caller, (err) => { this.#revoked(err) })
+  }
+
   /** Sends a message related to the request before its response; switches to SSE on first use. */
   emit (message: RpcMessage): void {
     if (this.#done) return
@@ -56,6 +76,7 @@ export class PostExchange {
   respond (message: RpcResponse): void {
     if (this.#done) return
     this.#done = true
+    this.#release?.()
     if (this.#stream) {
       this.#stream.send(message)
       this.#options.hub.finishRequestStream(this.#stream)
@@ -92,6 +113,7 @@ export class PostExchange {
   abandon (): void {
     if (this.#done) return
     this.#done = true
+    this.#release?.()
     this.#options.hub.finishRequestStream(this.#ensureStream(false))
   }
 
@@ -102,8 +124,25 @@ export class PostExchange {
    * is running and has something to say. The stall timeout and buffer limit apply to it all the same.
    */
   #ensureStream (held: boolean): EventStream {
-    this.#stream ??= this.#options.hub.openRequestStream(this.#options.sessionId, this.#res, this.#options.headers, held)
+    if (this.#stream !== undefined) return this.#stream
+    this.#stream = this.#options.hub.openRequestStream(this.#options.sessionId, this.#res, this.#options.headers, held)
+    this.hold()
     return this.#stream
+  }
+
+  /**
+   * The credential of the request was revoked or has expired: the request is answered with that error (its
+   * stream, if it became one, ends: nothing later is written on it), and the handler learns it through
+   * `disconnected` on the next turn of the event loop (as with a refused stream: a handler whose exchange
+   * was revoked as it began to wait has installed its listeners by then).
+   */
+  #revoked (err: GatewayError): void {
+    if (this.#done) return
+    this.respond(errorResponse(this.#options.requestId, err))
+    setImmediate(() => {
+      this.#disconnected.abort(err)
+      this.#options.onRevoked?.(err)
+    })
   }
 
   #refuse (err: unknown): void {

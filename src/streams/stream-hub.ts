@@ -1,5 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import type { ServerResponse } from 'node:http'
+import type { Caller } from '../auth/access.ts'
+import { HeldExchanges } from '../auth/held-exchanges.ts'
 import { GatewayError } from '../errors.ts'
 import { SseConnection, type SseSettings } from './sse-connection.ts'
 import type { Logger } from '../observability/logger.ts'
@@ -43,10 +45,13 @@ export class StreamHub {
   readonly #listChanges = new ListChangeCoalescer({ untilListed: true })
   /** Called when a session opens a new standalone GET stream (to offer it what is waiting). */
   onGetStream: ((sessionId: string) => void) | undefined
+  /** Every stream and held exchange of this process with the credential it was opened with (revocation). */
+  readonly exchanges: HeldExchanges
 
-  constructor (bus: SignalBus, options: StreamHubOptions) {
+  constructor (bus: SignalBus, options: StreamHubOptions, exchanges = new HeldExchanges()) {
     this.#bus = bus
     this.#options = options
+    this.exchanges = exchanges
   }
 
   /**
@@ -71,21 +76,34 @@ export class StreamHub {
    * Serves a GET on `res`: resumes the stream named by Last-Event-ID when this process holds it, else
    * opens a standalone stream that receives the session's server-initiated messages. A held connection:
    * one the session may not have beyond its limit (resuming a stream frees the connection it replaces).
+   * The connection lasts as long as `caller`'s credential: revoked, it is closed (see HeldExchanges), and
+   * nothing the session is sent after that goes on it.
    */
-  openGetStream (sessionId: string, res: ServerResponse, lastEventId: string | undefined, headers: Record<string, string>): EventStream {
+  openGetStream (
+    sessionId: string,
+    res: ServerResponse,
+    lastEventId: string | undefined,
+    headers: Record<string, string>,
+    caller: Caller,
+  ): EventStream {
     const resume = parseEventId(lastEventId)
     const existing = resume && this.#streams.get(resume.streamId)
     if (existing && existing.sessionId === sessionId) {
       const wasAttached = existing.attached
-      existing.attach(this.#connect(sessionId, res, headers, { replacing: existing.connection }), resume.seq)
+      const connection = this.#connect(sessionId, res, headers, { replacing: existing.connection })
+      existing.attach(connection, resume.seq)
       // A replay its client did not read may have closed the connection already.
       if (existing.kind === 'standalone' && !wasAttached && existing.attached) this.#addStandalone(existing)
+      this.#holdWhileOpen(sessionId, connection, caller)
       return existing
     }
     const stream = new EventStream(randomBytes(9).toString('base64url'), sessionId, 'standalone')
     this.#streams.set(stream.id, stream)
-    stream.attach(this.#connect(sessionId, res, headers, {}))
+    const connection = this.#connect(sessionId, res, headers, {})
+    stream.attach(connection)
     this.#addStandalone(stream)
+    // Last: a credential revoked as the stream opened closes it at once, and the stream detaches as usual.
+    this.#holdWhileOpen(sessionId, connection, caller)
     this.#options.log.debug({ sessionId }, 'opened a standalone stream')
     this.onGetStream?.(sessionId)
     return stream
@@ -127,6 +145,15 @@ export class StreamHub {
       if (holding.size === 0 && this.#held.get(sessionId) === holding) this.#held.delete(sessionId)
     })
     return connection
+  }
+
+  /** Registers a GET connection with the credential of its request: revoked, the connection ends (its stream detaches). */
+  #holdWhileOpen (sessionId: string, connection: SseConnection, caller: Caller): void {
+    const release = this.exchanges.hold(caller, (err) => {
+      this.#options.log.info({ sessionId, reason: err.message }, 'closed an SSE stream whose credential was revoked or expired')
+      connection.end()
+    })
+    connection.onClose(release)
   }
 
   #addStandalone (stream: EventStream): void {

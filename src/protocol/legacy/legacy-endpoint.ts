@@ -92,10 +92,11 @@ export class LegacyEndpoint {
     }
   }
 
-  async get (headers: IncomingHttpHeaders, res: ServerResponse, principal: string | undefined): Promise<void> {
-    const session = await this.#session(headers, 'GET', principal)
+  /** The stream lasts as long as `caller`'s credential (see HeldExchanges). */
+  async get (headers: IncomingHttpHeaders, res: ServerResponse, caller: Caller): Promise<void> {
+    const session = await this.#session(headers, 'GET', caller.principal)
     // Over limits.streamsPerSession this throws before writing: the route answers 429.
-    this.#deps.hub.openGetStream(session.id, res, header(headers, 'last-event-id'), { 'mcp-session-id': session.id })
+    this.#deps.hub.openGetStream(session.id, res, header(headers, 'last-event-id'), { 'mcp-session-id': session.id }, caller)
   }
 
   async delete (headers: IncomingHttpHeaders, res: ServerResponse, principal: string | undefined): Promise<void> {
@@ -164,8 +165,16 @@ export class LegacyEndpoint {
     trace: RequestTrace | undefined,
   ): Promise<void> {
     const deps = this.#deps
-    const exchange = new PostExchange(res, { hub: deps.hub, sessionId: session.id, requestId: request.id, headers: { 'mcp-session-id': session.id } })
     const inflight = deps.inflight.start(session.id, request.id)
+    const exchange = new PostExchange(res, {
+      hub: deps.hub,
+      sessionId: session.id,
+      requestId: request.id,
+      headers: { 'mcp-session-id': session.id },
+      caller,
+      // A revoked credential ends the request as a cancellation would: what it waits for stops too.
+      onRevoked: (err) => { inflight.abort(err) },
+    })
     const params = request.params ?? {}
     const ctx = new ExchangeContext(exchange, {
       client: sessionClient(session.id, session.principal, session.clientCapabilities),

@@ -84,7 +84,7 @@ export class ModernEndpoint {
   ): Promise<void> {
     const deps = this.#deps
     const principal = caller.principal ?? ANONYMOUS_MODERN
-    const exchange = new PostExchange(res, { hub: deps.hub, sessionId: streamOwner(principal), requestId: request.id, headers: {} })
+    const exchange = new PostExchange(res, { hub: deps.hub, sessionId: streamOwner(principal), requestId: request.id, headers: {}, caller })
     const params = withoutEnvelope(request.params ?? {})
     // No `ask`: this era has no server→client requests (input comes back as input_required).
     const ctx = new ExchangeContext(exchange, {

@@ -91,7 +91,7 @@ export function modernToolsCall (deps: ModernToolsCallDeps): Handler {
     const authorization = ctx.caller.authorization
     if (eligible && decide === 'always') return renderCreateTaskResult(await deps.tasks.create(taskRequest(principal, { route, params, capabilities, authorization, trace: ctx.trace })))
     let startedId: string | undefined
-    const outcome = await held.start(principal, (ask, signal, fail, sent) => calls.run(callTarget(route), params, {
+    const outcome = await held.start(principal, ctx.caller, (ask, signal, fail, sent) => calls.run(callTarget(route), params, {
       ...requestOrigin(ctx, ask, signal),
       sent,
       // The client must learn what it lacks (-32021), not get a result built on a refused request.
@@ -122,7 +122,7 @@ export function modernPromptsGet (deps: Pick<ModernToolsCallDeps, 'catalog' | 'c
     const principal = ctx.client.principal
     const requestState = optionalString(params, 'requestState')
     if (requestState !== undefined) return await retry(requestState, principal, optionalObject(params, 'inputResponses') ?? {}, ctx.signal)
-    return render(await held.start(principal, (ask, signal, fail) => calls.run(callTarget(route), params, {
+    return render(await held.start(principal, ctx.caller, (ask, signal, fail) => calls.run(callTarget(route), params, {
       ...requestOrigin(ctx, ask, signal),
       refused: (capability) => fail(capabilityRequired(capability)),
       // Of what the upstream sends while building a prompt, only input requests reach a 2026-07-28 client.
