@@ -13,6 +13,7 @@ import { createLogger, type Logger } from '../observability/logger.ts'
 import { GatewayMetrics } from '../observability/metrics.ts'
 import { RecentProblems } from '../observability/recent-problems.ts'
 import { timedStore } from '../store/timed-store.ts'
+import { BUS, publishOn, subscribeTo } from '../store/bus-channels.ts'
 import { GatewayTracing } from '../observability/tracing.ts'
 import { announceTaskChanges } from '../admin/task-feed.ts'
 import type { RpcNotification } from '../wire/jsonrpc.ts'
@@ -33,9 +34,6 @@ import { sessionIdOf } from '../upstream/client-ref.ts'
 import { Upstream } from '../upstream/upstream.ts'
 import { type UpstreamEvents } from '../upstream/upstream-events.ts'
 import { SessionEnd } from './session-end.ts'
-
-/** Where a change of the lists every client starts from is announced to every gateway process. */
-const LIST_CHANGED_CHANNEL = 'catalog:list-changed'
 
 /** What the gateway is made of behind its endpoints: built by wireCore, started and stopped by the lifecycle. */
 export interface GatewayCore {
@@ -128,15 +126,14 @@ export async function wireCore (config: Config, given: { logger?: Logger, store?
     hub.broadcastLocal(message)
     listen.listChanged(message.method)
   }
-  const unsubscribeBroadcasts = store.bus.subscribe(LIST_CHANGED_CHANNEL, ({ method }) => {
-    if (typeof method === 'string') broadcastLocal({ jsonrpc: '2.0', method })
-  })
+  // A change of the lists every client starts from is announced to every gateway process.
+  const unsubscribeBroadcasts = subscribeTo(store.bus, BUS.listChanged, undefined, ({ method }) => broadcastLocal({ jsonrpc: '2.0', method }))
   const sync = catalogSync({
     catalog: () => catalog,
     subscriptions,
     log,
     broadcast: (message, everywhere) => {
-      if (everywhere) void store.bus.publish(LIST_CHANGED_CHANNEL, { method: message.method }).catch(() => broadcastLocal(message))
+      if (everywhere) void publishOn(store.bus, BUS.listChanged, undefined, { method: message.method }).catch(() => broadcastLocal(message))
       else broadcastLocal(message)
     },
     notifyClient: (clientKey, message) => {
