@@ -6,6 +6,7 @@ import { catalogSync } from '../catalog/catalog-sync.ts'
 import { ResourceSubscriptions } from '../catalog/resource-subscriptions.ts'
 import { ClientHomes } from '../cluster/client-homes.ts'
 import { PeerRequests } from '../cluster/peer-requests.ts'
+import { configError } from '../config/load.ts'
 import type { Config } from '../config/schema.ts'
 import { GatewayError } from '../errors.ts'
 import { loadListenerTls, type ListenerTls } from '../http/tls-options.ts'
@@ -14,6 +15,7 @@ import { GatewayMetrics } from '../observability/metrics.ts'
 import { RecentProblems } from '../observability/recent-problems.ts'
 import { timedStore } from '../store/timed-store.ts'
 import { BUS, publishOn, subscribeTo } from '../store/bus-channels.ts'
+import { BUS_MAX_AGE_MS, busKey, refusalReporter, withSignedBus } from '../store/signed-bus.ts'
 import { GatewayTracing } from '../observability/tracing.ts'
 import { announceTaskChanges } from '../admin/task-feed.ts'
 import type { RpcNotification } from '../wire/jsonrpc.ts'
@@ -78,6 +80,10 @@ export async function wireCore (config: Config, given: { logger?: Logger, store?
   // First: a certificate that cannot be used stops the start before anything is opened.
   const tls = await loadListenerTls(config)
   const log = given.logger ?? createLogger(config.logging)
+  // Processes sharing a store trust only the messages they can verify: without a common secret they could not.
+  if (given.store?.shared === true && config.server.stateSecret === undefined) {
+    throw configError('configuration', [{ path: 'server.stateSecret', message: 'is required with a store several gateway processes share' }])
+  }
   const backend = given.store ?? await createStore(config.store, log)
   const upstreams: Upstream[] = []
   const problems = config.admin === undefined ? undefined : new RecentProblems()
@@ -90,7 +96,15 @@ export async function wireCore (config: Config, given: { logger?: Logger, store?
       runningCount: (): number => runner.size,
     }, problems)
     : undefined
-  const store: GatewayStore = metrics === undefined ? backend : timedStore(backend, metrics)
+  // On a shared store every message between processes is signed, and one that cannot be verified is refused.
+  const signed = !backend.shared
+    ? backend
+    : withSignedBus(backend, {
+      key: busKey(config.server.stateSecret ?? ''),
+      maxAgeMs: config.store.kind === 'redis' ? config.store.messageMaxAge : BUS_MAX_AGE_MS,
+      refused: refusalReporter(log, (reason, channel) => metrics?.busRefused(reason, channel)),
+    })
+  const store: GatewayStore = metrics === undefined ? signed : timedStore(signed, metrics)
   const oauth = config.auth.oauth === undefined ? undefined : new OAuthResource(config.auth.oauth, log)
   // What requests read of the configuration, which a reload replaces.
   const live = new LiveSettings(config, { oauth, rateLimits: store.rateLimits, log })
