@@ -1,4 +1,4 @@
-import { createHmac, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto'
+import { createHmac, createSecretKey, hkdfSync, randomBytes, timingSafeEqual, type KeyObject } from 'node:crypto'
 import type { JsonObject } from '../wire/jsonrpc.ts'
 import { checkBusPayload } from './bus-channels.ts'
 import type { Logger } from '../observability/logger.ts'
@@ -55,7 +55,8 @@ function isEnvelope (message: JsonObject): boolean {
  */
 export class SignedBus implements SignalBus {
   readonly #raw: SignalBus
-  readonly #key: Buffer
+  /** A KeyObject: each HMAC then skips importing the key again. */
+  readonly #key: KeyObject
   readonly #maxAgeMs: number
   readonly #refused: (reason: BusRefusal, channel: string) => void
   /** Unique per process without a random draw per message: a random prefix and a counter. */
@@ -68,7 +69,7 @@ export class SignedBus implements SignalBus {
 
   constructor (raw: SignalBus, options: SignedBusOptions) {
     this.#raw = raw
-    this.#key = options.key
+    this.#key = createSecretKey(options.key)
     this.#maxAgeMs = options.maxAgeMs ?? BUS_MAX_AGE_MS
     this.#refused = options.refused
   }
