@@ -23,14 +23,24 @@ function payloadOf (text: string): Json {
   return typeof message.mac === 'string' && typeof message.payload === 'string' ? JSON.parse(message.payload) as Json : message
 }
 
-/** The refusals gateway `url` counted, for `reason`, over every channel. */
-async function refusals (url: string, reason: string): Promise<number> {
+/** The sum of the series of `metric` whose labels include `label`, as gateway `url` reports them. */
+async function metric (url: string, name: string, label: string): Promise<number> {
   const text = await (await fetch(new URL('/metrics', url))).text()
   let sum = 0
   for (const line of text.split('\n')) {
-    if (line.startsWith('gateway_bus_refusals_total{') && line.includes(`reason="${reason}"`)) sum += Number(line.slice(line.lastIndexOf(' ') + 1))
+    if (line.startsWith(`${name}{`) && line.includes(label)) sum += Number(line.slice(line.lastIndexOf(' ') + 1))
   }
   return sum
+}
+
+/** The refusals gateway `url` counted, for `reason`, over every channel. */
+async function refusals (url: string, reason: string): Promise<number> {
+  return await metric(url, 'gateway_bus_refusals_total', `reason="${reason}"`)
+}
+
+/** The upstream calls of the demo's echo tool gateway `url` made. */
+async function echoCalls (url: string): Promise<number> {
+  return await metric(url, 'gateway_upstream_call_duration_seconds_count', 'tool="echo"')
 }
 
 /**
@@ -99,12 +109,17 @@ ${demoStdioYaml()}
 
   it('refuses a hand-made request published on Redis: nothing runs, and the refusal is counted', async () => {
     const before = await refusals(a.url, 'unsigned')
+    // The genuine call ran on A, the client's home.
+    const calls = await echoCalls(a.url)
+    expect(calls).toBe(1)
     const attacker = `attacker-${randomUUID()}`
     const message = forged('forged', attacker)
     await intruder.publish(`${prefix}${captured.channel}`, JSON.stringify(message))
     const replies = await outcome('unsigned', before, () => seen.filter((m) => m.payload.id === message.id && m.payload.type === 'reply'))
     expect(replies.map((m) => m.payload.result)).toEqual([])
     expect(await refusals(a.url, 'unsigned')).toBe(before + 1)
+    // The upstream never saw the call.
+    expect(await echoCalls(a.url)).toBe(calls)
   })
 
   it('refuses a real message replayed, as replayed', async () => {
