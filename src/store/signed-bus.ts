@@ -42,7 +42,7 @@ interface Envelope {
 }
 
 function isEnvelope (message: JsonObject): boolean {
-  return 'mac' in message && 'payload' in message && 'nonce' in message && 'ts' in message && 'v' in message
+  return typeof message === 'object' && message !== null && 'mac' in message && 'payload' in message && 'nonce' in message && 'ts' in message && 'v' in message
 }
 
 /**

@@ -17,10 +17,15 @@ interface Seen {
   payload: Json
 }
 
-/** The payload a message carries: inside a signed envelope, or the message itself. */
+/** The payload a message carries: inside a signed envelope, or the message itself ({} for what is not a JSON object). */
 function payloadOf (text: string): Json {
-  const message = JSON.parse(text) as Json
-  return typeof message.mac === 'string' && typeof message.payload === 'string' ? JSON.parse(message.payload) as Json : message
+  let message: unknown
+  try {
+    message = JSON.parse(text)
+  } catch {}
+  if (typeof message !== 'object' || message === null) return {}
+  const { mac, payload } = message as Json
+  return typeof mac === 'string' && typeof payload === 'string' ? JSON.parse(payload) as Json : message as Json
 }
 
 /** The sum of the series of `metric` whose labels include `label`, as gateway `url` reports them. */
@@ -120,6 +125,16 @@ ${demoStdioYaml()}
     expect(await refusals(a.url, 'unsigned')).toBe(before + 1)
     // The upstream never saw the call.
     expect(await echoCalls(a.url)).toBe(calls)
+  })
+
+  it('refuses what is not a JSON object as unsigned, and goes on serving', async () => {
+    const before = await refusals(a.url, 'unsigned')
+    for (const text of ['42', 'null', '[1]', 'not JSON at all']) await intruder.publish(`${prefix}${captured.channel}`, text)
+    await until('four refusals', async () => await refusals(a.url, 'unsigned') >= before + 4 || undefined)
+    expect(await refusals(a.url, 'unsigned')).toBe(before + 4)
+    const session = await RawSession.open(a.url)
+    await session.request('tools/list')
+    expect(JSON.stringify((await session.on(b.url).request('tools/call', { name: 'demo__echo', arguments: { text: 'still' } })).result)).toContain('still')
   })
 
   it('refuses a real message replayed, as replayed', async () => {
