@@ -64,6 +64,9 @@ async function purge (url: string, prefix: string): Promise<void> {
   }
 }
 
+/** The `server.stateSecret` of the bench's gateways on Redis (required with a shared store). */
+export const BENCH_STATE_SECRET = 'the bench gateways share this secret'
+
 /** A store section on a fresh key prefix, with its clean-up registered before any gateway uses it. */
 export function freshRedisStore (url: string): BenchRedisStore {
   const config: RedisStoreConfig = { kind: 'redis', url, prefix: `mcp-task-gateway-bench:${randomUUID()}:` }

@@ -9,7 +9,7 @@ import type { LoadRun } from './load.ts'
 import { McpHttpSession, type TaskClient } from './mcp-http.ts'
 import { ModernHttpClient } from './modern-http.ts'
 import { procCpuMs } from './processes.ts'
-import { freshRedisStore, printableRedisUrl, redisReachable, type RedisStoreConfig } from './redis.ts'
+import { BENCH_STATE_SECRET, freshRedisStore, printableRedisUrl, redisReachable, type RedisStoreConfig } from './redis.ts'
 import type { BenchContext } from './types.ts'
 
 export type StoreKind = 'memory' | 'sqlite' | 'redis'
@@ -79,7 +79,8 @@ export async function startTaskGateway (
     store,
     tasks: { maxActivePerPrincipal: limits.maxTasks, decide: 'always' },
     upstream: { maxQueuedCalls: 2 * limits.maxTasks },
-    server: { shutdownGrace: 0 },
+    // With a shared store the processes sign their messages to each other with a key derived from it.
+    server: { shutdownGrace: 0, stateSecret: BENCH_STATE_SECRET },
   })
 }
 

@@ -18,7 +18,7 @@ import { sequential, type LoadRun } from '../lib/load.ts'
 import { generate, type PreparedRequest } from '../lib/loadgen.ts'
 import { McpHttpSession, type TaskClient } from '../lib/mcp-http.ts'
 import { procCpuMs } from '../lib/processes.ts'
-import { freshRedisStore, redisCpuMs, redisReachable } from '../lib/redis.ts'
+import { BENCH_STATE_SECRET, freshRedisStore, redisCpuMs, redisReachable } from '../lib/redis.ts'
 import { concat, ms, summarize, type LatencySummary, type Table } from '../lib/stats.ts'
 import {
   CREATE_WARMUP, LONG_TASK, LOOP_STALL_LIMIT_MS, SLOW_TOOL, TASK_TTL_MS, closeSharedTaskGateways, createTasks, redisSkippedNote, split, us,
@@ -155,7 +155,7 @@ async function run (ctx: BenchContext): Promise<SectionResult> {
     store: redis.config,
     tasks: { maxActivePerPrincipal: maxTasks },
     upstream: { maxQueuedCalls: maxTasks },
-    server: { shutdownGrace: 0 },
+    server: { shutdownGrace: 0, stateSecret: BENCH_STATE_SECRET },
   })))
   const connections = Math.max(64, settings.concurrency)
   let first: McpHttpSession | undefined

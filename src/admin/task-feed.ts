@@ -1,10 +1,7 @@
-import type { JsonObject } from '../wire/jsonrpc.ts'
-import type { BusHandler, SignalBus, TaskRecord } from '../store/types.ts'
+import { BUS, publishOn, subscribeTo, type PayloadOf } from '../store/bus-channels.ts'
+import type { SignalBus, TaskRecord } from '../store/types.ts'
 import type { TaskEvents } from '../tasks/task-events.ts'
 import { summarize, type AdminTaskSummary } from './task-view.ts'
-
-/** Where every gateway process announces its task changes to the dashboards (on a shared store, all processes). */
-export const TASK_FEED_CHANNEL = 'admin:tasks'
 
 /** What changed: the task was created, moved (status or statusMessage), or an input request was queued or settled. */
 export type TaskChange = 'created' | 'status' | 'input' | 'input_settled'
@@ -23,7 +20,7 @@ export interface TaskFeedMessage {
 export function announceTaskChanges (events: TaskEvents, bus: SignalBus): TaskEvents {
   const announce = (change: TaskChange, task: TaskRecord): void => {
     const message: TaskFeedMessage = { change, task: summarize(task) }
-    void bus.publish(TASK_FEED_CHANNEL, message as unknown as JsonObject).catch(() => {})
+    void publishOn(bus, BUS.adminTasks, undefined, message as unknown as PayloadOf<typeof BUS.adminTasks>).catch(() => {})
   }
   return {
     created: (task) => {
@@ -49,8 +46,5 @@ export function announceTaskChanges (events: TaskEvents, bus: SignalBus): TaskEv
 
 /** Hears the task feed of every process sharing the store; returns the function that stops it. */
 export function watchTaskFeed (bus: SignalBus, listener: (message: TaskFeedMessage) => void): () => void {
-  const handler: BusHandler = (message) => {
-    if (typeof message.change === 'string' && typeof message.task === 'object' && message.task !== null) listener(message as unknown as TaskFeedMessage)
-  }
-  return bus.subscribe(TASK_FEED_CHANNEL, handler)
+  return subscribeTo(bus, BUS.adminTasks, undefined, (message) => listener(message as unknown as TaskFeedMessage))
 }

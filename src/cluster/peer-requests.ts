@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto'
 import { toWireError } from '../wire/error-replies.ts'
 import { ERRORS, GatewayError, RpcError, type ErrorCode, type WireError } from '../errors.ts'
 import type { JsonObject } from '../wire/jsonrpc.ts'
+import { BUS, publishOn, subscribeTo, type PayloadOf } from '../store/bus-channels.ts'
 import type { LeaseStore, SignalBus } from '../store/types.ts'
 
 /**
@@ -44,10 +45,6 @@ function unpackError (packed: JsonObject): Error {
   return new RpcError(wire.code, wire.message, wire.data)
 }
 
-function inbox (processId: string): string {
-  return `peer:${processId}`
-}
-
 /**
  * Requests between gateway processes over the store's signal bus: a process that receives something only
  * another process can act on (an answer to a request that process relayed, the retry of a call it holds)
@@ -70,7 +67,8 @@ export class PeerRequests {
     this.#processId = processId
     this.#bus = bus
     this.#leases = leases
-    this.#unsubscribe = bus.subscribe(inbox(processId), (message) => { this.#receive(message) })
+    // The inbox of this process.
+    this.#unsubscribe = subscribeTo(bus, BUS.peer, processId, (message) => { this.#receive(message) })
   }
 
   get processId (): string {
@@ -108,12 +106,12 @@ export class PeerRequests {
       watcher = setTimeout(check, CHECK_OWNER_MS)
     })
     const onAbort = (): void => {
-      void this.#bus.publish(inbox(target), { type: 'abort', id })
+      void publishOn(this.#bus, BUS.peer, target, { type: 'abort', id })
       this.#waiting.get(id)?.reject(signal.reason)
     }
     signal.addEventListener('abort', onAbort, { once: true })
     try {
-      const delivered = await this.#bus.publish(inbox(target), { type: 'request', id, kind, from: this.#processId, payload })
+      const delivered = await publishOn(this.#bus, BUS.peer, target, { type: 'request', id, kind, from: this.#processId, payload })
       if (delivered === 0) throw new GatewayError('GW_ERR_PEER_LOST', [kind], { cause: UNDELIVERED })
       return await Promise.race([answered, gone])
     } finally {
@@ -130,24 +128,22 @@ export class PeerRequests {
     for (const waiting of this.#waiting.values()) waiting.reject(new GatewayError('GW_ERR_SHUTTING_DOWN'))
   }
 
-  #receive (message: JsonObject): void {
-    const id = typeof message.id === 'string' ? message.id : undefined
-    if (id === undefined) return
+  #receive (message: PayloadOf<typeof BUS.peer>): void {
+    const id = message.id
     if (message.type === 'abort') {
       this.#serving.get(id)?.abort(new GatewayError('GW_ERR_REQUEST_CANCELLED', ['the client stopped waiting']))
     } else if (message.type === 'event') {
-      const event = message.event
-      if (event !== null && typeof event === 'object') this.#waiting.get(id)?.onEvent?.(event as JsonObject)
+      this.#waiting.get(id)?.onEvent?.(message.event)
     } else if (message.type === 'reply') {
       const waiting = this.#waiting.get(id)
       if (!waiting) return
       if (message.error !== undefined) {
-        waiting.reject(unpackError(message.error as JsonObject))
+        waiting.reject(unpackError(message.error))
       } else {
-        waiting.resolve(message.result as JsonObject)
+        waiting.resolve(message.result ?? {})
       }
-    } else if (message.type === 'request' && typeof message.from === 'string' && typeof message.kind === 'string') {
-      void this.#serve(id, message.from, message.kind, (message.payload ?? {}) as JsonObject)
+    } else {
+      void this.#serve(id, message.from, message.kind, message.payload)
     }
   }
 
@@ -157,9 +153,9 @@ export class PeerRequests {
     this.#serving.set(id, controller)
     this.#watchSender(from, controller)
     const emit = (event: JsonObject): void => {
-      if (!controller.signal.aborted) void this.#bus.publish(inbox(from), { type: 'event', id, event }).catch(() => {})
+      if (!controller.signal.aborted) void publishOn(this.#bus, BUS.peer, from, { type: 'event', id, event }).catch(() => {})
     }
-    let reply: JsonObject
+    let reply: PayloadOf<typeof BUS.peer>
     try {
       if (!handler) throw new GatewayError('GW_ERR_INTERNAL', [`no handler for peer requests of kind '${kind}'`])
       reply = { type: 'reply', id, result: await handler(payload, controller.signal, emit, from) }
@@ -169,7 +165,7 @@ export class PeerRequests {
       this.#serving.delete(id)
       this.#servingFor.get(from)?.delete(controller)
     }
-    await this.#bus.publish(inbox(from), reply)
+    await publishOn(this.#bus, BUS.peer, from, reply)
   }
 
   /**

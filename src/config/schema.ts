@@ -160,7 +160,7 @@ const serverSchema = z.strictObject({
   reloadGrace: duration('time calls and tasks running on an upstream that a configuration reload removes or replaces get to finish before they are cancelled (and fail) and the old upstream is closed').prefault('5m'),
   inputHoldTimeout: duration('how long a 2026-07-28 synchronous call waiting for input (input_required) is held for the client\'s retry').prefault('10m'),
   stateSecret: z.string().min(16, 'use at least 16 characters').optional()
-    .describe('key that signs requestState values; give every gateway process the same one (from the environment); default: random per process'),
+    .describe('key that signs requestState values and, through a key derived from it, every message between gateway processes; required with the redis store; give every gateway process the same one (from the environment); default: random per process'),
   listCacheTtl: duration('caching hint (`ttlMs`): how long 2026-07-28 clients may cache server/discover and list results').prefault('60s'),
   trustProxy: z.union([z.boolean(), z.number().int().min(1), z.array(z.string().min(1))]).prefault(false)
     .describe('where the client address (per-address rate limit, logs) comes from: `false` the socket; `true` the first X-Forwarded-For entry; a number: that many proxy hops are trusted; a list: proxies with these addresses or CIDR ranges are trusted'),
@@ -278,6 +278,8 @@ const storeSchema = z.discriminatedUnion('kind', [
       .describe('password (Redis AUTH) when the url carries none; take it from the environment, never write it inline'),
     caFile: z.string().min(1).optional()
       .describe('PEM file of the certificate authority that signed the Redis server certificate (rediss:// with a private CA)'),
+    messageMaxAge: duration('age bound of a signed message between gateway processes: one whose time is further than this from the receiver\'s clock (either way: it allows for clock skew between machines) is refused as stale; its nonce is remembered twice as long to refuse replays; at least 1s')
+      .refine((ms) => ms >= 1000, 'must be at least 1s').prefault('30s'),
   }).refine((store) => store.caFile === undefined || store.url.startsWith('rediss://'), {
     message: 'caFile needs a rediss:// url (TLS)',
     path: ['caFile'],
@@ -342,6 +344,9 @@ export const configSchema = z.strictObject({
 }).refine((config) => config.metrics.listener !== 'main' || ![config.server.path, '/healthz', '/readyz'].includes(config.metrics.path), {
   message: 'is already served on the main listener (server.path, /healthz or /readyz): choose another path',
   path: ['metrics', 'path'],
+}).refine((config) => config.store.kind !== 'redis' || config.server.stateSecret !== undefined, {
+  message: 'is required with the redis store: every gateway process signs its messages to the others with a key derived from it, and refuses those it cannot verify; give every process the same secret (from the environment)',
+  path: ['server', 'stateSecret'],
 }).superRefine((config, ctx) => {
   for (const problem of openListenerProblems(config)) ctx.addIssue({ code: 'custom', message: problem.message, path: ['server', 'host'] })
 })

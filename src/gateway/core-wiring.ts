@@ -6,6 +6,7 @@ import { catalogSync } from '../catalog/catalog-sync.ts'
 import { ResourceSubscriptions } from '../catalog/resource-subscriptions.ts'
 import { ClientHomes } from '../cluster/client-homes.ts'
 import { PeerRequests } from '../cluster/peer-requests.ts'
+import { configError } from '../config/load.ts'
 import type { Config } from '../config/schema.ts'
 import { GatewayError } from '../errors.ts'
 import { loadListenerTls, type ListenerTls } from '../http/tls-options.ts'
@@ -13,6 +14,8 @@ import { createLogger, type Logger } from '../observability/logger.ts'
 import { GatewayMetrics } from '../observability/metrics.ts'
 import { RecentProblems } from '../observability/recent-problems.ts'
 import { timedStore } from '../store/timed-store.ts'
+import { BUS, publishOn, subscribeTo } from '../store/bus-channels.ts'
+import { BUS_MAX_AGE_MS, busKey, refusalReporter, withSignedBus } from '../store/signed-bus.ts'
 import { GatewayTracing } from '../observability/tracing.ts'
 import { announceTaskChanges } from '../admin/task-feed.ts'
 import type { RpcNotification } from '../wire/jsonrpc.ts'
@@ -33,9 +36,6 @@ import { sessionIdOf } from '../upstream/client-ref.ts'
 import { Upstream } from '../upstream/upstream.ts'
 import { type UpstreamEvents } from '../upstream/upstream-events.ts'
 import { SessionEnd } from './session-end.ts'
-
-/** Where a change of the lists every client starts from is announced to every gateway process. */
-const LIST_CHANGED_CHANNEL = 'catalog:list-changed'
 
 /** What the gateway is made of behind its endpoints: built by wireCore, started and stopped by the lifecycle. */
 export interface GatewayCore {
@@ -80,6 +80,10 @@ export async function wireCore (config: Config, given: { logger?: Logger, store?
   // First: a certificate that cannot be used stops the start before anything is opened.
   const tls = await loadListenerTls(config)
   const log = given.logger ?? createLogger(config.logging)
+  // Processes sharing a store trust only the messages they can verify: without a common secret they could not.
+  if (given.store?.shared === true && config.server.stateSecret === undefined) {
+    throw configError('configuration', [{ path: 'server.stateSecret', message: 'is required with a store several gateway processes share' }])
+  }
   const backend = given.store ?? await createStore(config.store, log)
   const upstreams: Upstream[] = []
   const problems = config.admin === undefined ? undefined : new RecentProblems()
@@ -92,7 +96,15 @@ export async function wireCore (config: Config, given: { logger?: Logger, store?
       runningCount: (): number => runner.size,
     }, problems)
     : undefined
-  const store: GatewayStore = metrics === undefined ? backend : timedStore(backend, metrics)
+  // On a shared store every message between processes is signed, and one that cannot be verified is refused.
+  const signed = !backend.shared
+    ? backend
+    : withSignedBus(backend, {
+      key: busKey(config.server.stateSecret ?? ''),
+      maxAgeMs: config.store.kind === 'redis' ? config.store.messageMaxAge : BUS_MAX_AGE_MS,
+      refused: refusalReporter(log, (reason, channel) => metrics?.busRefused(reason, channel)),
+    })
+  const store: GatewayStore = metrics === undefined ? signed : timedStore(signed, metrics)
   const oauth = config.auth.oauth === undefined ? undefined : new OAuthResource(config.auth.oauth, log)
   // What requests read of the configuration, which a reload replaces.
   const live = new LiveSettings(config, { oauth, rateLimits: store.rateLimits, log })
@@ -128,15 +140,14 @@ export async function wireCore (config: Config, given: { logger?: Logger, store?
     hub.broadcastLocal(message)
     listen.listChanged(message.method)
   }
-  const unsubscribeBroadcasts = store.bus.subscribe(LIST_CHANGED_CHANNEL, ({ method }) => {
-    if (typeof method === 'string') broadcastLocal({ jsonrpc: '2.0', method })
-  })
+  // A change of the lists every client starts from is announced to every gateway process.
+  const unsubscribeBroadcasts = subscribeTo(store.bus, BUS.listChanged, undefined, ({ method }) => broadcastLocal({ jsonrpc: '2.0', method }))
   const sync = catalogSync({
     catalog: () => catalog,
     subscriptions,
     log,
     broadcast: (message, everywhere) => {
-      if (everywhere) void store.bus.publish(LIST_CHANGED_CHANNEL, { method: message.method }).catch(() => broadcastLocal(message))
+      if (everywhere) void publishOn(store.bus, BUS.listChanged, undefined, { method: message.method }).catch(() => broadcastLocal(message))
       else broadcastLocal(message)
     },
     notifyClient: (clientKey, message) => {

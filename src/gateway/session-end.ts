@@ -2,13 +2,11 @@ import type { ResourceSubscriptions } from '../catalog/resource-subscriptions.ts
 import type { Logger } from '../observability/logger.ts'
 import type { JsonObject } from '../wire/jsonrpc.ts'
 import type { StreamHub } from '../streams/stream-hub.ts'
+import { BUS, publishOn, subscribeTo } from '../store/bus-channels.ts'
 import type { SignalBus } from '../store/types.ts'
 import type { TaskService } from '../tasks/task-service.ts'
 import { sessionClientKey } from '../upstream/client-ref.ts'
 import type { Upstream } from '../upstream/upstream.ts'
-
-/** Where the end of a client, and its notifications for its upstream sessions, reach the process holding them. */
-const CLIENT_CHANNEL = 'upstream:clients'
 
 export interface SessionEndDeps {
   bus: SignalBus
@@ -41,24 +39,23 @@ export class SessionEnd {
   /** Hears, on this process, the ends and notifications of clients announced by any process; returns how to stop. */
   listen (): () => void {
     const { bus, upstreams } = this.#deps
-    return bus.subscribe(CLIENT_CHANNEL, ({ type, clientKey, method, params }) => {
-      if (typeof clientKey !== 'string') return
+    return subscribeTo(bus, BUS.clients, undefined, (message) => {
       for (const upstream of upstreams) {
-        if (type === 'ended') upstream.endClient(clientKey)
-        else if (type === 'notify' && typeof method === 'string') void upstream.sessionByKey(clientKey)?.notify(method, (params ?? {}) as JsonObject).catch(() => {})
+        if (message.type === 'ended') upstream.endClient(message.clientKey)
+        else void upstream.sessionByKey(message.clientKey)?.notify(message.method, message.params).catch(() => {})
       }
     })
   }
 
   /** Sends a client's notification to its upstream sessions, on whichever process holds them. */
   relayNotification (clientKey: string, method: string, params: JsonObject): void {
-    void this.#deps.bus.publish(CLIENT_CHANNEL, { type: 'notify', clientKey, method, params }).catch(() => {})
+    void publishOn(this.#deps.bus, BUS.clients, undefined, { type: 'notify', clientKey, method, params }).catch(() => {})
   }
 
   /** Releases what the session held. */
   async end (sessionId: string): Promise<void> {
     const { bus, subscriptions, tasks, log } = this.#deps
-    await bus.publish(CLIENT_CHANNEL, { type: 'ended', clientKey: sessionClientKey(sessionId) })
+    await publishOn(bus, BUS.clients, undefined, { type: 'ended', clientKey: sessionClientKey(sessionId) })
     await subscriptions.dropSubscriber(sessionId)
     const cancelled = await tasks.cancelAllOf(`anonymous:${sessionId}`)
     if (cancelled > 0) log.info({ sessionId, cancelled }, 'cancelled the tasks of an ended anonymous session')

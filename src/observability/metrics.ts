@@ -98,6 +98,7 @@ export class GatewayMetrics {
   readonly #inputs: Counter
   readonly #inputsSettled: Counter
   readonly #failovers: Counter
+  readonly #busRefusals: Counter
   /** The instruments read at scrape time (kept so that they are plainly owned). */
   readonly #scraped: Array<Gauge | Counter> = []
   /** Tasks seen entering input_required, and since when (left out once they leave it or end). */
@@ -123,6 +124,7 @@ export class GatewayMetrics {
     this.#inputs = new Counter({ name: 'gateway_task_input_requests_total', help: 'input requests of upstreams queued for a task\'s client, by method', labelNames: ['method'], registers })
     this.#inputsSettled = new Counter({ name: 'gateway_task_input_requests_settled_total', help: 'queued input requests settled, by how (answered or expired)', labelNames: ['state'], registers })
     this.#failovers = new Counter({ name: 'gateway_task_failovers_total', help: 'unfinished tasks of a lost gateway process taken over by this one, by what was done (resumed, rerun or failed)', labelNames: ['action'], registers })
+    this.#busRefusals = new Counter({ name: 'gateway_bus_refusals_total', help: 'messages from the bus between gateway processes that were refused, by reason (unsigned, bad_mac, stale, replayed, malformed) and channel', labelNames: ['reason', 'channel'], registers })
     this.#gauges(sources, registers)
   }
 
@@ -280,6 +282,11 @@ export class GatewayMetrics {
 
   inputSettled (state: 'answered' | 'expired'): void {
     this.#inputsSettled.inc({ state })
+  }
+
+  /** A message on the bus between processes was refused (`channel`: its name in the table, without key). */
+  busRefused (reason: string, channel: string): void {
+    this.#busRefusals.inc({ reason, channel })
   }
 
   failovers (taken: { resumed: number, rerun: number, failed: number }): void {

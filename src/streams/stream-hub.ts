@@ -5,6 +5,7 @@ import { HeldExchanges } from '../auth/held-exchanges.ts'
 import { GatewayError } from '../errors.ts'
 import { SseConnection, type SseSettings } from './sse-connection.ts'
 import type { Logger } from '../observability/logger.ts'
+import { BUS, publishOn, subscribeTo } from '../store/bus-channels.ts'
 import type { SignalBus } from '../store/types.ts'
 import type { RpcMessage, JsonObject } from '../wire/jsonrpc.ts'
 import { isListChanged, listChangeAnsweredBy, ListChangeCoalescer } from '../wire/list-changes.ts'
@@ -12,10 +13,6 @@ import { EventStream, parseEventId } from './event-stream.ts'
 
 /** How long a finished request stream stays resumable. */
 const FINISHED_RETENTION_MS = 60_000
-
-export function sessionChannel (sessionId: string): string {
-  return `session:${sessionId}`
-}
 
 export interface StreamHubOptions extends SseSettings {
   /** Held SSE connections (see `StreamHub`) one session may have open at once in this process. */
@@ -166,7 +163,7 @@ export class StreamHub {
 
   /** Publishes a message for a session; the process holding its GET stream sends it. */
   async publish (sessionId: string, message: RpcMessage): Promise<void> {
-    await this.#bus.publish(sessionChannel(sessionId), { message } as unknown as JsonObject)
+    await publishOn(this.#bus, BUS.session, sessionId, { message: message as unknown as JsonObject })
   }
 
   /**
@@ -204,7 +201,7 @@ export class StreamHub {
       this.#listChanges.listed(sessionId, kind)
       return
     }
-    await this.#bus.publish(sessionChannel(sessionId), { listed: kind }).catch((err: unknown) => {
+    await publishOn(this.#bus, BUS.session, sessionId, { listed: kind }).catch((err: unknown) => {
       this.#options.log.warn({ err, sessionId }, 'could not tell the process holding the session\'s stream that it listed')
     })
   }
@@ -241,9 +238,9 @@ export class StreamHub {
 
   #ensureSubscribed (sessionId: string): void {
     if (this.#subscriptions.has(sessionId)) return
-    const unsubscribe = this.#bus.subscribe(sessionChannel(sessionId), (payload) => {
-      if (typeof payload.listed === 'string') this.#listChanges.listed(sessionId, payload.listed)
-      else this.deliverLocal(sessionId, payload.message as RpcMessage)
+    const unsubscribe = subscribeTo(this.#bus, BUS.session, sessionId, (payload) => {
+      if ('listed' in payload) this.#listChanges.listed(sessionId, payload.listed)
+      else this.deliverLocal(sessionId, payload.message as unknown as RpcMessage)
     })
     this.#subscriptions.set(sessionId, unsubscribe)
   }

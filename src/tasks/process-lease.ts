@@ -1,9 +1,7 @@
 import type { Logger } from '../observability/logger.ts'
+import { BUS, publishOn, subscribeTo } from '../store/bus-channels.ts'
 import type { LeaseStore, SignalBus, TaskRecord } from '../store/types.ts'
 import { handoverOwner, type TakeoverTally, type TaskService } from './task-service.ts'
-
-/** Where a process that hands tasks over tells the others to take them over now. */
-const TAKEOVER_CHANNEL = 'takeover'
 
 export interface ProcessLeaseDeps {
   /** This gateway process. */
@@ -51,7 +49,7 @@ export class ProcessLease {
       await deps.tasks.recover()
       return
     }
-    this.#unsubscribe = deps.bus.subscribe(TAKEOVER_CHANNEL, () => { void this.scan() })
+    this.#unsubscribe = subscribeTo(deps.bus, BUS.takeover, undefined, () => { void this.scan() })
     this.#renewer = setInterval(() => { void this.#renew() }, Math.floor(deps.leaseMs / 3))
     this.#renewer.unref()
     this.#scanner = setInterval(() => { void this.scan() }, Math.floor(deps.leaseMs / 5))
@@ -102,7 +100,8 @@ export class ProcessLease {
     const to = handoverOwner(processId)
     const handed = await this.#deps.tasks.handOver(tasks, to)
     await leases.renew(to, Date.now())
-    await bus.publish(TAKEOVER_CHANNEL, { from: processId })
+    // The others take the tasks over now rather than at their next scan.
+    await publishOn(bus, BUS.takeover, undefined, { from: processId })
     return handed
   }
 

@@ -19,8 +19,3 @@ export interface TaskEvents {
   /** Any other notification the upstream sent during the task's call (e.g. log messages). */
   notification (task: TaskRecord, method: string, params: JsonObject): void
 }
-
-/** The bus channel where every change of a task is announced to the processes waiting on it. */
-export function taskChannel (taskId: string): string {
-  return `task:${taskId}`
-}

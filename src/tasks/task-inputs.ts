@@ -1,6 +1,7 @@
 import type { TasksConfig } from '../config/schema.ts'
 import { GatewayError, RpcError, isHandover } from '../errors.ts'
 import type { JsonObject, RpcResponse } from '../wire/jsonrpc.ts'
+import { BUS, publishOn, subscribeTo } from '../store/bus-channels.ts'
 import type { InputRecord, SignalBus, TaskRecord, TaskStore } from '../store/types.ts'
 import type { TaskEvents } from './task-events.ts'
 import { whileStoreUnavailable } from './store-retry.ts'
@@ -14,10 +15,6 @@ interface Waiter {
 
 /** How often a waiting input request reads the store for an answer whose signal was lost. */
 const RECHECK_MS = 5000
-
-export function inputChannel (key: string): string {
-  return `input:${key}`
-}
 
 /** What the client is asked, in a few words, for the task's statusMessage. */
 export function describeInput (method: string, params: JsonObject): string {
@@ -111,7 +108,7 @@ export class TaskInputs {
       this.#waiting.set(input.key, { resolve, reject })
     })
     // The answer may be posted to another gateway process: it stores it and signals this one.
-    const unsubscribe = this.#bus.subscribe(inputChannel(input.key), () => { void this.#deliverStored(input.key) })
+    const unsubscribe = subscribeTo(this.#bus, BUS.input, input.key, () => { void this.#deliverStored(input.key) })
     // Signals are at most once (one can be lost to a Redis outage or race a new subscription): read the store now and then too.
     const recheck = setInterval(() => { void this.#deliverStored(input.key) }, RECHECK_MS)
     recheck.unref()
@@ -157,7 +154,7 @@ export class TaskInputs {
     const outcome = 'error' in response ? { error: response.error } : { result: response.result }
     if (!await this.#store.settleInput(input.key, 'answered', outcome, Date.now())) return false
     const waiter = this.#waiting.get(input.key)
-    if (!waiter) await this.#bus.publish(inputChannel(input.key), { key: input.key })
+    if (!waiter) await publishOn(this.#bus, BUS.input, input.key, { key: input.key })
     else if ('error' in response) waiter.reject(new RpcError(response.error.code, response.error.message, response.error.data))
     else waiter.resolve(response.result)
     // The answer is stored and on its way: a failure to move the task back to working must not fail it

@@ -4,6 +4,7 @@ import { GatewayError, type WireError } from '../errors.ts'
 import type { Logger } from '../observability/logger.ts'
 import type { GatewayTracing, TaskRunTrace } from '../observability/tracing.ts'
 import type { JsonObject } from '../wire/jsonrpc.ts'
+import { BUS, subscribeTo } from '../store/bus-channels.ts'
 import type { SignalBus, TaskOutcome, TaskRecord, TaskResume, TaskStore } from '../store/types.ts'
 import type { TaskStatus } from '../wire/task-state.ts'
 import type { TaskSupport } from '../config/schema.ts'
@@ -34,10 +35,6 @@ export interface TaskRunnerDeps {
   maxResultBytes: number
   /** Where each run of a task is traced; undefined when tracing is off. */
   tracing?: GatewayTracing | undefined
-}
-
-export function cancelChannel (taskId: string): string {
-  return `cancel:${taskId}`
 }
 
 /** The text of a CallToolResult, for the statusMessage of a failed task (some clients show only that). */
@@ -130,7 +127,7 @@ export class TaskRunner {
     // A tasks/cancel served by another gateway process reaches this one through the bus.
     // A process that took the task over and resumes its upstream task says so: this one stops waiting, and
     // leaves the upstream task running.
-    const unsubscribe = this.#deps.bus.subscribe(cancelChannel(task.id), (message) => {
+    const unsubscribe = subscribeTo(this.#deps.bus, BUS.taskCancel, task.id, (message) => {
       controller.abort(message.handover === true
         ? new GatewayError('GW_ERR_TASK_HANDED_OVER', ['another gateway process resumed it'])
         : new GatewayError('GW_ERR_REQUEST_CANCELLED', ['task cancelled by the client']))

@@ -6,10 +6,11 @@ import { GatewayError } from '../errors.ts'
 import type { Logger } from '../observability/logger.ts'
 import type { RequestTrace } from '../observability/request-trace.ts'
 import type { JsonObject, RequestId } from '../wire/jsonrpc.ts'
+import { BUS, publishOn } from '../store/bus-channels.ts'
 import type { SignalBus, TaskCursor, TaskRecord, TaskResume, TaskStore } from '../store/types.ts'
 import type { TaskEvents } from './task-events.ts'
 import type { TaskInputs } from './task-inputs.ts'
-import { cancelChannel, type TaskRunner } from './task-runner.ts'
+import type { TaskRunner } from './task-runner.ts'
 import { resumedWork } from './upstream-task-link.ts'
 import { isTerminal, sourcesOf } from '../wire/task-state.ts'
 import { randomId } from '../wire/random-id.ts'
@@ -211,7 +212,7 @@ export class TaskService {
       throw new GatewayError('GW_ERR_TASK_TERMINAL', [taskId, now.status])
     }
     this.#runner.cancel(taskId, `task cancelled by the ${by}`)
-    await this.#bus.publish(cancelChannel(taskId), { taskId })
+    await publishOn(this.#bus, BUS.taskCancel, taskId, { taskId })
     await this.#inputs.expireAll(taskId, new GatewayError('GW_ERR_REQUEST_CANCELLED', ['task cancelled']))
     this.#log.info({ audit: 'task.cancelled', taskId, principal, by }, 'task cancelled')
     this.#events.status(updated)
@@ -272,7 +273,7 @@ export class TaskService {
       const error = new GatewayError(INTERRUPTED[why].code)
       await this.#inputs.expireAll(task.id, error)
       // A process declared lost may only be stalled: if it wakes up, it drops the call instead of racing us.
-      if (why === 'lost') await this.#bus.publish(cancelChannel(task.id), { taskId: task.id })
+      if (why === 'lost') await publishOn(this.#bus, BUS.taskCancel, task.id, { taskId: task.id })
       if (this.#isIdempotent(claimed)) {
         const restarted = await this.#tasks.transition(task.id, sourcesOf('working'), 'working', { statusMessage: INTERRUPTED[why].again, resume: null, by: this.#owner }, Date.now())
         if (restarted) {
@@ -300,7 +301,7 @@ export class TaskService {
     for (const input of await this.#tasks.pendingInputs(task.id)) {
       if (input.upstreamRequestId === undefined) await this.#tasks.settleInput(input.key, 'expired', null, Date.now())
     }
-    if (why === 'lost') await this.#bus.publish(cancelChannel(task.id), { taskId: task.id, handover: true })
+    if (why === 'lost') await publishOn(this.#bus, BUS.taskCancel, task.id, { taskId: task.id, handover: true })
     this.#log.info({ taskId: task.id, upstream: task.upstream, tool: task.tool, resumes: resumedWork(resume), from: task.owner, why }, 'resuming the upstream work of a task another gateway process ran')
     this.#runner.start(task)
   }

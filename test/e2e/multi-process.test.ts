@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { demoStdioYaml, loggedLine, startGatewayProcess, writeConfig, type GatewayProcess } from '../helpers/process.ts'
 import { next, RawSession } from '../helpers/raw-session.ts'
-import { purge, REDIS_URL } from '../helpers/redis.ts'
+import { purge, REDIS_URL, STATE_SECRET } from '../helpers/redis.ts'
 
 type Json = Record<string, unknown>
 
@@ -15,6 +15,7 @@ describe('gateway processes sharing one Redis', () => {
   beforeAll(async () => {
     const file = writeConfig(`
 store: { kind: redis, url: ${JSON.stringify(REDIS_URL)}, prefix: ${JSON.stringify(prefix)} }
+server: { stateSecret: ${JSON.stringify(STATE_SECRET)} }
 logging: { level: info }
 tasks: { pollInterval: 50ms }
 upstreams:

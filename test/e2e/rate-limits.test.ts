@@ -11,7 +11,7 @@ import { startGateway, type RunningGateway } from '../helpers/gateway.ts'
 import { postRpc } from '../helpers/inject.ts'
 import { ModernRaw } from '../helpers/modern-raw.ts'
 import { RawSession } from '../helpers/raw-session.ts'
-import { purge, REDIS_URL } from '../helpers/redis.ts'
+import { purge, REDIS_URL, STATE_SECRET } from '../helpers/redis.ts'
 import { readSse } from '../helpers/sse.ts'
 import { TcpProxy } from '../helpers/tcp-proxy.ts'
 import { until } from '../helpers/until.ts'
@@ -193,7 +193,7 @@ describe('rate limits', () => {
 
     it('keeps buckets as keys under the prefix that expire once refilled', async () => {
       const prefix = `mcpgw-rate:${randomUUID()}:`
-      const gw = await gateway({ store: { kind: 'redis', url: REDIS_URL, prefix }, limits: { requestsPerIp: { rate: 5, burst: 2 } } }, false)
+      const gw = await gateway({ store: { kind: 'redis', url: REDIS_URL, prefix }, server: { stateSecret: STATE_SECRET }, limits: { requestsPerIp: { rate: 5, burst: 2 } } }, false)
       try {
         const statuses = []
         for (let i = 0; i < 3; i++) statuses.push((await modern(gw.app, 'tools/list')).status)
@@ -214,7 +214,7 @@ describe('rate limits', () => {
     it('fails open while Redis is unreachable and limits again once it is back', async () => {
       const prefix = `mcpgw-rate:${randomUUID()}:`
       const proxy = await TcpProxy.start(REDIS_URL)
-      const gw = await gateway({ store: { kind: 'redis', url: proxy.url, prefix }, limits: { requestsPerIp: { rate: 0.01, burst: 1 } } }, false)
+      const gw = await gateway({ store: { kind: 'redis', url: proxy.url, prefix }, server: { stateSecret: STATE_SECRET }, limits: { requestsPerIp: { rate: 0.01, burst: 1 } } }, false)
       try {
         expect((await modern(gw.app, 'tools/list')).status).toBe(200)
         expectLimited(await modern(gw.app, 'tools/list'), 'limits.requestsPerIp')

@@ -6,7 +6,7 @@ import { RedisStore } from '../../src/store/redis/redis-store.ts'
 import { ModernRaw } from '../helpers/modern-raw.ts'
 import { demoStdioYaml, startGatewayProcess, writeConfig, type GatewayProcess } from '../helpers/process.ts'
 import { next, RawSession } from '../helpers/raw-session.ts'
-import { purge, REDIS_URL } from '../helpers/redis.ts'
+import { purge, REDIS_URL, STATE_SECRET } from '../helpers/redis.ts'
 import { TcpProxy, type CutMode } from '../helpers/tcp-proxy.ts'
 import { until } from '../helpers/until.ts'
 
@@ -48,6 +48,7 @@ describe.each<CutMode>(['refuse', 'blackhole'])('Redis outage (new connections: 
     proxy = await TcpProxy.start(REDIS_URL)
     const file = writeConfig(`
 store: { kind: redis, url: ${JSON.stringify(proxy.url)}, prefix: ${JSON.stringify(prefix)} }
+server: { stateSecret: ${JSON.stringify(STATE_SECRET)} }
 logging: { level: info }
 tasks: { pollInterval: 50ms, decide: always }
 upstreams:

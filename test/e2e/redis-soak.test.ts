@@ -7,7 +7,7 @@ import { DEMO_MAIN } from '../helpers/built.ts'
 import { startGateway, type RunningGateway } from '../helpers/gateway.ts'
 import { ModernRaw } from '../helpers/modern-raw.ts'
 import { legacyTask, next, RawSession } from '../helpers/raw-session.ts'
-import { purge, REDIS_URL } from '../helpers/redis.ts'
+import { purge, REDIS_URL, STATE_SECRET } from '../helpers/redis.ts'
 import { until } from '../helpers/until.ts'
 
 type Json = Record<string, unknown>
@@ -101,7 +101,7 @@ describe('Redis keys over many short-lived tasks and sessions', () => {
       // Far above the longest pause between two requests of a worker on a loaded machine (a session whose
       // requests stop for a while, awaiting twenty task creations, is idle to the gateway), and no later than
       // the tasks' TTL, so the run ends when the tasks expire.
-      server: { sessionIdleTimeout: '20s' },
+      server: { sessionIdleTimeout: '20s', stateSecret: STATE_SECRET },
       tasks: { defaultTtl: TTL_MS, maxTtl: TTL_MS, sweepInterval: '200ms', pollInterval: '50ms', decide: 'always', maxActivePerPrincipal: 1000 },
       // A client's upstream session (and with it the record of which process serves the client) ends with the
       // client's session, or once unused for idleTimeout (2026-07-28 clients have no session to end).

@@ -6,7 +6,7 @@ import type { CountingProxy } from '../helpers/counting-proxy.ts'
 import { startGateway, type RunningGateway } from '../helpers/gateway.ts'
 import { loggedLine, stopAll, writeConfig, type GatewayProcess } from '../helpers/process.ts'
 import { legacyTask, next, RawSession } from '../helpers/raw-session.ts'
-import { purge, REDIS_URL } from '../helpers/redis.ts'
+import { purge, REDIS_URL, STATE_SECRET } from '../helpers/redis.ts'
 import { expectCompleted, recordedInRedis, startPair, startResumeUpstreams, type ResumeKind, type ResumeUpstreams } from '../helpers/resume.ts'
 
 type Json = Record<string, unknown>
@@ -37,6 +37,7 @@ describe('running tasks survive the death of their gateway process', () => {
     redis = new Redis(REDIS_URL)
     file = writeConfig(`
 store: { kind: redis, url: ${JSON.stringify(REDIS_URL)}, prefix: ${JSON.stringify(prefix)} }
+server: { stateSecret: ${JSON.stringify(STATE_SECRET)} }
 tasks: { pollInterval: 50ms, ownerLease: 2s }
 upstreams:
   - { name: ev, transport: streamable-http, url: ${JSON.stringify(everythingProxy.url)}, timeouts: { connect: 60s } }
@@ -191,7 +192,7 @@ upstreams:
 
   it('plain calls: a process shutting down hands the calls over without cancelling them upstream', { timeout: 60_000 }, async () => {
     const store = { kind: 'redis', url: REDIS_URL, prefix }
-    const config = { store, tasks: { pollInterval: '50ms', ownerLease: '2s' }, upstreams: [{ name: 'rp', transport: 'streamable-http', url: replayProxy.url }] }
+    const config = { store, server: { stateSecret: STATE_SECRET }, tasks: { pollInterval: '50ms', ownerLease: '2s' }, upstreams: [{ name: 'rp', transport: 'streamable-http', url: replayProxy.url }] }
     const [a, b] = await Promise.all([startGateway(config), startGateway(config)])
     inProcess.push(a, b)
     const session = await RawSession.open(a.url)

@@ -8,7 +8,7 @@ import { CountingProxy } from '../helpers/counting-proxy.ts'
 import { demoStdio, startGateway, type RunningGateway } from '../helpers/gateway.ts'
 import { loggedLine, startGatewayProcess, stopAll, writeConfig, type GatewayProcess } from '../helpers/process.ts'
 import { legacyTask, next, RawSession } from '../helpers/raw-session.ts'
-import { purge, REDIS_URL } from '../helpers/redis.ts'
+import { purge, REDIS_URL, STATE_SECRET } from '../helpers/redis.ts'
 import { expectCompleted, recordedInRedis, recordedInSqlite, startPair } from '../helpers/resume.ts'
 import { sha256Hex } from '../../src/auth/bearer-tokens.ts'
 
@@ -44,6 +44,7 @@ upstreams:
     redis = new Redis(REDIS_URL)
     file = writeConfig(`
 store: { kind: redis, url: ${JSON.stringify(REDIS_URL)}, prefix: ${JSON.stringify(prefix)} }
+server: { stateSecret: ${JSON.stringify(STATE_SECRET)} }
 tasks: { pollInterval: 50ms, ownerLease: 2s }
 ${upstreamYaml()}`)
   })
@@ -95,7 +96,7 @@ ${upstreamYaml()}`)
   })
 
   it('a process shutting down hands its upstream tasks over at once, without cancelling them upstream', { timeout: 60_000 }, async () => {
-    const config = { store: { kind: 'redis', url: REDIS_URL, prefix }, admin: { port: 0, tokenSha256: sha256Hex(ADMIN_TOKEN) }, tasks: { pollInterval: '50ms', ownerLease: '2s' }, upstreams: [{ name: 'u', transport: 'streamable-http', url: proxy.url, era: 'auto' }] }
+    const config = { store: { kind: 'redis', url: REDIS_URL, prefix }, server: { stateSecret: STATE_SECRET }, admin: { port: 0, tokenSha256: sha256Hex(ADMIN_TOKEN) }, tasks: { pollInterval: '50ms', ownerLease: '2s' }, upstreams: [{ name: 'u', transport: 'streamable-http', url: proxy.url, era: 'auto' }] }
     const [a, b] = await Promise.all([startGateway(config), startGateway(config)])
     try {
       const session = await RawSession.open(a.url)

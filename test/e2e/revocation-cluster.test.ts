@@ -7,7 +7,7 @@ import { sha256Hex } from '../../src/auth/bearer-tokens.ts'
 import { parseConfig } from '../../src/config/load.ts'
 import { demoStdio, startGateway, type RunningGateway } from '../helpers/gateway.ts'
 import { ModernRaw } from '../helpers/modern-raw.ts'
-import { purge, REDIS_URL } from '../helpers/redis.ts'
+import { purge, REDIS_URL, STATE_SECRET } from '../helpers/redis.ts'
 
 type Json = Record<string, unknown>
 
@@ -21,7 +21,7 @@ describe('revocation on the home process of a client', () => {
   const prefix = `mcpgw-revoke:${randomUUID()}:`
   const raw = (tokens: string[]): Record<string, unknown> => ({
     store: { kind: 'redis', url: REDIS_URL, prefix },
-    server: { port: 0, shutdownGrace: '100ms' },
+    server: { port: 0, shutdownGrace: '100ms', stateSecret: STATE_SECRET },
     auth: { tokens: tokens.map((token) => ({ principal: 'alice', sha256: sha256Hex(token) })) },
     upstreams: [demoStdio()],
   })
@@ -46,7 +46,7 @@ describe('revocation on the home process of a client', () => {
     const [key] = Object.keys(round.inputRequests as Json)
 
     // Only the home reloads: the process that forwarded the call has nothing of it to end.
-    await home.gateway.reload(parseConfig({ ...raw([T2]), server: { port: 0, shutdownGrace: '100ms' } }, {}))
+    await home.gateway.reload(parseConfig({ ...raw([T2]), server: { port: 0, shutdownGrace: '100ms', stateSecret: STATE_SECRET } }, {}))
 
     const retry = await new ModernRaw(entry.url, ELICIT, bearer(T2)).request('tools/call', {
       name: 'demo__ask_user',

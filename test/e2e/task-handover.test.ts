@@ -7,7 +7,7 @@ import { startUpstream, type StartedUpstream } from '../fixtures/spawn-upstream.
 import { CountingProxy } from '../helpers/counting-proxy.ts'
 import { startGateway, type RunningGateway } from '../helpers/gateway.ts'
 import { legacyTask, next, RawSession } from '../helpers/raw-session.ts'
-import { purge, REDIS_URL } from '../helpers/redis.ts'
+import { purge, REDIS_URL, STATE_SECRET } from '../helpers/redis.ts'
 import { expectCompleted } from '../helpers/resume.ts'
 import { until } from '../helpers/until.ts'
 import { sha256Hex } from '../../src/auth/bearer-tokens.ts'
@@ -44,7 +44,7 @@ describe('handing running tasks over on shutdown', () => {
       store,
       admin: { port: 0, tokenSha256: sha256Hex(ADMIN_TOKEN) },
       // Long enough that a task left to run out its grace would finish: a handed-over task does not wait for it.
-      server: { shutdownGrace: '60s' },
+      server: { shutdownGrace: '60s', stateSecret: STATE_SECRET },
       tasks: { pollInterval: '50ms', ownerLease: '2s' },
       upstreams: [{
         name: 'ev',

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { sha256Hex } from '../../src/auth/bearer-tokens.ts'
 import { demoStdio, startGateway, type RunningGateway } from '../helpers/gateway.ts'
 import { RawSession } from '../helpers/raw-session.ts'
-import { purge, REDIS_URL } from '../helpers/redis.ts'
+import { purge, REDIS_URL, STATE_SECRET } from '../helpers/redis.ts'
 
 type Json = Record<string, unknown>
 const TOKEN = 'limit-race-token-0123456789'
@@ -20,7 +20,7 @@ describe('the active-task limit under concurrency', () => {
       upstreams: [demoStdio()],
       auth: { tokens: [{ principal: 'racer', sha256: sha256Hex(TOKEN) }] },
       tasks: { maxActivePerPrincipal: LIMIT },
-      server: { shutdownGrace: '100ms' },
+      server: { shutdownGrace: '100ms', stateSecret: STATE_SECRET },
     }
     gateways = await Promise.all([startGateway(config), startGateway(config)])
   })

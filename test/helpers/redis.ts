@@ -11,6 +11,12 @@ export const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
 const redisProblem = inject('redisProblem')
 if (redisProblem) throw new Error(redisProblem)
 
+/**
+ * The `server.stateSecret` of the gateways of a test that share a Redis store (required there: the processes
+ * sign their messages to each other with a key derived from it).
+ */
+export const STATE_SECRET = 'a test secret every gateway process of the test shares'
+
 /** Deletes every key under `prefix`. */
 export async function purge (prefix: string): Promise<number> {
   const redis = new Redis(REDIS_URL)

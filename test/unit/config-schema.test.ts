@@ -70,6 +70,9 @@ describe('config/gateway.schema.json', () => {
   })
 })
 
+/** A `server.stateSecret`, required with the redis store. */
+const SECRET = 'sixteen or more characters'
+
 describe('the JSON Schema and the loader agree', () => {
   const fromJsonSchema = z.fromJSONSchema(configJsonSchema() as Parameters<typeof z.fromJSONSchema>[0])
   const upstream = { name: 'a', transport: 'stdio', command: 'node' }
@@ -108,7 +111,7 @@ describe('the JSON Schema and the loader agree', () => {
     ['an empty prefix', { upstreams: [{ ...upstream, prefix: '' }] }, true],
     ['a memory store', { store: { kind: 'memory' }, upstreams: [upstream] }, true],
     ['a memory store with a path', { store: { kind: 'memory', path: 'x' }, upstreams: [upstream] }, false],
-    ['a TLS redis store with a password and a private CA', { store: { kind: 'redis', url: 'rediss://redis.internal:6380', password: 'p', caFile: 'ca.pem' }, upstreams: [upstream] }, true],
+    ['a TLS redis store with a password and a private CA', { store: { kind: 'redis', url: 'rediss://redis.internal:6380', password: 'p', caFile: 'ca.pem' }, server: { stateSecret: SECRET }, upstreams: [upstream] }, true],
   ])('on %s', (_what, input, valid) => {
     expect(configSchema.safeParse(input).success).toBe(valid)
     expect(fromJsonSchema.safeParse(input).success).toBe(valid)
@@ -117,7 +120,7 @@ describe('the JSON Schema and the loader agree', () => {
 
 describe('store.caFile', () => {
   it('needs a TLS url, and says so at its path', () => {
-    const parsed = configSchema.safeParse({ store: { kind: 'redis', url: 'redis://redis.internal:6379', caFile: 'ca.pem' }, upstreams: [{ name: 'a', transport: 'stdio', command: 'node' }] })
+    const parsed = configSchema.safeParse({ store: { kind: 'redis', url: 'redis://redis.internal:6379', caFile: 'ca.pem' }, server: { stateSecret: SECRET }, upstreams: [{ name: 'a', transport: 'stdio', command: 'node' }] })
     expect(parsed.success).toBe(false)
     expect(parsed.error?.issues).toMatchObject([{ path: ['store', 'caFile'], message: 'caFile needs a rediss:// url (TLS)' }])
   })

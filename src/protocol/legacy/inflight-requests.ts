@@ -1,9 +1,7 @@
+import { BUS, publishOn, subscribeTo } from '../../store/bus-channels.ts'
 import type { SignalBus } from '../../store/types.ts'
 import type { RequestId } from '../../wire/jsonrpc.ts'
 import { LazyAbort } from '../../wire/lazy-abort.ts'
-
-/** Where a process asks the others to cancel a request it does not serve itself. */
-const CANCEL_CHANNEL = 'legacy:cancel'
 
 type SessionRequests = Map<RequestId, InflightRequest>
 
@@ -40,9 +38,8 @@ export class InflightRequests {
 
   constructor (shutdown: AbortSignal, bus: SignalBus) {
     this.#bus = bus
-    const unsubscribe = bus.subscribe(CANCEL_CHANNEL, ({ sessionId, requestId, reason }) => {
-      if (typeof sessionId !== 'string' || typeof reason !== 'string') return
-      if (typeof requestId === 'string' || typeof requestId === 'number') this.#abort(sessionId, requestId, reason)
+    const unsubscribe = subscribeTo(bus, BUS.requestCancel, undefined, ({ sessionId, requestId, reason }) => {
+      this.#abort(sessionId, requestId, reason)
     })
     shutdown.addEventListener('abort', () => {
       unsubscribe()
@@ -65,7 +62,7 @@ export class InflightRequests {
   /** Aborts the session's request here, or else asks every other gateway process to abort it. */
   async cancel (sessionId: string, requestId: RequestId, reason: string): Promise<void> {
     if (this.#abort(sessionId, requestId, reason)) return
-    await this.#bus.publish(CANCEL_CHANNEL, { sessionId, requestId, reason })
+    await publishOn(this.#bus, BUS.requestCancel, undefined, { sessionId, requestId, reason })
   }
 
   get size (): number {

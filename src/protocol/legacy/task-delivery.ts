@@ -1,23 +1,11 @@
 import { randomBytes } from 'node:crypto'
 import { isObject, type JsonObject, type RpcMessage, type RpcRequest } from '../../wire/jsonrpc.ts'
+import { BUS, publishOn, subscribeTo, type PayloadOf } from '../../store/bus-channels.ts'
 import type { InputRecord, SignalBus, TaskRecord, TaskStore } from '../../store/types.ts'
-import { taskChannel, type TaskEvents } from '../../tasks/task-events.ts'
+import type { TaskEvents } from '../../tasks/task-events.ts'
 import { isTerminal } from '../../wire/task-state.ts'
 import { RELATED_TASK, relatedTaskMeta, renderInputRequest, renderTask } from './task-wire.ts'
 import type { StreamHub } from '../../streams/stream-hub.ts'
-
-/** What a task sends to its `tasks/result` streams; the processes holding one subscribe to it. */
-function resultStreamChannel (taskId: string): string {
-  return `task-stream:${taskId}`
-}
-
-/** Where a process announces that a session opened a GET stream on it. */
-const GET_STREAM_CHANNEL = 'legacy:get-stream'
-
-/** The inbox of one process for input requests to offer on a GET stream it holds. */
-function offerChannel (deliveryId: string): string {
-  return `legacy-offer:${deliveryId}`
-}
 
 type Send = (message: RpcMessage) => void
 
@@ -58,17 +46,19 @@ export class LegacyTaskDelivery implements TaskEvents {
     this.#hub = hub
     this.#bus = bus
     this.#store = store
-    bus.subscribe(GET_STREAM_CHANNEL, ({ sessionId, from }) => {
+    // A process announces there that a session opened a GET stream on it.
+    subscribeTo(bus, BUS.getStream, undefined, ({ sessionId, from }) => {
       // A store failure here only means the inputs are not offered on this stream (they stay pending).
-      if (typeof sessionId === 'string' && typeof from === 'string') this.#offerUnanswered(sessionId, from).catch(() => {})
+      this.#offerUnanswered(sessionId, from).catch(() => {})
     })
-    bus.subscribe(offerChannel(this.#id), ({ sessionId, message }) => {
-      if (typeof sessionId === 'string' && isObject(message)) hub.deliverLocal(sessionId, message as unknown as RpcMessage)
+    // The inbox of this process for input requests to offer on a GET stream it holds.
+    subscribeTo(bus, BUS.offer, this.#id, ({ sessionId, message }) => {
+      hub.deliverLocal(sessionId, message as unknown as RpcMessage)
     })
   }
 
   status (task: TaskRecord): void {
-    void this.#bus.publish(taskChannel(task.id), { type: 'status', status: task.status })
+    void publishOn(this.#bus, BUS.task, task.id, { type: 'status', status: task.status })
     if (task.era !== 'legacy' || task.sessionId === null) return
     if (isTerminal(task.status)) this.#forget(task.sessionId, task.id)
     void this.#hub.publish(task.sessionId, { jsonrpc: '2.0', method: 'notifications/tasks/status', params: renderTask(task) })
@@ -114,8 +104,8 @@ export class LegacyTaskDelivery implements TaskEvents {
   async attachResultStream (taskId: string, send: Send): Promise<() => void> {
     let streams = this.#streams.get(taskId)
     if (!streams) {
-      const channel = resultStreamChannel(taskId)
-      streams = { sends: [], unsubscribe: this.#bus.subscribe(channel, (payload) => { this.#received(taskId, payload) }) }
+      // What a task sends to its `tasks/result` streams: the processes holding one subscribe to it.
+      streams = { sends: [], unsubscribe: subscribeTo(this.#bus, BUS.taskStream, taskId, (payload) => { this.#received(taskId, payload) }) }
       this.#streams.set(taskId, streams)
     }
     streams.sends.push(send)
@@ -131,7 +121,7 @@ export class LegacyTaskDelivery implements TaskEvents {
     try {
       // A publish waits until this process's own subscriptions are live: from here on, every input the
       // task asks for reaches this stream, and the ones asked before are in the store.
-      await this.#bus.publish(resultStreamChannel(taskId), { probe: true })
+      await publishOn(this.#bus, BUS.taskStream, taskId, { probe: true })
       for (const input of await this.#store.pendingInputs(taskId)) send(renderInputRequest(input))
     } catch (err) {
       unregister()
@@ -142,7 +132,7 @@ export class LegacyTaskDelivery implements TaskEvents {
 
   /** A GET stream of the session opened here: every process offers it the inputs of the tasks it runs. */
   onGetStream (sessionId: string): void {
-    void this.#bus.publish(GET_STREAM_CHANNEL, { sessionId, from: this.#id })
+    void publishOn(this.#bus, BUS.getStream, undefined, { sessionId, from: this.#id })
   }
 
   /** Offers the process `to` the session's still unanswered inputs that no `tasks/result` stream carries. */
@@ -159,7 +149,7 @@ export class LegacyTaskDelivery implements TaskEvents {
         continue
       }
       if (to === this.#id) this.#hub.deliverLocal(sessionId, request)
-      else await this.#bus.publish(offerChannel(to), { sessionId, message: request as unknown as JsonObject })
+      else await publishOn(this.#bus, BUS.offer, to, { sessionId, message: request as unknown as JsonObject })
     }
     if (pending.size === 0 && this.#unanswered.get(sessionId) === pending) this.#unanswered.delete(sessionId)
   }
@@ -167,17 +157,17 @@ export class LegacyTaskDelivery implements TaskEvents {
   /** Whether some process holds a `tasks/result` stream of the task. */
   async #carried (taskId: string): Promise<boolean> {
     if (this.#streams.has(taskId)) return true
-    return await this.#bus.publish(resultStreamChannel(taskId), { probe: true }) > 0
+    return await publishOn(this.#bus, BUS.taskStream, taskId, { probe: true }) > 0
   }
 
   /** A message of a task another process runs, for the `tasks/result` streams held here. */
-  #received (taskId: string, payload: JsonObject): void {
-    const { message, sessionId } = payload
-    if (!isObject(message)) return
+  #received (taskId: string, payload: PayloadOf<typeof BUS.taskStream>): void {
+    if (!('message' in payload)) return
+    const message = payload.message as unknown as RpcMessage
     const send = this.#streams.get(taskId)?.sends[0]
-    if (send) send(message as unknown as RpcMessage)
+    if (send) send(message)
     // The stream ended as the message travelled: the session's GET stream gets it instead.
-    else if (typeof sessionId === 'string') void this.#hub.publish(sessionId, message as unknown as RpcMessage)
+    else void this.#hub.publish(payload.sessionId, message)
   }
 
   /** Sends on a local `tasks/result` stream at once; anything else travels through the bus, in order. */
@@ -206,7 +196,7 @@ export class LegacyTaskDelivery implements TaskEvents {
     }
     if (task.sessionId === null) return
     const payload = { message: message as unknown as JsonObject, sessionId: task.sessionId }
-    if (await this.#bus.publish(resultStreamChannel(task.id), payload) > 0) return
+    if (await publishOn(this.#bus, BUS.taskStream, task.id, payload) > 0) return
     await this.#hub.publish(task.sessionId, message)
   }
 

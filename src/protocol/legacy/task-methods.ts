@@ -3,12 +3,12 @@ import { callTarget, type CallEngine, type CallOrigin } from '../../calls/call-e
 import { liveRequest, requestOrigin, type Handler, type MethodTable, type RequestContext } from '../../dispatch/context.ts'
 import { optionalObject, optionalString, requireString } from '../../wire/params.ts'
 import { GatewayError } from '../../errors.ts'
+import { BUS, subscribeTo } from '../../store/bus-channels.ts'
 import type { SignalBus, TaskRecord } from '../../store/types.ts'
 import type { TaskService } from '../../tasks/task-service.ts'
 import { isTerminal } from '../../wire/task-state.ts'
 import type { JsonObject } from '../../wire/jsonrpc.ts'
 import type { LegacyTaskDelivery } from './task-delivery.ts'
-import { taskChannel } from '../../tasks/task-events.ts'
 import { decodeTaskCursor, encodeTaskCursor, renderCreateTaskResult, renderOutcome, renderTask } from './task-wire.ts'
 
 export interface LegacyTaskMethodDeps {
@@ -106,8 +106,8 @@ export function withLegacyTaskMethods (base: MethodTable, deps: LegacyTaskMethod
           if (isTerminal(task.status)) finish(() => handOver(task))
         }, () => {})
       }, RECHECK_MS)
-      const unsubscribe = bus.subscribe(taskChannel(taskId), (event) => {
-        if (typeof event.status === 'string' && isTerminal(event.status as never)) check()
+      const unsubscribe = subscribeTo(bus, BUS.task, taskId, (event) => {
+        if (isTerminal(event.status)) check()
       })
       ctx.signal.addEventListener('abort', onAbort, { once: true })
       ctx.disconnected.addEventListener('abort', onAbort, { once: true })

@@ -3,10 +3,10 @@ import type { Catalog } from '../../catalog/catalog.ts'
 import type { ResourceSubscriptions } from '../../catalog/resource-subscriptions.ts'
 import type { Handler, MethodTable, RequestContext } from '../../dispatch/context.ts'
 import { optionalObject } from '../../wire/params.ts'
+import { BUS, subscribeTo } from '../../store/bus-channels.ts'
 import type { SignalBus, TaskStore } from '../../store/types.ts'
 import type { TaskService } from '../../tasks/task-service.ts'
 import type { JsonObject } from '../../wire/jsonrpc.ts'
-import { taskChannel } from '../../tasks/task-events.ts'
 import { GATEWAY_INFO } from '../../wire/versions.ts'
 import { declaresTasks, MODERN_PROTOCOL_VERSIONS, SERVER_INFO_KEY, TASKS_EXTENSION, tasksCapabilityRequired } from './envelope.ts'
 import { onSubscription, type ListenFilter, type ListenHub } from './listen-hub.ts'
@@ -122,7 +122,7 @@ export function buildModernMethods (base: MethodTable, deps: ModernMethodDeps): 
     }
     // A task may run on another gateway process: its changes arrive through the bus, so subscribe first.
     const notifyTask = taskNotifier(deps, ctx)
-    const unsubscribers = taskIds.map((taskId) => deps.bus.subscribe(taskChannel(taskId), () => notifyTask(taskId)))
+    const unsubscribers = taskIds.map((taskId) => subscribeTo(deps.bus, BUS.task, taskId, () => notifyTask(taskId)))
     ctx.openStream()
     ctx.send(onSubscription(ctx.requestId, 'notifications/subscriptions/acknowledged', { notifications: honored }))
     const removeListener = deps.listen.add(id, {
