@@ -68,6 +68,8 @@ const upstreamCommon = {
     .describe('tools/call and prompts/get requests running on this upstream at once, over all its sessions; further calls wait'),
   maxQueuedCalls: z.number().int().min(0).prefault(1000)
     .describe('calls that may wait for a call slot; the next one fails at once with GW_ERR_UPSTREAM_BUSY'),
+  slotWaitTimeout: duration('longest wait for a call slot of a call a client waits on (a synchronous tools/call or prompts/get); then it fails with GW_ERR_UPSTREAM_SLOT_TIMEOUT. A task waits as long as it takes, with a `queued: …` statusMessage. A call waiting on its client (an input request not yet answered) holds no slot, and takes one again ahead of new calls once answered')
+    .refine((ms) => ms >= 1, 'must be at least 1ms').prefault('30s'),
   idleTimeout: duration('close an upstream session that no request, call, task or subscription has used for this long').prefault('1h'),
   timeouts: timeoutsSchema('10s'),
   restart: restartSchema,

@@ -15,7 +15,7 @@ import type { TaskEvents } from './task-events.ts'
 import type { TaskInputs } from './task-inputs.ts'
 import { MAX_TIMER_MS } from '../config/units.ts'
 import { isStoreUnavailable, whileStoreUnavailable, type StoreRetryOptions } from './store-retry.ts'
-import { isTerminal, restatement, sourcesOf } from '../wire/task-state.ts'
+import { QUEUED, isTerminal, restatement, sourcesOf } from '../wire/task-state.ts'
 
 export interface TaskRunnerDeps {
   store: TaskStore
@@ -240,9 +240,8 @@ export class TaskRunner {
     // Status messages are written in order: a "queued" write never lands after the one that clears it.
     let statusWrites = Promise.resolve()
     let queued = false
-    const statusMessage = (message: string | null): void => {
+    const statusMessage = (message: string | null, { from, to } = restatement('working')): void => {
       statusWrites = statusWrites.then(async () => {
-        const { from, to } = restatement('working')
         const updated = await this.#deps.store.transition(task.id, from, to, { statusMessage: message, by: task.owner }, Date.now())
         if (updated) events.status(updated)
       }).catch((err: unknown) => this.#deps.log.warn({ err, taskId: task.id }, 'could not record the queue state of a task'))
@@ -262,11 +261,12 @@ export class TaskRunner {
       },
       queued: () => {
         queued = true
-        statusMessage(`queued: upstream '${upstream.name}' already runs its maxConcurrentCalls calls`)
+        statusMessage(`queued: upstream '${upstream.name}' already runs its maxConcurrentCalls calls`, QUEUED)
       },
       sent: () => {
         if (queued) statusMessage(null)
       },
+      patient: true,
       authorization,
       trace: run,
     }

@@ -82,9 +82,10 @@ export class Upstream {
     return this.#open.values()
   }
 
-  /** Sessions open (or opening) and calls running or waiting. */
-  get load (): { sessions: number, active: number, waiting: number } {
-    return { sessions: this.#sessions.size + this.#exclusive + this.#idle.length, active: this.slots.active, waiting: this.slots.waiting }
+  /** Sessions open (or opening); calls running, waiting for a call slot, or waiting on their client without one (parked). */
+  get load (): { sessions: number, active: number, waiting: number, parked: number } {
+    const { active, waiting, parked } = this.slots
+    return { sessions: this.#sessions.size + this.#exclusive + this.#idle.length, active, waiting, parked }
   }
 
   /** The protocol era the gateway's own session speaks (`modern`: 2026-07-28); undefined while it is not open. */

@@ -65,6 +65,12 @@ function move (from: readonly TaskStatus[], to: TaskStatus): TaskMove {
  */
 export const RESUME: TaskMove = move(['input_required'], 'working')
 
+/**
+ * A task waits for a call slot, with the queue as its statusMessage: before its call is sent, or once the input
+ * it waited for is answered and its call takes a slot again (the answer's own move, RESUME, may not have landed).
+ */
+export const QUEUED: TaskMove = move(['working', 'input_required'], 'working')
+
 const RESTATEMENTS = Object.freeze(Object.fromEntries(
   RUNNING_STATUSES.map((status) => [status, move([status], status)]),
 )) as Readonly<Partial<Record<TaskStatus, TaskMove>>>
