@@ -246,10 +246,13 @@ const limitsSchema = z.strictObject({
     .describe('SSE streams one session holds open at once on one gateway process (GET streams, tasks/result waits, 2026-07-28 listens per principal; with auth off all 2026-07-28 clients share one count); the next gets 429 (GW_ERR_STREAM_LIMIT). Responses that switch to SSE only to carry progress or input requests are not counted: they last as long as their request'),
   streamStallTimeout: duration('close an SSE stream whose client has not read what is waiting for this long').prefault('60s'),
   streamBufferBytes: size('close an SSE stream, instead of writing to it, when this much already waits unread by its client (one larger message still goes out)').prefault('16mb'),
-  headersTimeout: duration('time a client has to send a request\'s headers; then the connection is closed').prefault('10s'),
+  headersTimeout: duration('time a client has to send a request\'s headers (on a new connection, counted from its opening: a connection that sends nothing is closed too); then the connection is closed').prefault('10s'),
   requestTimeout: duration('time a client has to send a whole request, body included (responses, SSE streams included, are not bounded by it)').prefault('30s'),
   maxConnections: z.number().int().min(1).prefault(10_000)
     .describe('TCP connections the gateway accepts at once; further ones are closed at once'),
+  connectionsPerIp: z.number().int().min(1).prefault(1000)
+    .describe('TCP connections one client address (the socket\'s, whatever server.trustProxy says) may hold open at once; further ones from it are closed at once. Behind a reverse proxy or a NAT that many clients share, every connection comes from its address: raise it towards maxConnections'),
+  keepAliveTimeout: duration('close a connection that has answered its requests and sent nothing new for this long (HTTP keep-alive); keep it above the idle timeout of a load balancer in front, so that the balancer closes first').prefault('72s'),
 }).describe('rate limits, and bounds on sessions, streams and connections')
 
 const storeSchema = z.discriminatedUnion('kind', [
