@@ -5,7 +5,7 @@ import type { JsonObject } from '../wire/jsonrpc.ts'
 import type { CallSink, InputMethod } from '../upstream/call-attribution.ts'
 import { clientSupports, type ClientRef } from '../upstream/client-ref.ts'
 import type { Upstream } from '../upstream/upstream.ts'
-import type { SlotClaim } from '../upstream/call-slots.ts'
+import type { SlotClaim, SlotLimit } from '../upstream/call-slots.ts'
 import { mapUpstreamError } from '../upstream/upstream-errors.ts'
 import { callUpstream, type UpstreamTaskHooks } from './upstream-call.ts'
 import { errorClass, type GatewayMetrics } from '../observability/metrics.ts'
@@ -32,7 +32,7 @@ export interface CallOrigin {
    * The call has to wait for a free call slot of its upstream (maxConcurrentCalls): before it is sent, or once
    * its client answered what it asked (a call waiting on its client holds no slot).
    */
-  queued? (): void
+  queued? (limit: SlotLimit): void
   /** The call has its call slot (waiting for it is over): the request is on its way upstream, or the answer it waited for is. */
   sent? (): void
   /** A task's call: it waits for a call slot as long as it takes. Other calls, which a client waits on, give up after slotWaitTimeout. */
@@ -99,7 +99,7 @@ export class CallEngine {
           let requeued = false
           await claim?.unpark(signal, () => {
             requeued = true
-            origin.queued?.()
+            origin.queued?.(upstream.slots.limitFor(client.principal))
           })
           if (requeued) origin.sent?.()
         }
@@ -111,14 +111,16 @@ export class CallEngine {
     const started = performance.now()
     let outcome = 'ok'
     try {
-      let freeSlot = upstream.slots.tryTake()
+      const { slots, config } = upstream
+      const principal = client.principal
+      let freeSlot = slots.tryTake(principal)
       if (freeSlot === undefined) {
-        origin.queued?.()
+        origin.queued?.(slots.limitFor(principal))
         const queuedAt = performance.now()
-        freeSlot = await upstream.slots.take({ signal, timeoutMs: origin.patient === true ? undefined : upstream.config.slotWaitTimeout })
+        freeSlot = await slots.take(principal, { signal, timeoutMs: origin.patient === true ? undefined : config.slotWaitTimeout })
         metrics?.queueWait(upstream.name, (performance.now() - queuedAt) / 1000)
       }
-      claim = upstream.slots.claim(freeSlot)
+      claim = slots.claim(principal, freeSlot)
       // Upstream work another process started on a session of its own goes on on that session; sessionless work (a
       // 2026-07-28 upstream's task) on the client's.
       const existing = origin.upstreamTask?.existing

@@ -259,9 +259,11 @@ export class TaskRunner {
           this.#mirror(task, params).catch((err: unknown) => this.#deps.log.warn({ err, taskId: task.id }, 'could not mirror the upstream task status'))
         } else events.notification(task, method, params)
       },
-      queued: () => {
+      queued: (limit) => {
         queued = true
-        statusMessage(`queued: upstream '${upstream.name}' already runs its maxConcurrentCalls calls`, QUEUED)
+        statusMessage(limit === 'maxConcurrentCalls'
+          ? `queued: upstream '${upstream.name}' already runs its maxConcurrentCalls calls`
+          : `queued: this principal already runs its maxConcurrentCallsPerPrincipal calls on upstream '${upstream.name}'`, QUEUED)
       },
       sent: () => {
         if (queued) statusMessage(null)

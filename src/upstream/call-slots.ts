@@ -2,9 +2,13 @@ import { GatewayError } from '../errors.ts'
 import { formatDuration } from '../config/units.ts'
 
 interface Waiter {
+  principal: string
   resolve (release: () => void): void
   reject (err: unknown): void
 }
+
+/** The bound that keeps a call waiting for a slot. */
+export type SlotLimit = 'maxConcurrentCalls' | 'maxConcurrentCallsPerPrincipal'
 
 /** How a call asks for a slot. */
 export interface SlotRequest {
@@ -26,22 +30,29 @@ export interface SlotRequest {
  * client (an input request relayed and not yet answered) gives its slot up (SlotClaim) and takes one again
  * once the upstream works on, ahead of every new call, so a waiting client never blocks the others and a call
  * that was answered is never starved by new ones.
+ *
+ * Each principal holds at most `maxConcurrentCallsPerPrincipal` slots at once: a call of a principal that holds
+ * its share waits while calls of others behind it in the queue get the free slots.
  */
 export class CallSlots {
   readonly #upstream: string
   readonly #max: number
   readonly #maxQueued: number
+  readonly #share: number
   /** New calls, in order. */
   readonly #waiters: Waiter[] = []
   /** Calls that were answered by their client and resume: served before any new call, never refused. */
   readonly #resuming: Waiter[] = []
+  /** Slots held, per principal that holds any. */
+  readonly #held = new Map<string, number>()
   #active = 0
   #parked = 0
 
-  constructor (upstream: string, max: number, maxQueued: number) {
+  constructor (upstream: string, max: number, maxQueued: number, perPrincipal = max) {
     this.#upstream = upstream
     this.#max = max
     this.#maxQueued = maxQueued
+    this.#share = Math.min(perPrincipal, max)
   }
 
   get active (): number {
@@ -57,34 +68,37 @@ export class CallSlots {
     return this.#parked
   }
 
-  /** The function that frees a slot taken at once, or undefined when the call would have to wait. */
-  tryTake (): (() => void) | undefined {
-    return this.#active < this.#max && this.waiting === 0 ? this.#grant() : undefined
+  /**
+   * The function that frees a slot taken at once, or undefined when the call would have to wait. (No waiting
+   * call could have the slot instead: every free slot goes at once to the first waiting call that may take it.)
+   */
+  tryTake (principal: string): (() => void) | undefined {
+    return this.#free(principal) ? this.#grant(principal) : undefined
   }
 
   /** Resolves with the function that frees the slot (idempotent) once the call may run. */
-  take (request: SlotRequest = {}): Promise<() => void> {
+  take (principal: string, request: SlotRequest = {}): Promise<() => void> {
     const { signal } = request
     if (signal?.aborted) return Promise.reject(signal.reason)
-    if (this.#active < this.#max && this.waiting === 0) return Promise.resolve(this.#grant())
+    if (this.#free(principal)) return Promise.resolve(this.#grant(principal))
     if (this.#waiters.length >= this.#maxQueued) return Promise.reject(new GatewayError('GW_ERR_UPSTREAM_BUSY', [this.#upstream, this.#waiters.length]))
-    return this.#enqueue(this.#waiters, request)
+    return this.#enqueue(this.#waiters, principal, request)
   }
 
   /**
    * Takes a slot for a call that gave its slot up (SlotClaim): ahead of every new call, whatever the queue
    * holds. `queued` is told when it has to wait.
    */
-  retake (signal?: AbortSignal, queued?: () => void): Promise<() => void> {
+  retake (principal: string, signal?: AbortSignal, queued?: () => void): Promise<() => void> {
     if (signal?.aborted) return Promise.reject(signal.reason)
-    if (this.#active < this.#max && this.#resuming.length === 0) return Promise.resolve(this.#grant())
+    if (this.#free(principal)) return Promise.resolve(this.#grant(principal))
     queued?.()
-    return this.#enqueue(this.#resuming, { signal })
+    return this.#enqueue(this.#resuming, principal, { signal })
   }
 
-  /** A claim on a slot taken by `take` or `tryTake`, which its call may give up while it waits on its client. */
-  claim (release: () => void): SlotClaim {
-    return new SlotClaim(this, release)
+  /** A claim on a slot `principal` took by `take` or `tryTake`, which its call may give up while it waits on its client. */
+  claim (principal: string, release: () => void): SlotClaim {
+    return new SlotClaim(this, principal, release)
   }
 
   /** Fails every waiting call (the upstream went down, or the gateway stops). */
@@ -97,7 +111,11 @@ export class CallSlots {
     this.#parked += delta
   }
 
-  #enqueue (queue: Waiter[], request: SlotRequest): Promise<() => void> {
+  #free (principal: string): boolean {
+    return this.#active < this.#max && (this.#held.get(principal) ?? 0) < this.#share
+  }
+
+  #enqueue (queue: Waiter[], principal: string, request: SlotRequest): Promise<() => void> {
     const { signal, timeoutMs } = request
     return new Promise((resolve, reject) => {
       const leave = (err: unknown): void => {
@@ -107,14 +125,13 @@ export class CallSlots {
         waiter.reject(err)
       }
       const onAbort = (): void => leave(signal!.reason)
-      const timer = timeoutMs === undefined
-        ? undefined
-        : setTimeout(() => leave(new GatewayError('GW_ERR_UPSTREAM_SLOT_TIMEOUT', [this.#upstream, formatDuration(timeoutMs), this.#max])), timeoutMs)
+      const timer = timeoutMs === undefined ? undefined : setTimeout(() => leave(this.#timedOut(principal, timeoutMs)), timeoutMs)
       const settled = (): void => {
         clearTimeout(timer)
         signal?.removeEventListener('abort', onAbort)
       }
       const waiter: Waiter = {
+        principal,
         resolve: (release) => {
           settled()
           resolve(release)
@@ -129,16 +146,45 @@ export class CallSlots {
     })
   }
 
-  #grant (): () => void {
+  /** Why a call of `principal` would wait now: its principal holds its share, or else the upstream is full. */
+  limitFor (principal: string): SlotLimit {
+    return (this.#held.get(principal) ?? 0) >= this.#share && this.#active < this.#max ? 'maxConcurrentCallsPerPrincipal' : 'maxConcurrentCalls'
+  }
+
+  #timedOut (principal: string, timeoutMs: number): GatewayError {
+    const why = this.limitFor(principal) === 'maxConcurrentCallsPerPrincipal'
+      ? `its caller already held its share of ${this.#share} call slots (maxConcurrentCallsPerPrincipal)`
+      : `its ${this.#max} call slots (maxConcurrentCalls) were all taken`
+    return new GatewayError('GW_ERR_UPSTREAM_SLOT_TIMEOUT', [this.#upstream, formatDuration(timeoutMs), why])
+  }
+
+  #grant (principal: string): () => void {
     this.#active++
+    this.#held.set(principal, (this.#held.get(principal) ?? 0) + 1)
     let released = false
     return () => {
       if (released) return
       released = true
       this.#active--
-      const next = this.#resuming.shift() ?? this.#waiters.shift()
-      if (next) next.resolve(this.#grant())
+      const left = this.#held.get(principal)! - 1
+      if (left === 0) this.#held.delete(principal)
+      else this.#held.set(principal, left)
+      this.#dispatch()
     }
+  }
+
+  /** Gives free slots to the first waiting calls that may take them: answered calls first, then new ones in order. */
+  #dispatch (): void {
+    while (this.#active < this.#max) {
+      const next = this.#firstAllowed(this.#resuming) ?? this.#firstAllowed(this.#waiters)
+      if (next === undefined) return
+      next.resolve(this.#grant(next.principal))
+    }
+  }
+
+  #firstAllowed (queue: Waiter[]): Waiter | undefined {
+    const index = queue.findIndex((waiter) => (this.#held.get(waiter.principal) ?? 0) < this.#share)
+    return index < 0 ? undefined : queue.splice(index, 1)[0]
   }
 }
 
@@ -149,6 +195,7 @@ export class CallSlots {
  */
 export class SlotClaim {
   readonly #slots: CallSlots
+  readonly #principal: string
   #release: (() => void) | undefined
   /** Input requests relayed and not yet answered. */
   #asking = 0
@@ -157,8 +204,9 @@ export class SlotClaim {
   #retaking = false
   #ended = false
 
-  constructor (slots: CallSlots, release: () => void) {
+  constructor (slots: CallSlots, principal: string, release: () => void) {
     this.#slots = slots
+    this.#principal = principal
     this.#release = release
   }
 
@@ -178,7 +226,7 @@ export class SlotClaim {
     this.#retaking = true
     let release: () => void
     try {
-      release = await this.#slots.retake(signal, queued)
+      release = await this.#slots.retake(this.#principal, signal, queued)
     } finally {
       this.#retaking = false
     }

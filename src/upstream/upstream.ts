@@ -61,7 +61,7 @@ export class Upstream {
     this.#log = log.child({ upstream: config.name })
     this.#events = events
     this.#http = config.transport === 'stdio' ? undefined : createUpstreamHttp(config)
-    this.slots = new CallSlots(config.name, config.maxConcurrentCalls, config.maxQueuedCalls)
+    this.slots = new CallSlots(config.name, config.maxConcurrentCalls, config.maxQueuedCalls, config.maxConcurrentCallsPerPrincipal)
     this.#reaper = setInterval(() => this.#reapIdle(), Math.min(30_000, Math.max(1000, Math.floor(config.idleTimeout / 2))))
     // Every session being opened listens to it: with per-call sessions, as many as the calls starting at once.
     setMaxListeners(0, this.#closing.signal)

@@ -131,7 +131,7 @@ describe('a call that cannot get a call slot', () => {
     const sync = await new ModernRaw(gw.url).request('tools/call', { name: 'demo__echo', arguments: { text: 'too late' } }, {}, AbortSignal.timeout(ANSWER_GUARD_MS))
     expect(sync.body.error).toMatchObject({
       code: -32053,
-      message: "upstream 'demo' had no free call slot within 1s (upstreams[].slotWaitTimeout): all its 1 call slots (maxConcurrentCalls) were taken; try again later",
+      message: "upstream 'demo' had no free call slot within 1s (upstreams[].slotWaitTimeout): its 1 call slots (maxConcurrentCalls) were all taken; try again later",
     })
     // The task queued before the synchronous call waited longer than its bound, and still waits.
     expect(await tasks.result('tasks/get', { taskId: queued })).toMatchObject({
@@ -141,5 +141,36 @@ describe('a call that cannot get a call slot', () => {
 
     await tasks.result('tasks/cancel', { taskId: running })
     expect(await tasks.waitFor(queued, ['completed'])).toMatchObject({ result: { content: [{ text: 'a queued task' }] } })
+  }, 60_000)
+})
+
+/** One principal's calls that run long, without asking anything, take at most its share of the slots. */
+describe('a share of the call slots per principal (maxConcurrentCallsPerPrincipal)', () => {
+  const gw = gatewayForSuite({
+    auth: { tokens: [{ principal: 'alice', sha256: sha256Hex('alice-token-0123456789') }, { principal: 'bob', sha256: sha256Hex('bob-token-9876543210') }] },
+    tasks: { decide: 'always' },
+    upstreams: [demoStdio({ maxConcurrentCalls: 4, maxConcurrentCallsPerPrincipal: 2 })],
+  })
+
+  it('runs two of alice\'s four long tasks, tells the others why they wait, and serves bob meanwhile', async () => {
+    const alice = ModernRaw.withTasks(gw.url, {}, ALICE)
+    const ids: string[] = []
+    for (let i = 0; i < 4; i++) ids.push(String((await alice.result('tools/call', { name: 'demo__slow', arguments: { duration: 600_000, steps: 1 } })).taskId))
+    const share = "queued: this principal already runs its maxConcurrentCallsPerPrincipal calls on upstream 'demo'"
+    await until('two of alice\'s tasks queued behind her share', async () => {
+      const tasks = await Promise.all(ids.map(async (taskId) => await alice.result('tasks/get', { taskId })))
+      return tasks.filter((task) => task.statusMessage === share).length === 2 ? true : undefined
+    })
+    expect(await demoCalls(gw.base)).toMatchObject({ active: 2, waiting: 2 })
+
+    const bob = new ModernRaw(gw.url, {}, BOB)
+    const echo = await bob.request('tools/call', { name: 'demo__echo', arguments: { text: 'bob has his own share' } }, {}, AbortSignal.timeout(ANSWER_GUARD_MS))
+    expect(echo.body.result).toMatchObject({ resultType: 'complete', content: [{ text: 'bob has his own share' }] })
+
+    for (const taskId of ids) await alice.result('tasks/cancel', { taskId })
+    await until('every call of the demo ended', async () => {
+      const calls = await demoCalls(gw.base)
+      return calls.active + calls.waiting === 0 ? true : undefined
+    })
   }, 60_000)
 })
