@@ -240,6 +240,8 @@ export class TaskRunner {
     // Status messages are written in order: a "queued" write never lands after the one that clears it.
     let statusWrites = Promise.resolve()
     let queued = false
+    // Once sent, the call waits for a slot again only when its input was answered: the task may still show input_required.
+    let sent = false
     const statusMessage = (message: string | null, { from, to } = restatement('working')): void => {
       statusWrites = statusWrites.then(async () => {
         const updated = await this.#deps.store.transition(task.id, from, to, { statusMessage: message, by: task.owner }, Date.now())
@@ -263,9 +265,10 @@ export class TaskRunner {
         queued = true
         statusMessage(limit === 'maxConcurrentCalls'
           ? `queued: upstream '${upstream.name}' already runs its maxConcurrentCalls calls`
-          : `queued: this principal already runs its maxConcurrentCallsPerPrincipal calls on upstream '${upstream.name}'`, QUEUED)
+          : `queued: this principal already runs its maxConcurrentCallsPerPrincipal calls on upstream '${upstream.name}'`, sent ? QUEUED : undefined)
       },
       sent: () => {
+        sent = true
         if (queued) statusMessage(null)
       },
       patient: true,

@@ -142,6 +142,28 @@ describe('a call that cannot get a call slot', () => {
     await tasks.result('tasks/cancel', { taskId: running })
     expect(await tasks.waitFor(queued, ['completed'])).toMatchObject({ result: { content: [{ text: 'a queued task' }] } })
   }, 60_000)
+
+  it('lets an answered task wait for its slot back, working and queued, ahead of a call that came after it', async () => {
+    const tasks = ModernRaw.withTasks(gw.url, FORM)
+    const asking = String((await tasks.result('tools/call', { name: 'demo__ask_user', arguments: { message: 'Name?' } })).taskId)
+    const [key] = Object.keys((await tasks.waitFor(asking, ['input_required'])).inputRequests as Json)
+    // The question holds no slot: a long task takes the only one.
+    const running = String((await tasks.result('tools/call', { name: 'demo__slow', arguments: { duration: 600_000, steps: 1 } })).taskId)
+    await until('the slow task holding the only slot', async () => (await demoCalls(gw.base)).active === 1 ? true : undefined)
+    await tasks.result('tasks/update', { taskId: asking, inputResponses: { [key!]: { action: 'accept', content: { name: 'Patient' } } } })
+    const queuedAgain = await until('the answered task waiting for its slot back', async () => {
+      const task = await tasks.result('tasks/get', { taskId: asking })
+      return String(task.statusMessage ?? '').startsWith('queued: ') ? task : undefined
+    })
+    expect(queuedAgain).toMatchObject({ status: 'working', statusMessage: "queued: upstream 'demo' already runs its maxConcurrentCalls calls" })
+    // A long task queued after the answer: were it served first, the answered task would wait ten minutes.
+    const later = String((await tasks.result('tools/call', { name: 'demo__slow', arguments: { duration: 600_000, steps: 1 } })).taskId)
+    await until('the later task queued', async () => (await demoCalls(gw.base)).waiting === 2 ? true : undefined)
+
+    await tasks.result('tasks/cancel', { taskId: running })
+    expect(await tasks.waitFor(asking, ['completed'])).toMatchObject({ result: { content: [{ text: 'Hello, Patient!' }] } })
+    await tasks.result('tasks/cancel', { taskId: later })
+  }, 60_000)
 })
 
 /** One principal's calls that run long, without asking anything, take at most its share of the slots. */
