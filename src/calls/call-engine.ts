@@ -89,9 +89,9 @@ export class CallEngine {
           origin.refused?.(missing, inputMethod)
           throw new GatewayError('GW_ERR_CLIENT_CAPABILITY_MISSING', [missing, inputMethod])
         }
-        // Waiting on the client holds no call slot: the upstream does no work until the answer arrives, and a
-        // client that never answers must not keep others from the upstream. The slot is taken again, ahead of
-        // new calls, before the answer goes upstream.
+        // Waiting on the client holds no call slot: the upstream waits for the answer, and a client that never
+        // answers must not keep others from the upstream. The slot is taken again, ahead of new calls, before the
+        // answer goes upstream.
         claim?.park()
         try {
           return await origin.ask(inputMethod, inputParams, AbortSignal.any([inputSignal, signal]), upstreamRequestId)

@@ -66,8 +66,8 @@ function move (from: readonly TaskStatus[], to: TaskStatus): TaskMove {
 export const RESUME: TaskMove = move(['input_required'], 'working')
 
 /**
- * A task waits for a call slot, with the queue as its statusMessage: before its call is sent, or once the input
- * it waited for is answered and its call takes a slot again (the answer's own move, RESUME, may not have landed).
+ * A task whose call waits for a call slot again once the input it waited for is answered: working, with the queue
+ * as its statusMessage, whether or not the answer's own move (RESUME) has landed yet.
  */
 export const QUEUED: TaskMove = move(['working', 'input_required'], 'working')
 
