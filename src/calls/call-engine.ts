@@ -81,7 +81,13 @@ export class CallEngine {
     const { client, signal } = origin
     const upstream = target.upstream
     const timeout = method === 'tools/call' ? upstream.config.toolSettings[target.target]?.timeout ?? upstream.config.timeouts.call : upstream.config.timeouts.request
+    const { slots, config } = upstream
+    const principal = client.principal
+    // A call a client waits on waits for a slot at most slotWaitTimeout, also for its slot back after an answer.
+    const slotWait = origin.patient === true ? undefined : config.slotWaitTimeout
     let claim: SlotClaim | undefined
+    /** The call found no slot back in time after an answer: what its client gets, whatever the upstream makes of it. */
+    let slotTimedOut: GatewayError | undefined
     const sink: CallSink = {
       input: async (inputMethod, inputParams, inputSignal, upstreamRequestId) => {
         const missing = clientSupports(origin.capabilities, inputMethod, inputParams)
@@ -97,9 +103,13 @@ export class CallEngine {
           return await origin.ask(inputMethod, inputParams, AbortSignal.any([inputSignal, signal]), upstreamRequestId)
         } finally {
           let requeued = false
+          // A timeout goes to the upstream instead of the answer (the call ends), and to the client (see below).
           await claim?.unpark(signal, () => {
             requeued = true
-            origin.queued?.(upstream.slots.limitFor(client.principal))
+            origin.queued?.(slots.limitFor(principal))
+          }, slotWait).catch((err: unknown) => {
+            if (err instanceof GatewayError && err.code === 'GW_ERR_UPSTREAM_SLOT_TIMEOUT') slotTimedOut ??= err
+            throw err
           })
           if (requeued) origin.sent?.()
         }
@@ -111,13 +121,11 @@ export class CallEngine {
     const started = performance.now()
     let outcome = 'ok'
     try {
-      const { slots, config } = upstream
-      const principal = client.principal
       let freeSlot = slots.tryTake(principal)
       if (freeSlot === undefined) {
         origin.queued?.(slots.limitFor(principal))
         const queuedAt = performance.now()
-        freeSlot = await slots.take(principal, { signal, timeoutMs: origin.patient === true ? undefined : config.slotWaitTimeout })
+        freeSlot = await slots.take(principal, { signal, timeoutMs: slotWait })
         metrics?.queueWait(upstream.name, (performance.now() - queuedAt) / 1000)
       }
       claim = slots.claim(principal, freeSlot)
@@ -139,6 +147,7 @@ export class CallEngine {
           authorization: forwardedAuthorization(upstream, origin.authorization),
           trace: origin.trace,
         }, origin.upstreamTask)
+        if (slotTimedOut !== undefined) throw slotTimedOut
         if (result.isError === true) outcome = 'tool_error'
         return result
       } finally {
@@ -147,7 +156,7 @@ export class CallEngine {
       }
     } catch (err) {
       // An upstream a reload took away fails its last calls with that reason, not as a lost connection.
-      const mapped = (signal.aborted ? undefined : upstream.closedBy) ?? mapUpstreamError(err, upstream.name, `${method} '${target.target}'`, timeout, signal)
+      const mapped = slotTimedOut ?? (signal.aborted ? undefined : upstream.closedBy) ?? mapUpstreamError(err, upstream.name, `${method} '${target.target}'`, timeout, signal)
       if (metrics !== undefined) {
         outcome = errorClass(mapped)
         metrics.upstreamFailed(upstream.name, mapped)

@@ -70,7 +70,7 @@ const upstreamCommon = {
     .describe('calls that may wait for a call slot; the next one fails at once with GW_ERR_UPSTREAM_BUSY'),
   maxConcurrentCallsPerPrincipal: z.number().int().min(1).max(10_000).optional()
     .describe('call slots (of maxConcurrentCalls) one principal may hold at once on this upstream, so that one principal cannot take them all; its further calls wait while other principals\' calls run. With auth off, all 2026-07-28 clients are one principal (`anonymous`) and each 2025-era session is its own. Default: maxConcurrentCalls (no share)'),
-  slotWaitTimeout: duration('longest wait for a call slot of a call a client waits on (a synchronous tools/call or prompts/get); then it fails with GW_ERR_UPSTREAM_SLOT_TIMEOUT. A task waits as long as it takes, with a `queued: …` statusMessage. A call waiting on its client (an input request not yet answered) holds no slot, and takes one again ahead of new calls once answered')
+  slotWaitTimeout: duration('longest wait for a call slot of a call a client waits on (a synchronous tools/call or prompts/get); then it fails with GW_ERR_UPSTREAM_SLOT_TIMEOUT. A task waits as long as it takes, with a `queued: …` statusMessage. A call waiting on its client (an input request not yet answered) holds no slot, and takes one again ahead of new calls once answered, within the same bound')
     .refine((ms) => ms >= 1, 'must be at least 1ms').prefault('30s'),
   idleTimeout: duration('close an upstream session that no request, call, task or subscription has used for this long').prefault('1h'),
   timeouts: timeoutsSchema('10s'),

@@ -87,13 +87,13 @@ export class CallSlots {
 
   /**
    * Takes a slot for a call that gave its slot up (SlotClaim): ahead of every new call, whatever the queue
-   * holds. `queued` is told when it has to wait.
+   * holds, and within `request.timeoutMs` as a new call. `queued` is told when it has to wait.
    */
-  retake (principal: string, signal?: AbortSignal, queued?: () => void): Promise<() => void> {
-    if (signal?.aborted) return Promise.reject(signal.reason)
+  retake (principal: string, request: SlotRequest = {}, queued?: () => void): Promise<() => void> {
+    if (request.signal?.aborted) return Promise.reject(request.signal.reason)
     if (this.#free(principal)) return Promise.resolve(this.#grant(principal))
     queued?.()
-    return this.#enqueue(this.#resuming, principal, { signal })
+    return this.#enqueue(this.#resuming, principal, request)
   }
 
   /** A claim on a slot `principal` took by `take` or `tryTake`, which its call may give up while it waits on its client. */
@@ -218,15 +218,15 @@ export class SlotClaim {
 
   /**
    * One answer arrived (or the question was given up). Once nothing is outstanding the call takes a slot again,
-   * ahead of new calls; `queued` is told when it has to wait for one. A call whose `signal` aborted (it is
-   * ending) takes none.
+   * ahead of new calls, waiting at most `timeoutMs` (then GW_ERR_UPSTREAM_SLOT_TIMEOUT); `queued` is told when it
+   * has to wait for one. A call whose `signal` aborted (it is ending) takes none.
    */
-  async unpark (signal: AbortSignal, queued?: () => void): Promise<void> {
+  async unpark (signal: AbortSignal, queued?: () => void, timeoutMs?: number): Promise<void> {
     if (this.#ended || --this.#asking > 0 || !this.#away || this.#retaking || signal.aborted) return
     this.#retaking = true
     let release: () => void
     try {
-      release = await this.#slots.retake(this.#principal, signal, queued)
+      release = await this.#slots.retake(this.#principal, { signal, timeoutMs }, queued)
     } finally {
       this.#retaking = false
     }

@@ -164,6 +164,24 @@ describe('a call that cannot get a call slot', () => {
     expect(await tasks.waitFor(asking, ['completed'])).toMatchObject({ result: { content: [{ text: 'Hello, Patient!' }] } })
     await tasks.result('tasks/cancel', { taskId: later })
   }, 60_000)
+
+  it('fails a 2026-07-28 call answered while every slot is taken once slotWaitTimeout passes, with the same error', async () => {
+    const held = new ModernRaw(gw.url, FORM)
+    const round = await held.result('tools/call', { name: 'demo__ask_user', arguments: { message: 'Name?' } })
+    const [key] = Object.keys(round.inputRequests as Json)
+    const tasks = ModernRaw.withTasks(gw.url)
+    const running = String((await tasks.result('tools/call', { name: 'demo__slow', arguments: { duration: 600_000, steps: 1 } })).taskId)
+    await until('the slow task holding the only slot', async () => (await demoCalls(gw.base)).active === 1 ? true : undefined)
+
+    const retry = await held.request('tools/call', {
+      name: 'demo__ask_user',
+      arguments: { message: 'Name?' },
+      requestState: round.requestState,
+      inputResponses: { [key!]: { action: 'accept', content: { name: 'Late' } } },
+    }, {}, AbortSignal.timeout(ANSWER_GUARD_MS))
+    expect(retry.body.error).toMatchObject({ code: -32053, message: expect.stringContaining('(upstreams[].slotWaitTimeout)') })
+    await tasks.result('tasks/cancel', { taskId: running })
+  }, 60_000)
 })
 
 /** One principal's calls that run long, without asking anything, take at most its share of the slots. */

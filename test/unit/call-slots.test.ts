@@ -170,4 +170,18 @@ describe('call slots', () => {
     expect(await settled(back)).toBe(true)
     expect(slots.active).toBe(1)
   })
+
+  it('bounds the wait for a slot back after an answer as a new call\'s, for a call a client waits on', async () => {
+    const slots = new CallSlots('demo', 1, 10)
+    const answered = slots.claim('alice', slots.tryTake('alice')!)
+    answered.park()
+    const holder = slots.tryTake('bob')!
+    const back = answered.unpark(new AbortController().signal, undefined, 30_000).catch((err: unknown) => err)
+    await vi.advanceTimersByTimeAsync(30_000)
+    expect(await back).toMatchObject({ code: 'GW_ERR_UPSTREAM_SLOT_TIMEOUT' })
+    expect({ active: slots.active, waiting: slots.waiting, parked: slots.parked }).toEqual({ active: 1, waiting: 0, parked: 1 })
+    answered.release()
+    holder()
+    expect({ active: slots.active, parked: slots.parked }).toEqual({ active: 0, parked: 0 })
+  })
 })
