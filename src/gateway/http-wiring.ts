@@ -114,7 +114,7 @@ export async function wireHttp (core: GatewayCore, configSource: (() => Promise<
   server.headersTimeout = config.limits.headersTimeout
   server.maxConnections = config.limits.maxConnections
   const { connectionsPerIp, headersTimeout } = config.limits
-  guardConnections(server, { perAddress: connectionsPerIp, firstRequestMs: headersTimeout, tls: tls.server !== undefined })
+  guardConnections(server, { perAddress: connectionsPerIp, firstRequestMs: headersTimeout, tls: tls.server !== undefined, log })
   registerHostOriginGuard(app, config.server)
   await registerCors(app, config.server)
   registerHealthRoutes(app, store, upstreams, () => closing, () => core.tasks.handedOver)

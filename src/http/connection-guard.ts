@@ -1,5 +1,9 @@
 import type { Server as HttpServer, IncomingMessage } from 'node:http'
 import type { Socket } from 'node:net'
+import type { Logger } from '../observability/logger.ts'
+
+/** At most one warning about connections closed for the per-address share in this many milliseconds. */
+const WARN_EVERY_MS = 10_000
 
 /** What the guard enforces on the connections of the MCP listener. */
 export interface ConnectionGuardOptions {
@@ -13,6 +17,7 @@ export interface ConnectionGuardOptions {
   firstRequestMs: number
   /** HTTPS: a connection is silent from the end of its TLS handshake (the handshake has its own bound). */
   tls: boolean
+  log: Logger
 }
 
 /**
@@ -24,6 +29,8 @@ export interface ConnectionGuardOptions {
 export function guardConnections (server: HttpServer, options: ConnectionGuardOptions): void {
   const open = new Map<string, number>()
   const silent = new WeakMap<Socket, NodeJS.Timeout>()
+  let warnedAt = -Infinity
+  let refusedSinceWarning = 0
 
   server.on('connection', (socket: Socket) => {
     const address = socket.remoteAddress
@@ -31,6 +38,13 @@ export function guardConnections (server: HttpServer, options: ConnectionGuardOp
     const count = (open.get(address) ?? 0) + 1
     if (count > options.perAddress) {
       socket.destroy()
+      refusedSinceWarning++
+      const now = performance.now()
+      if (now - warnedAt >= WARN_EVERY_MS) {
+        warnedAt = now
+        options.log.warn({ address, limit: 'limits.connectionsPerIp', open: count - 1, refused: refusedSinceWarning }, 'closed new connections from an address that holds limits.connectionsPerIp connections')
+        refusedSinceWarning = 0
+      }
       return
     }
     open.set(address, count)

@@ -79,6 +79,8 @@ describe('connections per client address (limits.connectionsPerIp)', () => {
         await client.close()
       }
       expect(sockets.filter((socket) => !socket.closed)).toHaveLength(20)
+      // The log names the limit (once for the burst: warnings are spaced).
+      expect(gw.logs().filter((line) => line.limit === 'limits.connectionsPerIp')).toEqual([expect.objectContaining({ address: '127.0.0.2', open: 20, refused: 1 })])
     } finally {
       for (const socket of sockets) socket.destroy()
     }
