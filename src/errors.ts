@@ -53,6 +53,7 @@ export const ERRORS = {
   GW_ERR_UPSTREAM_OVERLOADED: { status: 503, rpc: -32061, message: "upstream '%s' refused %s for now (it answered HTTP %s: unavailable or overloaded); try again later" },
   GW_ERR_UPSTREAM_UNREACHABLE: { status: 503, rpc: -32062, message: "upstream '%s' cannot be reached for %s (%s); the request was not sent" },
   GW_ERR_UPSTREAM_BUSY: { status: 503, rpc: -32053, message: "upstream '%s' has %s calls waiting for a free call slot (upstreams[].maxQueuedCalls); try again later" },
+  GW_ERR_UPSTREAM_SLOT_TIMEOUT: { status: 503, rpc: -32053, message: "upstream '%s' had no free call slot within %s (upstreams[].slotWaitTimeout): %s; try again later" },
   GW_ERR_UPSTREAM_SESSION_LIMIT: { status: 503, rpc: -32059, message: "upstream '%s' already has %s sessions open, all in use (upstreams[].maxSessions); try again when a call or task ends, or raise maxSessions, or use sessions: shared for a server that keeps no per-client state" },
   GW_ERR_UPSTREAM_SESSION_SHARE: { status: 503, rpc: -32059, message: "upstream '%s' already has %s sessions open for this principal, all in use (upstreams[].maxSessionsPerPrincipal); wait for a call or task to end, or end unused sessions with DELETE" },
 

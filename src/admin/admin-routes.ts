@@ -27,8 +27,8 @@ export interface AdminUpstream {
   sessions: number
   /** Stdio only: server processes running, the gateway session's and one per client session. */
   processes?: number
-  /** Calls in flight and calls waiting for a call slot (maxConcurrentCalls). */
-  calls: { active: number, waiting: number }
+  /** Calls in flight, calls waiting for a call slot (maxConcurrentCalls), and calls waiting on their client, which hold none. */
+  calls: { active: number, waiting: number, parked: number }
   /** A configuration reload removed or replaced it (state `draining`): it finishes its calls until `graceEndsAt`. */
   draining?: { why: LeavingUpstream['why'], graceEndsAt: string }
 }
@@ -44,7 +44,7 @@ export function describeUpstream (upstream: Upstream): AdminUpstream {
     ...(era !== undefined && { era }),
     sessions: load.sessions,
     ...(upstream.config.transport === 'stdio' && { processes: load.sessions + (era === undefined ? 0 : 1) }),
-    calls: { active: load.active, waiting: load.waiting },
+    calls: { active: load.active, waiting: load.waiting, parked: load.parked },
   }
 }
 

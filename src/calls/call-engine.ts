@@ -5,6 +5,7 @@ import type { JsonObject } from '../wire/jsonrpc.ts'
 import type { CallSink, InputMethod } from '../upstream/call-attribution.ts'
 import { clientSupports, type ClientRef } from '../upstream/client-ref.ts'
 import type { Upstream } from '../upstream/upstream.ts'
+import type { SlotClaim, SlotLimit } from '../upstream/call-slots.ts'
 import { mapUpstreamError } from '../upstream/upstream-errors.ts'
 import { callUpstream, type UpstreamTaskHooks } from './upstream-call.ts'
 import { errorClass, type GatewayMetrics } from '../observability/metrics.ts'
@@ -27,10 +28,15 @@ export interface CallOrigin {
   refused? (capability: string, method: InputMethod): void
   progress? (progress: JsonObject): void
   notify (method: string, params: JsonObject): void
-  /** The call has to wait for a free call slot of its upstream (maxConcurrentCalls). */
-  queued? (): void
-  /** The request is on its way upstream: it has a call slot and its session (waiting for them is over). */
+  /**
+   * The call has to wait for a free call slot of its upstream (maxConcurrentCalls): before it is sent, or once
+   * its client answered what it asked (a call waiting on its client holds no slot).
+   */
+  queued? (limit: SlotLimit): void
+  /** The call has its call slot (waiting for it is over): the request is on its way upstream, or the answer it waited for is. */
   sent? (): void
+  /** A task's call: it waits for a call slot as long as it takes. Other calls, which a client waits on, give up after slotWaitTimeout. */
+  patient?: boolean
   /** The caller's own Authorization header, for upstreams configured with forwardAuthorization. */
   authorization?: string | undefined
   /** The span the call is made for (tracing on): a request's server span, or a task's run span. */
@@ -75,14 +81,38 @@ export class CallEngine {
     const { client, signal } = origin
     const upstream = target.upstream
     const timeout = method === 'tools/call' ? upstream.config.toolSettings[target.target]?.timeout ?? upstream.config.timeouts.call : upstream.config.timeouts.request
+    const { slots, config } = upstream
+    const principal = client.principal
+    // A call a client waits on waits for a slot at most slotWaitTimeout, also for its slot back after an answer.
+    const slotWait = origin.patient === true ? undefined : config.slotWaitTimeout
+    let claim: SlotClaim | undefined
+    /** The call found no slot back in time after an answer: what its client gets, whatever the upstream makes of it. */
+    let slotTimedOut: GatewayError | undefined
     const sink: CallSink = {
-      input: (inputMethod, inputParams, inputSignal, upstreamRequestId) => {
+      input: async (inputMethod, inputParams, inputSignal, upstreamRequestId) => {
         const missing = clientSupports(origin.capabilities, inputMethod, inputParams)
         if (missing) {
           origin.refused?.(missing, inputMethod)
-          return Promise.reject(new GatewayError('GW_ERR_CLIENT_CAPABILITY_MISSING', [missing, inputMethod]))
+          throw new GatewayError('GW_ERR_CLIENT_CAPABILITY_MISSING', [missing, inputMethod])
         }
-        return origin.ask(inputMethod, inputParams, AbortSignal.any([inputSignal, signal]), upstreamRequestId)
+        // Waiting on the client holds no call slot: the upstream waits for the answer, and a client that never
+        // answers must not keep others from the upstream. The slot is taken again, ahead of new calls, before the
+        // answer goes upstream.
+        claim?.park()
+        try {
+          return await origin.ask(inputMethod, inputParams, AbortSignal.any([inputSignal, signal]), upstreamRequestId)
+        } finally {
+          let requeued = false
+          // A timeout goes to the upstream instead of the answer (the call ends), and to the client (see below).
+          await claim?.unpark(signal, () => {
+            requeued = true
+            origin.queued?.(slots.limitFor(principal))
+          }, slotWait).catch((err: unknown) => {
+            if (err instanceof GatewayError && err.code === 'GW_ERR_UPSTREAM_SLOT_TIMEOUT') slotTimedOut ??= err
+            throw err
+          })
+          if (requeued) origin.sent?.()
+        }
       },
       notify: (notification, notificationParams) => origin.notify(notification, notificationParams),
     }
@@ -90,15 +120,15 @@ export class CallEngine {
     const metrics = this.#metrics
     const started = performance.now()
     let outcome = 'ok'
-    let freeSlot: (() => void) | undefined
     try {
-      freeSlot = upstream.slots.tryTake()
+      let freeSlot = slots.tryTake(principal)
       if (freeSlot === undefined) {
-        origin.queued?.()
+        origin.queued?.(slots.limitFor(principal))
         const queuedAt = performance.now()
-        freeSlot = await upstream.slots.take(signal)
+        freeSlot = await slots.take(principal, { signal, timeoutMs: slotWait })
         metrics?.queueWait(upstream.name, (performance.now() - queuedAt) / 1000)
       }
+      claim = slots.claim(principal, freeSlot)
       // Upstream work another process started on a session of its own goes on on that session; sessionless work (a
       // 2026-07-28 upstream's task) on the client's.
       const existing = origin.upstreamTask?.existing
@@ -117,6 +147,7 @@ export class CallEngine {
           authorization: forwardedAuthorization(upstream, origin.authorization),
           trace: origin.trace,
         }, origin.upstreamTask)
+        if (slotTimedOut !== undefined) throw slotTimedOut
         if (result.isError === true) outcome = 'tool_error'
         return result
       } finally {
@@ -125,14 +156,14 @@ export class CallEngine {
       }
     } catch (err) {
       // An upstream a reload took away fails its last calls with that reason, not as a lost connection.
-      const mapped = (signal.aborted ? undefined : upstream.closedBy) ?? mapUpstreamError(err, upstream.name, `${method} '${target.target}'`, timeout, signal)
+      const mapped = slotTimedOut ?? (signal.aborted ? undefined : upstream.closedBy) ?? mapUpstreamError(err, upstream.name, `${method} '${target.target}'`, timeout, signal)
       if (metrics !== undefined) {
         outcome = errorClass(mapped)
         metrics.upstreamFailed(upstream.name, mapped)
       }
       throw mapped
     } finally {
-      freeSlot?.()
+      claim?.release()
       // The tool name comes from the upstream's catalog (the route), never from the client: a bounded label.
       if (method === 'tools/call') metrics?.upstreamCall(upstream.name, target.target, outcome, (performance.now() - started) / 1000)
     }

@@ -74,6 +74,10 @@ const upstreamCommon = {
     .describe('tools/call and prompts/get requests running on this upstream at once, over all its sessions; further calls wait'),
   maxQueuedCalls: z.number().int().min(0).prefault(1000)
     .describe('calls that may wait for a call slot; the next one fails at once with GW_ERR_UPSTREAM_BUSY'),
+  maxConcurrentCallsPerPrincipal: z.number().int().min(1).max(10_000).optional()
+    .describe('call slots (of maxConcurrentCalls) one principal may hold at once on this upstream, so that one principal cannot take them all; its further calls wait while other principals\' calls run. With auth off, all 2026-07-28 clients are one principal (`anonymous`) and each 2025-era session is its own. Default: maxConcurrentCalls (no share)'),
+  slotWaitTimeout: duration('longest wait for a call slot of a call a client waits on (a synchronous tools/call or prompts/get); then it fails with GW_ERR_UPSTREAM_SLOT_TIMEOUT. A task waits as long as it takes, with a `queued: …` statusMessage. A call waiting on its client (an input request not yet answered) holds no slot, and takes one again ahead of new calls once answered, within the same bound')
+    .refine((ms) => ms >= 1, 'must be at least 1ms').prefault('30s'),
   idleTimeout: duration('close an upstream session that no request, call, task or subscription has used for this long').prefault('1h'),
   timeouts: timeoutsSchema('10s'),
   restart: restartSchema,
@@ -255,10 +259,13 @@ const limitsSchema = z.strictObject({
     .describe('SSE streams one session holds open at once on one gateway process (GET streams, tasks/result waits, 2026-07-28 listens per principal; with auth off all 2026-07-28 clients share one count); the next gets 429 (GW_ERR_STREAM_LIMIT). Responses that switch to SSE only to carry progress or input requests are not counted: they last as long as their request'),
   streamStallTimeout: duration('close an SSE stream whose client has not read what is waiting for this long').prefault('60s'),
   streamBufferBytes: size('close an SSE stream, instead of writing to it, when this much already waits unread by its client (one larger message still goes out)').prefault('16mb'),
-  headersTimeout: duration('time a client has to send a request\'s headers; then the connection is closed').prefault('10s'),
+  headersTimeout: duration('time a client has to send a request\'s headers (on a new connection, counted from its opening: a connection that sends nothing is closed too); then the connection is closed').prefault('10s'),
   requestTimeout: duration('time a client has to send a whole request, body included (responses, SSE streams included, are not bounded by it)').prefault('30s'),
   maxConnections: z.number().int().min(1).prefault(10_000)
     .describe('TCP connections the gateway accepts at once; further ones are closed at once'),
+  connectionsPerIp: z.number().int().min(1).prefault(1000)
+    .describe('TCP connections one client address (the socket\'s, whatever server.trustProxy says) may hold open at once; further ones from it are closed at once. Behind a reverse proxy or a NAT that many clients share, every connection comes from its address: raise it towards maxConnections'),
+  keepAliveTimeout: duration('close a connection that has answered its requests and sent nothing new for this long (HTTP keep-alive); keep it above the idle timeout of a load balancer in front, so that the balancer closes first').prefault('72s'),
 }).describe('rate limits, and bounds on sessions, streams and connections')
 
 const storeSchema = z.discriminatedUnion('kind', [

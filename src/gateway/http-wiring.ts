@@ -7,6 +7,7 @@ import type { Config, ServerConfig } from '../config/schema.ts'
 import type { MethodTable } from '../dispatch/context.ts'
 import { buildMethodTable } from '../dispatch/method-table.ts'
 import { registerCors } from '../http/cors.ts'
+import { guardConnections } from '../http/connection-guard.ts'
 import { registerHealthRoutes } from '../http/health-routes.ts'
 import { upstreamSurvival } from '../tasks/survival.ts'
 import { registerHostOriginGuard } from '../http/host-origin-guard.ts'
@@ -100,15 +101,20 @@ export async function wireHttp (core: GatewayCore, configSource: (() => Promise<
     trustProxy: trustedProxies(config.server.trustProxy),
     // Slow clients: the whole request (headers and body) must arrive in time; responses are not bounded by it.
     requestTimeout: Math.max(config.limits.requestTimeout, config.limits.headersTimeout),
+    keepAliveTimeout: config.limits.keepAliveTimeout,
   }
   // With server.tls the listener is HTTPS. An HTTPS server hands out the same request and response objects as
   // an HTTP one (and has the same timeouts), so the app is typed as the HTTP one everything else expects.
+  // A TLS client that never finishes its handshake is closed after headersTimeout too (Node's default is 120 s).
+  const handshakeTimeout = config.limits.headersTimeout
   const app: FastifyInstance = tls.server === undefined
     ? Fastify({ ...fastifyOptions, http: { connectionsCheckingInterval } })
-    : Fastify({ ...fastifyOptions, https: { ...tls.server, connectionsCheckingInterval } }) as unknown as FastifyInstance
+    : Fastify({ ...fastifyOptions, https: { ...tls.server, connectionsCheckingInterval, handshakeTimeout } }) as unknown as FastifyInstance
   const server = app.server as HttpServer
   server.headersTimeout = config.limits.headersTimeout
   server.maxConnections = config.limits.maxConnections
+  const { connectionsPerIp, headersTimeout } = config.limits
+  guardConnections(server, { perAddress: connectionsPerIp, firstRequestMs: headersTimeout, tls: tls.server !== undefined, log })
   registerHostOriginGuard(app, config.server)
   await registerCors(app, config.server)
   registerHealthRoutes(app, store, upstreams, () => closing, () => core.tasks.handedOver)

@@ -26,7 +26,7 @@ export function registerHealthRoutes (
         state: upstream.state,
         ...(upstream.reason !== undefined && { reason: upstream.reason }),
         sessions: load.sessions,
-        calls: { active: load.active, waiting: load.waiting },
+        calls: { active: load.active, waiting: load.waiting, parked: load.parked },
         ...(upstream.resultsWithoutResultType > 0 && { resultsWithoutResultType: upstream.resultsWithoutResultType }),
       }
     })

@@ -15,7 +15,7 @@ export interface MeteredUpstream {
   readonly name: string
   readonly state: typeof UPSTREAM_STATES[number]
   readonly config: { readonly transport: string }
-  readonly load: { readonly sessions: number, readonly active: number, readonly waiting: number }
+  readonly load: { readonly sessions: number, readonly active: number, readonly waiting: number, readonly parked: number }
   /** Reconnect attempts scheduled since start. */
   readonly reconnects: number
 }
@@ -45,6 +45,7 @@ const REFUSALS: Partial<Record<string, string>> = {
   GW_ERR_UPSTREAM_SESSION_LIMIT: 'maxSessions',
   GW_ERR_UPSTREAM_SESSION_SHARE: 'maxSessionsPerPrincipal',
   GW_ERR_UPSTREAM_BUSY: 'maxQueuedCalls',
+  GW_ERR_UPSTREAM_SLOT_TIMEOUT: 'slotWaitTimeout',
   GW_ERR_HTTP_BODY_TOO_LARGE: 'maxBodyBytes',
 }
 
@@ -167,6 +168,7 @@ export class GatewayMetrics {
     perUpstream('gateway_upstream_processes', 'processes running for a stdio upstream (one per upstream session)', (u) => u.config.transport === 'stdio' ? u.load.sessions : undefined)
     perUpstream('gateway_upstream_calls_active', 'upstream calls holding a call slot', (u) => u.load.active)
     perUpstream('gateway_upstream_calls_queued', 'upstream calls waiting for a call slot (queue depth)', (u) => u.load.waiting)
+    perUpstream('gateway_upstream_calls_parked', 'upstream calls waiting on their client for an answer, which hold no call slot', (u) => u.load.parked)
     this.#scraped.push(new Gauge({
       name: 'gateway_upstream_state',
       help: 'the upstream\'s state: 1 for the state it is in, 0 for the others',

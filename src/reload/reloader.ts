@@ -142,7 +142,7 @@ export class Reloader {
   /** Lets the calls running on a leaving upstream end (up to `graceMs`), then closes it; what still runs fails with `reason`. */
   #drain (upstream: Upstream, why: LeavingUpstream['why'], graceMs: number, reason: string): void {
     const log = this.#deps.log
-    const busy = (): number => upstream.load.active + upstream.load.waiting
+    const busy = (): number => upstream.load.active + upstream.load.waiting + upstream.load.parked
     const deadline = Date.now() + graceMs
     const drained = (async () => {
       while (busy() > 0 && Date.now() < deadline && !this.#closing.signal.aborted) {

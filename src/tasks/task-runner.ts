@@ -16,7 +16,7 @@ import type { TaskEvents } from './task-events.ts'
 import type { TaskInputs } from './task-inputs.ts'
 import { MAX_TIMER_MS } from '../config/units.ts'
 import { isStoreUnavailable, whileStoreUnavailable, type StoreRetryOptions } from './store-retry.ts'
-import { isTerminal, restatement, sourcesOf } from '../wire/task-state.ts'
+import { QUEUED, isTerminal, restatement, sourcesOf } from '../wire/task-state.ts'
 
 export interface TaskRunnerDeps {
   store: TaskStore
@@ -237,9 +237,10 @@ export class TaskRunner {
     // Status messages are written in order: a "queued" write never lands after the one that clears it.
     let statusWrites = Promise.resolve()
     let queued = false
-    const statusMessage = (message: string | null): void => {
+    // Once sent, the call waits for a slot again only when its input was answered: the task may still show input_required.
+    let sent = false
+    const statusMessage = (message: string | null, { from, to } = restatement('working')): void => {
       statusWrites = statusWrites.then(async () => {
-        const { from, to } = restatement('working')
         const updated = await this.#deps.store.transition(task.id, from, to, { statusMessage: message, by: task.owner }, Date.now())
         if (updated) events.status(updated)
       }).catch((err: unknown) => this.#deps.log.warn({ err, taskId: task.id }, 'could not record the queue state of a task'))
@@ -257,13 +258,17 @@ export class TaskRunner {
           this.#mirror(task, params).catch((err: unknown) => this.#deps.log.warn({ err, taskId: task.id }, 'could not mirror the upstream task status'))
         } else events.notification(task, method, params)
       },
-      queued: () => {
+      queued: (limit) => {
         queued = true
-        statusMessage(`queued: upstream '${upstream.name}' already runs its maxConcurrentCalls calls`)
+        statusMessage(limit === 'maxConcurrentCalls'
+          ? `queued: upstream '${upstream.name}' already runs its maxConcurrentCalls calls`
+          : `queued: this principal already runs its maxConcurrentCallsPerPrincipal calls on upstream '${upstream.name}'`, sent ? QUEUED : undefined)
       },
       sent: () => {
+        sent = true
         if (queued) statusMessage(null)
       },
+      patient: true,
       authorization,
       trace: run,
     }

@@ -69,7 +69,7 @@ export class Upstream {
     this.#log = log.child({ upstream: config.name })
     this.#events = events
     this.#http = config.transport === 'stdio' ? undefined : createUpstreamHttp(config)
-    this.slots = new CallSlots(config.name, config.maxConcurrentCalls, config.maxQueuedCalls)
+    this.slots = new CallSlots(config.name, config.maxConcurrentCalls, config.maxQueuedCalls, config.maxConcurrentCallsPerPrincipal)
     this.#pool = new SessionPool(config.name, () => this.#limits(), (session) => this.#evict(session))
     this.#clients = new ClientSessions(this.#pool)
     this.#perCall = new PerCallSessions(this.#pool)
@@ -93,9 +93,10 @@ export class Upstream {
     return this.#clients.values()
   }
 
-  /** Sessions open (or opening) and calls running or waiting. */
-  get load (): { sessions: number, active: number, waiting: number } {
-    return { sessions: this.#pool.size, active: this.slots.active, waiting: this.slots.waiting }
+  /** Sessions open (or opening); calls running, waiting for a call slot, or waiting on their client without one (parked). */
+  get load (): { sessions: number, active: number, waiting: number, parked: number } {
+    const { active, waiting, parked } = this.slots
+    return { sessions: this.#pool.size, active, waiting, parked }
   }
 
   /** The protocol era the gateway's own session speaks (`modern`: 2026-07-28); undefined while it is not open. */

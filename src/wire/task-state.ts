@@ -65,6 +65,12 @@ function move (from: readonly TaskStatus[], to: TaskStatus): TaskMove {
  */
 export const RESUME: TaskMove = move(['input_required'], 'working')
 
+/**
+ * A task whose call waits for a call slot again once the input it waited for is answered: working, with the queue
+ * as its statusMessage, whether or not the answer's own move (RESUME) has landed yet.
+ */
+export const QUEUED: TaskMove = move(['working', 'input_required'], 'working')
+
 const RESTATEMENTS = Object.freeze(Object.fromEntries(
   RUNNING_STATUSES.map((status) => [status, move([status], status)]),
 )) as Readonly<Partial<Record<TaskStatus, TaskMove>>>

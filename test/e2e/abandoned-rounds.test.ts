@@ -44,10 +44,10 @@ class HeapGateway {
   }
 }
 
-/** Upstream calls running or queued, as /readyz reports them. */
+/** Upstream calls running, queued, or waiting on their client (parked), as /readyz reports them. */
 async function upstreamCalls (base: string): Promise<number> {
-  const ready = await (await fetch(`${base}/readyz`)).json() as { upstreams: Array<{ calls: { active: number, waiting: number } }> }
-  return ready.upstreams.reduce((sum, upstream) => sum + upstream.calls.active + upstream.calls.waiting, 0)
+  const ready = await (await fetch(`${base}/readyz`)).json() as { upstreams: Array<{ calls: { active: number, waiting: number, parked: number } }> }
+  return ready.upstreams.reduce((sum, upstream) => sum + upstream.calls.active + upstream.calls.waiting + upstream.calls.parked, 0)
 }
 
 /**
@@ -86,7 +86,7 @@ describe('abandoned 2026-07-28 input rounds', () => {
         expect(last.resultType).toBe('input_required')
       }
     }
-    // The hold expires: every abandoned upstream call is cancelled and gives its call slot back.
+    // The hold expires: every abandoned upstream call is cancelled and ends.
     await until('every abandoned upstream call to end after the hold expired', async () => await upstreamCalls(gw.base) === 0 || undefined, { timeoutMs: 30_000, everyMs: 50 })
     const retry = await clients[1]!.request('tools/call', { name: 'demo__ask_user', arguments: {}, requestState: last.requestState, inputResponses: {} })
     expect(retry.body.error).toMatchObject({ code: -32602 })

@@ -234,11 +234,11 @@ describe('POST /admin/reload', () => {
     expect(replaced.json<Json>()).toEqual({ status: 'applied', changes: [{ path: 'server.reloadGrace', change: 'changed' }, { path: 'upstreams.demo', change: 'replaced' }], notApplied: [] })
     await vi.waitFor(async () => { expect(await toolNames(carol)).toContain('d2__echo') }, { timeout: 20_000, interval: 50 })
     expect((await toolNames(carol)).filter((name) => name.startsWith('demo__'))).toEqual([])
-    // The admin API shows the previous instance draining, with its task's call, next to the new one.
+    // The admin API shows the previous instance draining, with its task's call (waiting on carol: it holds no slot), next to the new one.
     const listed = (await adminOf(gw).inject({ method: 'GET', url: '/admin/upstreams', headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).json<{ upstreams: Json[] }>().upstreams
     expect(listed).toMatchObject([
       { name: 'demo', state: 'ready' },
-      { name: 'demo', state: 'draining', calls: { active: 1 }, draining: { why: 'replaced', graceEndsAt: expect.stringMatching(/^\d{4}-/) } },
+      { name: 'demo', state: 'draining', calls: { active: 0, parked: 1 }, draining: { why: 'replaced', graceEndsAt: expect.stringMatching(/^\d{4}-/) } },
     ])
     expect(listed[0]).not.toHaveProperty('draining')
     expect(((await carol.result('tools/call', { name: 'd2__echo', arguments: { text: 'new' } }).then((t) => carol.waitFor(String(t.taskId), ['completed']))).result as Json)).toMatchObject({ content: [{ text: 'new' }] })

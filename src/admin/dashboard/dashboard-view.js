@@ -81,6 +81,7 @@ export function renderUpstreams (upstreams) {
     cell(u.processes === undefined ? '–' : String(u.processes), { class: 'num' }),
     cell(String(u.calls.active), { class: 'num' }),
     cell(String(u.calls.waiting), { class: 'num' }),
+    cell(String(u.calls.parked), { class: 'num' }),
   )))
 }
 
