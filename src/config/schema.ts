@@ -69,6 +69,8 @@ const upstreamCommon = {
   maxQueuedCalls: z.number().int().min(0).prefault(1000)
     .describe('calls that may wait for a call slot; the next one fails at once with GW_ERR_UPSTREAM_BUSY'),
   idleTimeout: duration('close an upstream session that no request, call, task or subscription has used for this long').prefault('1h'),
+  maxResponseBytes: size('largest message the gateway takes from this upstream: an answer (a JSON body, an SSE event, a stdio line) or anything it sends. A larger answer is not read to its end: as soon as the count passes this, its HTTP response is closed (on stdio the rest of the line is skipped), and the request fails with GW_ERR_UPSTREAM_RESPONSE_TOO_LARGE (-32063); the session goes on. The answer of a task\'s call is also held to tasks.maxResultBytes as it arrives over HTTP')
+    .refine((bytes) => bytes >= 1024, 'must be at least 1kb').prefault('64mb'),
   timeouts: timeoutsSchema('10s'),
   restart: restartSchema,
 }

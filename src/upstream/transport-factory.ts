@@ -3,11 +3,14 @@ import { StdioClientTransport, getDefaultEnvironment } from '@modelcontextprotoc
 import type { UpstreamConfig } from '../config/schema.ts'
 import type { UpstreamHttp } from './http-dispatcher.ts'
 import { oneSendAtATime } from './one-send-at-a-time.ts'
+import type { ResponseLimits } from './response-limit.ts'
 import { StreamableHttpTransport, type StreamableHttpTransportOptions } from './streamable-http-transport.ts'
 
 export interface TransportHooks {
   /** Receives each line the child writes to stderr (stdio upstreams only). */
   onStderr (line: string): void
+  /** How large the upstream's answers may be. */
+  limits: ResponseLimits
 }
 
 export interface CreatedTransport {
@@ -75,6 +78,7 @@ export function createTransport (
         dispatcher: http.dispatcher,
         headers: withAuthorization(config.headers, authorization),
         rejoin,
+        limits: hooks.limits,
       })
       return { transport, delayResponses: false, http: transport }
     }
