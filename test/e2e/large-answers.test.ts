@@ -1,5 +1,6 @@
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { fixture } from '../helpers/built.ts'
 import { connectV1, textOf } from '../helpers/clients.ts'
 import { gatewayForSuite } from '../helpers/gateway.ts'
 import { legacyTask, RawSession } from '../helpers/raw-session.ts'
@@ -69,5 +70,30 @@ describe('large answers of Streamable HTTP upstreams', () => {
     const error = (await session.request('tasks/result', { taskId: task })).error
     expect(error).toMatchObject({ code: -32060, message: expect.stringMatching(/result of more than \d+ bytes is over the 2097152 bytes .*\(tasks\.maxResultBytes\)/) })
     await closedEarly(client, 'wide__stream_report', before)
+  })
+})
+
+describe('large answers of stdio upstreams', () => {
+  const stdio = (name: string, extra: Record<string, unknown> = {}): Record<string, unknown> =>
+    ({ name, transport: 'stdio', command: process.execPath, args: [fixture('large-answer-upstream')], ...extra })
+  const gw = gatewayForSuite({ upstreams: [stdio('wide'), stdio('narrow', { maxResponseBytes: '1mb' })] })
+  let client: Client
+  beforeAll(async () => { client = await connectV1(gw.url) })
+  afterAll(async () => { await client?.close() })
+
+  it('passes a 12 MB line through whole under the default maxResponseBytes', async () => {
+    const result = await client.callTool({ name: 'wide__big', arguments: { bytes: 12_000_000 } })
+    expect(textOf(result)).toHaveLength(12_000_000)
+  })
+
+  it('fails a line over maxResponseBytes with an error naming the upstream and the option, and logs it; the same process answers next', async () => {
+    const pid = textOf(await client.callTool({ name: 'narrow__pid', arguments: {} }))
+    await expect(client.callTool({ name: 'narrow__big', arguments: { bytes: 3_000_000 } })).rejects.toMatchObject({
+      code: -32063,
+      message: expect.stringMatching(/upstream 'narrow' answered tools\/call 'big' with more than 1048576 bytes \(upstreams\[\]\.maxResponseBytes\)/),
+    })
+    expect(gw.logs().some((line) => String(line.msg).startsWith('upstream answer over maxResponseBytes'))).toBe(true)
+    expect(textOf(await client.callTool({ name: 'narrow__small', arguments: {} }))).toBe('ok')
+    expect(textOf(await client.callTool({ name: 'narrow__pid', arguments: {} }))).toBe(pid)
   })
 })
