@@ -1,9 +1,10 @@
-import { SSEClientTransport, type Transport } from '@modelcontextprotocol/client'
+import { SSEClientTransport, type FetchLike, type Transport } from '@modelcontextprotocol/client'
 import { StdioClientTransport, getDefaultEnvironment } from '@modelcontextprotocol/client/stdio'
 import type { UpstreamConfig } from '../config/schema.ts'
 import type { UpstreamHttp } from './http-dispatcher.ts'
 import { oneSendAtATime } from './one-send-at-a-time.ts'
 import type { ResponseLimits } from './response-limit.ts'
+import { limitedEventStreams } from './event-stream-limit.ts'
 import { StdioLineReader } from './stdio-line-reader.ts'
 import { StreamableHttpTransport, type StreamableHttpTransportOptions } from './streamable-http-transport.ts'
 
@@ -96,13 +97,12 @@ export function createTransport (
       })
       return { transport, delayResponses: false, http: transport }
     }
-    case 'sse':
-      return {
-        transport: new SSEClientTransport(new URL(config.url), {
-          requestInit: { headers: { ...config.headers } },
-          ...(http && { fetch: http.fetch }),
-        }),
-        delayResponses: true,
-      }
+    case 'sse': {
+      const transport: SSEClientTransport = new SSEClientTransport(new URL(config.url), {
+        requestInit: { headers: { ...config.headers } },
+        fetch: limitedEventStreams(http?.fetch ?? (fetch as FetchLike), hooks.limits, () => { void transport.close().catch(() => {}) }),
+      })
+      return { transport, delayResponses: true }
+    }
   }
 }

@@ -97,3 +97,24 @@ describe('large answers of stdio upstreams', () => {
     expect(textOf(await client.callTool({ name: 'narrow__pid', arguments: {} }))).toBe(pid)
   })
 })
+
+describe('large answers of legacy HTTP+SSE upstreams', () => {
+  let upstream: StartedUpstream
+  const upstreams: Array<Record<string, unknown>> = []
+  beforeAll(async () => {
+    upstream = await startUpstream('test/fixtures/legacy-sse-upstream.ts', ['--port', '0'], { path: '/sse' })
+    upstreams.push({ name: 'old', transport: 'sse', url: upstream.url, maxResponseBytes: '1mb' })
+  })
+  afterAll(async () => { await upstream?.close() })
+  const gw = gatewayForSuite({ upstreams })
+  let client: Client
+  beforeAll(async () => { client = await connectV1(gw.url) })
+  afterAll(async () => { await client?.close() })
+
+  it('closes the event stream at an answer over maxResponseBytes, failing the calls waiting on it and logging why; the next call gets a new session', async () => {
+    await expect(client.callTool({ name: 'old__echo', arguments: { text: 'x'.repeat(2 * 1024 * 1024) } })).rejects.toMatchObject({ code: -32051 })
+    expect(gw.logs().some((line) => String(line.msg).startsWith('upstream answer over maxResponseBytes'))).toBe(true)
+    const answer = await until('a new session of the upstream', async () => await client.callTool({ name: 'old__echo', arguments: { text: 'small' } }).catch(() => undefined))
+    expect(textOf(answer)).toBe('small')
+  })
+})
