@@ -122,7 +122,8 @@ export class StreamableHttpTransport implements Transport {
       if (res.statusCode === 404 && this.sessionId !== undefined) void this.close()
       throw upstreamHttpError(res.statusCode, res.headers['retry-after'], text)
     }
-    const limit = limitFor(this.#options.limits, msg.id as RequestId | undefined)
+    // Only a request's answer may be held to its call's tighter limit (a response POSTed upstream has the upstream's id).
+    const limit = limitFor(this.#options.limits, msg.method === undefined ? undefined : msg.id as RequestId | undefined)
     if (type.includes('text/event-stream')) {
       const requestSignal = options?.requestSignal
       // Each event id of a request's stream is where another process could replay it from (resumption-token.ts).
@@ -339,7 +340,11 @@ export class StreamableHttpTransport implements Transport {
       else {
         this.#options.limits.onTooLarge?.(tooLarge, viaRequest)
         if (viaRequest === undefined) this.onerror?.(tooLarge)
-        else this.#deliver(tooLargeResponse(viaRequest, tooLarge) as Message)
+        else {
+          // A replay that failed its call is over: it is not opened again to read the same answer.
+          if (replayed !== undefined) replayed.answered = true
+          this.#deliver(tooLargeResponse(viaRequest, tooLarge) as Message)
+        }
       }
     }
     return last
