@@ -43,6 +43,16 @@ describe('StdioLineReader', () => {
     expect(seen[0]).toMatchObject({ id: 4, tooLarge: { bytes: 1000 } })
   })
 
+  it('reports a line over maxResponseBytes that answers no request of the gateway as an error, and reads the lines after it', () => {
+    const seen: Array<{ tooLarge: ResponseTooLarge, id: unknown }> = []
+    const lines = reader(1000, seen)
+    const notification = JSON.stringify({ method: 'notifications/message', params: { level: 'info', data: 'x'.repeat(5000) }, jsonrpc: '2.0' })
+    lines.append(Buffer.from(`${notification}\n{"jsonrpc":"2.0","id":2,"result":{}}\n`))
+    expect(() => lines.readMessage()).toThrow(/message of \d+ bytes, over maxResponseBytes \(1000 bytes\)/)
+    expect(lines.readMessage()).toEqual({ jsonrpc: '2.0', id: 2, result: {} })
+    expect(seen).toMatchObject([{ id: undefined }])
+  })
+
   it('tells a response id from the ends of a line, in either order, and nothing from other messages', () => {
     expect(responseIdOf('{"result":{"content":[{"text":"xx', 'xx"}]},"jsonrpc":"2.0","id":12}')).toBe(12)
     expect(responseIdOf('{"jsonrpc":"2.0","id":"a\\"b","result":{"content":', 'xx"}]}}')).toBe('a"b')
