@@ -62,6 +62,16 @@ describe('large answers of Streamable HTTP upstreams', () => {
     })
   }
 
+  it('drops a message over maxResponseBytes on the standalone stream, logging it, and opens the stream again', async () => {
+    const opened = Number(textOf(await client.callTool({ name: 'narrow__streams', arguments: {} })))
+    const logged = (): number => gw.logs().filter((line) => String(line.msg).startsWith('upstream answer over maxResponseBytes') && line.requestId === undefined).length
+    const before = logged()
+    expect(textOf(await client.callTool({ name: 'narrow__shout', arguments: { bytes: 2 * 1024 * 1024 } }))).toBe('ok')
+    await until('the dropped message logged', () => logged() > before ? true : undefined)
+    await until('the standalone stream opened again', async () => Number(textOf(await client.callTool({ name: 'narrow__streams', arguments: {} }))) > opened ? true : undefined)
+    expect(textOf(await client.callTool({ name: 'narrow__small', arguments: {} }))).toBe('ok')
+  })
+
   it('fails a task whose answer passes tasks.maxResultBytes as it arrives, closing the answer before its end', async () => {
     const before = await report(client, 'wide__stream_report')
     const session = await RawSession.open(gw.url)
