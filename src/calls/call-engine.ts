@@ -43,6 +43,8 @@ export interface CallOrigin {
   trace?: TraceParent | undefined
   /** A task's call that runs as the upstream's own task (see UpstreamTaskHooks). */
   upstreamTask?: UpstreamTaskHooks | undefined
+  /** A task's call: the largest result the task may store (tasks.maxResultBytes); a larger answer is given up as it arrives. */
+  maxResultBytes?: number | undefined
 }
 
 /** What a call runs: an upstream, the upstream's own name for the tool or prompt, and whether the upstream runs the tool only as a task. */
@@ -134,7 +136,7 @@ export class CallEngine {
       const existing = origin.upstreamTask?.existing
       const lease = existing === undefined || existing.sessionId === null ? await upstream.acquire(client, 'call', origin.authorization) : await upstream.rejoin(existing)
       const session = lease.session
-      const call = session.calls.begin(client.key, sink)
+      const call = session.calls.begin(client.key, sink, origin.maxResultBytes)
       session.pristine = false
       try {
         origin.sent?.()

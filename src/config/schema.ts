@@ -79,6 +79,8 @@ const upstreamCommon = {
   slotWaitTimeout: duration('longest wait for a call slot of a call a client waits on (a synchronous tools/call or prompts/get); then it fails with GW_ERR_UPSTREAM_SLOT_TIMEOUT. A task waits as long as it takes, with a `queued: …` statusMessage. A call waiting on its client (an input request not yet answered) holds no slot, and takes one again ahead of new calls once answered, within the same bound')
     .refine((ms) => ms >= 1, 'must be at least 1ms').prefault('30s'),
   idleTimeout: duration('close an upstream session that no request, call, task or subscription has used for this long').prefault('1h'),
+  maxResponseBytes: size('largest message the gateway takes from this upstream: an answer (a JSON body, an SSE event, a stdio line) or anything it sends. A larger answer is not read to its end: as soon as the count passes this, its HTTP response is closed (on stdio the rest of the line is skipped), and the request fails with GW_ERR_UPSTREAM_RESPONSE_TOO_LARGE (-32063); the session goes on. The answer of a task\'s call is also held to tasks.maxResultBytes as it arrives over HTTP')
+    .refine((bytes) => bytes >= 1024, 'must be at least 1kb').prefault('64mb'),
   timeouts: timeoutsSchema('10s'),
   restart: restartSchema,
 }

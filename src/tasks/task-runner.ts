@@ -271,6 +271,7 @@ export class TaskRunner {
       patient: true,
       authorization,
       trace: run,
+      maxResultBytes: this.#deps.maxResultBytes,
     }
     const plan = upstreamTaskPlan(upstream, task.tool, this.#deps.nativeTaskSupport(task.upstream, task.tool))
     const upstreamTask: UpstreamTaskHooks = {

@@ -32,6 +32,8 @@ export interface InflightCall {
   acceptsTask: boolean
   /** The task a 2026-07-28 upstream answered the call with (its CreateTaskResult), until the call takes it. */
   createdTask: JsonObject | undefined
+  /** A task's call: the largest result the task may store (tasks.maxResultBytes), which its answers are held to as they arrive. */
+  readonly maxResultBytes: number | undefined
 }
 
 /** Names the call a request is sent for; read and removed by AttributingTransport, never sent upstream. */
@@ -89,9 +91,17 @@ export class CallRegistry {
     return this.#calls.size
   }
 
-  begin (owner: string, sink: CallSink): InflightCall {
+  begin (owner: string, sink: CallSink, maxResultBytes?: number): InflightCall {
     const call: InflightCall = {
-      id: this.#next++, owner, sink, upstreamTaskId: undefined, waiting: 0, handedOver: false, acceptsTask: false, createdTask: undefined,
+      id: this.#next++,
+      owner,
+      sink,
+      upstreamTaskId: undefined,
+      waiting: 0,
+      handedOver: false,
+      acceptsTask: false,
+      createdTask: undefined,
+      maxResultBytes,
     }
     this.#calls.set(call.id, call)
     return call
@@ -169,6 +179,11 @@ export class CallRegistry {
     if (Object.keys(headers!).length === 1) return undefined
     const { [CALL_HEADER]: _tag, ...rest } = headers!
     return rest
+  }
+
+  /** The largest result the answer to request `id` may carry: its call's maxResultBytes (a task's call), if any. */
+  resultLimitOf (id: RequestId): number | undefined {
+    return this.#byRequest.get(id)?.maxResultBytes
   }
 
   /** Whether request `id` belongs to a call another gateway process goes on with (its cancellation is not sent). */

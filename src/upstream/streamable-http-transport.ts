@@ -8,6 +8,8 @@ import { JsonStreamParser } from './json-stream-parser.ts'
 import { SseParser } from './sse-parser.ts'
 import { followReplay, type Replayed, type ReplayAnswer } from './stream-replay.ts'
 import { decodeResumptionToken, encodeResumptionToken } from './resumption-token.ts'
+import { limitFor, tooLargeResponse, type ResponseLimit, type ResponseLimits, type ResponseTooLarge } from './response-limit.ts'
+import type { RequestId } from '../wire/jsonrpc.ts'
 
 const PROTOCOL_VERSION_META_KEY = 'io.modelcontextprotocol/protocolVersion'
 
@@ -24,6 +26,8 @@ export interface StreamableHttpTransportOptions {
    * session's first owner used (the upstream may still be answering those).
    */
   rejoin?: { sessionId: string | null, protocolVersion: string, idPrefix: string } | undefined
+  /** How large an answer may be: one over its limit is given up as it arrives (its response closed) and fails its request. */
+  limits: ResponseLimits
 }
 
 type Message = JSONRPCMessage & { id?: unknown, method?: unknown, params?: Record<string, unknown> }
@@ -118,6 +122,8 @@ export class StreamableHttpTransport implements Transport {
       if (res.statusCode === 404 && this.sessionId !== undefined) void this.close()
       throw upstreamHttpError(res.statusCode, res.headers['retry-after'], text)
     }
+    // Only a request's answer may be held to its call's tighter limit (a response POSTed upstream has the upstream's id).
+    const limit = limitFor(this.#options.limits, msg.method === undefined ? undefined : msg.id as RequestId | undefined)
     if (type.includes('text/event-stream')) {
       const requestSignal = options?.requestSignal
       // Each event id of a request's stream is where another process could replay it from (resumption-token.ts).
@@ -128,12 +134,12 @@ export class StreamableHttpTransport implements Transport {
         : (eventId: string) => { onresumptiontoken(encodeResumptionToken({ requestId, eventId })) }
       // A stream the caller did not abort ended (a listen stream learns so that the upstream ended it); told
       // after the response that may have ended it, which is handed on a macrotask later (see #deliver).
-      void this.#readStream(res.body, undefined, msg.id as string | number | undefined, requestSignal, onEventId).then(() => {
+      void this.#readStream(res.body, undefined, limit, msg.id as string | number | undefined, requestSignal, onEventId).then(() => {
         setImmediate(() => { if (requestSignal?.aborted !== true && !this.#closed.signal.aborted) options?.onRequestStreamEnd?.() })
       })
       return
     }
-    await this.#readJson(res.body, options?.requestSignal, options?.onRequestStreamEnd)
+    await this.#readJson(res.body, limit, msg.id as RequestId | undefined, options?.requestSignal, options?.onRequestStreamEnd)
   }
 
   async close (): Promise<void> {
@@ -189,9 +195,16 @@ export class StreamableHttpTransport implements Transport {
   /**
    * A JSON body: one message (or a batch) or, as some servers stream a `subscriptions/listen` response,
    * messages written one after the other as things happen. Resolves once the first message was handed on
-   * (or the body ended empty); the rest is read on. A body that is not JSON fails the request.
+   * (or the body ended empty); the rest is read on. A body that is not JSON fails the request, and so does one
+   * over its limit, as soon as it passes it (the response is closed: the rest is never read).
    */
-  async #readJson (body: AsyncIterable<Buffer>, requestSignal: AbortSignal | undefined, onEnd: (() => void) | undefined): Promise<void> {
+  async #readJson (
+    body: AsyncIterable<Buffer>,
+    limit: ResponseLimit,
+    id: RequestId | undefined,
+    requestSignal: AbortSignal | undefined,
+    onEnd: (() => void) | undefined,
+  ): Promise<void> {
     let handedOn = false
     let delivered: () => void = () => {}
     const first = new Promise<void>((resolve) => { delivered = resolve })
@@ -202,7 +215,14 @@ export class StreamableHttpTransport implements Transport {
       delivered()
     }
     const read = (async () => {
-      const parser = new JsonStreamParser(take)
+      const parser = new JsonStreamParser(take, {
+        maxValueBytes: limit.bytes,
+        onTooLarge: (seen) => {
+          const tooLarge = limit.exceeded(seen)
+          this.#options.limits.onTooLarge?.(tooLarge, id)
+          throw tooLarge
+        },
+      })
       for await (const chunk of body) parser.push(chunk)
       const rest = parser.end()
       if (rest !== '') take(rest)
@@ -240,6 +260,7 @@ export class StreamableHttpTransport implements Transport {
     const position = decodeResumptionToken(token)
     if (position === undefined) throw new Error('not a resumption token of this gateway')
     const replayed: Replayed = { from: position.requestId, to: msg.id as string | number, answered: false }
+    const limit = limitFor(this.#options.limits, replayed.to)
     const res = await this.#replayFrom(position.eventId, options)
     if (res.statusCode !== 200) throw upstreamHttpError(res.statusCode, undefined, res.text)
     void followReplay({
@@ -248,7 +269,7 @@ export class StreamableHttpTransport implements Transport {
       replayed,
       gone: () => this.#closed.signal.aborted || options.requestSignal?.aborted === true,
       closed: this.#closed.signal,
-      read: async (body, last, quiet) => await this.#readStream(body, last, replayed.to, options.requestSignal, quiet, replayed),
+      read: async (body, last, quiet) => await this.#readStream(body, last, limit, replayed.to, options.requestSignal, quiet, replayed),
       reopen: async (last) => await this.#replayFrom(last, options),
       deliver: (message) => { this.#deliver(message as Message) },
     })
@@ -269,17 +290,20 @@ export class StreamableHttpTransport implements Transport {
   /**
    * Reads one SSE body to its end (the response stream of request `viaRequest`, if any); returns the id of the
    * last event seen. `onEventId` hears each event id; `replayed`: the stream replays the call `from`, handed on
-   * as `to` (see #replay).
+   * as `to` (see #replay). An event over `limit` ends the stream as soon as it passes it (the response is closed,
+   * the rest never read) and fails request `viaRequest`; on a stream of no request it is a transport error.
    */
   async #readStream (
     body: AsyncIterable<Buffer>,
     lastEventId: string | undefined,
+    limit: ResponseLimit,
     viaRequest?: string | number,
     requestSignal?: AbortSignal,
     onEventId?: (eventId: string) => void,
     replayed?: Replayed,
   ): Promise<string | undefined> {
     let last = lastEventId
+    let tooLarge: ResponseTooLarge | undefined
     const parser = new SseParser((event) => {
       if (event.id !== undefined) {
         last = event.id
@@ -301,12 +325,26 @@ export class StreamableHttpTransport implements Transport {
       } catch (err) {
         this.onerror?.(new Error(`upstream sent an SSE event that is not JSON: ${(err as Error).message}`))
       }
+    }, {
+      maxEventBytes: limit.bytes,
+      onTooLarge: (seen) => {
+        tooLarge = limit.exceeded(seen)
+        throw tooLarge
+      },
     })
     try {
       for await (const chunk of body) parser.push(chunk)
     } catch (err) {
-      if (!this.#closed.signal.aborted && requestSignal?.aborted !== true) {
-        this.onerror?.(err instanceof Error ? err : new Error(String(err)))
+      if (this.#closed.signal.aborted || requestSignal?.aborted === true) return last
+      if (tooLarge === undefined) this.onerror?.(err instanceof Error ? err : new Error(String(err)))
+      else {
+        this.#options.limits.onTooLarge?.(tooLarge, viaRequest)
+        if (viaRequest === undefined) this.onerror?.(tooLarge)
+        else {
+          // A replay that failed its call is over: it is not opened again to read the same answer.
+          if (replayed !== undefined) replayed.answered = true
+          this.#deliver(tooLargeResponse(viaRequest, tooLarge) as Message)
+        }
       }
     }
     return last
@@ -328,7 +366,7 @@ export class StreamableHttpTransport implements Transport {
         await res.body.dump()
         throw new Error(`standalone SSE stream answered HTTP ${res.statusCode}`)
       }
-      last = await this.#readStream(res.body, last)
+      last = await this.#readStream(res.body, last, limitFor(this.#options.limits, undefined))
       attempt = 0
     } catch (err) {
       if (this.#closed.signal.aborted) return

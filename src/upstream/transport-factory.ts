@@ -1,13 +1,18 @@
-import { SSEClientTransport, type Transport } from '@modelcontextprotocol/client'
+import { SSEClientTransport, type FetchLike, type Transport } from '@modelcontextprotocol/client'
 import { StdioClientTransport, getDefaultEnvironment } from '@modelcontextprotocol/client/stdio'
 import type { UpstreamConfig } from '../config/schema.ts'
 import type { UpstreamHttp } from './http-dispatcher.ts'
 import { oneSendAtATime } from './one-send-at-a-time.ts'
+import type { ResponseLimits } from './response-limit.ts'
+import { limitedEventStreams } from './event-stream-limit.ts'
+import { StdioLineReader } from './stdio-line-reader.ts'
 import { StreamableHttpTransport, type StreamableHttpTransportOptions } from './streamable-http-transport.ts'
 
 export interface TransportHooks {
   /** Receives each line the child writes to stderr (stdio upstreams only). */
   onStderr (line: string): void
+  /** How large the upstream's answers may be. */
+  limits: ResponseLimits
 }
 
 export interface CreatedTransport {
@@ -18,6 +23,9 @@ export interface CreatedTransport {
   http?: StreamableHttpTransport
 }
 
+/** Longest part of a stderr line logged as one line. */
+const STDERR_LINE_CHARS = 64 * 1024
+
 function stdioTransport (config: Extract<UpstreamConfig, { transport: 'stdio' }>, hooks: TransportHooks): Transport {
   const transport = new StdioClientTransport({
     command: config.command,
@@ -26,16 +34,26 @@ function stdioTransport (config: Extract<UpstreamConfig, { transport: 'stdio' }>
     ...(config.cwd !== undefined && { cwd: config.cwd }),
     stderr: 'pipe',
   })
+  // The SDK's read buffer stops the process on a line over its limit, failing every call in flight as a lost connection.
+  const sdk = transport as unknown as { _readBuffer?: unknown }
+  if (!('_readBuffer' in sdk)) throw new Error('the SDK\'s StdioClientTransport has no _readBuffer to replace: check stdio-line-reader.ts against the SDK')
+  sdk._readBuffer = new StdioLineReader(hooks.limits)
   oneSendAtATime(transport)
   let pending = ''
   transport.stderr?.on('data', (chunk: Buffer) => {
-    pending += chunk.toString('utf8')
-    let newline = pending.indexOf('\n')
-    while (newline >= 0) {
-      const line = pending.slice(0, newline).trimEnd()
+    const text = chunk.toString('utf8')
+    let start = 0
+    for (let newline = text.indexOf('\n'); newline >= 0; newline = text.indexOf('\n', start)) {
+      const line = (pending + text.slice(start, newline)).trimEnd()
+      pending = ''
       if (line !== '') hooks.onStderr(line)
-      pending = pending.slice(newline + 1)
-      newline = pending.indexOf('\n')
+      start = newline + 1
+    }
+    // A line without end is logged in parts of at most STDERR_LINE_CHARS, never held whole.
+    pending += text.slice(start)
+    if (pending.length > STDERR_LINE_CHARS) {
+      hooks.onStderr(pending)
+      pending = ''
     }
   })
   return transport
@@ -75,16 +93,16 @@ export function createTransport (
         dispatcher: http.dispatcher,
         headers: withAuthorization(config.headers, authorization),
         rejoin,
+        limits: hooks.limits,
       })
       return { transport, delayResponses: false, http: transport }
     }
-    case 'sse':
-      return {
-        transport: new SSEClientTransport(new URL(config.url), {
-          requestInit: { headers: { ...config.headers } },
-          ...(http && { fetch: http.fetch }),
-        }),
-        delayResponses: true,
-      }
+    case 'sse': {
+      const transport: SSEClientTransport = new SSEClientTransport(new URL(config.url), {
+        requestInit: { headers: { ...config.headers } },
+        fetch: limitedEventStreams(http?.fetch ?? (fetch as FetchLike), hooks.limits, () => { void transport.close().catch(() => {}) }),
+      })
+      return { transport, delayResponses: true }
+    }
   }
 }

@@ -2,6 +2,7 @@ import { ProtocolError, SdkError, SdkErrorCode } from '@modelcontextprotocol/cli
 import { GatewayError, RpcError, UpstreamHttpError, errorMessage } from '../errors.ts'
 import type { UpstreamConfig } from '../config/schema.ts'
 import { formatDuration } from '../config/units.ts'
+import { responseTooLarge } from './response-limit.ts'
 
 /** Network failures by their `code` (undici's own, or Node's system errors undici passes on): timeouts, by the limit that ran out. */
 const TIMED_OUT: Readonly<Record<string, string>> = {
@@ -54,10 +55,13 @@ function fromNetworkCode (err: unknown, upstream: string, what: string): Gateway
  * Turns whatever an upstream request threw into the error the client sees: a JSON-RPC error from the
  * upstream keeps its code, message and data; HTTP error statuses, network failures (by their code, as
  * @fastify/reply-from maps undici's) and timeouts become gateway errors that name the upstream and keep
- * the cause. Nothing the upstream wrote outside a JSON-RPC error reaches the message.
+ * the cause; an answer over its size limit (not read to its end) becomes GW_ERR_UPSTREAM_RESPONSE_TOO_LARGE or, for a
+ * task's call, GW_ERR_TASK_RESULT_TOO_LARGE. Nothing the upstream wrote outside a JSON-RPC error reaches the message.
  */
 export function mapUpstreamError (err: unknown, upstream: string, what: string, timeoutMs: number, signal?: AbortSignal): Error {
   if (err instanceof GatewayError || err instanceof RpcError) return err
+  const tooLarge = responseTooLarge(err)
+  if (tooLarge !== undefined) return tooLarge.toGatewayError(upstream, what)
   if (signal?.aborted) {
     return new GatewayError('GW_ERR_REQUEST_CANCELLED', [errorMessage(signal.reason)], { cause: err })
   }

@@ -11,6 +11,7 @@ import type { ResumeAddress } from '../store/types.ts'
 import { AttributingTransport, CallRegistry, isInputMethod, untagged, type InflightCall, type InputMethod } from './call-attribution.ts'
 import type { UpstreamHttp } from './http-dispatcher.ts'
 import { ListenStream, withoutSubscriptionId } from './listen-stream.ts'
+import { sessionLimits } from './response-limit.ts'
 import { createTransport } from './transport-factory.ts'
 import type { StreamableHttpTransport, StreamableHttpTransportOptions } from './streamable-http-transport.ts'
 
@@ -128,6 +129,7 @@ export class UpstreamSession {
     session.#install(events)
     const created = createTransport(config, options.http, {
       onStderr: (line) => log.info({ stderr: line }, 'upstream stderr'),
+      limits: sessionLimits(config.maxResponseBytes, session.calls, log, options.key),
     }, options.authorization, options.rejoin)
     session.#http = created.http
     const transport = new AttributingTransport(

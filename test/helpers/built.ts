@@ -18,6 +18,7 @@ export const FIXTURES_OUT = 'node_modules/.cache/test-fixtures'
 export const COMPILED_FIXTURES = [
   'conformance-2026-upstream',
   'conformance-upstream',
+  'large-answer-upstream',
   'legacy-sse-upstream',
   'modern-upstream',
   'native-task-upstream',

@@ -10,6 +10,7 @@ import { parseConfig } from '../../src/config/load.ts'
 import type { HttpUpstreamConfig } from '../../src/config/schema.ts'
 import { ERRORS, GatewayError, RpcError, UpstreamHttpError, type ErrorCode } from '../../src/errors.ts'
 import { createUpstreamHttp, parseRetryAfter } from '../../src/upstream/http-dispatcher.ts'
+import { limitFor, ResponseTooLarge, tooLargeResponse } from '../../src/upstream/response-limit.ts'
 
 const SECRET = 'Traceback: db password hunter2 at /srv/app/settings.py'
 
@@ -153,5 +154,27 @@ describe('the SSE transport\'s fetch', () => {
     } finally {
       await http.close()
     }
+  })
+})
+
+describe('mapUpstreamError: answers over their size limit', () => {
+  it('names the upstream, the request and the limit: maxResponseBytes, or tasks.maxResultBytes for a task\'s call', () => {
+    const limits = { maxResponseBytes: 1 << 20, resultLimitOf: (id: unknown) => id === 7 ? 4096 : undefined }
+    const plain = mapped(limitFor(limits, 3).exceeded(2 << 20))
+    expectCode(plain, 'GW_ERR_UPSTREAM_RESPONSE_TOO_LARGE')
+    expect(plain.message).toBe("upstream 'search' answered tools/call 'find' with more than 1048576 bytes (upstreams[].maxResponseBytes); the answer was not read to its end: ask the tool for less, or raise maxResponseBytes of this upstream")
+    expect(plain.cause).toBeInstanceOf(ResponseTooLarge)
+    const task = mapped(limitFor(limits, 7).exceeded(8000))
+    expectCode(task, 'GW_ERR_TASK_RESULT_TOO_LARGE')
+    expect(task.message).toMatch(/result of more than 5120 bytes is over the 4096 bytes a task may store \(tasks\.maxResultBytes\)/)
+  })
+
+  it('finds the error again in the error response the SDK was handed, and in nothing an upstream could write', () => {
+    const tooLarge = limitFor({ maxResponseBytes: 1024 }, 1).exceeded(2048)
+    const response = tooLargeResponse(1, tooLarge) as unknown as { error: { code: number, message: string, data: unknown } }
+    const handed = new ProtocolError(response.error.code, response.error.message, response.error.data)
+    expectCode(mapped(handed), 'GW_ERR_UPSTREAM_RESPONSE_TOO_LARGE')
+    const written = JSON.parse(JSON.stringify(response)) as typeof response
+    expect(mapUpstreamError(new ProtocolError(written.error.code, written.error.message, written.error.data), 'search', 'x', 5000)).toBeInstanceOf(RpcError)
   })
 })
