@@ -18,6 +18,7 @@ import { homeStoreContract } from './home-store.contract.ts'
 import { taskLimitContract } from './task-limit.contract.ts'
 import { taskQueryContract } from './task-query.contract.ts'
 import { taskTimelineContract } from './task-timeline.contract.ts'
+import { storedBytesContract } from './stored-bytes.contract.ts'
 
 const dir = mkdtempSync(join(tmpdir(), 'gw-sqlite-'))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
@@ -51,6 +52,9 @@ taskQueryContract('redis', isolatedRedisStore)
 taskTimelineContract('memory', async () => new MemoryStore())
 taskTimelineContract('sqlite', async () => new SqliteStore(dbFile()))
 taskTimelineContract('redis', isolatedRedisStore)
+storedBytesContract('memory', async () => [new MemoryStore()])
+storedBytesContract('sqlite', async () => [new SqliteStore(dbFile())])
+storedBytesContract('redis, two processes', async () => await sharedRedisStores(2))
 rateLimitStoreContract({ memory: async () => new MemoryStore(), sqlite: async () => new SqliteStore(dbFile()), redis: isolatedRedisStore })
 
 function task (id: string): TaskRecord {
@@ -121,6 +125,8 @@ describe('sqlite store', () => {
     expect(await store.tasks.unfinished()).toMatchObject([{ id: 't0', owner: '', traceContext: null }])
     // A task stored before timelines were recorded has none.
     expect(await store.tasks.timeline('t0')).toEqual([])
+    // What it stores counts against its principal's budget of stored bytes (its request '{}' and capabilities '{}').
+    expect(await store.tasks.storedBytes('p')).toBe(4)
     await store.tasks.create(task('t1'))
     expect(await store.tasks.get('t1', 1)).toEqual(task('t1'))
     await store.close()

@@ -1,4 +1,4 @@
-import type { GatewayStore, LeaseStore, SessionRecord, SessionStore, StoreHealth } from '../types.ts'
+import type { GatewayStore, LeaseStore, SessionCreateOptions, SessionRecord, SessionStore, StoreHealth } from '../types.ts'
 import { MemoryRateLimits } from './memory-rate-limits.ts'
 import { MemoryBus } from './memory-bus.ts'
 import { MemoryTaskStore } from './memory-task-store.ts'
@@ -6,13 +6,17 @@ import { MemoryHomeStore } from './memory-homes.ts'
 
 class MemorySessionStore implements SessionStore {
   readonly #sessions = new Map<string, SessionRecord>()
-  /** Session ids of each principal, so counting them does not scan every session. */
-  readonly #byPrincipal = new Map<string, Set<string>>()
+  /** Session ids of each account (SessionCreateOptions.account), so counting them does not scan every session. */
+  readonly #byAccount = new Map<string, Set<string>>()
+  /** The account of each session whose account is not its principal. */
+  readonly #accounts = new Map<string, string>()
 
-  async create (session: SessionRecord): Promise<void> {
+  async create (session: SessionRecord, options: SessionCreateOptions = {}): Promise<void> {
     this.#sessions.set(session.id, { ...session })
-    const ids = this.#byPrincipal.get(session.principal) ?? new Set()
-    this.#byPrincipal.set(session.principal, ids.add(session.id))
+    const account = options.account ?? session.principal
+    if (account !== session.principal) this.#accounts.set(session.id, account)
+    const ids = this.#byAccount.get(account) ?? new Set()
+    this.#byAccount.set(account, ids.add(session.id))
   }
 
   async get (id: string): Promise<SessionRecord | null> {
@@ -43,15 +47,17 @@ class MemorySessionStore implements SessionStore {
     return gone
   }
 
-  async countOf (principal: string, atMost: number): Promise<number> {
-    return Math.min(atMost, this.#byPrincipal.get(principal)?.size ?? 0)
+  async countOf (account: string, atMost: number): Promise<number> {
+    return Math.min(atMost, this.#byAccount.get(account)?.size ?? 0)
   }
 
   #forget (session: SessionRecord): void {
     this.#sessions.delete(session.id)
-    const ids = this.#byPrincipal.get(session.principal)
+    const account = this.#accounts.get(session.id) ?? session.principal
+    this.#accounts.delete(session.id)
+    const ids = this.#byAccount.get(account)
     ids?.delete(session.id)
-    if (ids?.size === 0) this.#byPrincipal.delete(session.principal)
+    if (ids?.size === 0) this.#byAccount.delete(account)
   }
 }
 

@@ -3,7 +3,7 @@ import { Redis, type RedisOptions } from 'ioredis'
 import { GatewayError } from '../../errors.ts'
 import type { Logger } from '../../observability/logger.ts'
 import type { JsonObject } from '../../wire/jsonrpc.ts'
-import type { BusHandler, GatewayStore, LeaseStore, SessionRecord, SessionStore, SignalBus, StoreHealth } from '../types.ts'
+import type { BusHandler, GatewayStore, LeaseStore, SessionCreateOptions, SessionRecord, SessionStore, SignalBus, StoreHealth } from '../types.ts'
 import { guarded, unavailable } from './redis-errors.ts'
 import { run, TOUCH_SESSION } from './redis-scripts.ts'
 import { RedisTaskStore } from './redis-task-store.ts'
@@ -37,8 +37,9 @@ export interface RedisStoreOptions {
 }
 
 /**
- * Sessions: session:<id> (hash: body JSON, seen, principal), `sessions`, a sorted set of ids by last use,
- * and psessions:<principal>, the set of each principal's session ids (for limits.sessionsPerPrincipal).
+ * Sessions: session:<id> (hash: body JSON, seen, principal, acct: the account it is counted under), `sessions`,
+ * a sorted set of ids by last use, and psessions:<account>, the set of each account's session ids (for
+ * limits.sessionsPerPrincipal; sessions stored before accounts existed are counted under their principal).
  */
 class RedisSessionStore implements SessionStore {
   readonly #redis: Redis
@@ -49,11 +50,12 @@ class RedisSessionStore implements SessionStore {
     this.#p = prefix
   }
 
-  async create (session: SessionRecord): Promise<void> {
+  async create (session: SessionRecord, options: SessionCreateOptions = {}): Promise<void> {
+    const account = options.account ?? session.principal
     await this.#redis.multi()
-      .hset(`${this.#p}session:${session.id}`, { body: JSON.stringify(session), seen: String(session.lastSeenAt), principal: session.principal })
+      .hset(`${this.#p}session:${session.id}`, { body: JSON.stringify(session), seen: String(session.lastSeenAt), principal: session.principal, acct: account })
       .zadd(`${this.#p}sessions`, session.lastSeenAt, session.id)
-      .sadd(`${this.#p}psessions:${session.principal}`, session.id)
+      .sadd(`${this.#p}psessions:${account}`, session.id)
       .exec()
   }
 
@@ -77,15 +79,18 @@ class RedisSessionStore implements SessionStore {
     return ids
   }
 
-  async countOf (principal: string, atMost: number): Promise<number> {
-    return Math.min(atMost, await this.#redis.scard(`${this.#p}psessions:${principal}`))
+  async countOf (account: string, atMost: number): Promise<number> {
+    return Math.min(atMost, await this.#redis.scard(`${this.#p}psessions:${account}`))
   }
 
   /** Deletes sessions and their index entries; returns how many existed. */
   async #remove (ids: readonly string[]): Promise<number> {
     const read = this.#redis.pipeline()
-    for (const id of ids) read.hget(`${this.#p}session:${id}`, 'principal')
-    const principals = (await read.exec() ?? []).map(([, principal]) => principal as string | null)
+    for (const id of ids) read.hmget(`${this.#p}session:${id}`, 'acct', 'principal')
+    const principals = (await read.exec() ?? []).map(([, fields]) => {
+      const [account, principal] = fields as Array<string | null>
+      return account ?? principal ?? null
+    })
     const tx = this.#redis.multi().del(...ids.map((id) => `${this.#p}session:${id}`)).zrem(`${this.#p}sessions`, ...ids)
     ids.forEach((id, i) => {
       const principal = principals[i]

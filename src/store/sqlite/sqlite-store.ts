@@ -1,7 +1,7 @@
 import { mkdirSync } from 'node:fs'
 import { dirname } from 'node:path'
 import Database from 'better-sqlite3'
-import type { GatewayStore, SessionRecord, SessionStore, StoreHealth } from '../types.ts'
+import type { GatewayStore, SessionCreateOptions, SessionRecord, SessionStore, StoreHealth } from '../types.ts'
 import { MemoryRateLimits } from '../memory/memory-rate-limits.ts'
 import { MemoryBus } from '../memory/memory-bus.ts'
 import { MemoryLeaseStore } from '../memory/memory-store.ts'
@@ -45,24 +45,25 @@ class SqliteSessionStore implements SessionStore {
   readonly #delete: Database.Statement
   readonly #expired: Database.Statement<[number], { id: string }>
   readonly #sweep: Database.Statement
-  readonly #count: Database.Statement<[{ principal: string, limit: number }], { count: number }>
+  readonly #count: Database.Statement<[{ account: string, limit: number }], { count: number }>
   /** Sessions read lately: a 2025-11-25 request finds its session here without a query (one writer per file). */
   readonly #recent = new RecentRecords<SessionRecord>(RECENT_SESSIONS, RECENT_SESSIONS_BYTES)
 
   constructor (db: Database.Database) {
-    this.#insert = db.prepare(`INSERT INTO sessions (id, principal, protocol_version, client_capabilities, client_info, created_at, last_seen_at)
-      VALUES (@id, @principal, @protocolVersion, @clientCapabilities, @clientInfo, @createdAt, @lastSeenAt)`)
+    this.#insert = db.prepare(`INSERT INTO sessions (id, principal, protocol_version, client_capabilities, client_info, created_at, last_seen_at, account)
+      VALUES (@id, @principal, @protocolVersion, @clientCapabilities, @clientInfo, @createdAt, @lastSeenAt, @account)`)
     this.#select = db.prepare('SELECT * FROM sessions WHERE id = ?')
     this.#touch = db.prepare('UPDATE sessions SET last_seen_at = ? WHERE id = ? AND last_seen_at < ?')
     this.#delete = db.prepare('DELETE FROM sessions WHERE id = ?')
     this.#expired = db.prepare('SELECT id FROM sessions WHERE last_seen_at < ?')
     this.#sweep = db.prepare('DELETE FROM sessions WHERE last_seen_at < ?')
-    this.#count = db.prepare('SELECT COUNT(*) AS count FROM (SELECT 1 FROM sessions WHERE principal = @principal LIMIT @limit)')
+    this.#count = db.prepare('SELECT COUNT(*) AS count FROM (SELECT 1 FROM sessions WHERE account = @account LIMIT @limit)')
   }
 
-  async create (session: SessionRecord): Promise<void> {
+  async create (session: SessionRecord, options: SessionCreateOptions = {}): Promise<void> {
     this.#insert.run({
       ...session,
+      account: options.account ?? session.principal,
       clientCapabilities: JSON.stringify(session.clientCapabilities),
       clientInfo: JSON.stringify(session.clientInfo),
     })
@@ -92,8 +93,8 @@ class SqliteSessionStore implements SessionStore {
     return ids
   }
 
-  async countOf (principal: string, atMost: number): Promise<number> {
-    return this.#count.get({ principal, limit: atMost })!.count
+  async countOf (account: string, atMost: number): Promise<number> {
+    return this.#count.get({ account, limit: atMost })!.count
   }
 }
 
