@@ -43,6 +43,8 @@ interface Forwarded {
   principal: string | null
   access: string
   authorization: string | null
+  /** Whom the caller's limits count (Caller.account); absent: the principal. */
+  account?: string | null
   requestId: string | number
   progressToken: string | number | null
   forwardId: string
@@ -123,6 +125,7 @@ export class HomeRouting {
       principal: ctx.caller.principal ?? null,
       access: ctx.caller.access.key,
       authorization: ctx.caller.authorization ?? null,
+      account: ctx.caller.account ?? null,
       requestId: ctx.requestId,
       progressToken: ctx.progressToken ?? null,
       forwardId,
@@ -147,6 +150,7 @@ export class HomeRouting {
       principal: f.principal ?? undefined,
       access: this.#deps.access(f.access),
       authorization: f.authorization ?? undefined,
+      account: f.account ?? undefined,
     }
     const send = (message: RpcMessage): void => emit({ type: 'send', message: message as unknown as JsonObject })
     const trace = this.#deps.tracing?.forwarded(f.method, f.traceparent ?? null, f.requestId)

@@ -239,7 +239,7 @@ const limitsSchema = z.strictObject({
   pollBurst: z.number().int().min(1).optional()
     .describe('polls of one task allowed ahead of tasks.pollInterval; a faster tasks/get of that task gets 429 with Retry-After (GW_ERR_POLL_TOO_FAST); default: off'),
   sessionsPerPrincipal: z.number().int().min(1).prefault(256)
-    .describe('sessions one authenticated principal may hold at once; the next initialize gets 429 (GW_ERR_SESSION_LIMIT)'),
+    .describe('sessions one principal may hold at once (with auth off: one client address, `server.trustProxy` applied); the next initialize gets 429 (GW_ERR_SESSION_LIMIT)'),
   streamsPerSession: z.number().int().min(1).prefault(100)
     .describe('SSE streams one session holds open at once on one gateway process (GET streams, tasks/result waits, 2026-07-28 listens per principal; with auth off all 2026-07-28 clients share one count); the next gets 429 (GW_ERR_STREAM_LIMIT). Responses that switch to SSE only to carry progress or input requests are not counted: they last as long as their request'),
   streamStallTimeout: duration('close an SSE stream whose client has not read what is waiting for this long').prefault('60s'),
@@ -248,7 +248,9 @@ const limitsSchema = z.strictObject({
   requestTimeout: duration('time a client has to send a whole request, body included (responses, SSE streams included, are not bounded by it)').prefault('30s'),
   maxConnections: z.number().int().min(1).prefault(10_000)
     .describe('TCP connections the gateway accepts at once; further ones are closed at once'),
-}).describe('rate limits, and bounds on sessions, streams and connections')
+  storedBytesPerPrincipal: size('bytes one principal\'s tasks may hold in the store at once (per client address when auth is off): the JSON of each running task\'s arguments, of every task\'s client capabilities and outcome, and of its input requests and their answers, until the task is swept after its TTL. A tools/call that would pass it gets GW_ERR_STORED_BYTES_LIMIT (-32070) and no task; an outcome that does not fit fails its task with that error instead of being stored; an input request that does not fit is refused to the upstream').prefault('64mb'),
+  clientInfoBytes: size('largest `capabilities` and largest `clientInfo` (each as JSON) an `initialize` may send; the session stores both for its life, so a larger one is refused with GW_ERR_CLIENT_INFO_TOO_LARGE (-32602) and no session is created').prefault('64kb'),
+}).describe('rate limits, and bounds on sessions, streams, connections and stored bytes')
 
 const storeSchema = z.discriminatedUnion('kind', [
   z.strictObject({ kind: z.literal('memory').describe('kept in the process, lost on exit') }),

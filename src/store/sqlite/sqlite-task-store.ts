@@ -63,7 +63,7 @@ export class SqliteTaskStore implements TaskStore {
   readonly #unfinished: Database.Statement<[], TaskRow>
   readonly #ownedBy: Database.Statement<[{ owner: string, now: number }], TaskRow>
   readonly #claim: Database.Statement<[{ id: string, from: string, to: string, now: number }]>
-  readonly #transition: (params: TransitionParams) => TaskRow | undefined
+  readonly #transition: Database.Transaction<(params: TransitionParams) => TaskRow | undefined>
   readonly #claimTx: Database.Transaction<(params: { id: string, from: string, to: string, now: number }) => TaskRow | undefined>
   readonly #timeline: SqliteTimeline
   readonly #inputs: SqliteInputQueue
@@ -194,7 +194,8 @@ export class SqliteTaskStore implements TaskStore {
     if (sources.length === 0) return null
     return backend(() => {
       const outcome = patch.outcome === undefined ? null : JSON.stringify(patch.outcome)
-      const row = this.#transition({
+      // IMMEDIATE: the move reads the sizes it changes first, and must hold the write lock from that read on.
+      const row = this.#transition.immediate({
         event: statusEvent(to, patch, now, outcome ?? undefined),
         outcomeBytes: patch.outcome === undefined ? undefined : jsonBytes(patch.outcome),
         maxStoredBytes: patch.maxStoredBytes,
