@@ -26,3 +26,24 @@ export function overBudget (stored: number, adding: number, max: number | undefi
   if (max === undefined || adding <= 0 || stored + adding <= max) return undefined
   return new GatewayError('GW_ERR_STORED_BYTES_LIMIT', [stored, adding, max])
 }
+
+/** The bytes a session stores for its whole life: its client capabilities and client info. */
+export function sessionBytes (session: { clientCapabilities: unknown, clientInfo: unknown }): number {
+  return jsonBytes(session.clientCapabilities) + jsonBytes(session.clientInfo)
+}
+
+/** The bytes of each account, in a Map (the stores that keep them in the process: memory). */
+export class AccountBytes {
+  readonly #bytes = new Map<string, number>()
+
+  of (account: string): number {
+    return this.#bytes.get(account) ?? 0
+  }
+
+  /** Adds `bytes` (negative: takes them off) to the account's count. */
+  add (account: string, bytes: number): void {
+    const total = this.of(account) + bytes
+    if (total > 0) this.#bytes.set(account, total)
+    else this.#bytes.delete(account)
+  }
+}

@@ -28,8 +28,15 @@ export interface SessionCreateOptions {
   /**
    * The key the session is counted under for limits.sessionsPerPrincipal (countOf): `anonymous@<address>` for
    * a caller without auth, so that one address cannot open sessions without bound; default: the principal.
+   * The session's bytes (its client capabilities and client info, as JSON) count under it too, with those of
+   * the account's tasks (TaskStore.storedBytes), until the session is deleted or swept.
    */
   account?: string
+  /**
+   * Refuses the session with GW_ERR_STORED_BYTES_LIMIT when its bytes would take its account past this many
+   * stored bytes (limits.storedBytesPerPrincipal; see TaskCreateOptions.maxStoredBytes).
+   */
+  maxStoredBytes?: number
 }
 
 export interface SessionStore {
@@ -245,7 +252,7 @@ export interface TaskStore {
   transition (id: string, from: readonly TaskStatus[], to: TaskStatus, patch: TaskPatch, now: number): Promise<TaskRecord | null>
   /** Live tasks of `account` (TaskCreateOptions.account) that are not terminal, counted up to `atMost` (enough to check a limit). */
   countActive (account: string, now: number, atMost?: number): Promise<number>
-  /** The bytes the tasks of `account` store (see TaskCreateOptions.maxStoredBytes); 0 for an unknown account. */
+  /** The bytes the tasks and sessions of `account` store (see TaskCreateOptions.maxStoredBytes); 0 for an unknown account. */
   storedBytes (account: string): Promise<number>
   /** Every task not yet terminal (for recovery after a restart). */
   unfinished (): Promise<TaskRecord[]>

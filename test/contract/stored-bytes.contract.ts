@@ -149,6 +149,32 @@ export function storedBytesContract (name: string, open: () => Promise<GatewaySt
       expect((await store.list(b.principal, undefined, 10, T0 + 1)).map((t) => t.id)).toEqual([b.id])
     })
 
+    it('counts the client capabilities and info of sessions with the tasks, refuses a session over the budget, and gives its bytes back when it ends', async () => {
+      const { sessions, tasks } = stores[0]!
+      const principal = `principal:${randomUUID()}`
+      const record = (id: string) => ({
+        id, principal, protocolVersion: '2025-11-25', clientCapabilities: { sampling: {} }, clientInfo: { name: 'n'.repeat(3000) }, createdAt: 1, lastSeenAt: 1,
+      })
+      const first = record(randomUUID())
+      const each = Buffer.byteLength(JSON.stringify(first.clientCapabilities)) + Buffer.byteLength(JSON.stringify(first.clientInfo))
+      const running = sized(principal, 2000)
+      const budget = each * 2 + bytesOf(running)
+      await sessions.create(first, { maxStoredBytes: budget })
+      await tasks.create(running, { maxStoredBytes: budget })
+      expect(await tasks.storedBytes(principal)).toBe(each + bytesOf(running))
+      const second = record(randomUUID())
+      await sessions.create(second, { maxStoredBytes: budget })
+      // Sessions and tasks share one budget: now neither a third session nor a task fits.
+      await expect(sessions.create(record(randomUUID()), { maxStoredBytes: budget })).rejects.toMatchObject(overBudget)
+      await expect(tasks.create(sized(principal, 10), { maxStoredBytes: budget })).rejects.toMatchObject(overBudget)
+      expect(await sessions.countOf(principal, 10)).toBe(2)
+      expect(await sessions.delete(first.id)).toBe(true)
+      expect(await sessions.delete(first.id)).toBe(false)
+      expect(await tasks.storedBytes(principal)).toBe(each + bytesOf(running))
+      await sessions.sweep(2)
+      expect(await tasks.storedBytes(principal)).toBe(bytesOf(running))
+    })
+
     it('counts sessions under the account they were created with', async () => {
       const sessions = stores[0]!.sessions
       const account = `anonymous@${randomUUID()}`

@@ -125,8 +125,9 @@ describe('sqlite store', () => {
     expect(await store.tasks.unfinished()).toMatchObject([{ id: 't0', owner: '', traceContext: null }])
     // A task stored before timelines were recorded has none.
     expect(await store.tasks.timeline('t0')).toEqual([])
-    // What it stores counts against its principal's budget of stored bytes (its request '{}' and capabilities '{}').
-    expect(await store.tasks.storedBytes('p')).toBe(4)
+    // What the old file holds counts against its principal's budget of stored bytes: the task's request '{}' and
+    // capabilities '{}', and the session's capabilities '{}' and client info '{}'.
+    expect(await store.tasks.storedBytes('p')).toBe(8)
     await store.tasks.create(task('t1'))
     expect(await store.tasks.get('t1', 1)).toEqual(task('t1'))
     await store.close()

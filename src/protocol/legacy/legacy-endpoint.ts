@@ -36,6 +36,8 @@ export interface LegacyEndpointDeps {
   sessionsPerPrincipal: number
   /** Largest `capabilities` and `clientInfo` (as JSON) a session stores (limits.clientInfoBytes). */
   clientInfoBytes: number
+  /** The bytes one principal (without auth: one client address) may store, its sessions included (limits.storedBytesPerPrincipal). */
+  storedBytesPerPrincipal: number
   /** Called when a session ends (DELETE), to release what it held. */
   onSessionClosed (sessionId: string): void
   /** A notification of the client for its upstream sessions (roots/list_changed). */
@@ -128,7 +130,7 @@ export class LegacyEndpoint {
     const now = Date.now()
     const id = randomUUID()
     const { result, session } = initializeResult(params, id, now, principal)
-    await this.#deps.store.sessions.create(session, { account })
+    await this.#deps.store.sessions.create(session, { account, maxStoredBytes: this.#deps.storedBytesPerPrincipal })
     this.#deps.log.info({ sessionId: id, protocolVersion: session.protocolVersion, client: session.clientInfo }, 'session initialized')
     const body = JSON.stringify(resultMessage(request.id, result))
     res.writeHead(200, { 'content-type': 'application/json', 'mcp-session-id': id, 'content-length': Buffer.byteLength(body) }).end(body)

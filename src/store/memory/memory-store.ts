@@ -3,6 +3,7 @@ import { MemoryRateLimits } from './memory-rate-limits.ts'
 import { MemoryBus } from './memory-bus.ts'
 import { MemoryTaskStore } from './memory-task-store.ts'
 import { MemoryHomeStore } from './memory-homes.ts'
+import { AccountBytes, overBudget, sessionBytes } from '../stored-bytes.ts'
 
 class MemorySessionStore implements SessionStore {
   readonly #sessions = new Map<string, SessionRecord>()
@@ -10,10 +11,20 @@ class MemorySessionStore implements SessionStore {
   readonly #byAccount = new Map<string, Set<string>>()
   /** The account of each session whose account is not its principal. */
   readonly #accounts = new Map<string, string>()
+  /** The bytes each account stores, shared with the task store. */
+  readonly #bytes: AccountBytes
+
+  constructor (bytes: AccountBytes) {
+    this.#bytes = bytes
+  }
 
   async create (session: SessionRecord, options: SessionCreateOptions = {}): Promise<void> {
-    this.#sessions.set(session.id, { ...session })
     const account = options.account ?? session.principal
+    const bytes = sessionBytes(session)
+    const refusal = overBudget(this.#bytes.of(account), bytes, options.maxStoredBytes)
+    if (refusal) throw refusal
+    this.#bytes.add(account, bytes)
+    this.#sessions.set(session.id, { ...session })
     if (account !== session.principal) this.#accounts.set(session.id, account)
     const ids = this.#byAccount.get(account) ?? new Set()
     this.#byAccount.set(account, ids.add(session.id))
@@ -55,6 +66,7 @@ class MemorySessionStore implements SessionStore {
     this.#sessions.delete(session.id)
     const account = this.#accounts.get(session.id) ?? session.principal
     this.#accounts.delete(session.id)
+    this.#bytes.add(account, -sessionBytes(session))
     const ids = this.#byAccount.get(account)
     ids?.delete(session.id)
     if (ids?.size === 0) this.#byAccount.delete(account)
@@ -87,8 +99,10 @@ export class MemoryStore implements GatewayStore {
   readonly kind = 'memory'
   readonly shared = false
   readonly durable = false
-  readonly sessions = new MemorySessionStore()
-  readonly tasks = new MemoryTaskStore()
+  /** What each account stores, counted by both the sessions and the tasks. */
+  readonly #bytes = new AccountBytes()
+  readonly sessions = new MemorySessionStore(this.#bytes)
+  readonly tasks = new MemoryTaskStore(this.#bytes)
   readonly bus = new MemoryBus()
   readonly leases = new MemoryLeaseStore()
   readonly homes = new MemoryHomeStore()

@@ -2,7 +2,7 @@ import { GatewayError } from '../../errors.ts'
 import { canTransition, isTerminal, type TaskStatus } from '../../wire/task-state.ts'
 import { deepFreeze } from '../recent-records.ts'
 import { claimedEvent, createdEvent, inputEvent, settledEvent, statusEvent, TIMELINE_LIMIT } from '../task-timeline.ts'
-import { jsonBytes, overBudget, taskBytes } from '../stored-bytes.ts'
+import { AccountBytes, jsonBytes, overBudget, taskBytes } from '../stored-bytes.ts'
 import type { InputRecord, TaskCreateOptions, TaskCursor, TaskEvent, TaskOutcome, TaskPatch, TaskQuery, TaskRecord, TaskStore } from '../types.ts'
 
 function live (task: TaskRecord, now: number): boolean {
@@ -44,8 +44,13 @@ export class MemoryTaskStore implements TaskStore {
   readonly #activeByAccount = new Map<string, Set<string>>()
   /** Each task's account and bytes. */
   readonly #accounting = new Map<string, Accounting>()
-  /** The bytes the tasks of each account store. */
-  readonly #bytesByAccount = new Map<string, number>()
+  /** The bytes each account stores (its sessions' too: the count is shared with the session store). */
+  readonly #bytesByAccount: AccountBytes
+
+  constructor (bytes = new AccountBytes()) {
+    this.#bytesByAccount = bytes
+  }
+
   /** Each task's timeline, oldest first. */
   readonly #timelines = new Map<string, TaskEvent[]>()
 
@@ -59,7 +64,7 @@ export class MemoryTaskStore implements TaskStore {
       if (active >= max) throw new GatewayError('GW_ERR_TASK_LIMIT', [active, max])
     }
     const bytes = taskBytes(task)
-    const refusal = overBudget(this.#bytesByAccount.get(account) ?? 0, bytes.total, options.maxStoredBytes)
+    const refusal = overBudget(this.#bytesByAccount.of(account), bytes.total, options.maxStoredBytes)
     if (refusal) throw refusal
     this.#tasks.set(task.id, frozen(task))
     if (!isTerminal(task.status)) this.#activeOf(account).add(task.id)
@@ -74,9 +79,7 @@ export class MemoryTaskStore implements TaskStore {
     const accounting = this.#accounting.get(taskId)
     if (!accounting || bytes === 0) return
     accounting.bytes += bytes
-    const total = (this.#bytesByAccount.get(accounting.account) ?? 0) + bytes
-    if (total > 0) this.#bytesByAccount.set(accounting.account, total)
-    else this.#bytesByAccount.delete(accounting.account)
+    this.#bytesByAccount.add(accounting.account, bytes)
   }
 
   #record (taskId: string, event: TaskEvent): void {
@@ -133,7 +136,7 @@ export class MemoryTaskStore implements TaskStore {
     let change = 0
     if (accounting) {
       change = (isTerminal(to) ? -accounting.requestBytes : 0) + (outcomeBytes === undefined ? 0 : outcomeBytes - accounting.outcomeBytes)
-      const refusal = overBudget(this.#bytesByAccount.get(accounting.account) ?? 0, change, patch.maxStoredBytes)
+      const refusal = overBudget(this.#bytesByAccount.of(accounting.account), change, patch.maxStoredBytes)
       if (refusal) throw refusal
       if (isTerminal(to)) accounting.requestBytes = 0
       if (outcomeBytes !== undefined) accounting.outcomeBytes = outcomeBytes
@@ -160,7 +163,7 @@ export class MemoryTaskStore implements TaskStore {
   }
 
   async storedBytes (account: string): Promise<number> {
-    return this.#bytesByAccount.get(account) ?? 0
+    return this.#bytesByAccount.of(account)
   }
 
   #countActive (account: string, now: number, atMost: number): number {
@@ -217,7 +220,7 @@ export class MemoryTaskStore implements TaskStore {
     if (pending >= maxPending) throw new GatewayError('GW_ERR_TASK_INPUT_LIMIT', [input.taskId, maxPending])
     const bytes = jsonBytes(input.params)
     const account = this.#accounting.get(input.taskId)?.account
-    const refusal = account === undefined ? undefined : overBudget(this.#bytesByAccount.get(account) ?? 0, bytes, maxStoredBytes)
+    const refusal = account === undefined ? undefined : overBudget(this.#bytesByAccount.of(account), bytes, maxStoredBytes)
     if (refusal) throw refusal
     this.#count(input.taskId, bytes)
     this.#inputs.set(input.key, structuredClone(input))

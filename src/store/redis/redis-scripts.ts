@@ -267,3 +267,48 @@ end
 if ARGV[4] ~= '' then redis.call('ZADD', KEYS[6], ARGV[4], ARGV[3]) end
 return 0
 `)
+
+/**
+ * Stores a new session, refusing it when its bytes would take its account past its budget of stored bytes.
+ * KEYS[1] session hash, KEYS[2] sessions by last use, KEYS[3] the account's session set, KEYS[4] the bytes the
+ * account stores. ARGV[1] session id, ARGV[2] body (JSON), ARGV[3] lastSeenAt, ARGV[4] principal, ARGV[5]
+ * account, ARGV[6] the session's bytes, ARGV[7] the most bytes the account may store ('' for no limit).
+ * Returns 0 when stored, or { 'over', stored } (nothing is written).
+ */
+export const CREATE_SESSION = script(`
+if ARGV[7] ~= '' and tonumber(ARGV[6]) > 0 then
+  local stored = tonumber(redis.call('GET', KEYS[4]) or '0')
+  if stored + tonumber(ARGV[6]) > tonumber(ARGV[7]) then return { 'over', stored } end
+end
+redis.call('HSET', KEYS[1], 'body', ARGV[2], 'seen', ARGV[3], 'principal', ARGV[4], 'acct', ARGV[5], 'bytes', ARGV[6])
+redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
+redis.call('SADD', KEYS[3], ARGV[1])
+redis.call('INCRBY', KEYS[4], ARGV[6])
+return 0
+`)
+
+/**
+ * Deletes sessions with their index entries, and takes their bytes off their accounts, each exactly once
+ * (of two racing deletes of one session, one counts it).
+ * No KEYS (the keys derive from the ids). ARGV[1] prefix, ARGV[2..] session ids. Returns how many existed.
+ * Sessions stored before accounts existed count under their principal and hold no bytes.
+ */
+export const REMOVE_SESSIONS = script(`
+local p = ARGV[1]
+local removed = 0
+for i = 2, #ARGV do
+  local key = p .. 'session:' .. ARGV[i]
+  local fields = redis.call('HMGET', key, 'acct', 'principal', 'bytes')
+  if redis.call('DEL', key) == 1 then
+    removed = removed + 1
+    local account = fields[1] or fields[2]
+    if account then
+      redis.call('SREM', p .. 'psessions:' .. account, ARGV[i])
+      local bytes = tonumber(fields[3] or '0')
+      if bytes ~= 0 and redis.call('DECRBY', p .. 'bytes:' .. account, bytes) <= 0 then redis.call('DEL', p .. 'bytes:' .. account) end
+    end
+  end
+  redis.call('ZREM', p .. 'sessions', ARGV[i])
+end
+return removed
+`)

@@ -12,6 +12,7 @@ export class SqliteAccountBytes {
   readonly #addToAccount: Database.Statement<[{ account: string, bytes: number }]>
   readonly #sweep: Database.Statement<[{ now: number }]>
   readonly #dropEmpty: Database.Statement<[]>
+  readonly #dropOne: Database.Statement<[string]>
 
   constructor (db: Database.Database) {
     this.#of = db.prepare('SELECT bytes FROM account_bytes WHERE account = ?')
@@ -22,6 +23,7 @@ export class SqliteAccountBytes {
         (SELECT COALESCE(SUM(bytes), 0) FROM tasks WHERE expires_at <= @now AND tasks.account = account_bytes.account)
       WHERE account IN (SELECT account FROM tasks WHERE expires_at <= @now)`)
     this.#dropEmpty = db.prepare('DELETE FROM account_bytes WHERE bytes <= 0')
+    this.#dropOne = db.prepare('DELETE FROM account_bytes WHERE account = ? AND bytes <= 0')
   }
 
   of (account: string): number {
@@ -35,12 +37,18 @@ export class SqliteAccountBytes {
     if (refusal) throw refusal
   }
 
-  /** Counts `bytes` (negative: frees them) for a new task (of `account`) or, without an account, a stored one. */
-  add (taskId: string, bytes: number, account?: string): void {
+  /** Counts `bytes` (negative: frees them) for a stored task, in its own count and its account's. */
+  add (taskId: string, bytes: number): void {
     if (bytes === 0) return
-    const owner = account ?? this.#addToTask.get({ id: taskId, bytes })?.account
-    if (owner === undefined) return
-    this.#addToAccount.run({ account: owner, bytes })
+    const owner = this.#addToTask.get({ id: taskId, bytes })?.account
+    if (owner !== undefined) this.#addToAccount.run({ account: owner, bytes })
+  }
+
+  /** Counts `bytes` (negative: frees them) for `account` alone (a new task's or a session's, whose row holds its own). */
+  addTo (account: string, bytes: number): void {
+    if (bytes === 0) return
+    this.#addToAccount.run({ account, bytes })
+    if (bytes < 0) this.#dropOne.run(account)
   }
 
   /** Takes the bytes of the tasks past their TTL at `now` off their accounts (before they are deleted). */

@@ -72,7 +72,8 @@ export const MIGRATIONS: readonly string[] = [
    ALTER TABLE task_inputs ADD COLUMN upstream_request_id TEXT;`,
   // Per-principal limits count under an account (the principal, or `anonymous@<address>` without auth): each
   // task's account and the bytes it stores (its request, client capabilities, outcome and inputs, as UTF-8
-  // JSON), each account's total of those bytes (limits.storedBytesPerPrincipal), and each session's account.
+  // JSON), each session's account and bytes (its client capabilities and info), and each account's total of
+  // those bytes (limits.storedBytesPerPrincipal).
   `ALTER TABLE tasks ADD COLUMN account TEXT NOT NULL DEFAULT '';
    ALTER TABLE tasks ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0;
    UPDATE tasks SET account = principal,
@@ -82,12 +83,15 @@ export const MIGRATIONS: readonly string[] = [
         FROM task_inputs WHERE task_inputs.task_id = tasks.id);
    CREATE INDEX tasks_account_active ON tasks (account, status, expires_at);
    DROP INDEX tasks_principal_active;
-   CREATE TABLE account_bytes (account TEXT PRIMARY KEY, bytes INTEGER NOT NULL) WITHOUT ROWID;
-   INSERT INTO account_bytes SELECT account, SUM(bytes) FROM tasks GROUP BY account;
    ALTER TABLE sessions ADD COLUMN account TEXT;
-   UPDATE sessions SET account = principal;
+   ALTER TABLE sessions ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0;
+   UPDATE sessions SET account = principal,
+     bytes = length(CAST(client_capabilities AS BLOB)) + length(CAST(client_info AS BLOB));
    CREATE INDEX sessions_account ON sessions (account);
-   DROP INDEX sessions_principal;`,
+   DROP INDEX sessions_principal;
+   CREATE TABLE account_bytes (account TEXT PRIMARY KEY, bytes INTEGER NOT NULL) WITHOUT ROWID;
+   INSERT INTO account_bytes SELECT account, SUM(bytes) FROM
+     (SELECT account, bytes FROM tasks UNION ALL SELECT account, bytes FROM sessions) GROUP BY account;`,
 ]
 
 export const SCHEMA_VERSION = MIGRATIONS.length

@@ -144,7 +144,7 @@ export class SqliteTaskStore implements TaskStore {
       }
       bytes.check(row.account, row.bytes, maxStoredBytes)
       this.#insert.run(row)
-      bytes.add(row.id, row.bytes, row.account)
+      bytes.addTo(row.account, row.bytes)
       if (!isTerminal(row.status)) this.#bump(row.account, 1)
       timeline.start(row.id, createdEvent({ createdAt: row.created_at, owner: row.owner }))
     }, backendError)
@@ -226,6 +226,11 @@ export class SqliteTaskStore implements TaskStore {
 
   async countActive (account: string, now: number, atMost = Number.MAX_SAFE_INTEGER): Promise<number> {
     return backend(() => this.#countActive.get({ principal: account, now, limit: atMost })!.count)
+  }
+
+  /** The bytes of each account, which the session store counts into too (same file, same transactions). */
+  get accountBytes (): SqliteAccountBytes {
+    return this.#bytes
   }
 
   async storedBytes (account: string): Promise<number> {
