@@ -5,7 +5,7 @@ import { claimedEvent, createdEvent, inputEvent, settledEvent, statusEvent, TIME
 import type { InputRecord, TaskCreateOptions, TaskCursor, TaskEvent, TaskOutcome, TaskPatch, TaskQuery, TaskRecord, TaskResume, TaskStore } from '../types.ts'
 import type { TaskStatus } from '../../wire/task-state.ts'
 import { ADD_INPUT, CLAIM, CREATE_TASK, run, SETTLE_INPUT, SWEEP, TRANSITION } from './redis-scripts.ts'
-import { jsonBytes, taskBytes } from '../stored-bytes.ts'
+import { jsonBytes } from '../stored-bytes.ts'
 
 /**
  * Keys (all under the configured prefix):
@@ -86,11 +86,15 @@ export class RedisTaskStore implements TaskStore {
     const { status, statusMessage, lastUpdatedAt, outcome, owner, request, resume, ...body } = task
     const exp = expiresAt(task)
     const account = options.account ?? task.principal
-    const bytes = taskBytes(task)
-    const ob = String(outcome === null ? 0 : jsonBytes(outcome))
-    const accounting = { acct: account, bytes: String(bytes.total), rb: String(bytes.request), ob }
+    // Measured as stored-bytes.ts's taskBytes measures, from the JSON written (the request's is written once).
+    const req = JSON.stringify(request)
+    const out = outcome ? JSON.stringify(outcome) : ''
+    const requestBytes = Buffer.byteLength(req)
+    const outcomeBytes = Buffer.byteLength(out)
+    const bytes = { request: requestBytes, total: requestBytes + jsonBytes(task.clientCapabilities) + outcomeBytes }
+    const accounting = { acct: account, bytes: String(bytes.total), rb: String(bytes.request), ob: String(outcomeBytes) }
     const fields = {
-      body: JSON.stringify(body), req: JSON.stringify(request), status, msg: JSON.stringify(statusMessage), upd: String(lastUpdatedAt), out: outcome ? JSON.stringify(outcome) : '', exp: exp === null ? '' : String(exp), principal: task.principal, owner, res: resume === null ? '' : JSON.stringify(resume), ...accounting,
+      body: JSON.stringify(body), req, status, msg: JSON.stringify(statusMessage), upd: String(lastUpdatedAt), out, exp: exp === null ? '' : String(exp), principal: task.principal, owner, res: resume === null ? '' : JSON.stringify(resume), ...accounting,
     }
     const keys = [`task:${task.id}`, `tasks:${task.principal}`, `active:${account}`, 'active', `owned:${owner}`, 'expiry', 'created', `events:${task.id}`, `bytes:${account}`]
       .map((key) => this.#p + key)

@@ -10,7 +10,7 @@ import { backend, backendError, rowBytes, toRow, toTask, type TaskRow } from './
 import { SqliteTimeline } from './sqlite-timeline.ts'
 import { SqliteTaskQuery } from './sqlite-task-query.ts'
 import { SqliteAccountBytes } from './sqlite-account-bytes.ts'
-import { jsonBytes, taskBytes } from '../stored-bytes.ts'
+import { jsonBytes } from '../stored-bytes.ts'
 
 interface TransitionParams {
   event: TaskEvent
@@ -31,6 +31,12 @@ interface TransitionParams {
 }
 
 const LIVE = '(expires_at IS NULL OR expires_at > @now)'
+
+/** What a new task's row stores, measured as stored-bytes.ts's taskBytes measures it, from the JSON already written. */
+function rowTaskBytes (row: TaskRow): number {
+  const outcome = row.outcome === null ? 0 : Buffer.byteLength(row.outcome)
+  return Buffer.byteLength(row.request) + Buffer.byteLength(row.client_capabilities) + outcome
+}
 
 /** What LIVE says of a record already read. */
 function live (task: TaskRecord, now: number): boolean {
@@ -158,8 +164,9 @@ export class SqliteTaskStore implements TaskStore {
 
   async create (task: TaskRecord, options: TaskCreateOptions = {}): Promise<void> {
     // The count and the insert hold the write lock together (the batch's transaction is IMMEDIATE).
+    const row = toRow(task)
     await this.#creates.write({
-      row: { ...toRow(task), account: options.account ?? task.principal, bytes: taskBytes(task).total },
+      row: { ...row, account: options.account ?? task.principal, bytes: rowTaskBytes(row) },
       maxActive: options.maxActive,
       maxStoredBytes: options.maxStoredBytes,
     })
