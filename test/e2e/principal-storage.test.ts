@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { sha256Hex } from '../../src/auth/bearer-tokens.ts'
 import { demoStdio, startGateway, type RunningGateway } from '../helpers/gateway.ts'
 import { MCP_POST_HEADERS, sseMessages } from '../helpers/inject.ts'
+import { ModernRaw } from '../helpers/modern-raw.ts'
 import { RawSession } from '../helpers/raw-session.ts'
 
 type Json = Record<string, unknown>
@@ -151,5 +152,31 @@ describe('with auth off, the per-principal limits bind each client address', () 
     // Another address has its own.
     const elsewhere = (await initialize(gw.app, '10.0.2.2')).sessionId!
     expect((await callTask('10.0.2.2', elsewhere)).result).toMatchObject({ task: { status: 'working' } })
+  })
+})
+
+describe('with auth off behind a trusted proxy, 2026-07-28 callers have the task limit of their own address', () => {
+  let gw: RunningGateway
+
+  beforeAll(async () => {
+    gw = await startGateway({
+      upstreams: [demoStdio()],
+      server: { trustProxy: true, shutdownGrace: '100ms' },
+      tasks: { maxActivePerPrincipal: 2, decide: 'always' },
+    }, {}, { listen: false })
+  })
+
+  afterAll(async () => {
+    await gw.close()
+  })
+
+  it('refuses one address its third running task while a caller at another address still gets one', async () => {
+    const slow = { name: 'demo__slow', arguments: { duration: 60_000, steps: 1 } }
+    const from = (address: string): ModernRaw => ModernRaw.withTasks(gw.app, {}, { 'x-forwarded-for': address })
+    const busy = from('203.0.113.1')
+    for (let i = 0; i < 2; i++) expect((await busy.request('tools/call', slow)).body.result).toMatchObject({ resultType: 'task' })
+    expect((await busy.request('tools/call', slow)).body.error).toMatchObject({ code: -32054, message: expect.stringContaining('maxActivePerPrincipal') })
+    // Every anonymous 2026-07-28 caller is the principal `anonymous`: before, the first address took the limit of all.
+    expect((await from('203.0.113.2').request('tools/call', slow)).body.result).toMatchObject({ resultType: 'task' })
   })
 })
