@@ -46,13 +46,12 @@ export class MemoryTaskStore implements TaskStore {
   readonly #accounting = new Map<string, Accounting>()
   /** The bytes each account stores (its sessions' too: the count is shared with the session store). */
   readonly #bytesByAccount: AccountBytes
+  /** Each task's timeline, oldest first. */
+  readonly #timelines = new Map<string, TaskEvent[]>()
 
   constructor (bytes = new AccountBytes()) {
     this.#bytesByAccount = bytes
   }
-
-  /** Each task's timeline, oldest first. */
-  readonly #timelines = new Map<string, TaskEvent[]>()
 
   async create (task: TaskRecord, options: TaskCreateOptions = {}): Promise<void> {
     // No await between the count and the insert: nothing else runs in between.
@@ -132,7 +131,8 @@ export class MemoryTaskStore implements TaskStore {
     // Only a move of the table: a terminal task never changes, whatever `from` says.
     if (!task || !from.includes(task.status) || !canTransition(task.status, to)) return null
     const accounting = this.#accounting.get(id)
-    const outcomeBytes = patch.outcome === undefined ? undefined : jsonBytes(patch.outcome)
+    const outcome = patch.outcome === undefined ? undefined : JSON.stringify(patch.outcome)
+    const outcomeBytes = outcome === undefined ? undefined : Buffer.byteLength(outcome)
     let change = 0
     if (accounting) {
       change = (isTerminal(to) ? -accounting.requestBytes : 0) + (outcomeBytes === undefined ? 0 : outcomeBytes - accounting.outcomeBytes)
@@ -154,7 +154,7 @@ export class MemoryTaskStore implements TaskStore {
     this.#tasks.set(id, Object.freeze(moved))
     this.#count(id, change)
     if (isTerminal(to)) this.#inactive(moved)
-    this.#record(id, statusEvent(to, patch, now, patch.outcome === undefined ? undefined : JSON.stringify(patch.outcome)))
+    this.#record(id, statusEvent(to, patch, now, outcome))
     return moved
   }
 

@@ -10,7 +10,6 @@ import { backend, backendError, rowBytes, toRow, toTask, type TaskRow } from './
 import { SqliteTimeline } from './sqlite-timeline.ts'
 import { SqliteTaskQuery } from './sqlite-task-query.ts'
 import { SqliteAccountBytes } from './sqlite-account-bytes.ts'
-import { jsonBytes } from '../stored-bytes.ts'
 
 interface TransitionParams {
   event: TaskEvent
@@ -65,7 +64,7 @@ export class SqliteTaskStore implements TaskStore {
   readonly #update: Database.Statement<[Omit<TransitionParams, 'event' | 'outcomeBytes' | 'maxStoredBytes'>]>
   readonly #sizes: Database.Statement<[string], { account: string, request_bytes: number, outcome_bytes: number }>
   readonly #bytes: SqliteAccountBytes
-  readonly #countActive: Database.Statement<[{ principal: string, now: number, limit: number }], { count: number }>
+  readonly #countActive: Database.Statement<[{ account: string, now: number, limit: number }], { count: number }>
   readonly #unfinished: Database.Statement<[], TaskRow>
   readonly #ownedBy: Database.Statement<[{ owner: string, now: number }], TaskRow>
   readonly #claim: Database.Statement<[{ id: string, from: string, to: string, now: number }]>
@@ -109,7 +108,7 @@ export class SqliteTaskStore implements TaskStore {
         last_updated_at = @now
       WHERE id = @id AND status IN (SELECT value FROM json_each(@from)) AND ${LIVE}`)
     this.#countActive = db.prepare(`SELECT COUNT(*) AS count FROM (SELECT 1 FROM tasks INDEXED BY tasks_account_active
-      WHERE account = @principal AND ${ACTIVE} AND ${LIVE} LIMIT @limit)`)
+      WHERE account = @account AND ${ACTIVE} AND ${LIVE} LIMIT @limit)`)
     this.#sizes = db.prepare(`SELECT account, length(CAST(request AS BLOB)) AS request_bytes,
       COALESCE(length(CAST(outcome AS BLOB)), 0) AS outcome_bytes FROM tasks WHERE id = ?`)
     const bytes = this.#bytes = new SqliteAccountBytes(db)
@@ -144,7 +143,7 @@ export class SqliteTaskStore implements TaskStore {
     this.#creates = new WriteBatch(db, ({ row, maxActive, maxStoredBytes }) => {
       const bound = this.#activeBound.get(row.account)
       if (maxActive !== undefined && (bound === undefined || bound >= maxActive)) {
-        const active = this.#countActive.get({ principal: row.account, now: row.created_at, limit: maxActive })!.count
+        const active = this.#countActive.get({ account: row.account, now: row.created_at, limit: maxActive })!.count
         if (active >= maxActive) throw new GatewayError('GW_ERR_TASK_LIMIT', [active, maxActive])
         this.#activeBound.set(row.account, active)
       }
@@ -204,7 +203,7 @@ export class SqliteTaskStore implements TaskStore {
       // IMMEDIATE: the move reads the sizes it changes first, and must hold the write lock from that read on.
       const row = this.#transition.immediate({
         event: statusEvent(to, patch, now, outcome ?? undefined),
-        outcomeBytes: patch.outcome === undefined ? undefined : jsonBytes(patch.outcome),
+        outcomeBytes: outcome === null ? undefined : Buffer.byteLength(outcome),
         maxStoredBytes: patch.maxStoredBytes,
         id,
         from: JSON.stringify(sources),
@@ -232,7 +231,7 @@ export class SqliteTaskStore implements TaskStore {
   }
 
   async countActive (account: string, now: number, atMost = Number.MAX_SAFE_INTEGER): Promise<number> {
-    return backend(() => this.#countActive.get({ principal: account, now, limit: atMost })!.count)
+    return backend(() => this.#countActive.get({ account, now, limit: atMost })!.count)
   }
 
   /** The bytes of each account, which the session store counts into too (same file, same transactions). */
