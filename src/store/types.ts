@@ -37,6 +37,12 @@ export interface SessionCreateOptions {
    * stored bytes (limits.storedBytesPerPrincipal; see TaskCreateOptions.maxStoredBytes).
    */
   maxStoredBytes?: number
+  /**
+   * Refuses the session with GW_ERR_SESSION_LIMIT when its account already holds this many sessions
+   * (limits.sessionsPerPrincipal). The count and the insert are one atomic step, also between processes
+   * sharing the store: of racing creates, exactly this many win.
+   */
+  maxSessions?: number
 }
 
 export interface SessionStore {

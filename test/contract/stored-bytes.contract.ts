@@ -175,6 +175,21 @@ export function storedBytesContract (name: string, open: () => Promise<GatewaySt
       expect(await tasks.storedBytes(principal)).toBe(bytesOf(running))
     })
 
+    it('of many racing session creates of one account, exactly maxSessions are stored; the rest get GW_ERR_SESSION_LIMIT', async () => {
+      const account = `anonymous@${randomUUID()}`
+      const attempts = Array.from({ length: 30 }, (_, i) => {
+        const id = randomUUID()
+        const record = { id, principal: `anonymous:${id}`, protocolVersion: '2025-11-25', clientCapabilities: {}, clientInfo: { name: 'c' }, createdAt: 1, lastSeenAt: 1 }
+        return stores[i % stores.length]!.sessions.create(record, { account, maxSessions: 4 })
+      })
+      const settled = await Promise.allSettled(attempts)
+      expect(settled.filter((s) => s.status === 'fulfilled')).toHaveLength(4)
+      for (const failure of settled.filter((s) => s.status === 'rejected')) {
+        expect(failure.reason).toMatchObject({ code: 'GW_ERR_SESSION_LIMIT', message: expect.stringContaining('limits.sessionsPerPrincipal') })
+      }
+      expect(await stores[0]!.sessions.countOf(account, 100)).toBe(4)
+    })
+
     it('counts sessions under the account they were created with', async () => {
       const sessions = stores[0]!.sessions
       const account = `anonymous@${randomUUID()}`

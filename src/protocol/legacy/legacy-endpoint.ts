@@ -121,16 +121,16 @@ export class LegacyEndpoint {
       writeHttpError(res, err, { id: request.id, status: 200 })
       return
     }
-    // Without auth every session is its own principal: the limit binds its client address (caller.account).
+    // Without auth every session is its own principal: the limits bind its client address (caller.account).
+    // The store checks them and stores the session in one atomic step: racing initializes never overshoot.
     const account = caller.account ?? principal
-    if (account !== undefined) {
-      const limit = this.#deps.sessionsPerPrincipal
-      if (await this.#deps.store.sessions.countOf(account, limit) >= limit) throw new GatewayError('GW_ERR_SESSION_LIMIT', [limit])
-    }
     const now = Date.now()
     const id = randomUUID()
     const { result, session } = initializeResult(params, id, now, principal)
-    await this.#deps.store.sessions.create(session, { account, maxStoredBytes: this.#deps.storedBytesPerPrincipal })
+    await this.#deps.store.sessions.create(session, {
+      ...(account !== undefined && { account, maxSessions: this.#deps.sessionsPerPrincipal }),
+      maxStoredBytes: this.#deps.storedBytesPerPrincipal,
+    })
     this.#deps.log.info({ sessionId: id, protocolVersion: session.protocolVersion, client: session.clientInfo }, 'session initialized')
     const body = JSON.stringify(resultMessage(request.id, result))
     res.writeHead(200, { 'content-type': 'application/json', 'mcp-session-id': id, 'content-length': Buffer.byteLength(body) }).end(body)

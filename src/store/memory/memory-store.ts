@@ -1,3 +1,4 @@
+import { GatewayError } from '../../errors.ts'
 import type { GatewayStore, LeaseStore, SessionCreateOptions, SessionRecord, SessionStore, StoreHealth } from '../types.ts'
 import { MemoryRateLimits } from './memory-rate-limits.ts'
 import { MemoryBus } from './memory-bus.ts'
@@ -20,6 +21,8 @@ class MemorySessionStore implements SessionStore {
 
   async create (session: SessionRecord, options: SessionCreateOptions = {}): Promise<void> {
     const account = options.account ?? session.principal
+    const max = options.maxSessions
+    if (max !== undefined && (this.#byAccount.get(account)?.size ?? 0) >= max) throw new GatewayError('GW_ERR_SESSION_LIMIT', [max])
     const bytes = sessionBytes(session)
     const refusal = overBudget(this.#bytes.of(account), bytes, options.maxStoredBytes)
     if (refusal) throw refusal

@@ -269,13 +269,16 @@ return 0
 `)
 
 /**
- * Stores a new session, refusing it when its bytes would take its account past its budget of stored bytes.
+ * Stores a new session, refusing it when its account already holds too many sessions or its bytes would take
+ * the account past its budget of stored bytes: the checks and the writes are one step.
  * KEYS[1] session hash, KEYS[2] sessions by last use, KEYS[3] the account's session set, KEYS[4] the bytes the
  * account stores. ARGV[1] session id, ARGV[2] body (JSON), ARGV[3] lastSeenAt, ARGV[4] principal, ARGV[5]
- * account, ARGV[6] the session's bytes, ARGV[7] the most bytes the account may store ('' for no limit).
- * Returns 0 when stored, or { 'over', stored } (nothing is written).
+ * account, ARGV[6] the session's bytes, ARGV[7] the most bytes the account may store ('' for no limit),
+ * ARGV[8] the most sessions the account may hold ('' for no limit).
+ * Returns 0 when stored, { 'sessions' } or { 'over', stored } (nothing is written).
  */
 export const CREATE_SESSION = script(`
+if ARGV[8] ~= '' and redis.call('SCARD', KEYS[3]) >= tonumber(ARGV[8]) then return { 'sessions' } end
 if ARGV[7] ~= '' and tonumber(ARGV[6]) > 0 then
   local stored = tonumber(redis.call('GET', KEYS[4]) or '0')
   if stored + tonumber(ARGV[6]) > tonumber(ARGV[7]) then return { 'over', stored } end

@@ -59,9 +59,11 @@ class RedisSessionStore implements SessionStore {
     const bytes = sessionBytes(session)
     const keys = [`session:${session.id}`, 'sessions', `psessions:${account}`, `bytes:${account}`].map((key) => this.#p + key)
     const refused = await run(this.#redis, CREATE_SESSION, keys, [
-      session.id, JSON.stringify(session), session.lastSeenAt, session.principal, account, bytes, options.maxStoredBytes ?? '',
+      session.id, JSON.stringify(session), session.lastSeenAt, session.principal, account, bytes, options.maxStoredBytes ?? '', options.maxSessions ?? '',
     ])
-    if (Array.isArray(refused)) throw new GatewayError('GW_ERR_STORED_BYTES_LIMIT', [Number(refused[1]), bytes, options.maxStoredBytes])
+    if (!Array.isArray(refused)) return
+    if (refused[0] === 'sessions') throw new GatewayError('GW_ERR_SESSION_LIMIT', [options.maxSessions])
+    throw new GatewayError('GW_ERR_STORED_BYTES_LIMIT', [Number(refused[1]), bytes, options.maxStoredBytes])
   }
 
   async get (id: string): Promise<SessionRecord | null> {

@@ -1,6 +1,7 @@
 import { mkdirSync } from 'node:fs'
 import { dirname } from 'node:path'
 import Database from 'better-sqlite3'
+import { GatewayError } from '../../errors.ts'
 import type { GatewayStore, SessionCreateOptions, SessionRecord, SessionStore, StoreHealth } from '../types.ts'
 import { MemoryRateLimits } from '../memory/memory-rate-limits.ts'
 import { MemoryBus } from '../memory/memory-bus.ts'
@@ -52,7 +53,7 @@ class SqliteSessionStore implements SessionStore {
   readonly #select: Database.Statement<[string], SessionRow>
   readonly #touch: Database.Statement
   readonly #count: Database.Statement<[{ account: string, limit: number }], { count: number }>
-  readonly #create: Database.Transaction<(row: SessionInsert, maxStoredBytes: number | undefined) => void>
+  readonly #create: Database.Transaction<(row: SessionInsert, options: SessionCreateOptions) => void>
   readonly #delete: Database.Transaction<(id: string) => boolean>
   readonly #sweep: Database.Transaction<(before: number) => string[]>
   /** Sessions read lately: a 2025-11-25 request finds its session here without a query (one writer per file). */
@@ -70,7 +71,10 @@ class SqliteSessionStore implements SessionStore {
     const expire = db.prepare<[number], { id: string, account: string | null, principal: string, bytes: number }>(
       'DELETE FROM sessions WHERE last_seen_at < ? RETURNING id, account, principal, bytes')
     this.#count = db.prepare('SELECT COUNT(*) AS count FROM (SELECT 1 FROM sessions WHERE account = @account LIMIT @limit)')
-    this.#create = db.transaction((row: SessionInsert, maxStoredBytes: number | undefined) => {
+    this.#create = db.transaction((row: SessionInsert, { maxSessions, maxStoredBytes }: SessionCreateOptions) => {
+      if (maxSessions !== undefined && this.#count.get({ account: row.account, limit: maxSessions })!.count >= maxSessions) {
+        throw new GatewayError('GW_ERR_SESSION_LIMIT', [maxSessions])
+      }
       bytes.check(row.account, row.bytes, maxStoredBytes)
       insert.run(row)
       bytes.addTo(row.account, row.bytes)
@@ -95,8 +99,8 @@ class SqliteSessionStore implements SessionStore {
       clientInfo: JSON.stringify(session.clientInfo),
       bytes: sessionBytes(session),
     }
-    // IMMEDIATE: the budget check and the insert hold the write lock together.
-    this.#create.immediate(row, options.maxStoredBytes)
+    // IMMEDIATE: the checks of the limits and the insert hold the write lock together.
+    this.#create.immediate(row, options)
   }
 
   async get (id: string): Promise<SessionRecord | null> {
