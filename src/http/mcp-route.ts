@@ -89,12 +89,14 @@ export async function registerMcpRoute (app: FastifyInstance, options: McpRouteO
     return sendHttpError(reply, new GatewayError('GW_ERR_INTERNAL', ['the request could not be processed'], { cause: err }))
   })
 
-  /** A caller without auth: its limits count per client address (`request.ip`, server.trustProxy applied). */
+  /**
+   * A caller without auth: its limits count per client address (`request.ip`, server.trustProxy applied). A literal
+   * of one shape, not a spread of ANONYMOUS_CALLER: this runs on every request with auth off.
+   */
   const anonymous = (request: FastifyRequest): Caller => {
-    const authorization = request.headers.authorization
-    const account = anonymousAccount(request.ip)
-    if (options.passAuthorization && authorization !== undefined) return { ...ANONYMOUS_CALLER, authorization, account }
-    return { ...ANONYMOUS_CALLER, account }
+    const header = request.headers.authorization
+    const authorization = options.passAuthorization ? header : undefined
+    return { principal: undefined, access: ANONYMOUS_CALLER.access, authorization, account: anonymousAccount(request.ip) }
   }
 
   /** `method` and `era` label the request in the metrics; it is timed until its response ends. */
