@@ -8,7 +8,9 @@ import { MemoryStore } from '../../src/store/memory/memory-store.ts'
 import { MIGRATIONS, SCHEMA_VERSION } from '../../src/store/sqlite/sqlite-schema.ts'
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.ts'
 import type { TaskRecord } from '../../src/store/types.ts'
-import { isolatedRedisStore, sharedRedisStores } from '../helpers/redis.ts'
+import { Redis } from 'ioredis'
+import { RedisStore } from '../../src/store/redis/redis-store.ts'
+import { isolatedRedisStore, purge, REDIS_URL, sharedRedisStores } from '../helpers/redis.ts'
 import { sessionStoreContract } from './session-store.contract.ts'
 import { taskInputStoreContract } from './task-input-store.contract.ts'
 import { taskStoreContract } from './task-store.contract.ts'
@@ -151,6 +153,27 @@ describe('sqlite store', () => {
 })
 
 describe('redis store', () => {
+  it('gives back the bytes of a task whose hash Redis expired before any sweep (a store nobody swept for a day)', async () => {
+    const prefix = `mcpgw-test:${randomUUID()}:`
+    const store = new RedisStore({ url: REDIS_URL, prefix })
+    const redis = new Redis(REDIS_URL)
+    try {
+      await store.ready()
+      const expiring = { ...task(randomUUID()), ttlMs: 1000, request: { arguments: { blob: 'b'.repeat(5000) } } }
+      await store.tasks.create(expiring, { account: 'acct', maxActive: 1 })
+      expect(await store.tasks.storedBytes('acct')).toBeGreaterThan(5000)
+      // What the key's backstop expiry does when no gateway sweeps in time.
+      await redis.del(`${prefix}task:${expiring.id}`)
+      expect(await store.tasks.sweep(1 + 1000)).toBe(1)
+      expect(await store.tasks.storedBytes('acct')).toBe(0)
+      await store.tasks.create({ ...task(randomUUID()), createdAt: 2000 }, { account: 'acct', maxActive: 1 })
+    } finally {
+      await store.close()
+      await redis.quit()
+      await purge(prefix)
+    }
+  })
+
   it('bus.subscribed() resolves once another process\'s publish reaches the new subscription', async () => {
     const [publisher, subscriber] = await sharedRedisStores(2)
     try {

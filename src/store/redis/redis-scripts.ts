@@ -64,7 +64,7 @@ local terminal = ${luaSet(TERMINAL_STATUSES)}
  * Terminal moves also drop the task from the active sets and from its owner's set, its request (only a
  * running task needs its arguments, to run again after a takeover) and how its upstream work is reached.
  * The bytes the move frees (the request of a task that ends) and adds (its outcome) are counted in the task's
- * `bytes` and its account's `bytes:<account>`.
+ * entry of `taskbytes` and in its account's `bytes:<account>`.
  */
 export const TRANSITION = script(APPEND + STATUS_TABLE + `
 local status = redis.call('HGET', KEYS[1], 'status')
@@ -90,7 +90,7 @@ if ARGV[5] == '1' then redis.call('HSET', KEYS[1], 'msg', ARGV[6]) end
 if ARGV[7] == '1' then redis.call('HSET', KEYS[1], 'out', ARGV[8], 'ob', ARGV[13]) end
 if ARGV[11] == '1' then redis.call('HSET', KEYS[1], 'res', ARGV[12]) end
 if change ~= 0 then
-  redis.call('HINCRBY', KEYS[1], 'bytes', change)
+  redis.call('HINCRBY', ARGV[1] .. 'taskbytes', ARGV[2], change)
   redis.call('INCRBY', ARGV[1] .. 'bytes:' .. account, change)
 end
 if terminal[ARGV[4]] then
@@ -135,8 +135,8 @@ return redis.call('HGETALL', KEYS[1])
  * KEYS[1] task hash, KEYS[2] the task's input list, KEYS[3] input hash, KEYS[4] the task's timeline. ARGV[1] max
  * pending, ARGV[2] input body (JSON), ARGV[3] input key, ARGV[4] expiry of the keys in ms from now, ARGV[5] prefix
  * of input hashes, ARGV[6] the timeline entry (JSON), ARGV[7] the most entries a timeline keeps, ARGV[8] the
- * prefix of the accounts' byte counts, ARGV[9] the input's bytes, ARGV[10] the most bytes the task's account may
- * store ('' for no limit).
+ * prefix, ARGV[9] the input's bytes, ARGV[10] the most bytes the task's account may store ('' for no limit),
+ * ARGV[11] the task id.
  * Returns 1 when queued, -1 when the task is unknown, -2 when the limit is reached, { 'over', stored } when the
  * input would take the account past ARGV[10].
  */
@@ -147,10 +147,10 @@ for _, key in ipairs(redis.call('LRANGE', KEYS[2], 0, -1)) do
   if redis.call('HGET', ARGV[5] .. key, 'state') == 'pending' then pending = pending + 1 end
 end
 if pending >= tonumber(ARGV[1]) then return -2 end
-local counter = ARGV[8] .. (redis.call('HGET', KEYS[1], 'acct') or redis.call('HGET', KEYS[1], 'principal'))
+local counter = ARGV[8] .. 'bytes:' .. (redis.call('HGET', KEYS[1], 'acct') or redis.call('HGET', KEYS[1], 'principal'))
 local stored = tonumber(redis.call('GET', counter) or '0')
 if ARGV[10] ~= '' and tonumber(ARGV[9]) > 0 and stored + tonumber(ARGV[9]) > tonumber(ARGV[10]) then return { 'over', stored } end
-redis.call('HINCRBY', KEYS[1], 'bytes', ARGV[9])
+redis.call('HINCRBY', ARGV[8] .. 'taskbytes', ARGV[11], ARGV[9])
 redis.call('INCRBY', counter, ARGV[9])
 redis.call('HSET', KEYS[3], 'body', ARGV[2], 'state', 'pending', 'answer', '')
 redis.call('RPUSH', KEYS[2], ARGV[3])
@@ -173,7 +173,7 @@ redis.call('HSET', KEYS[1], 'state', ARGV[1], 'answer', ARGV[2])
 local taskId = cjson.decode(redis.call('HGET', KEYS[1], 'body')).taskId
 local task = ARGV[3] .. 'task:' .. taskId
 if #ARGV[2] > 0 and redis.call('EXISTS', task) == 1 then
-  redis.call('HINCRBY', task, 'bytes', #ARGV[2])
+  redis.call('HINCRBY', ARGV[3] .. 'taskbytes', taskId, #ARGV[2])
   redis.call('INCRBY', ARGV[3] .. 'bytes:' .. (redis.call('HGET', task, 'acct') or redis.call('HGET', task, 'principal')), #ARGV[2])
 end
 append(ARGV[3] .. 'events:' .. taskId, ARGV[4], ARGV[5], KEYS[1])
@@ -197,7 +197,8 @@ return 1
 
 /**
  * Deletes tasks past their TTL with everything that refers to them, atomically per call (so an input
- * queued while a task is swept cannot outlive it).
+ * queued while a task is swept cannot outlive it), and takes their bytes off their accounts: from `taskbytes`
+ * and `taskacct`, which outlive a task hash that Redis's own key expiry deleted (a store nobody swept for a day).
  * No KEYS (the keys derive from the ids found). ARGV[1] prefix, ARGV[2] now (ms), ARGV[3] at most this
  * many tasks. Returns how many tasks were deleted.
  */
@@ -207,12 +208,14 @@ local ids = redis.call('ZRANGEBYSCORE', p .. 'expiry', '-inf', ARGV[2], 'LIMIT',
 for _, id in ipairs(ids) do
   local key = p .. 'task:' .. id
   local principal = redis.call('HGET', key, 'principal')
-  local account = redis.call('HGET', key, 'acct') or principal
+  local account = redis.call('HGET', p .. 'taskacct', id) or redis.call('HGET', key, 'acct') or principal
   local owner = redis.call('HGET', key, 'owner')
-  local bytes = tonumber(redis.call('HGET', key, 'bytes') or '0')
+  local bytes = tonumber(redis.call('HGET', p .. 'taskbytes', id) or '0')
   if account and bytes ~= 0 and redis.call('DECRBY', p .. 'bytes:' .. account, bytes) <= 0 then
     redis.call('DEL', p .. 'bytes:' .. account)
   end
+  redis.call('HDEL', p .. 'taskbytes', id)
+  redis.call('HDEL', p .. 'taskacct', id)
   for _, input in ipairs(redis.call('LRANGE', p .. 'inputs:' .. id, 0, -1)) do
     redis.call('DEL', p .. 'input:' .. input)
   end
@@ -233,11 +236,12 @@ return #ids
  * overshoot the limits.
  * KEYS[1] task hash, KEYS[2] the principal's tasks (sorted set), KEYS[3] the account's unfinished tasks
  * by expiry, KEYS[4] every unfinished task, KEYS[5] the owner's task set, KEYS[6] tasks by expiry, KEYS[7] every
- * task by createdAt, KEYS[8] the task's timeline, KEYS[9] the bytes the account's tasks store.
+ * task by createdAt, KEYS[8] the task's timeline, KEYS[9] the bytes the account's tasks store, KEYS[10] the bytes
+ * of each task (hash), KEYS[11] the account of each task (hash).
  * ARGV[1] the limit ('' for none), ARGV[2] createdAt (ms; also the `now` of the count), ARGV[3] task id,
  * ARGV[4] expiry (ms, '' for none), ARGV[5] '1' when the task is not terminal, ARGV[6] key expiry (ms),
  * ARGV[7] the first timeline entry (JSON), ARGV[8] the task's bytes, ARGV[9] the most bytes the account may
- * store ('' for no limit), ARGV[10..] the hash's field/value pairs.
+ * store ('' for no limit), ARGV[10] the account, ARGV[11..] the hash's field/value pairs.
  * Returns 0 when stored, the count that reached the limit, or { 'over', stored } when the task's bytes would
  * take the account past ARGV[9] (nothing is written either way).
  */
@@ -251,8 +255,10 @@ if ARGV[9] ~= '' and tonumber(ARGV[8]) > 0 then
   if stored + tonumber(ARGV[8]) > tonumber(ARGV[9]) then return { 'over', stored } end
 end
 redis.call('INCRBY', KEYS[9], ARGV[8])
+redis.call('HSET', KEYS[10], ARGV[3], ARGV[8])
+redis.call('HSET', KEYS[11], ARGV[3], ARGV[10])
 local fields = {}
-for i = 10, #ARGV do fields[#fields + 1] = ARGV[i] end
+for i = 11, #ARGV do fields[#fields + 1] = ARGV[i] end
 redis.call('HSET', KEYS[1], unpack(fields))
 redis.call('PEXPIRE', KEYS[1], ARGV[6])
 redis.call('RPUSH', KEYS[8], ARGV[7])

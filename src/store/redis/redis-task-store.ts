@@ -12,11 +12,12 @@ import { jsonBytes } from '../stored-bytes.ts'
  *   task:<id>          hash: body (immutable JSON), req (the request, JSON; '{}' once the task ended), status,
  *                      msg (JSON), upd, out (JSON), exp, principal, owner, res (how the upstream work is
  *                      reached again, JSON; '' for none, and once the task ended), acct (the account its
- *                      limits count under), bytes (what the task stores), rb and ob (of which its request and
- *                      its outcome)
+ *                      limits count under), rb and ob (the bytes of its request and of its outcome)
  *   tasks:<principal>  sorted set of the principal's task ids by createdAt (ties by id: listing order)
  *   active:<account>   sorted set of the account's unfinished task ids by expiry (+inf: never)
- *   bytes:<account>    the bytes the account's tasks store (limits.storedBytesPerPrincipal)
+ *   bytes:<account>    the bytes the account's tasks and sessions store (limits.storedBytesPerPrincipal)
+ *   taskbytes          hash: the bytes each task stores; taskacct, hash: each task's account (both kept until
+ *                      the sweep, so that the bytes of a task whose hash the backstop expired still come back)
  *   active             sorted set of every unfinished task id by createdAt (recovery)
  *   created            sorted set of every task id by createdAt (the operator's query; tasks stored before it
  *                      existed are not in it and are found only by a principal or an unfinished status)
@@ -92,16 +93,19 @@ export class RedisTaskStore implements TaskStore {
     const requestBytes = Buffer.byteLength(req)
     const outcomeBytes = Buffer.byteLength(out)
     const bytes = { request: requestBytes, total: requestBytes + jsonBytes(task.clientCapabilities) + outcomeBytes }
-    const accounting = { acct: account, bytes: String(bytes.total), rb: String(bytes.request), ob: String(outcomeBytes) }
+    const accounting = { acct: account, rb: String(bytes.request), ob: String(outcomeBytes) }
     const fields = {
       body: JSON.stringify(body), req, status, msg: JSON.stringify(statusMessage), upd: String(lastUpdatedAt), out, exp: exp === null ? '' : String(exp), principal: task.principal, owner, res: resume === null ? '' : JSON.stringify(resume), ...accounting,
     }
-    const keys = [`task:${task.id}`, `tasks:${task.principal}`, `active:${account}`, 'active', `owned:${owner}`, 'expiry', 'created', `events:${task.id}`, `bytes:${account}`]
+    const keys = [
+      `task:${task.id}`, `tasks:${task.principal}`, `active:${account}`, 'active', `owned:${owner}`, 'expiry', 'created', `events:${task.id}`, `bytes:${account}`,
+      'taskbytes', 'taskacct',
+    ]
       .map((key) => this.#p + key)
     const refused = await run(this.#redis, CREATE_TASK, keys, [
       options.maxActive ?? '', task.createdAt, task.id, exp ?? '', isTerminal(status) ? '0' : '1',
       exp === null ? NO_TTL_BACKSTOP_MS : task.ttlMs! + BACKSTOP_MS, JSON.stringify(createdEvent(task)),
-      bytes.total, options.maxStoredBytes ?? '',
+      bytes.total, options.maxStoredBytes ?? '', account,
       ...Object.entries(fields).flat(),
     ])
     if (Array.isArray(refused)) throw new GatewayError('GW_ERR_STORED_BYTES_LIMIT', [Number(refused[1]), bytes.total, options.maxStoredBytes])
@@ -237,7 +241,7 @@ export class RedisTaskStore implements TaskStore {
     const outcome = await run(this.#redis, ADD_INPUT, keys, [
       maxPending, JSON.stringify(body), input.key, ttl > 0 ? ttl : NO_TTL_BACKSTOP_MS, `${this.#p}input:`,
       JSON.stringify(inputEvent(input)), TIMELINE_LIMIT,
-      `${this.#p}bytes:`, bytes, maxStoredBytes ?? '',
+      this.#p, bytes, maxStoredBytes ?? '', input.taskId,
     ])
     if (Array.isArray(outcome)) throw new GatewayError('GW_ERR_STORED_BYTES_LIMIT', [Number(outcome[1]), bytes, maxStoredBytes])
     if (outcome === -1) throw new GatewayError('GW_ERR_TASK_NOT_FOUND', [input.taskId])
