@@ -59,7 +59,8 @@ export interface TaskGatewayLimits {
 
 /**
  * A gateway whose limits admit `maxTasks` tasks in flight on one session, and as many for the 2026-07-28
- * clients (one anonymous principal with auth off): maxActivePerPrincipal and the upstream's maxQueuedCalls
+ * clients (one anonymous principal with auth off): maxActivePerPrincipal (twice `maxTasks`: with auth off it
+ * binds the client address, which the session and the 2026-07-28 clients share) and the upstream's maxQueuedCalls
  * are raised (maxConcurrentCalls keeps its default, so all but a few tasks wait in the upstream pool's queue);
  * a 2026-07-28 call that declares the tasks extension is a task at once (`tasks.decide: always`), and the
  * shutdown grace is zero so closing it does not wait for tasks that run for an hour.
@@ -77,7 +78,7 @@ export async function startTaskGateway (
   }
   return await ctx.startGateway({
     store,
-    tasks: { maxActivePerPrincipal: limits.maxTasks, decide: 'always' },
+    tasks: { maxActivePerPrincipal: 2 * limits.maxTasks, decide: 'always' },
     upstream: { maxQueuedCalls: 2 * limits.maxTasks },
     // With a shared store the processes sign their messages to each other with a key derived from it.
     server: { shutdownGrace: 0, stateSecret: BENCH_STATE_SECRET },

@@ -40,6 +40,22 @@ export interface Caller {
   readonly authorization: string | undefined
   /** What the request authenticated with; undefined when auth is off. */
   readonly credential?: Credential | undefined
+  /**
+   * The key the per-principal limits count under (limits.sessionsPerPrincipal, tasks.maxActivePerPrincipal,
+   * limits.storedBytesPerPrincipal): undefined for an authenticated caller, whose principal it is; with auth off
+   * `anonymous@<client address>` (anonymousAccount), so that one address cannot take what all callers share.
+   */
+  readonly account?: string | undefined
+}
+
+/** The account of a caller without auth: its client address (server.trustProxy applied). */
+export function anonymousAccount (address: string | undefined): string {
+  return `anonymous@${address ?? ''}`
+}
+
+/** Whom a caller's limits count: its account, else the principal acting (`anonymous:<session>` without auth). */
+export function accountOf (caller: Caller, principal: string): string {
+  return caller.account ?? principal
 }
 
 export const FULL_ACCESS: Access = { all: true, key: '*', upstream: () => true, tool: () => true }

@@ -45,6 +45,8 @@ interface Forwarded {
   authorization: string | null
   /** What the caller authenticated with (a fingerprint, never the token): the home ends held calls with it. */
   credential?: Credential | null
+  /** Whom the caller's limits count (Caller.account); absent: the principal. */
+  account?: string | null
   requestId: string | number
   progressToken: string | number | null
   forwardId: string
@@ -135,6 +137,7 @@ export class HomeRouting {
       access: ctx.caller.access.key,
       authorization: ctx.caller.authorization ?? null,
       credential: ctx.caller.credential ?? null,
+      account: ctx.caller.account ?? null,
       requestId: ctx.requestId,
       progressToken: ctx.progressToken ?? null,
       forwardId,
@@ -160,6 +163,7 @@ export class HomeRouting {
       access: this.#deps.access(f.access),
       authorization: f.authorization ?? undefined,
       credential: credentialOf(f.credential),
+      account: f.account ?? undefined,
     }
     const send = (message: RpcMessage): void => emit({ type: 'send', message: message as unknown as JsonObject })
     const trace = this.#deps.tracing?.forwarded(f.method, f.traceparent ?? null, f.requestId)

@@ -256,7 +256,7 @@ const limitsSchema = z.strictObject({
   pollBurst: z.number().int().min(1).optional()
     .describe('polls of one task allowed ahead of tasks.pollInterval; a faster tasks/get of that task gets 429 with Retry-After (GW_ERR_POLL_TOO_FAST); default: off'),
   sessionsPerPrincipal: z.number().int().min(1).prefault(256)
-    .describe('sessions one authenticated principal may hold at once; the next initialize gets 429 (GW_ERR_SESSION_LIMIT)'),
+    .describe('sessions one principal may hold at once (with auth off: one client address, `server.trustProxy` applied); the next initialize gets 429 (GW_ERR_SESSION_LIMIT)'),
   streamsPerSession: z.number().int().min(1).prefault(100)
     .describe('SSE streams one session holds open at once on one gateway process (GET streams, tasks/result waits, 2026-07-28 listens per principal; with auth off all 2026-07-28 clients share one count); the next gets 429 (GW_ERR_STREAM_LIMIT). Responses that switch to SSE only to carry progress or input requests are not counted: they last as long as their request'),
   streamStallTimeout: duration('close an SSE stream whose client has not read what is waiting for this long').prefault('60s'),
@@ -268,7 +268,9 @@ const limitsSchema = z.strictObject({
   connectionsPerIp: z.number().int().min(1).prefault(1000)
     .describe('TCP connections one client address (the socket\'s, whatever server.trustProxy says) may hold open at once; further ones from it are closed at once. Behind a reverse proxy or a NAT that many clients share, every connection comes from its address: raise it towards maxConnections'),
   keepAliveTimeout: duration('close a connection that has answered its requests and sent nothing new for this long (HTTP keep-alive); keep it above the idle timeout of a load balancer in front, so that the balancer closes first').prefault('72s'),
-}).describe('rate limits, and bounds on sessions, streams and connections')
+  storedBytesPerPrincipal: size('bytes one principal\'s tasks may hold in the store at once (per client address when auth is off): the JSON of each running task\'s arguments, of every task\'s client capabilities and outcome, and of its input requests and their answers, until the task is swept after its TTL, and the client capabilities and client info of each session until it ends. A tools/call that would pass it gets GW_ERR_STORED_BYTES_LIMIT (-32070) and no task, and so does an initialize (no session); an outcome that does not fit fails its task with that error instead of being stored; an input request that does not fit is refused to the upstream').prefault('64mb'),
+  clientInfoBytes: size('largest `capabilities` and largest `clientInfo` (each as JSON) an `initialize` may send; the session stores both for its life, so a larger one is refused with GW_ERR_CLIENT_INFO_TOO_LARGE (-32602) and no session is created').prefault('64kb'),
+}).describe('rate limits, and bounds on sessions, streams, connections and stored bytes')
 
 const storeSchema = z.discriminatedUnion('kind', [
   z.strictObject({ kind: z.literal('memory').describe('kept in the process, lost on exit') }),

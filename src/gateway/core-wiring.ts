@@ -177,7 +177,9 @@ export async function wireCore (config: Config, given: { logger?: Logger, store?
   hub.onGetStream = (sessionId) => delivery.onGetStream(sessionId)
   // With the admin API, task changes are also announced to the dashboards of every process sharing the store.
   const taskEvents = config.admin === undefined ? delivery : announceTaskChanges(delivery, store.bus)
-  const inputs = new TaskInputs(store.tasks, taskEvents, live.tasks, store.bus, processId)
+  // The budget of stored bytes of each principal, read at each write (a reload may change it).
+  const budget = { get storedBytesPerPrincipal () { return live.config.limits.storedBytesPerPrincipal } }
+  const inputs = new TaskInputs(store.tasks, taskEvents, live.tasks, store.bus, processId, budget)
   const calls = new CallEngine(metrics)
   const runner = new TaskRunner({
     store: store.tasks,
@@ -190,6 +192,7 @@ export async function wireCore (config: Config, given: { logger?: Logger, store?
     bus: store.bus,
     nativeTaskSupport: (upstream, tool) => catalog.nativeTaskSupport(upstream, tool),
     get maxResultBytes () { return live.tasks.maxResultBytes },
+    get storedBytesPerPrincipal () { return budget.storedBytesPerPrincipal },
     tracing,
   })
   const tasks = new TaskService({
@@ -206,6 +209,7 @@ export async function wireCore (config: Config, given: { logger?: Logger, store?
       const upstream = upstreams.find((u) => u.name === task.upstream)
       return upstream !== undefined && resumeAllowed(upstream, task.tool)
     },
+    get storedBytesPerPrincipal () { return budget.storedBytesPerPrincipal },
   })
   const lease = new ProcessLease({
     processId,

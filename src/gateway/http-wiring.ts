@@ -86,6 +86,8 @@ export async function wireHttp (core: GatewayCore, configSource: (() => Promise<
     log,
     shutdown: shutdown.signal,
     get sessionsPerPrincipal () { return live.config.limits.sessionsPerPrincipal },
+    get clientInfoBytes () { return live.config.limits.clientInfoBytes },
+    get storedBytesPerPrincipal () { return live.config.limits.storedBytesPerPrincipal },
     touchIntervalMs: touchInterval(config.server.sessionIdleTimeout),
     onSessionClosed: (sessionId) => { sessionEnd.closed(sessionId) },
     onClientNotification: (clientKey, method, params) => { sessionEnd.relayNotification(clientKey, method, params) },

@@ -3,7 +3,7 @@ import type { ServerConfig } from '../config/schema.ts'
 import { GatewayError, errorMessage } from '../errors.ts'
 import { sendHttpError, writeHttpError } from '../wire/error-replies.ts'
 import type { LegacyEndpoint } from '../protocol/legacy/legacy-endpoint.ts'
-import { ANONYMOUS_CALLER, type Caller } from '../auth/access.ts'
+import { ANONYMOUS_CALLER, anonymousAccount, type Caller } from '../auth/access.ts'
 import type { Authenticator } from '../auth/bearer-tokens.ts'
 import { isModernMessage, MODERN_PROTOCOL_VERSIONS } from '../protocol/modern/envelope.ts'
 import type { RequestId } from '../wire/jsonrpc.ts'
@@ -89,9 +89,14 @@ export async function registerMcpRoute (app: FastifyInstance, options: McpRouteO
     return sendHttpError(reply, new GatewayError('GW_ERR_INTERNAL', ['the request could not be processed'], { cause: err }))
   })
 
+  /**
+   * A caller without auth: its limits count per client address (`request.ip`, server.trustProxy applied). A literal
+   * of one shape, not a spread of ANONYMOUS_CALLER: this runs on every request with auth off.
+   */
   const anonymous = (request: FastifyRequest): Caller => {
-    const authorization = request.headers.authorization
-    return options.passAuthorization && authorization !== undefined ? { ...ANONYMOUS_CALLER, authorization } : ANONYMOUS_CALLER
+    const header = request.headers.authorization
+    const authorization = options.passAuthorization ? header : undefined
+    return { principal: undefined, access: ANONYMOUS_CALLER.access, authorization, account: anonymousAccount(request.ip) }
   }
 
   /** `method` and `era` label the request in the metrics; it is timed until its response ends. */

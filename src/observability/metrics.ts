@@ -47,6 +47,7 @@ const REFUSALS: Partial<Record<string, string>> = {
   GW_ERR_UPSTREAM_BUSY: 'maxQueuedCalls',
   GW_ERR_UPSTREAM_SLOT_TIMEOUT: 'slotWaitTimeout',
   GW_ERR_HTTP_BODY_TOO_LARGE: 'maxBodyBytes',
+  GW_ERR_STORED_BYTES_LIMIT: 'storedBytesPerPrincipal',
 }
 
 /** The method of a POSTed body as a bounded name: an MCP request method, else a fixed word (also the span name of a request). */

@@ -24,9 +24,30 @@ export interface SessionRecord {
   lastSeenAt: number
 }
 
+export interface SessionCreateOptions {
+  /**
+   * The key the session is counted under for limits.sessionsPerPrincipal (countOf): `anonymous@<address>` for
+   * a caller without auth, so that one address cannot open sessions without bound; default: the principal.
+   * The session's bytes (its client capabilities and client info, as JSON) count under it too, with those of
+   * the account's tasks (TaskStore.storedBytes), until the session is deleted or swept.
+   */
+  account?: string
+  /**
+   * Refuses the session with GW_ERR_STORED_BYTES_LIMIT when its bytes would take its account past this many
+   * stored bytes (limits.storedBytesPerPrincipal; see TaskCreateOptions.maxStoredBytes).
+   */
+  maxStoredBytes?: number
+  /**
+   * Refuses the session with GW_ERR_SESSION_LIMIT when its account already holds this many sessions
+   * (limits.sessionsPerPrincipal). The count and the insert are one atomic step, also between processes
+   * sharing the store: of racing creates, exactly this many win.
+   */
+  maxSessions?: number
+}
+
 export interface SessionStore {
   /** Stores a new session; the id is unique (CSPRNG) so no conflict check is made. */
-  create (session: SessionRecord): Promise<void>
+  create (session: SessionRecord, options?: SessionCreateOptions): Promise<void>
   /** The session, or null when it never existed, was deleted or expired. */
   get (id: string): Promise<SessionRecord | null>
   /** Records use of the session at `at` (epoch ms); a no-op for an unknown id. */
@@ -35,8 +56,11 @@ export interface SessionStore {
   delete (id: string): Promise<boolean>
   /** Deletes sessions last seen before `before` (epoch ms); returns their ids. */
   sweep (before: number): Promise<string[]>
-  /** Sessions of `principal` that exist (not deleted, not swept), counted up to `atMost` (enough to check a limit). */
-  countOf (principal: string, atMost: number): Promise<number>
+  /**
+   * Sessions counted under `account` (SessionCreateOptions.account, else their principal) that exist (not deleted,
+   * not swept), counted up to `atMost` (enough to check a limit).
+   */
+  countOf (account: string, atMost: number): Promise<number>
 }
 
 /** The raw outcome of the upstream call, exactly as the upstream answered. */
@@ -122,6 +146,11 @@ export interface TaskPatch {
   resume?: TaskResume | null
   /** The gateway process making the move: written to the task's timeline only, never to the task. */
   by?: string
+  /**
+   * Refuses the move with GW_ERR_STORED_BYTES_LIMIT (and changes nothing) when the outcome it stores would take
+   * the task's account past this many stored bytes (limits.storedBytesPerPrincipal); see TaskCreateOptions.
+   */
+  maxStoredBytes?: number
 }
 
 /**
@@ -187,11 +216,25 @@ export interface TaskQuery {
 
 export interface TaskCreateOptions {
   /**
-   * Refuses the task with GW_ERR_TASK_LIMIT when its principal already has this many live tasks that
+   * Refuses the task with GW_ERR_TASK_LIMIT when its account already has this many live tasks that
    * are not terminal at `task.createdAt` (tasks.maxActivePerPrincipal). The count and the insert are one
    * atomic step, also between processes sharing the store: of racing creates, exactly this many win.
    */
   maxActive?: number
+  /**
+   * The key the task's limits count under (maxActive, maxStoredBytes, countActive, storedBytes):
+   * `anonymous@<address>` for a caller without auth; default: the task's principal. Kept by the store with the
+   * task (every later write of the task counts under it), never part of the record.
+   */
+  account?: string
+  /**
+   * Refuses the task with GW_ERR_STORED_BYTES_LIMIT when what it stores would take its account past this many
+   * stored bytes (limits.storedBytesPerPrincipal), in the same atomic step as the insert. An account's stored
+   * bytes are the UTF-8 bytes of the JSON of what its live tasks hold: each task's request (until the task
+   * ends) and client capabilities, its outcome, and the params and answers of its input requests; a task's
+   * bytes leave the count when it is swept.
+   */
+  maxStoredBytes?: number
 }
 
 export interface TaskStore {
@@ -213,8 +256,10 @@ export interface TaskStore {
    * racing moves from the same status, exactly one wins.
    */
   transition (id: string, from: readonly TaskStatus[], to: TaskStatus, patch: TaskPatch, now: number): Promise<TaskRecord | null>
-  /** Live tasks of `principal` that are not terminal, counted up to `atMost` (enough to check a limit). */
-  countActive (principal: string, now: number, atMost?: number): Promise<number>
+  /** Live tasks of `account` (TaskCreateOptions.account) that are not terminal, counted up to `atMost` (enough to check a limit). */
+  countActive (account: string, now: number, atMost?: number): Promise<number>
+  /** The bytes the tasks and sessions of `account` store (see TaskCreateOptions.maxStoredBytes); 0 for an unknown account. */
+  storedBytes (account: string): Promise<number>
   /** Every task not yet terminal (for recovery after a restart). */
   unfinished (): Promise<TaskRecord[]>
   /** The live tasks not yet terminal whose owner is `owner`. */
@@ -227,8 +272,11 @@ export interface TaskStore {
   /** Deletes tasks past their TTL (and their inputs); returns how many. */
   sweep (now: number): Promise<number>
 
-  /** Queues an input request; throws GW_ERR_TASK_INPUT_LIMIT when the task already has `maxPending` pending ones. */
-  addInput (input: InputRecord, maxPending: number): Promise<void>
+  /**
+   * Queues an input request; throws GW_ERR_TASK_INPUT_LIMIT when the task already has `maxPending` pending ones,
+   * and GW_ERR_STORED_BYTES_LIMIT when its params would take the task's account past `maxStoredBytes`.
+   */
+  addInput (input: InputRecord, maxPending: number, maxStoredBytes?: number): Promise<void>
   getInput (key: string): Promise<InputRecord | null>
   /** Pending inputs of a task, oldest first. */
   pendingInputs (taskId: string): Promise<InputRecord[]>

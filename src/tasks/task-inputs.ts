@@ -8,6 +8,11 @@ import { whileStoreUnavailable } from './store-retry.ts'
 import { RESUME, sourcesOf } from '../wire/task-state.ts'
 import { randomId } from '../wire/random-id.ts'
 
+/** The budget of stored bytes of each principal (limits.storedBytesPerPrincipal); undefined: none. */
+export interface StoredBytesBudget {
+  readonly storedBytesPerPrincipal?: number | undefined
+}
+
 interface Waiter {
   resolve (result: JsonObject): void
   reject (err: unknown): void
@@ -42,7 +47,18 @@ export class TaskInputs {
   /** This gateway process, named in the timeline entries of the moves it makes. */
   readonly #processId: string
 
-  constructor (store: TaskStore, events: TaskEvents, config: TasksConfig, bus: SignalBus, processId: string) {
+  readonly #budget: StoredBytesBudget
+
+  /** `budget`: the bytes one principal's tasks may store (limits.storedBytesPerPrincipal), read at each input. */
+  constructor (
+    store: TaskStore,
+    events: TaskEvents,
+    config: TasksConfig,
+    bus: SignalBus,
+    processId: string,
+    budget: StoredBytesBudget = {},
+  ) {
+    this.#budget = budget
     this.#bus = bus
     this.#processId = processId
     this.#store = store
@@ -82,7 +98,7 @@ export class TaskInputs {
       answer: null,
     }
     if (upstreamRequestId !== undefined) input.upstreamRequestId = upstreamRequestId
-    await this.#store.addInput(input, this.#config.maxQueuedInputs)
+    await this.#store.addInput(input, this.#config.maxQueuedInputs, this.#budget.storedBytesPerPrincipal)
     return await this.#wait(input, signal, async () => {
       const updated = await this.#store.transition(task.id, sourcesOf('input_required'), 'input_required', { statusMessage: describeInput(method, params), by: this.#processId }, now)
       if (!updated) {

@@ -16,7 +16,8 @@ import type { TaskEvents } from './task-events.ts'
 import type { TaskInputs } from './task-inputs.ts'
 import { MAX_TIMER_MS } from '../config/units.ts'
 import { isStoreUnavailable, whileStoreUnavailable, type StoreRetryOptions } from './store-retry.ts'
-import { QUEUED, isTerminal, restatement, sourcesOf } from '../wire/task-state.ts'
+import { QUEUED, isTerminal, restatement } from '../wire/task-state.ts'
+import { capped, settle, storeOutcome } from './task-outcome.ts'
 
 export interface TaskRunnerDeps {
   store: TaskStore
@@ -33,22 +34,10 @@ export interface TaskRunnerDeps {
   nativeTaskSupport (upstream: string, tool: string): TaskSupport | undefined
   /** Largest outcome (as JSON) a task stores (tasks.maxResultBytes); a larger one fails the task. */
   maxResultBytes: number
+  /** The bytes one principal's tasks may store (limits.storedBytesPerPrincipal): an outcome that does not fit fails its task. */
+  readonly storedBytesPerPrincipal?: number | undefined
   /** Where each run of a task is traced; undefined when tracing is off. */
   tracing?: GatewayTracing | undefined
-}
-
-/** The text of a CallToolResult, for the statusMessage of a failed task (some clients show only that). */
-function errorText (result: JsonObject): string {
-  const content = Array.isArray(result.content) ? result.content as JsonObject[] : []
-  const text = content.filter((c) => c.type === 'text' && typeof c.text === 'string').map((c) => c.text as string).join(' ')
-  return text === '' ? 'the tool reported an error' : text.slice(0, 1000)
-}
-
-/** Maps the raw upstream outcome to the 2025-11-25 task status; the raw outcome itself is stored unchanged. */
-export function settle (outcome: TaskOutcome): { status: TaskStatus, statusMessage: string | null } {
-  if ('error' in outcome) return { status: 'failed', statusMessage: outcome.error.message }
-  if (outcome.result.isError === true) return { status: 'failed', statusMessage: errorText(outcome.result) }
-  return { status: 'completed', statusMessage: null }
 }
 
 /** A task whose upstream call runs in this process. */
@@ -331,13 +320,6 @@ export class TaskRunner {
     if (updated) this.#deps.events.status(updated)
   }
 
-  /** The outcome, or an error in its place when it is larger than a task may store. */
-  #capped (outcome: TaskOutcome): TaskOutcome {
-    const bytes = Buffer.byteLength(JSON.stringify(outcome))
-    if (bytes <= this.#deps.maxResultBytes) return outcome
-    return { error: toWireError(new GatewayError('GW_ERR_TASK_RESULT_TOO_LARGE', [bytes, this.#deps.maxResultBytes])) }
-  }
-
   /**
    * Stores the outcome. While the store is unavailable the write is retried (backoff up to 5 s) until
    * it is back, the task's TTL passes or the gateway shuts down, so an outcome that arrives during an
@@ -347,7 +329,7 @@ export class TaskRunner {
    */
   async #finish (task: TaskRecord, upstreamOutcome: TaskOutcome): Promise<TaskStatus | undefined> {
     const { store, log } = this.#deps
-    const outcome = this.#capped(upstreamOutcome)
+    const outcome = capped(upstreamOutcome, this.#deps.maxResultBytes)
     if (outcome !== upstreamOutcome) log.warn({ taskId: task.id, tool: task.tool, upstream: task.upstream, maxResultBytes: this.#deps.maxResultBytes }, 'task result over tasks.maxResultBytes: the task fails instead')
     const { status, statusMessage } = settle(outcome)
     const about = { taskId: task.id, principal: task.principal, status, tool: task.tool, upstream: task.upstream }
@@ -367,7 +349,7 @@ export class TaskRunner {
           const current = await store.get(task.id, Date.now())
           if (current !== null && current.owner !== task.owner) return null
         }
-        return await store.transition(task.id, sourcesOf(status), status, { statusMessage, outcome, by: task.owner }, Date.now())
+        return await storeOutcome(store, task, { status, statusMessage, outcome }, this.#deps.storedBytesPerPrincipal, log)
       }, retry)
     } catch (err) {
       if (!isStoreUnavailable(err)) throw err

@@ -28,6 +28,8 @@ export interface CreateTaskRequest {
   clientCapabilities: JsonObject
   /** The caller's own Authorization header for an upstream that forwards it; kept in memory only, never stored. */
   authorization?: string | undefined
+  /** Whom the task's limits count (Caller.account: the client address without auth); undefined: the principal. */
+  account?: string | undefined
   /** The creating request's server span (tracing on): the root of the task's trace. */
   trace?: RequestTrace | undefined
 }
@@ -65,6 +67,8 @@ export interface TaskServiceDeps {
   isIdempotent (task: TaskRecord): boolean
   /** Whether the upstream work a task records (TaskRecord.resume) may be resumed: its upstream is configured, and allows it. */
   canResume (task: TaskRecord): boolean
+  /** The bytes one principal's tasks may store (limits.storedBytesPerPrincipal); undefined: no budget. */
+  readonly storedBytesPerPrincipal?: number | undefined
 }
 
 /** What a takeover did with the unfinished tasks it claimed. */
@@ -110,9 +114,11 @@ export class TaskService {
   readonly #owner: string
   readonly #isIdempotent: (task: TaskRecord) => boolean
   readonly #canResume: (task: TaskRecord) => boolean
+  readonly #deps: TaskServiceDeps
   #handedOver = 0
 
   constructor (deps: TaskServiceDeps) {
+    this.#deps = deps
     this.#canResume = deps.canResume
     this.#bus = deps.bus
     this.#owner = deps.owner
@@ -172,8 +178,12 @@ export class TaskService {
       traceContext: request.trace?.created({ id, upstream: request.route.upstream.name }, typeof name === 'string' ? name : undefined) ?? null,
       resume: null,
     }
-    // The store counts and inserts in one atomic step: racing creates never overshoot the limit.
-    await this.#tasks.create(task, { maxActive: this.#config.maxActivePerPrincipal })
+    // The store counts (tasks and bytes) and inserts in one atomic step: racing creates never overshoot the limits.
+    await this.#tasks.create(task, {
+      maxActive: this.#config.maxActivePerPrincipal,
+      maxStoredBytes: this.#deps.storedBytesPerPrincipal,
+      ...(request.account !== undefined && { account: request.account }),
+    })
     this.#log.info({ audit: 'task.created', taskId: task.id, principal: task.principal, tool: task.tool, upstream: task.upstream, ttlMs: task.ttlMs }, 'task created')
     this.#events.created?.(task)
     return task

@@ -8,7 +8,9 @@ import { MemoryStore } from '../../src/store/memory/memory-store.ts'
 import { MIGRATIONS, SCHEMA_VERSION } from '../../src/store/sqlite/sqlite-schema.ts'
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.ts'
 import type { TaskRecord } from '../../src/store/types.ts'
-import { isolatedRedisStore, sharedRedisStores } from '../helpers/redis.ts'
+import { Redis } from 'ioredis'
+import { RedisStore } from '../../src/store/redis/redis-store.ts'
+import { isolatedRedisStore, purge, REDIS_URL, sharedRedisStores } from '../helpers/redis.ts'
 import { sessionStoreContract } from './session-store.contract.ts'
 import { taskInputStoreContract } from './task-input-store.contract.ts'
 import { taskStoreContract } from './task-store.contract.ts'
@@ -18,6 +20,7 @@ import { homeStoreContract } from './home-store.contract.ts'
 import { taskLimitContract } from './task-limit.contract.ts'
 import { taskQueryContract } from './task-query.contract.ts'
 import { taskTimelineContract } from './task-timeline.contract.ts'
+import { storedBytesContract } from './stored-bytes.contract.ts'
 
 const dir = mkdtempSync(join(tmpdir(), 'gw-sqlite-'))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
@@ -51,6 +54,9 @@ taskQueryContract('redis', isolatedRedisStore)
 taskTimelineContract('memory', async () => new MemoryStore())
 taskTimelineContract('sqlite', async () => new SqliteStore(dbFile()))
 taskTimelineContract('redis', isolatedRedisStore)
+storedBytesContract('memory', async () => [new MemoryStore()])
+storedBytesContract('sqlite', async () => [new SqliteStore(dbFile())])
+storedBytesContract('redis, two processes', async () => await sharedRedisStores(2))
 rateLimitStoreContract({ memory: async () => new MemoryStore(), sqlite: async () => new SqliteStore(dbFile()), redis: isolatedRedisStore })
 
 function task (id: string): TaskRecord {
@@ -121,6 +127,9 @@ describe('sqlite store', () => {
     expect(await store.tasks.unfinished()).toMatchObject([{ id: 't0', owner: '', traceContext: null }])
     // A task stored before timelines were recorded has none.
     expect(await store.tasks.timeline('t0')).toEqual([])
+    // What the old file holds counts against its principal's budget of stored bytes: the task's request '{}' and
+    // capabilities '{}', and the session's capabilities '{}' and client info '{}'.
+    expect(await store.tasks.storedBytes('p')).toBe(8)
     await store.tasks.create(task('t1'))
     expect(await store.tasks.get('t1', 1)).toEqual(task('t1'))
     await store.close()
@@ -144,6 +153,27 @@ describe('sqlite store', () => {
 })
 
 describe('redis store', () => {
+  it('gives back the bytes of a task whose hash Redis expired before any sweep (a store nobody swept for a day)', async () => {
+    const prefix = `mcpgw-test:${randomUUID()}:`
+    const store = new RedisStore({ url: REDIS_URL, prefix })
+    const redis = new Redis(REDIS_URL)
+    try {
+      await store.ready()
+      const expiring = { ...task(randomUUID()), ttlMs: 1000, request: { arguments: { blob: 'b'.repeat(5000) } } }
+      await store.tasks.create(expiring, { account: 'acct', maxActive: 1 })
+      expect(await store.tasks.storedBytes('acct')).toBeGreaterThan(5000)
+      // What the key's backstop expiry does when no gateway sweeps in time.
+      await redis.del(`${prefix}task:${expiring.id}`)
+      expect(await store.tasks.sweep(1 + 1000)).toBe(1)
+      expect(await store.tasks.storedBytes('acct')).toBe(0)
+      await store.tasks.create({ ...task(randomUUID()), createdAt: 2000 }, { account: 'acct', maxActive: 1 })
+    } finally {
+      await store.close()
+      await redis.quit()
+      await purge(prefix)
+    }
+  })
+
   it('bus.subscribed() resolves once another process\'s publish reaches the new subscription', async () => {
     const [publisher, subscriber] = await sharedRedisStores(2)
     try {

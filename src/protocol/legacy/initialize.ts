@@ -35,6 +35,19 @@ export function validateInitialize (params: JsonObject): void {
   }
 }
 
+/**
+ * Refuses `capabilities` or `clientInfo` larger than `maxBytes` as JSON (limits.clientInfoBytes): the session
+ * stores both for its whole life, and every upstream session opened for it declares the capabilities again.
+ */
+export function checkStoredSizes (params: JsonObject, maxBytes: number): void {
+  for (const field of ['capabilities', 'clientInfo'] as const) {
+    const value = params[field]
+    if (value === undefined) continue
+    const bytes = Buffer.byteLength(JSON.stringify(value))
+    if (bytes > maxBytes) throw new GatewayError('GW_ERR_CLIENT_INFO_TOO_LARGE', [field, bytes, maxBytes])
+  }
+}
+
 /** The new session and the InitializeResult for it. */
 export function initializeResult (
   params: JsonObject,

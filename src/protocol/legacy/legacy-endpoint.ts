@@ -15,7 +15,7 @@ import type { ClientRequestBroker } from './client-requests.ts'
 import type { InflightRequests } from './inflight-requests.ts'
 import { ExchangeContext } from '../../streams/exchange-context.ts'
 import { PostExchange } from '../../streams/post-exchange.ts'
-import { initializeResult, validateInitialize } from './initialize.ts'
+import { checkStoredSizes, initializeResult, validateInitialize } from './initialize.ts'
 import type { StreamHub } from '../../streams/stream-hub.ts'
 import { listChangeAnsweredBy } from '../../wire/list-changes.ts'
 
@@ -32,8 +32,12 @@ export interface LegacyEndpointDeps {
   answerInput (principal: string, response: RpcResponse): Promise<boolean>
   /** Least time between two records of a session's use (see touchInterval). */
   touchIntervalMs: number
-  /** Sessions one authenticated principal may hold (limits.sessionsPerPrincipal). */
+  /** Sessions one principal (without auth: one client address) may hold (limits.sessionsPerPrincipal). */
   sessionsPerPrincipal: number
+  /** Largest `capabilities` and `clientInfo` (as JSON) a session stores (limits.clientInfoBytes). */
+  clientInfoBytes: number
+  /** The bytes one principal (without auth: one client address) may store, its sessions included (limits.storedBytesPerPrincipal). */
+  storedBytesPerPrincipal: number
   /** Called when a session ends (DELETE), to release what it held. */
   onSessionClosed (sessionId: string): void
   /** A notification of the client for its upstream sessions (roots/list_changed). */
@@ -72,7 +76,7 @@ export class LegacyEndpoint {
     const principal = caller.principal
     const inbound = classifyMessage(body)
     if (inbound.kind === 'request' && inbound.message.method === 'initialize') {
-      await this.#initialize(inbound.message, res, principal)
+      await this.#initialize(inbound.message, res, caller)
       return
     }
     const session = await this.#session(headers, inbound.kind === 'request' ? inbound.message.method : 'this message', principal)
@@ -107,23 +111,27 @@ export class LegacyEndpoint {
     res.writeHead(200, { 'content-type': 'application/json' }).end('{}')
   }
 
-  async #initialize (request: RpcRequest, res: ServerResponse, principal: string | undefined): Promise<void> {
+  async #initialize (request: RpcRequest, res: ServerResponse, caller: Caller): Promise<void> {
     const params = request.params ?? {}
+    const principal = caller.principal
     try {
       validateInitialize(params)
+      checkStoredSizes(params, this.#deps.clientInfoBytes)
     } catch (err) {
       // A JSON-RPC error of the request: the exchange itself succeeded.
       writeHttpError(res, err, { id: request.id, status: 200 })
       return
     }
-    if (principal !== undefined) {
-      const limit = this.#deps.sessionsPerPrincipal
-      if (await this.#deps.store.sessions.countOf(principal, limit) >= limit) throw new GatewayError('GW_ERR_SESSION_LIMIT', [limit])
-    }
+    // Without auth every session is its own principal: the limits bind its client address (caller.account).
+    // The store checks them and stores the session in one atomic step: racing initializes never overshoot.
+    const account = caller.account ?? principal
     const now = Date.now()
     const id = randomUUID()
     const { result, session } = initializeResult(params, id, now, principal)
-    await this.#deps.store.sessions.create(session)
+    await this.#deps.store.sessions.create(session, {
+      ...(account !== undefined && { account, maxSessions: this.#deps.sessionsPerPrincipal }),
+      maxStoredBytes: this.#deps.storedBytesPerPrincipal,
+    })
     this.#deps.log.info({ sessionId: id, protocolVersion: session.protocolVersion, client: session.clientInfo }, 'session initialized')
     const body = JSON.stringify(resultMessage(request.id, result))
     res.writeHead(200, { 'content-type': 'application/json', 'mcp-session-id': id, 'content-length': Buffer.byteLength(body) }).end(body)

@@ -66,6 +66,7 @@ export function withLegacyTaskMethods (base: MethodTable, deps: LegacyTaskMethod
       progressToken: ctx.progressToken,
       clientCapabilities: ctx.clientCapabilities,
       authorization: ctx.caller.authorization,
+      account: ctx.caller.account,
       trace: ctx.trace,
     })
     return renderCreateTaskResult(task, name)

@@ -28,6 +28,8 @@ interface TaskCandidate {
   params: JsonObject
   capabilities: JsonObject
   authorization: string | undefined
+  /** Whom the task's limits count (Caller.account); undefined: the principal. */
+  account: string | undefined
   /** The server span of the request that started the call (tracing on): the task's trace is its. */
   trace: RequestContext['trace']
 }
@@ -56,6 +58,7 @@ export function modernToolsCall (deps: ModernToolsCallDeps): Handler {
     progressToken: undefined,
     clientCapabilities: candidate.capabilities,
     authorization: candidate.authorization,
+    account: candidate.account,
     trace: candidate.trace,
   })
 
@@ -88,8 +91,9 @@ export function modernToolsCall (deps: ModernToolsCallDeps): Handler {
     if (route.taskSupport === 'required' && !tasksDeclared) throw tasksCapabilityRequired()
     const eligible = tasksDeclared && route.taskSupport !== 'forbidden'
     const decide = deps.config.decide
-    const authorization = ctx.caller.authorization
-    if (eligible && decide === 'always') return renderCreateTaskResult(await deps.tasks.create(taskRequest(principal, { route, params, capabilities, authorization, trace: ctx.trace })))
+    const { authorization, account } = ctx.caller
+    const candidate: TaskCandidate = { route, params, capabilities, authorization, account, trace: ctx.trace }
+    if (eligible && decide === 'always') return renderCreateTaskResult(await deps.tasks.create(taskRequest(principal, candidate)))
     let startedId: string | undefined
     const outcome = await held.start(principal, ctx.caller, (ask, signal, fail, sent) => calls.run(callTarget(route), params, {
       ...requestOrigin(ctx, ask, signal),
@@ -99,7 +103,7 @@ export function modernToolsCall (deps: ModernToolsCallDeps): Handler {
       notify: () => {},
     }), ctx.signal, eligible && decide !== 'always' ? decide.after : undefined)
     if (outcome.kind !== 'result') startedId = outcome.callId
-    if (eligible && startedId !== undefined) candidates.set(startedId, { route, params, capabilities, authorization, trace: ctx.trace })
+    if (eligible && startedId !== undefined) candidates.set(startedId, candidate)
     return await render(outcome, principal)
   }
 }

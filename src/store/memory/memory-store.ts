@@ -1,18 +1,36 @@
-import type { GatewayStore, LeaseStore, SessionRecord, SessionStore, StoreHealth } from '../types.ts'
+import { GatewayError } from '../../errors.ts'
+import type { GatewayStore, LeaseStore, SessionCreateOptions, SessionRecord, SessionStore, StoreHealth } from '../types.ts'
 import { MemoryRateLimits } from './memory-rate-limits.ts'
 import { MemoryBus } from './memory-bus.ts'
 import { MemoryTaskStore } from './memory-task-store.ts'
 import { MemoryHomeStore } from './memory-homes.ts'
+import { AccountBytes, overBudget, sessionBytes } from '../stored-bytes.ts'
 
 class MemorySessionStore implements SessionStore {
   readonly #sessions = new Map<string, SessionRecord>()
-  /** Session ids of each principal, so counting them does not scan every session. */
-  readonly #byPrincipal = new Map<string, Set<string>>()
+  /** Session ids of each account (SessionCreateOptions.account), so counting them does not scan every session. */
+  readonly #byAccount = new Map<string, Set<string>>()
+  /** The account of each session whose account is not its principal. */
+  readonly #accounts = new Map<string, string>()
+  /** The bytes each account stores, shared with the task store. */
+  readonly #bytes: AccountBytes
 
-  async create (session: SessionRecord): Promise<void> {
+  constructor (bytes: AccountBytes) {
+    this.#bytes = bytes
+  }
+
+  async create (session: SessionRecord, options: SessionCreateOptions = {}): Promise<void> {
+    const account = options.account ?? session.principal
+    const max = options.maxSessions
+    if (max !== undefined && (this.#byAccount.get(account)?.size ?? 0) >= max) throw new GatewayError('GW_ERR_SESSION_LIMIT', [max])
+    const bytes = sessionBytes(session)
+    const refusal = overBudget(this.#bytes.of(account), bytes, options.maxStoredBytes)
+    if (refusal) throw refusal
+    this.#bytes.add(account, bytes)
     this.#sessions.set(session.id, { ...session })
-    const ids = this.#byPrincipal.get(session.principal) ?? new Set()
-    this.#byPrincipal.set(session.principal, ids.add(session.id))
+    if (account !== session.principal) this.#accounts.set(session.id, account)
+    const ids = this.#byAccount.get(account) ?? new Set()
+    this.#byAccount.set(account, ids.add(session.id))
   }
 
   async get (id: string): Promise<SessionRecord | null> {
@@ -43,15 +61,18 @@ class MemorySessionStore implements SessionStore {
     return gone
   }
 
-  async countOf (principal: string, atMost: number): Promise<number> {
-    return Math.min(atMost, this.#byPrincipal.get(principal)?.size ?? 0)
+  async countOf (account: string, atMost: number): Promise<number> {
+    return Math.min(atMost, this.#byAccount.get(account)?.size ?? 0)
   }
 
   #forget (session: SessionRecord): void {
     this.#sessions.delete(session.id)
-    const ids = this.#byPrincipal.get(session.principal)
+    const account = this.#accounts.get(session.id) ?? session.principal
+    this.#accounts.delete(session.id)
+    this.#bytes.add(account, -sessionBytes(session))
+    const ids = this.#byAccount.get(account)
     ids?.delete(session.id)
-    if (ids?.size === 0) this.#byPrincipal.delete(session.principal)
+    if (ids?.size === 0) this.#byAccount.delete(account)
   }
 }
 
@@ -81,8 +102,10 @@ export class MemoryStore implements GatewayStore {
   readonly kind = 'memory'
   readonly shared = false
   readonly durable = false
-  readonly sessions = new MemorySessionStore()
-  readonly tasks = new MemoryTaskStore()
+  /** What each account stores, counted by both the sessions and the tasks. */
+  readonly #bytes = new AccountBytes()
+  readonly sessions = new MemorySessionStore(this.#bytes)
+  readonly tasks = new MemoryTaskStore(this.#bytes)
   readonly bus = new MemoryBus()
   readonly leases = new MemoryLeaseStore()
   readonly homes = new MemoryHomeStore()

@@ -2,6 +2,7 @@ import { GatewayError } from '../../errors.ts'
 import { canTransition, isTerminal, type TaskStatus } from '../../wire/task-state.ts'
 import { deepFreeze } from '../recent-records.ts'
 import { claimedEvent, createdEvent, inputEvent, settledEvent, statusEvent, TIMELINE_LIMIT } from '../task-timeline.ts'
+import { AccountBytes, jsonBytes, overBudget, taskBytes } from '../stored-bytes.ts'
 import type { InputRecord, TaskCreateOptions, TaskCursor, TaskEvent, TaskOutcome, TaskPatch, TaskQuery, TaskRecord, TaskStore } from '../types.ts'
 
 function live (task: TaskRecord, now: number): boolean {
@@ -19,6 +20,16 @@ function frozen<T> (value: T): T {
   return deepFreeze(structuredClone(value))
 }
 
+/** What the store keeps beside a task for its account's limits. */
+interface Accounting {
+  account: string
+  /** Everything the task stores (see TaskCreateOptions.maxStoredBytes). */
+  bytes: number
+  /** Of which its request (dropped when the task ends) and its outcome. */
+  requestBytes: number
+  outcomeBytes: number
+}
+
 /**
  * Tasks and their input queues in Maps. A task record is copied and frozen on the way in and replaced, never
  * changed, by a move: reads hand out the stored record itself (a task is read far more often than written).
@@ -29,22 +40,45 @@ export class MemoryTaskStore implements TaskStore {
   readonly #inputs = new Map<string, InputRecord>()
   /** Input keys per task, in insertion order. */
   readonly #inputsByTask = new Map<string, Set<string>>()
-  /** Ids of the tasks of each principal that are not terminal, so counting them does not scan every task. */
-  readonly #activeByPrincipal = new Map<string, Set<string>>()
+  /** Ids of the tasks of each account that are not terminal, so counting them does not scan every task. */
+  readonly #activeByAccount = new Map<string, Set<string>>()
+  /** Each task's account and bytes. */
+  readonly #accounting = new Map<string, Accounting>()
+  /** The bytes each account stores (its sessions' too: the count is shared with the session store). */
+  readonly #bytesByAccount: AccountBytes
   /** Each task's timeline, oldest first. */
   readonly #timelines = new Map<string, TaskEvent[]>()
+
+  constructor (bytes = new AccountBytes()) {
+    this.#bytesByAccount = bytes
+  }
 
   async create (task: TaskRecord, options: TaskCreateOptions = {}): Promise<void> {
     // No await between the count and the insert: nothing else runs in between.
     // Counted only when the principal's unfinished tasks could reach the limit: fewer than it pass whatever their TTLs.
     const max = options.maxActive
-    if (max !== undefined && (this.#activeByPrincipal.get(task.principal)?.size ?? 0) >= max) {
-      const active = this.#countActive(task.principal, task.createdAt, max)
+    const account = options.account ?? task.principal
+    if (max !== undefined && (this.#activeByAccount.get(account)?.size ?? 0) >= max) {
+      const active = this.#countActive(account, task.createdAt, max)
       if (active >= max) throw new GatewayError('GW_ERR_TASK_LIMIT', [active, max])
     }
+    const bytes = taskBytes(task)
+    const refusal = overBudget(this.#bytesByAccount.of(account), bytes.total, options.maxStoredBytes)
+    if (refusal) throw refusal
     this.#tasks.set(task.id, frozen(task))
-    if (!isTerminal(task.status)) this.#activeOf(task.principal).add(task.id)
+    if (!isTerminal(task.status)) this.#activeOf(account).add(task.id)
+    const outcomeBytes = task.outcome === null ? 0 : jsonBytes(task.outcome)
+    this.#accounting.set(task.id, { account, bytes: 0, requestBytes: bytes.request, outcomeBytes })
+    this.#count(task.id, bytes.total)
     this.#timelines.set(task.id, [createdEvent(task)])
+  }
+
+  /** Adds `bytes` (or, negative, removes them) to the task's count and its account's. */
+  #count (taskId: string, bytes: number): void {
+    const accounting = this.#accounting.get(taskId)
+    if (!accounting || bytes === 0) return
+    accounting.bytes += bytes
+    this.#bytesByAccount.add(accounting.account, bytes)
   }
 
   #record (taskId: string, event: TaskEvent): void {
@@ -54,19 +88,20 @@ export class MemoryTaskStore implements TaskStore {
     if (timeline.length > TIMELINE_LIMIT) timeline.splice(0, timeline.length - TIMELINE_LIMIT)
   }
 
-  #activeOf (principal: string): Set<string> {
-    let ids = this.#activeByPrincipal.get(principal)
+  #activeOf (account: string): Set<string> {
+    let ids = this.#activeByAccount.get(account)
     if (!ids) {
       ids = new Set()
-      this.#activeByPrincipal.set(principal, ids)
+      this.#activeByAccount.set(account, ids)
     }
     return ids
   }
 
   #inactive (task: TaskRecord): void {
-    const ids = this.#activeByPrincipal.get(task.principal)
+    const account = this.#accounting.get(task.id)?.account ?? task.principal
+    const ids = this.#activeByAccount.get(account)
     if (!ids?.delete(task.id) || ids.size > 0) return
-    this.#activeByPrincipal.delete(task.principal)
+    this.#activeByAccount.delete(account)
   }
 
   async get (id: string, now: number): Promise<TaskRecord | null> {
@@ -95,6 +130,17 @@ export class MemoryTaskStore implements TaskStore {
     const task = this.#live(id, now)
     // Only a move of the table: a terminal task never changes, whatever `from` says.
     if (!task || !from.includes(task.status) || !canTransition(task.status, to)) return null
+    const accounting = this.#accounting.get(id)
+    const outcome = patch.outcome === undefined ? undefined : JSON.stringify(patch.outcome)
+    const outcomeBytes = outcome === undefined ? undefined : Buffer.byteLength(outcome)
+    let change = 0
+    if (accounting) {
+      change = (isTerminal(to) ? -accounting.requestBytes : 0) + (outcomeBytes === undefined ? 0 : outcomeBytes - accounting.outcomeBytes)
+      const refusal = overBudget(this.#bytesByAccount.of(accounting.account), change, patch.maxStoredBytes)
+      if (refusal) throw refusal
+      if (isTerminal(to)) accounting.requestBytes = 0
+      if (outcomeBytes !== undefined) accounting.outcomeBytes = outcomeBytes
+    }
     const moved: TaskRecord = {
       ...task,
       status: to,
@@ -106,18 +152,23 @@ export class MemoryTaskStore implements TaskStore {
       lastUpdatedAt: now,
     }
     this.#tasks.set(id, Object.freeze(moved))
+    this.#count(id, change)
     if (isTerminal(to)) this.#inactive(moved)
-    this.#record(id, statusEvent(to, patch, now, patch.outcome === undefined ? undefined : JSON.stringify(patch.outcome)))
+    this.#record(id, statusEvent(to, patch, now, outcome))
     return moved
   }
 
-  async countActive (principal: string, now: number, atMost = Number.MAX_SAFE_INTEGER): Promise<number> {
-    return this.#countActive(principal, now, atMost)
+  async countActive (account: string, now: number, atMost = Number.MAX_SAFE_INTEGER): Promise<number> {
+    return this.#countActive(account, now, atMost)
   }
 
-  #countActive (principal: string, now: number, atMost: number): number {
+  async storedBytes (account: string): Promise<number> {
+    return this.#bytesByAccount.of(account)
+  }
+
+  #countActive (account: string, now: number, atMost: number): number {
     let count = 0
-    for (const id of this.#activeByPrincipal.get(principal) ?? []) {
+    for (const id of this.#activeByAccount.get(account) ?? []) {
       const task = this.#tasks.get(id)
       if (task && live(task, now) && ++count >= atMost) break
     }
@@ -149,8 +200,10 @@ export class MemoryTaskStore implements TaskStore {
     let swept = 0
     for (const [id, task] of this.#tasks) {
       if (live(task, now)) continue
-      this.#tasks.delete(id)
       this.#inactive(task)
+      this.#count(id, -(this.#accounting.get(id)?.bytes ?? 0))
+      this.#accounting.delete(id)
+      this.#tasks.delete(id)
       for (const key of this.#inputsByTask.get(id) ?? []) this.#inputs.delete(key)
       this.#inputsByTask.delete(id)
       this.#timelines.delete(id)
@@ -159,12 +212,17 @@ export class MemoryTaskStore implements TaskStore {
     return swept
   }
 
-  async addInput (input: InputRecord, maxPending: number): Promise<void> {
+  async addInput (input: InputRecord, maxPending: number, maxStoredBytes?: number): Promise<void> {
     if (!this.#tasks.has(input.taskId)) throw new GatewayError('GW_ERR_TASK_NOT_FOUND', [input.taskId])
     const keys = this.#inputsByTask.get(input.taskId) ?? new Set<string>()
     let pending = 0
     for (const key of keys) if (this.#inputs.get(key)?.state === 'pending') pending++
     if (pending >= maxPending) throw new GatewayError('GW_ERR_TASK_INPUT_LIMIT', [input.taskId, maxPending])
+    const bytes = jsonBytes(input.params)
+    const account = this.#accounting.get(input.taskId)?.account
+    const refusal = account === undefined ? undefined : overBudget(this.#bytesByAccount.of(account), bytes, maxStoredBytes)
+    if (refusal) throw refusal
+    this.#count(input.taskId, bytes)
     this.#inputs.set(input.key, structuredClone(input))
     keys.add(input.key)
     this.#inputsByTask.set(input.taskId, keys)
@@ -195,6 +253,7 @@ export class MemoryTaskStore implements TaskStore {
     if (input?.state !== 'pending') return false
     input.state = state
     input.answer = structuredClone(answer)
+    if (answer !== null) this.#count(input.taskId, jsonBytes(answer))
     this.#record(input.taskId, settledEvent(key, state, now))
     return true
   }

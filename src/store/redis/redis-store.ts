@@ -3,9 +3,10 @@ import { Redis, type RedisOptions } from 'ioredis'
 import { GatewayError } from '../../errors.ts'
 import type { Logger } from '../../observability/logger.ts'
 import type { JsonObject } from '../../wire/jsonrpc.ts'
-import type { BusHandler, GatewayStore, LeaseStore, SessionRecord, SessionStore, SignalBus, StoreHealth } from '../types.ts'
+import type { BusHandler, GatewayStore, LeaseStore, SessionCreateOptions, SessionRecord, SessionStore, SignalBus, StoreHealth } from '../types.ts'
 import { guarded, unavailable } from './redis-errors.ts'
-import { run, TOUCH_SESSION } from './redis-scripts.ts'
+import { CREATE_SESSION, REMOVE_SESSIONS, run, TOUCH_SESSION } from './redis-scripts.ts'
+import { sessionBytes } from '../stored-bytes.ts'
 import { RedisTaskStore } from './redis-task-store.ts'
 import { RedisRateLimits } from './redis-rate-limits.ts'
 import { RedisHomeStore } from './redis-homes.ts'
@@ -14,6 +15,8 @@ import { RedisHomeStore } from './redis-homes.ts'
 const TIMEOUT_MS = 5000
 /** Longest pause between reconnection attempts, so the store is back soon after Redis is. */
 const MAX_RECONNECT_DELAY_MS = 2000
+/** Sessions deleted per script run, so that Redis is never blocked for long. */
+const REMOVE_BATCH = 500
 /** Channels per SUBSCRIBE when a new connection takes every channel again (one per running task). */
 const RESUBSCRIBE_BATCH = 1000
 
@@ -37,8 +40,10 @@ export interface RedisStoreOptions {
 }
 
 /**
- * Sessions: session:<id> (hash: body JSON, seen, principal), `sessions`, a sorted set of ids by last use,
- * and psessions:<principal>, the set of each principal's session ids (for limits.sessionsPerPrincipal).
+ * Sessions: session:<id> (hash: body JSON, seen, principal, acct: the account it is counted under, bytes: what it
+ * stores, counted in bytes:<account> with the account's tasks), `sessions`,
+ * a sorted set of ids by last use, and psessions:<account>, the set of each account's session ids (for
+ * limits.sessionsPerPrincipal; sessions stored before accounts existed are counted under their principal).
  */
 class RedisSessionStore implements SessionStore {
   readonly #redis: Redis
@@ -49,12 +54,16 @@ class RedisSessionStore implements SessionStore {
     this.#p = prefix
   }
 
-  async create (session: SessionRecord): Promise<void> {
-    await this.#redis.multi()
-      .hset(`${this.#p}session:${session.id}`, { body: JSON.stringify(session), seen: String(session.lastSeenAt), principal: session.principal })
-      .zadd(`${this.#p}sessions`, session.lastSeenAt, session.id)
-      .sadd(`${this.#p}psessions:${session.principal}`, session.id)
-      .exec()
+  async create (session: SessionRecord, options: SessionCreateOptions = {}): Promise<void> {
+    const account = options.account ?? session.principal
+    const bytes = sessionBytes(session)
+    const keys = [`session:${session.id}`, 'sessions', `psessions:${account}`, `bytes:${account}`].map((key) => this.#p + key)
+    const refused = await run(this.#redis, CREATE_SESSION, keys, [
+      session.id, JSON.stringify(session), session.lastSeenAt, session.principal, account, bytes, options.maxStoredBytes ?? '', options.maxSessions ?? '',
+    ])
+    if (!Array.isArray(refused)) return
+    if (refused[0] === 'sessions') throw new GatewayError('GW_ERR_SESSION_LIMIT', [options.maxSessions])
+    throw new GatewayError('GW_ERR_STORED_BYTES_LIMIT', [Number(refused[1]), bytes, options.maxStoredBytes])
   }
 
   async get (id: string): Promise<SessionRecord | null> {
@@ -77,22 +86,17 @@ class RedisSessionStore implements SessionStore {
     return ids
   }
 
-  async countOf (principal: string, atMost: number): Promise<number> {
-    return Math.min(atMost, await this.#redis.scard(`${this.#p}psessions:${principal}`))
+  async countOf (account: string, atMost: number): Promise<number> {
+    return Math.min(atMost, await this.#redis.scard(`${this.#p}psessions:${account}`))
   }
 
-  /** Deletes sessions and their index entries; returns how many existed. */
+  /** Deletes sessions, their index entries and their bytes; returns how many existed. */
   async #remove (ids: readonly string[]): Promise<number> {
-    const read = this.#redis.pipeline()
-    for (const id of ids) read.hget(`${this.#p}session:${id}`, 'principal')
-    const principals = (await read.exec() ?? []).map(([, principal]) => principal as string | null)
-    const tx = this.#redis.multi().del(...ids.map((id) => `${this.#p}session:${id}`)).zrem(`${this.#p}sessions`, ...ids)
-    ids.forEach((id, i) => {
-      const principal = principals[i]
-      if (typeof principal === 'string') tx.srem(`${this.#p}psessions:${principal}`, id)
-    })
-    const [[, removed] = []] = await tx.exec() ?? []
-    return Number(removed ?? 0)
+    let removed = 0
+    for (let i = 0; i < ids.length; i += REMOVE_BATCH) {
+      removed += Number(await run(this.#redis, REMOVE_SESSIONS, [], [this.#p, ...ids.slice(i, i + REMOVE_BATCH)]))
+    }
+    return removed
   }
 }
 

@@ -5,14 +5,19 @@ import { claimedEvent, createdEvent, inputEvent, settledEvent, statusEvent, TIME
 import type { InputRecord, TaskCreateOptions, TaskCursor, TaskEvent, TaskOutcome, TaskPatch, TaskQuery, TaskRecord, TaskResume, TaskStore } from '../types.ts'
 import type { TaskStatus } from '../../wire/task-state.ts'
 import { ADD_INPUT, CLAIM, CREATE_TASK, run, SETTLE_INPUT, SWEEP, TRANSITION } from './redis-scripts.ts'
+import { jsonBytes } from '../stored-bytes.ts'
 
 /**
  * Keys (all under the configured prefix):
  *   task:<id>          hash: body (immutable JSON), req (the request, JSON; '{}' once the task ended), status,
  *                      msg (JSON), upd, out (JSON), exp, principal, owner, res (how the upstream work is
- *                      reached again, JSON; '' for none, and once the task ended)
+ *                      reached again, JSON; '' for none, and once the task ended), acct (the account its
+ *                      limits count under), rb and ob (the bytes of its request and of its outcome)
  *   tasks:<principal>  sorted set of the principal's task ids by createdAt (ties by id: listing order)
- *   active:<principal> sorted set of its unfinished task ids by expiry (+inf: never)
+ *   active:<account>   sorted set of the account's unfinished task ids by expiry (+inf: never)
+ *   bytes:<account>    the bytes the account's tasks and sessions store (limits.storedBytesPerPrincipal)
+ *   taskbytes          hash: the bytes each task stores; taskacct, hash: each task's account (both kept until
+ *                      the sweep, so that the bytes of a task whose hash the backstop expired still come back)
  *   active             sorted set of every unfinished task id by createdAt (recovery)
  *   created            sorted set of every task id by createdAt (the operator's query; tasks stored before it
  *                      existed are not in it and are found only by a principal or an unfinished status)
@@ -81,15 +86,30 @@ export class RedisTaskStore implements TaskStore {
   async create (task: TaskRecord, options: TaskCreateOptions = {}): Promise<void> {
     const { status, statusMessage, lastUpdatedAt, outcome, owner, request, resume, ...body } = task
     const exp = expiresAt(task)
+    const account = options.account ?? task.principal
+    // Measured as stored-bytes.ts's taskBytes measures, from the JSON written (the request's is written once).
+    const req = JSON.stringify(request)
+    const out = outcome ? JSON.stringify(outcome) : ''
+    const requestBytes = Buffer.byteLength(req)
+    const outcomeBytes = Buffer.byteLength(out)
+    const bytes = { request: requestBytes, total: requestBytes + jsonBytes(task.clientCapabilities) + outcomeBytes }
+    const accounting = { acct: account, rb: String(bytes.request), ob: String(outcomeBytes) }
     const fields = {
-      body: JSON.stringify(body), req: JSON.stringify(request), status, msg: JSON.stringify(statusMessage), upd: String(lastUpdatedAt), out: outcome ? JSON.stringify(outcome) : '', exp: exp === null ? '' : String(exp), principal: task.principal, owner, res: resume === null ? '' : JSON.stringify(resume),
+      body: JSON.stringify(body), req, status, msg: JSON.stringify(statusMessage), upd: String(lastUpdatedAt), out, exp: exp === null ? '' : String(exp), principal: task.principal, owner, res: resume === null ? '' : JSON.stringify(resume), ...accounting,
     }
-    const keys = [`task:${task.id}`, `tasks:${task.principal}`, `active:${task.principal}`, 'active', `owned:${owner}`, 'expiry', 'created', `events:${task.id}`].map((key) => this.#p + key)
-    const active = Number(await run(this.#redis, CREATE_TASK, keys, [
+    const keys = [
+      `task:${task.id}`, `tasks:${task.principal}`, `active:${account}`, 'active', `owned:${owner}`, 'expiry', 'created', `events:${task.id}`, `bytes:${account}`,
+      'taskbytes', 'taskacct',
+    ]
+      .map((key) => this.#p + key)
+    const refused = await run(this.#redis, CREATE_TASK, keys, [
       options.maxActive ?? '', task.createdAt, task.id, exp ?? '', isTerminal(status) ? '0' : '1',
       exp === null ? NO_TTL_BACKSTOP_MS : task.ttlMs! + BACKSTOP_MS, JSON.stringify(createdEvent(task)),
+      bytes.total, options.maxStoredBytes ?? '', account,
       ...Object.entries(fields).flat(),
-    ]))
+    ])
+    if (Array.isArray(refused)) throw new GatewayError('GW_ERR_STORED_BYTES_LIMIT', [Number(refused[1]), bytes.total, options.maxStoredBytes])
+    const active = Number(refused)
     if (active > 0) throw new GatewayError('GW_ERR_TASK_LIMIT', [active, options.maxActive])
   }
 
@@ -154,13 +174,21 @@ export class RedisTaskStore implements TaskStore {
       outcome === undefined ? '0' : '1', outcome ?? '',
       JSON.stringify(statusEvent(to, patch, now, outcome)), TIMELINE_LIMIT,
       patch.resume === undefined ? '0' : '1', patch.resume == null ? '' : JSON.stringify(patch.resume),
+      outcome === undefined ? 0 : Buffer.byteLength(outcome), patch.maxStoredBytes ?? '',
       ...from,
     ])
+    if (Array.isArray(result) && result[0] === 'over') {
+      throw new GatewayError('GW_ERR_STORED_BYTES_LIMIT', [Number(result[1]), Number(result[2]), patch.maxStoredBytes])
+    }
     return result ? toTask(pairs(result)) : null
   }
 
-  async countActive (principal: string, now: number, atMost = Number.MAX_SAFE_INTEGER): Promise<number> {
-    return Math.min(atMost, await this.#redis.zcount(`${this.#p}active:${principal}`, `(${now}`, '+inf'))
+  async countActive (account: string, now: number, atMost = Number.MAX_SAFE_INTEGER): Promise<number> {
+    return Math.min(atMost, await this.#redis.zcount(`${this.#p}active:${account}`, `(${now}`, '+inf'))
+  }
+
+  async storedBytes (account: string): Promise<number> {
+    return Number(await this.#redis.get(`${this.#p}bytes:${account}`) ?? 0)
   }
 
   async unfinished (): Promise<TaskRecord[]> {
@@ -205,14 +233,17 @@ export class RedisTaskStore implements TaskStore {
     }
   }
 
-  async addInput (input: InputRecord, maxPending: number): Promise<void> {
+  async addInput (input: InputRecord, maxPending: number, maxStoredBytes?: number): Promise<void> {
     const { state: _state, answer: _answer, ...body } = input
+    const bytes = jsonBytes(input.params)
     const ttl = await this.#redis.pttl(`${this.#p}task:${input.taskId}`)
     const keys = [`task:${input.taskId}`, `inputs:${input.taskId}`, `input:${input.key}`, `events:${input.taskId}`].map((key) => this.#p + key)
     const outcome = await run(this.#redis, ADD_INPUT, keys, [
       maxPending, JSON.stringify(body), input.key, ttl > 0 ? ttl : NO_TTL_BACKSTOP_MS, `${this.#p}input:`,
       JSON.stringify(inputEvent(input)), TIMELINE_LIMIT,
+      this.#p, bytes, maxStoredBytes ?? '', input.taskId,
     ])
+    if (Array.isArray(outcome)) throw new GatewayError('GW_ERR_STORED_BYTES_LIMIT', [Number(outcome[1]), bytes, maxStoredBytes])
     if (outcome === -1) throw new GatewayError('GW_ERR_TASK_NOT_FOUND', [input.taskId])
     if (outcome === -2) throw new GatewayError('GW_ERR_TASK_INPUT_LIMIT', [input.taskId, maxPending])
   }

@@ -5,6 +5,8 @@ import { inputEvent, settledEvent } from '../task-timeline.ts'
 import type { InputRecord, InputState, TaskOutcome } from '../types.ts'
 import { backend, json } from './sqlite-rows.ts'
 import type { SqliteTimeline } from './sqlite-timeline.ts'
+import type { SqliteAccountBytes } from './sqlite-account-bytes.ts'
+import { jsonBytes } from '../stored-bytes.ts'
 
 interface InputRow {
   key: string
@@ -40,10 +42,11 @@ export class SqliteInputQueue {
   readonly #pending: Database.Statement<[string], InputRow>
   readonly #inputsOf: Database.Statement<[string], InputRow>
   readonly #settle: Database.Transaction<(key: string, state: 'answered' | 'expired', answer: string | null, now: number) => boolean>
-  readonly #addInput: Database.Transaction<(input: InputRecord, maxPending: number) => void>
+  readonly #addInput: Database.Transaction<(input: InputRecord, maxPending: number, maxStoredBytes: number | undefined) => void>
 
-  /** `taskExists`: whether the task of an input is stored (whatever its status). */
-  constructor (db: Database.Database, timeline: SqliteTimeline, taskExists: (id: string) => boolean) {
+  /** `bytes`: the stored bytes of the tasks' accounts, which inputs and answers add to. */
+  constructor (db: Database.Database, timeline: SqliteTimeline, bytes: SqliteAccountBytes) {
+    const accountOf = db.prepare<[string], { account: string }>('SELECT account FROM tasks WHERE id = ?')
     const insertInput = db.prepare<[InputRow]>(`INSERT INTO task_inputs (key, task_id, principal, method, params, state, created_at, answer, upstream_request_id)
       VALUES (@key, @task_id, @principal, @method, @params, @state, @created_at, @answer, @upstream_request_id)`)
     this.#selectInput = db.prepare('SELECT * FROM task_inputs WHERE key = ?')
@@ -55,13 +58,17 @@ export class SqliteInputQueue {
       if (settle.run({ key, state, answer }).changes !== 1) return false
       const input = this.#selectInput.get(key)
       if (input) timeline.append(input.task_id, settledEvent(key, state, now))
+      if (input && answer !== null) bytes.add(input.task_id, Buffer.byteLength(answer))
       return true
     })
-    this.#addInput = db.transaction((input: InputRecord, maxPending: number) => {
-      if (!taskExists(input.taskId)) throw new GatewayError('GW_ERR_TASK_NOT_FOUND', [input.taskId])
+    this.#addInput = db.transaction((input: InputRecord, maxPending: number, maxStoredBytes: number | undefined) => {
+      const task = accountOf.get(input.taskId)
+      if (task === undefined) throw new GatewayError('GW_ERR_TASK_NOT_FOUND', [input.taskId])
       if (countPending.get(input.taskId)!.count >= maxPending) {
         throw new GatewayError('GW_ERR_TASK_INPUT_LIMIT', [input.taskId, maxPending])
       }
+      const added = jsonBytes(input.params)
+      bytes.check(task.account, added, maxStoredBytes)
       insertInput.run({
         key: input.key,
         task_id: input.taskId,
@@ -73,13 +80,14 @@ export class SqliteInputQueue {
         answer: json(input.answer),
         upstream_request_id: input.upstreamRequestId === undefined ? null : JSON.stringify(input.upstreamRequestId),
       })
+      bytes.add(input.taskId, added)
       timeline.append(input.taskId, inputEvent(input))
     })
   }
 
-  add (input: InputRecord, maxPending: number): void {
-    // IMMEDIATE: the limit check and the insert hold the write lock together.
-    backend(() => this.#addInput.immediate(input, maxPending))
+  add (input: InputRecord, maxPending: number, maxStoredBytes?: number): void {
+    // IMMEDIATE: the limit checks and the insert hold the write lock together.
+    backend(() => this.#addInput.immediate(input, maxPending, maxStoredBytes))
   }
 
   get (key: string): InputRecord | null {

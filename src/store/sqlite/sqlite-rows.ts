@@ -26,6 +26,9 @@ export interface TaskRow {
   owner: string
   trace_context: string | null
   resume: string | null
+  /** Whom the task's limits count under (TaskCreateOptions.account) and the bytes it stores: never part of the record. */
+  account: string
+  bytes: number
 }
 
 export function json (value: unknown): string | null {
@@ -78,6 +81,8 @@ export function toRow (task: TaskRecord): TaskRow {
     owner: task.owner,
     trace_context: task.traceContext,
     resume: json(task.resume),
+    account: task.principal,
+    bytes: 0,
   }
 }
 

@@ -70,6 +70,28 @@ export const MIGRATIONS: readonly string[] = [
   // upstream's own id of each input request the upstream sent for its task (JSON, to keep its type).
   `ALTER TABLE tasks ADD COLUMN resume TEXT;
    ALTER TABLE task_inputs ADD COLUMN upstream_request_id TEXT;`,
+  // Per-principal limits count under an account (the principal, or `anonymous@<address>` without auth): each
+  // task's account and the bytes it stores (its request, client capabilities, outcome and inputs, as UTF-8
+  // JSON), each session's account and bytes (its client capabilities and info), and each account's total of
+  // those bytes (limits.storedBytesPerPrincipal).
+  `ALTER TABLE tasks ADD COLUMN account TEXT NOT NULL DEFAULT '';
+   ALTER TABLE tasks ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0;
+   UPDATE tasks SET account = principal,
+     bytes = length(CAST(request AS BLOB)) +
+       length(CAST(client_capabilities AS BLOB)) + COALESCE(length(CAST(outcome AS BLOB)), 0) +
+       (SELECT COALESCE(SUM(length(CAST(params AS BLOB)) + COALESCE(length(CAST(answer AS BLOB)), 0)), 0)
+        FROM task_inputs WHERE task_inputs.task_id = tasks.id);
+   CREATE INDEX tasks_account_active ON tasks (account, status, expires_at);
+   DROP INDEX tasks_principal_active;
+   ALTER TABLE sessions ADD COLUMN account TEXT;
+   ALTER TABLE sessions ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0;
+   UPDATE sessions SET account = principal,
+     bytes = length(CAST(client_capabilities AS BLOB)) + length(CAST(client_info AS BLOB));
+   CREATE INDEX sessions_account ON sessions (account);
+   DROP INDEX sessions_principal;
+   CREATE TABLE account_bytes (account TEXT PRIMARY KEY, bytes INTEGER NOT NULL) WITHOUT ROWID;
+   INSERT INTO account_bytes SELECT account, SUM(bytes) FROM
+     (SELECT account, bytes FROM tasks UNION ALL SELECT account, bytes FROM sessions) GROUP BY account;`,
 ]
 
 export const SCHEMA_VERSION = MIGRATIONS.length

@@ -1,7 +1,8 @@
 import { mkdirSync } from 'node:fs'
 import { dirname } from 'node:path'
 import Database from 'better-sqlite3'
-import type { GatewayStore, SessionRecord, SessionStore, StoreHealth } from '../types.ts'
+import { GatewayError } from '../../errors.ts'
+import type { GatewayStore, SessionCreateOptions, SessionRecord, SessionStore, StoreHealth } from '../types.ts'
 import { MemoryRateLimits } from '../memory/memory-rate-limits.ts'
 import { MemoryBus } from '../memory/memory-bus.ts'
 import { MemoryLeaseStore } from '../memory/memory-store.ts'
@@ -11,6 +12,8 @@ import { SqliteTaskStore } from './sqlite-task-store.ts'
 import { SqliteFileLock, type SqliteFileLockOptions } from './sqlite-file-lock.ts'
 import { MemoryHomeStore } from '../memory/memory-homes.ts'
 import { RecentRecords } from '../recent-records.ts'
+import { sessionBytes } from '../stored-bytes.ts'
+import type { SqliteAccountBytes } from './sqlite-account-bytes.ts'
 
 interface SessionRow {
   id: string
@@ -20,6 +23,14 @@ interface SessionRow {
   client_info: string
   created_at: number
   last_seen_at: number
+}
+
+/** The parameters of a session's insert. */
+interface SessionInsert extends Omit<SessionRecord, 'clientCapabilities' | 'clientInfo'> {
+  clientCapabilities: string
+  clientInfo: string
+  account: string
+  bytes: number
 }
 
 /** How many recently used sessions the store keeps in memory. */
@@ -39,33 +50,57 @@ function toSession (row: SessionRow): SessionRecord {
 }
 
 class SqliteSessionStore implements SessionStore {
-  readonly #insert: Database.Statement
   readonly #select: Database.Statement<[string], SessionRow>
   readonly #touch: Database.Statement
-  readonly #delete: Database.Statement
-  readonly #expired: Database.Statement<[number], { id: string }>
-  readonly #sweep: Database.Statement
-  readonly #count: Database.Statement<[{ principal: string, limit: number }], { count: number }>
+  readonly #count: Database.Statement<[{ account: string, limit: number }], { count: number }>
+  readonly #create: Database.Transaction<(row: SessionInsert, options: SessionCreateOptions) => void>
+  readonly #delete: Database.Transaction<(id: string) => boolean>
+  readonly #sweep: Database.Transaction<(before: number) => string[]>
   /** Sessions read lately: a 2025-11-25 request finds its session here without a query (one writer per file). */
   readonly #recent = new RecentRecords<SessionRecord>(RECENT_SESSIONS, RECENT_SESSIONS_BYTES)
 
-  constructor (db: Database.Database) {
-    this.#insert = db.prepare(`INSERT INTO sessions (id, principal, protocol_version, client_capabilities, client_info, created_at, last_seen_at)
-      VALUES (@id, @principal, @protocolVersion, @clientCapabilities, @clientInfo, @createdAt, @lastSeenAt)`)
+  /** `bytes`: the stored bytes of each account, which a session's client capabilities and info count into. */
+  constructor (db: Database.Database, bytes: SqliteAccountBytes) {
+    const insert = db.prepare<[SessionInsert]>(`INSERT INTO sessions (id, principal, protocol_version, client_capabilities, client_info,
+        created_at, last_seen_at, account, bytes)
+      VALUES (@id, @principal, @protocolVersion, @clientCapabilities, @clientInfo, @createdAt, @lastSeenAt, @account, @bytes)`)
     this.#select = db.prepare('SELECT * FROM sessions WHERE id = ?')
     this.#touch = db.prepare('UPDATE sessions SET last_seen_at = ? WHERE id = ? AND last_seen_at < ?')
-    this.#delete = db.prepare('DELETE FROM sessions WHERE id = ?')
-    this.#expired = db.prepare('SELECT id FROM sessions WHERE last_seen_at < ?')
-    this.#sweep = db.prepare('DELETE FROM sessions WHERE last_seen_at < ?')
-    this.#count = db.prepare('SELECT COUNT(*) AS count FROM (SELECT 1 FROM sessions WHERE principal = @principal LIMIT @limit)')
+    const remove = db.prepare<[string], { account: string | null, principal: string, bytes: number }>(
+      'DELETE FROM sessions WHERE id = ? RETURNING account, principal, bytes')
+    const expire = db.prepare<[number], { id: string, account: string | null, principal: string, bytes: number }>(
+      'DELETE FROM sessions WHERE last_seen_at < ? RETURNING id, account, principal, bytes')
+    this.#count = db.prepare('SELECT COUNT(*) AS count FROM (SELECT 1 FROM sessions WHERE account = @account LIMIT @limit)')
+    this.#create = db.transaction((row: SessionInsert, { maxSessions, maxStoredBytes }: SessionCreateOptions) => {
+      if (maxSessions !== undefined && this.#count.get({ account: row.account, limit: maxSessions })!.count >= maxSessions) {
+        throw new GatewayError('GW_ERR_SESSION_LIMIT', [maxSessions])
+      }
+      bytes.check(row.account, row.bytes, maxStoredBytes)
+      insert.run(row)
+      bytes.addTo(row.account, row.bytes)
+    })
+    this.#delete = db.transaction((id: string) => {
+      const gone = remove.get(id)
+      if (gone) bytes.addTo(gone.account ?? gone.principal, -gone.bytes)
+      return gone !== undefined
+    })
+    this.#sweep = db.transaction((before: number) => {
+      const gone = expire.all(before)
+      for (const row of gone) bytes.addTo(row.account ?? row.principal, -row.bytes)
+      return gone.map((row) => row.id)
+    })
   }
 
-  async create (session: SessionRecord): Promise<void> {
-    this.#insert.run({
+  async create (session: SessionRecord, options: SessionCreateOptions = {}): Promise<void> {
+    const row: SessionInsert = {
       ...session,
+      account: options.account ?? session.principal,
       clientCapabilities: JSON.stringify(session.clientCapabilities),
       clientInfo: JSON.stringify(session.clientInfo),
-    })
+      bytes: sessionBytes(session),
+    }
+    // IMMEDIATE: the checks of the limits and the insert hold the write lock together.
+    this.#create.immediate(row, options)
   }
 
   async get (id: string): Promise<SessionRecord | null> {
@@ -82,18 +117,17 @@ class SqliteSessionStore implements SessionStore {
 
   async delete (id: string): Promise<boolean> {
     this.#recent.delete(id)
-    return this.#delete.run(id).changes > 0
+    return this.#delete.immediate(id)
   }
 
   async sweep (before: number): Promise<string[]> {
-    const ids = this.#expired.all(before).map((row) => row.id)
-    if (ids.length > 0) this.#sweep.run(before)
+    const ids = this.#sweep.immediate(before)
     for (const id of ids) this.#recent.delete(id)
     return ids
   }
 
-  async countOf (principal: string, atMost: number): Promise<number> {
-    return this.#count.get({ principal, limit: atMost })!.count
+  async countOf (account: string, atMost: number): Promise<number> {
+    return this.#count.get({ account, limit: atMost })!.count
   }
 }
 
@@ -135,8 +169,8 @@ export class SqliteStore implements GatewayStore {
       this.#db.close()
       throw err
     }
-    this.sessions = new SqliteSessionStore(this.#db)
     this.tasks = new SqliteTaskStore(this.#db)
+    this.sessions = new SqliteSessionStore(this.#db, this.tasks.accountBytes)
     if (path !== ':memory:') {
       this.#db.pragma('wal_autocheckpoint = 0')
       this.#checkpointer = new Checkpointer(path)

@@ -9,9 +9,13 @@ import { SqliteInputQueue } from './sqlite-input-queue.ts'
 import { backend, backendError, rowBytes, toRow, toTask, type TaskRow } from './sqlite-rows.ts'
 import { SqliteTimeline } from './sqlite-timeline.ts'
 import { SqliteTaskQuery } from './sqlite-task-query.ts'
+import { SqliteAccountBytes } from './sqlite-account-bytes.ts'
 
 interface TransitionParams {
   event: TaskEvent
+  /** The outcome's bytes, when the move stores one; the account's budget (TaskPatch.maxStoredBytes). */
+  outcomeBytes: number | undefined
+  maxStoredBytes: number | undefined
   id: string
   from: string
   to: TaskStatus
@@ -26,6 +30,12 @@ interface TransitionParams {
 }
 
 const LIVE = '(expires_at IS NULL OR expires_at > @now)'
+
+/** What a new task's row stores, measured as stored-bytes.ts's taskBytes measures it, from the JSON already written. */
+function rowTaskBytes (row: TaskRow): number {
+  const outcome = row.outcome === null ? 0 : Buffer.byteLength(row.outcome)
+  return Buffer.byteLength(row.request) + Buffer.byteLength(row.client_capabilities) + outcome
+}
 
 /** What LIVE says of a record already read. */
 function live (task: TaskRecord, now: number): boolean {
@@ -51,23 +61,25 @@ export class SqliteTaskStore implements TaskStore {
   readonly #selectAny: Database.Statement<[string], TaskRow>
   readonly #listFirst: Database.Statement<[{ principal: string, limit: number, now: number }], TaskRow>
   readonly #listAfter: Database.Statement<[{ principal: string, createdAt: number, id: string, limit: number, now: number }], TaskRow>
-  readonly #update: Database.Statement<[Omit<TransitionParams, 'event'>]>
-  readonly #countActive: Database.Statement<[{ principal: string, now: number, limit: number }], { count: number }>
+  readonly #update: Database.Statement<[Omit<TransitionParams, 'event' | 'outcomeBytes' | 'maxStoredBytes'>]>
+  readonly #sizes: Database.Statement<[string], { account: string, request_bytes: number, outcome_bytes: number }>
+  readonly #bytes: SqliteAccountBytes
+  readonly #countActive: Database.Statement<[{ account: string, now: number, limit: number }], { count: number }>
   readonly #unfinished: Database.Statement<[], TaskRow>
   readonly #ownedBy: Database.Statement<[{ owner: string, now: number }], TaskRow>
   readonly #claim: Database.Statement<[{ id: string, from: string, to: string, now: number }]>
-  readonly #transition: (params: TransitionParams) => TaskRow | undefined
+  readonly #transition: Database.Transaction<(params: TransitionParams) => TaskRow | undefined>
   readonly #claimTx: Database.Transaction<(params: { id: string, from: string, to: string, now: number }) => TaskRow | undefined>
   readonly #timeline: SqliteTimeline
   readonly #inputs: SqliteInputQueue
   readonly #sweep: (now: number) => number
   /** Creations of one turn of the event loop, committed together (see WriteBatch). */
-  readonly #creates: WriteBatch<{ row: TaskRow, maxActive: number | undefined }>
+  readonly #creates: WriteBatch<{ row: TaskRow, maxActive: number | undefined, maxStoredBytes: number | undefined }>
   readonly #query: SqliteTaskQuery<TaskRow>
   /** Tasks read or moved lately: a `tasks/get` of one of them needs no query (this process is the file's only writer). */
   readonly #recent = new RecentRecords<TaskRecord>(RECENT_TASKS, RECENT_TASK_BYTES)
   /**
-   * Per principal, a number never below its running tasks that have not expired: exact after each count, one up
+   * Per account, a number never below its running tasks that have not expired: exact after each count, one up
    * for each running task created, one down for each that ends (only a task that has not expired can end).
    * A creation counts in the file only when the bound reaches the limit, instead of reading the principal's
    * whole index each time (this process is the file's only writer, so nothing else adds tasks).
@@ -76,9 +88,10 @@ export class SqliteTaskStore implements TaskStore {
 
   constructor (db: Database.Database) {
     this.#insert = db.prepare(`INSERT INTO tasks (id, principal, session_id, era, status, status_message, created_at, last_updated_at,
-        ttl_ms, expires_at, poll_interval_ms, upstream, tool, request, progress_token, client_capabilities, outcome, owner, trace_context, resume)
+        ttl_ms, expires_at, poll_interval_ms, upstream, tool, request, progress_token, client_capabilities, outcome, owner, trace_context, resume, account, bytes)
       VALUES (@id, @principal, @session_id, @era, @status, @status_message, @created_at, @last_updated_at,
-        @ttl_ms, @expires_at, @poll_interval_ms, @upstream, @tool, @request, @progress_token, @client_capabilities, @outcome, @owner, @trace_context, @resume)`)
+        @ttl_ms, @expires_at, @poll_interval_ms, @upstream, @tool, @request, @progress_token, @client_capabilities, @outcome, @owner, @trace_context, @resume,
+        @account, @bytes)`)
     this.#select = db.prepare(`SELECT * FROM tasks WHERE id = @id AND ${LIVE}`)
     this.#selectAny = db.prepare('SELECT * FROM tasks WHERE id = ?')
     this.#listFirst = db.prepare(`SELECT * FROM tasks WHERE principal = @principal AND ${LIVE}
@@ -94,19 +107,31 @@ export class SqliteTaskStore implements TaskStore {
         resume = CASE WHEN @ended THEN NULL WHEN @setResume THEN @resume ELSE resume END,
         last_updated_at = @now
       WHERE id = @id AND status IN (SELECT value FROM json_each(@from)) AND ${LIVE}`)
-    this.#countActive = db.prepare(`SELECT COUNT(*) AS count FROM (SELECT 1 FROM tasks INDEXED BY tasks_principal_active
-      WHERE principal = @principal AND ${ACTIVE} AND ${LIVE} LIMIT @limit)`)
+    this.#countActive = db.prepare(`SELECT COUNT(*) AS count FROM (SELECT 1 FROM tasks INDEXED BY tasks_account_active
+      WHERE account = @account AND ${ACTIVE} AND ${LIVE} LIMIT @limit)`)
+    this.#sizes = db.prepare(`SELECT account, length(CAST(request AS BLOB)) AS request_bytes,
+      COALESCE(length(CAST(outcome AS BLOB)), 0) AS outcome_bytes FROM tasks WHERE id = ?`)
+    const bytes = this.#bytes = new SqliteAccountBytes(db)
     this.#unfinished = db.prepare(`SELECT * FROM tasks WHERE ${ACTIVE} ORDER BY created_at, id`)
     this.#ownedBy = db.prepare(`SELECT * FROM tasks WHERE owner = @owner AND ${ACTIVE} AND ${LIVE} ORDER BY created_at, id`)
     this.#claim = db.prepare(`UPDATE tasks SET owner = @to WHERE id = @id AND owner = @from AND ${ACTIVE} AND ${LIVE}`)
     const timeline = this.#timeline = new SqliteTimeline(db)
-    this.#inputs = new SqliteInputQueue(db, timeline, (id) => this.#selectAny.get(id) !== undefined)
+    this.#inputs = new SqliteInputQueue(db, timeline, bytes)
 
     const sweepInputs = db.prepare<[number]>('DELETE FROM task_inputs WHERE task_id IN (SELECT id FROM tasks WHERE expires_at <= ?)')
     const sweepTasks = db.prepare<[number]>('DELETE FROM tasks WHERE expires_at <= ?')
 
-    this.#transition = db.transaction(({ event, ...params }: TransitionParams) => {
+    this.#transition = db.transaction(({ event, outcomeBytes, maxStoredBytes, ...params }: TransitionParams) => {
+      // What the move frees (the request of a task that ends) and adds (its outcome), checked against the budget.
+      let change = 0
+      if (params.ended === 1 || outcomeBytes !== undefined) {
+        const sizes = this.#sizes.get(params.id)
+        if (sizes === undefined) return undefined
+        change = (params.ended === 1 ? -sizes.request_bytes : 0) + (outcomeBytes === undefined ? 0 : outcomeBytes - sizes.outcome_bytes)
+        bytes.check(sizes.account, change, maxStoredBytes)
+      }
       if (this.#update.run(params).changes !== 1) return undefined
+      bytes.add(params.id, change)
       timeline.append(params.id, event)
       return this.#selectAny.get(params.id)
     })
@@ -115,18 +140,21 @@ export class SqliteTaskStore implements TaskStore {
       timeline.append(params.id, claimedEvent(params.from, params.to, params.now))
       return this.#selectAny.get(params.id)
     })
-    this.#creates = new WriteBatch(db, ({ row, maxActive }) => {
-      const bound = this.#activeBound.get(row.principal)
+    this.#creates = new WriteBatch(db, ({ row, maxActive, maxStoredBytes }) => {
+      const bound = this.#activeBound.get(row.account)
       if (maxActive !== undefined && (bound === undefined || bound >= maxActive)) {
-        const active = this.#countActive.get({ principal: row.principal, now: row.created_at, limit: maxActive })!.count
+        const active = this.#countActive.get({ account: row.account, now: row.created_at, limit: maxActive })!.count
         if (active >= maxActive) throw new GatewayError('GW_ERR_TASK_LIMIT', [active, maxActive])
-        this.#activeBound.set(row.principal, active)
+        this.#activeBound.set(row.account, active)
       }
+      bytes.check(row.account, row.bytes, maxStoredBytes)
       this.#insert.run(row)
-      if (!isTerminal(row.status)) this.#bump(row.principal, 1)
+      bytes.addTo(row.account, row.bytes)
+      if (!isTerminal(row.status)) this.#bump(row.account, 1)
       timeline.start(row.id, createdEvent({ createdAt: row.created_at, owner: row.owner }))
     }, backendError)
     this.#sweep = db.transaction((now: number) => {
+      bytes.sweep(now)
       timeline.sweep(now)
       sweepInputs.run(now)
       return sweepTasks.run(now).changes
@@ -135,9 +163,11 @@ export class SqliteTaskStore implements TaskStore {
 
   async create (task: TaskRecord, options: TaskCreateOptions = {}): Promise<void> {
     // The count and the insert hold the write lock together (the batch's transaction is IMMEDIATE).
+    const row = toRow(task)
     await this.#creates.write({
-      row: toRow(task),
+      row: { ...row, account: options.account ?? task.principal, bytes: rowTaskBytes(row) },
       maxActive: options.maxActive,
+      maxStoredBytes: options.maxStoredBytes,
     })
   }
 
@@ -170,8 +200,11 @@ export class SqliteTaskStore implements TaskStore {
     if (sources.length === 0) return null
     return backend(() => {
       const outcome = patch.outcome === undefined ? null : JSON.stringify(patch.outcome)
-      const row = this.#transition({
+      // IMMEDIATE: the move reads the sizes it changes first, and must hold the write lock from that read on.
+      const row = this.#transition.immediate({
         event: statusEvent(to, patch, now, outcome ?? undefined),
+        outcomeBytes: outcome === null ? undefined : Buffer.byteLength(outcome),
+        maxStoredBytes: patch.maxStoredBytes,
         id,
         from: JSON.stringify(sources),
         to,
@@ -186,19 +219,28 @@ export class SqliteTaskStore implements TaskStore {
       })
       if (row === undefined) return null
       const task = this.#recent.set(id, toTask(row), rowBytes(row))
-      if (isTerminal(to)) this.#bump(task.principal, -1)
+      if (isTerminal(to)) this.#bump(row.account, -1)
       return task
     })
   }
 
-  /** Moves a principal's bound of running tasks, when it has one (a principal without one is counted first). */
-  #bump (principal: string, by: 1 | -1): void {
-    const bound = this.#activeBound.get(principal)
-    if (bound !== undefined) this.#activeBound.set(principal, Math.max(0, bound + by))
+  /** Moves an account's bound of running tasks, when it has one (an account without one is counted first). */
+  #bump (account: string, by: 1 | -1): void {
+    const bound = this.#activeBound.get(account)
+    if (bound !== undefined) this.#activeBound.set(account, Math.max(0, bound + by))
   }
 
-  async countActive (principal: string, now: number, atMost = Number.MAX_SAFE_INTEGER): Promise<number> {
-    return backend(() => this.#countActive.get({ principal, now, limit: atMost })!.count)
+  async countActive (account: string, now: number, atMost = Number.MAX_SAFE_INTEGER): Promise<number> {
+    return backend(() => this.#countActive.get({ account, now, limit: atMost })!.count)
+  }
+
+  /** The bytes of each account, which the session store counts into too (same file, same transactions). */
+  get accountBytes (): SqliteAccountBytes {
+    return this.#bytes
+  }
+
+  async storedBytes (account: string): Promise<number> {
+    return backend(() => this.#bytes.of(account))
   }
 
   async unfinished (): Promise<TaskRecord[]> {
@@ -228,8 +270,8 @@ export class SqliteTaskStore implements TaskStore {
     })
   }
 
-  async addInput (input: InputRecord, maxPending: number): Promise<void> {
-    this.#inputs.add(input, maxPending)
+  async addInput (input: InputRecord, maxPending: number, maxStoredBytes?: number): Promise<void> {
+    this.#inputs.add(input, maxPending, maxStoredBytes)
   }
 
   async getInput (key: string): Promise<InputRecord | null> {
