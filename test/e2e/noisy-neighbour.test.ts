@@ -40,7 +40,9 @@ async function connectAs (url: string, headers: Record<string, string>): Promise
 }
 
 /** Keeps `count` connections from `localAddress` open that never send a byte: each one closed is opened again, until `stop`. */
-function keepSilentSockets (gw: RunningGateway, count: number, localAddress: string, stop: AbortSignal): { opened: () => number, done: Promise<void> } {
+interface SilentSockets { opened: () => number, done: Promise<void> }
+
+function keepSilentSockets (gw: RunningGateway, count: number, localAddress: string, stop: AbortSignal): SilentSockets {
   const { hostname, port } = new URL(gw.base)
   let opened = 0
   const one = async (): Promise<void> => {
