@@ -361,6 +361,8 @@ export interface StoreHealth {
   ok: boolean
   kind: string
   detail?: string
+  /** A fault that does not stop the store from answering but puts stored work at risk (an evicting Redis). */
+  warning?: string
 }
 
 export interface GatewayStore {

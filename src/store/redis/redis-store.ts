@@ -4,12 +4,13 @@ import { GatewayError } from '../../errors.ts'
 import type { Logger } from '../../observability/logger.ts'
 import type { JsonObject } from '../../wire/jsonrpc.ts'
 import type { BusHandler, GatewayStore, LeaseStore, SessionCreateOptions, SessionRecord, SessionStore, SignalBus, StoreHealth } from '../types.ts'
-import { guarded, unavailable } from './redis-errors.ts'
+import { guarded } from './redis-errors.ts'
 import { CREATE_SESSION, REMOVE_SESSIONS, run, TOUCH_SESSION } from './redis-scripts.ts'
 import { sessionBytes } from '../stored-bytes.ts'
 import { RedisTaskStore } from './redis-task-store.ts'
 import { RedisRateLimits } from './redis-rate-limits.ts'
 import { RedisHomeStore } from './redis-homes.ts'
+import { RedisHealth } from './redis-health.ts'
 
 /** Longest wait for a connection or a command before Redis counts as unreachable. */
 const TIMEOUT_MS = 5000
@@ -219,6 +220,7 @@ export class RedisStore implements GatewayStore {
   readonly rateLimits: RedisRateLimits
   readonly #redis: Redis
   readonly #subscriber: Redis
+  readonly #health: RedisHealth
   #closing = false
 
   constructor (options: RedisStoreOptions) {
@@ -241,12 +243,14 @@ export class RedisStore implements GatewayStore {
     this.#subscriber = new Redis(options.url, { ...common, enableOfflineQueue: true, autoResubscribe: false })
     for (const connection of [this.#redis, this.#subscriber]) connection.on('error', () => {})
     if (options.log !== undefined) this.#reportOutages(options.log)
-    this.sessions = guarded(new RedisSessionStore(this.#redis, options.prefix))
-    this.tasks = guarded(new RedisTaskStore(this.#redis, options.prefix))
+    this.#health = new RedisHealth(this.#redis, options.prefix, options.log)
+    const failed = (err: unknown): void => this.#health.failed(err)
+    this.sessions = guarded(new RedisSessionStore(this.#redis, options.prefix), failed)
+    this.tasks = guarded(new RedisTaskStore(this.#redis, options.prefix), failed)
     this.bus = new RedisBus(this.#redis, this.#subscriber, options.prefix)
-    this.leases = guarded(new RedisLeaseStore(this.#redis, options.prefix))
-    this.homes = guarded(new RedisHomeStore(this.#redis, options.prefix))
-    this.rateLimits = guarded(new RedisRateLimits(this.#redis, options.prefix))
+    this.leases = guarded(new RedisLeaseStore(this.#redis, options.prefix), failed)
+    this.homes = guarded(new RedisHomeStore(this.#redis, options.prefix), failed)
+    this.rateLimits = guarded(new RedisRateLimits(this.#redis, options.prefix), failed)
   }
 
   /** Logs an outage of the command connection once when it begins and once when it ends, not per retry. */
@@ -266,30 +270,31 @@ export class RedisStore implements GatewayStore {
     })
   }
 
-  /** Resolves once the command connection is up (or fails with GW_ERR_STORE_UNAVAILABLE). */
+  /**
+   * Resolves once the command connection is up (or fails with GW_ERR_STORE_UNAVAILABLE); the eviction policy
+   * is read then (an evicting one is logged) and every minute after.
+   */
   async ready (): Promise<void> {
-    if (this.#redis.status === 'ready') return
-    await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new GatewayError('GW_ERR_STORE_UNAVAILABLE', [`Redis did not answer within ${TIMEOUT_MS / 1000} s`])), TIMEOUT_MS)
-      this.#redis.once('ready', () => {
-        clearTimeout(timer)
-        resolve()
+    if (this.#redis.status !== 'ready') {
+      await new Promise<void>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new GatewayError('GW_ERR_STORE_UNAVAILABLE', [`Redis did not answer within ${TIMEOUT_MS / 1000} s`])), TIMEOUT_MS)
+        this.#redis.once('ready', () => {
+          clearTimeout(timer)
+          resolve()
+        })
       })
-    })
+    }
+    if (!this.#closing) await this.#health.start()
   }
 
+  /** Redis answers and accepts a write; an evicting policy is a warning (see RedisHealth). */
   async health (): Promise<StoreHealth> {
-    try {
-      await this.#redis.ping()
-      return { ok: true, kind: this.kind }
-    } catch (err) {
-      // The gateway's own message, as for every store error; the backend's (which may name hosts) stays out.
-      return { ok: false, kind: this.kind, detail: unavailable(err).message }
-    }
+    return await this.#health.check(this.kind)
   }
 
   async close (): Promise<void> {
     this.#closing = true
+    this.#health.stop()
     await Promise.all([this.#redis.quit().catch(() => {}), this.#subscriber.quit().catch(() => {})])
   }
 }
