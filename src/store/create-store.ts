@@ -2,8 +2,9 @@ import type { StoreConfig } from '../config/schema.ts'
 import type { Logger } from '../observability/logger.ts'
 import type { GatewayStore } from './types.ts'
 import { MemoryStore } from './memory/memory-store.ts'
+import { WriteRefusals } from './write-refusals.ts'
 
-/** The store `config` names; `log` hears when a shared store's connection is lost and restored. */
+/** The store `config` names; `log` hears when a shared store's connection is lost and restored, and when writes are refused. */
 export async function createStore (config: StoreConfig, log?: Logger): Promise<GatewayStore> {
   switch (config.kind) {
     case 'memory':
@@ -16,7 +17,11 @@ export async function createStore (config: StoreConfig, log?: Logger): Promise<G
     }
     case 'sqlite': {
       const { SqliteStore } = await import('./sqlite/sqlite-store.ts')
-      return new SqliteStore(config.path)
+      const refusals = new WriteRefusals((refusal) => {
+        if (refusal !== undefined) log?.error({ reason: refusal.reason }, 'The store refuses writes; tasks whose outcome cannot be stored stay unfinished until it accepts them again')
+        else log?.info('The store accepts writes again')
+      })
+      return new SqliteStore(config.path, { refusals })
     }
   }
 }

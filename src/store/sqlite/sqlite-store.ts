@@ -14,6 +14,15 @@ import { MemoryHomeStore } from '../memory/memory-homes.ts'
 import { RecentRecords } from '../recent-records.ts'
 import { sessionBytes } from '../stored-bytes.ts'
 import type { SqliteAccountBytes } from './sqlite-account-bytes.ts'
+import { WriteRefusals } from '../write-refusals.ts'
+
+/** A SQLite failure that means the file cannot grow: the disk (or the file's size limit) is full. */
+export function sqliteRefusal (err: unknown): string | undefined {
+  const backend: unknown = err instanceof GatewayError ? err.cause : err
+  return backend instanceof Database.SqliteError && backend.code === 'SQLITE_FULL'
+    ? 'SQLite refuses writes: the database or disk is full (SQLITE_FULL)'
+    : undefined
+}
 
 interface SessionRow {
   id: string
@@ -147,9 +156,13 @@ export class SqliteStore implements GatewayStore {
   readonly #db: Database.Database
   readonly #checkpointer: Checkpointer | undefined
   readonly #lock: SqliteFileLock | undefined
+  readonly #refusals: WriteRefusals
 
-  /** Throws GW_ERR_STORE_LOCKED when another live gateway process holds the file. */
-  constructor (path: string, options: { lock?: SqliteFileLockOptions } = {}) {
+  /**
+   * Throws GW_ERR_STORE_LOCKED when another live gateway process holds the file. `refusals` hears when writes
+   * begin to be refused (a full disk) and when they are accepted again.
+   */
+  constructor (path: string, options: { lock?: SqliteFileLockOptions, refusals?: WriteRefusals } = {}) {
     if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true })
     this.#db = new Database(path)
     // Freed pages (swept tasks) can be given back to the file system; takes effect on a new file only.
@@ -169,8 +182,10 @@ export class SqliteStore implements GatewayStore {
       this.#db.close()
       throw err
     }
-    this.tasks = new SqliteTaskStore(this.#db)
-    this.sessions = new SqliteSessionStore(this.#db, this.tasks.accountBytes)
+    this.#refusals = options.refusals ?? new WriteRefusals()
+    const tasks = new SqliteTaskStore(this.#db)
+    this.tasks = this.#refusals.watch(tasks, 'tasks', sqliteRefusal)
+    this.sessions = this.#refusals.watch(new SqliteSessionStore(this.#db, tasks.accountBytes), 'sessions', sqliteRefusal)
     if (path !== ':memory:') {
       this.#db.pragma('wal_autocheckpoint = 0')
       this.#checkpointer = new Checkpointer(path)
@@ -181,7 +196,7 @@ export class SqliteStore implements GatewayStore {
     try {
       this.#db.prepare('SELECT 1').get()
       const lost = this.#lock?.lost
-      return lost === undefined ? { ok: true, kind: this.kind } : { ok: false, kind: this.kind, detail: lost }
+      return this.#refusals.health(lost === undefined ? { ok: true, kind: this.kind } : { ok: false, kind: this.kind, detail: lost })
     } catch (err) {
       return { ok: false, kind: this.kind, detail: err instanceof Error ? err.message : String(err) }
     }
