@@ -6,6 +6,7 @@ import { GatewayError } from '../../errors.ts'
 import { BUS, subscribeTo } from '../../store/bus-channels.ts'
 import type { SignalBus, TaskRecord } from '../../store/types.ts'
 import type { TaskService } from '../../tasks/task-service.ts'
+import { isStoreUnavailable } from '../../tasks/store-retry.ts'
 import { isTerminal } from '../../wire/task-state.ts'
 import type { JsonObject } from '../../wire/jsonrpc.ts'
 import type { LegacyTaskDelivery } from './task-delivery.ts'
@@ -82,6 +83,8 @@ export function withLegacyTaskMethods (base: MethodTable, deps: LegacyTaskMethod
     }
     if (isTerminal(first.status)) return handOver(first)
     ctx.openStream()
+    // The task's end (its TTL): a task still unfinished then is gone, and so is the wait for it.
+    const endsAt = first.ttlMs === null ? undefined : first.createdAt + first.ttlMs
     return await new Promise<JsonObject>((resolve, reject) => {
       let detach: (() => void) | undefined
       let finished = false
@@ -89,6 +92,7 @@ export function withLegacyTaskMethods (base: MethodTable, deps: LegacyTaskMethod
         if (finished) return
         finished = true
         clearInterval(recheck)
+        clearTimeout(atEnd)
         unsubscribe()
         detach?.()
         ctx.signal.removeEventListener('abort', onAbort)
@@ -102,11 +106,17 @@ export function withLegacyTaskMethods (base: MethodTable, deps: LegacyTaskMethod
       }
       const onAbort = (): void => finish(() => { throw ctx.signal.aborted ? ctx.signal.reason : ctx.disconnected.reason })
       // Wake-ups are signals, at most once: one lost to a store outage must not leave the client waiting forever.
-      const recheck = setInterval(() => {
+      // A task gone (expired, its outcome never stored) ends the wait with why; a store that stays unavailable
+      // ends it once the task's TTL has passed. The task is read again every 5 s and at the end of its TTL.
+      const recheckNow = (): void => {
         tasks.get(principal, taskId).then((task) => {
           if (isTerminal(task.status)) finish(() => handOver(task))
-        }, () => {})
-      }, RECHECK_MS)
+        }, (err: unknown) => {
+          if (!isStoreUnavailable(err) || Date.now() >= (endsAt ?? Infinity)) finish(() => { throw err })
+        })
+      }
+      const recheck = setInterval(recheckNow, RECHECK_MS)
+      const atEnd = endsAt === undefined ? undefined : setTimeout(recheckNow, Math.max(0, endsAt - Date.now()) + 1)
       const unsubscribe = subscribeTo(bus, BUS.task, taskId, (event) => {
         if (isTerminal(event.status)) check()
       })
