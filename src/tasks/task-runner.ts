@@ -228,18 +228,19 @@ export class TaskRunner {
     let queued = false
     // Once sent, the call waits for a slot again only when its input was answered: the task may still show input_required.
     let sent = false
-    // A call that waits for a slot before it is first sent is marked unsent (TaskRecord.resume) by the write of its
-    // "queued" statusMessage, and the write that clears both lands before the request leaves: a process that takes
+    // A call that waits for a slot before it is first sent (not a resumed one) is marked unsent (TaskRecord.resume) by its
+    // "queued" statusMessage write, and the write that clears both lands before the request leaves: a process that takes
     // the task over meanwhile starts it instead of failing it. A call that gets its slot at once writes nothing more.
     let unsent = false
-    const statusMessage = (message: string | null, { from, to } = restatement('working'), resume?: null | { kind: 'unsent' }): Promise<void> => {
+    const statusMessage = (message: string | null, { from, to } = restatement('working'), resume?: null | { kind: 'unsent' }): Promise<TaskRecord | null> => {
       const write = statusWrites.then(async () => {
         const patch: TaskPatch = { statusMessage: message, by: task.owner }
         if (resume !== undefined) patch.resume = resume
         const updated = await this.#deps.store.transition(task.id, from, to, patch, Date.now())
         if (updated) events.status(updated)
+        return updated
       })
-      statusWrites = write.catch((err: unknown) => this.#deps.log.warn({ err, taskId: task.id }, 'could not record the queue state of a task'))
+      statusWrites = write.then(() => {}, (err: unknown) => this.#deps.log.warn({ err, taskId: task.id }, 'could not record the queue state of a task'))
       return write
     }
     const origin: CallOrigin = {
@@ -257,7 +258,6 @@ export class TaskRunner {
       },
       queued: (limit) => {
         queued = true
-        // Work recorded upstream already (a resumed task) is never marked unsent.
         const mark = !sent && task.resume === null
         if (mark) unsent = true
         statusMessage(limit === 'maxConcurrentCalls'
@@ -272,11 +272,15 @@ export class TaskRunner {
           return
         }
         unsent = false
-        // Until the store no longer says the call is unsent, it is not sent: a store that stays unavailable fails it.
-        await whileStoreUnavailable(() => statusMessage(null, undefined, null), {
+        // Not sent while the store says unsent (a store that stays unavailable fails it), nor once another process claimed it.
+        const cleared = await whileStoreUnavailable(() => statusMessage(null, undefined, null), {
           until: task.ttlMs === null ? undefined : task.createdAt + task.ttlMs,
           signal: this.#deps.shutdown,
         })
+        if (cleared !== null && cleared.owner !== task.owner) {
+          controller.abort(new GatewayError('GW_ERR_TASK_HANDED_OVER', ['another gateway process took it over before its call was sent']))
+          throw controller.signal.reason
+        }
       },
       patient: true,
       authorization,
