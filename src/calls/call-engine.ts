@@ -33,8 +33,11 @@ export interface CallOrigin {
    * its client answered what it asked (a call waiting on its client holds no slot).
    */
   queued? (limit: SlotLimit): void
-  /** The call has its call slot (waiting for it is over): the request is on its way upstream, or the answer it waited for is. */
-  sent? (): void
+  /**
+   * The call has its call slot (waiting for it is over): the request is on its way upstream, or the answer it waited
+   * for is. A returned promise is awaited before the request is sent (a failure fails the call, nothing sent).
+   */
+  sent? (): void | Promise<void>
   /** A task's call: it waits for a call slot as long as it takes. Other calls, which a client waits on, give up after slotWaitTimeout. */
   patient?: boolean
   /** The caller's own Authorization header, for upstreams configured with forwardAuthorization. */
@@ -113,7 +116,7 @@ export class CallEngine {
             if (err instanceof GatewayError && err.code === 'GW_ERR_UPSTREAM_SLOT_TIMEOUT') slotTimedOut ??= err
             throw err
           })
-          if (requeued) origin.sent?.()
+          if (requeued) await origin.sent?.()
         }
       },
       notify: (notification, notificationParams) => origin.notify(notification, notificationParams),
@@ -139,7 +142,8 @@ export class CallEngine {
       const call = session.calls.begin(client.key, sink, origin.maxResultBytes)
       session.pristine = false
       try {
-        origin.sent?.()
+        // Awaited: a task records that its call leaves the gateway before the request is sent.
+        await origin.sent?.()
         const { requestState: _state, inputResponses: _responses, ...forwarded } = withoutProgressToken(params)
         // Every call asks for progress: its token also ties what the upstream asks during the call to it.
         const result = await callUpstream(session, call, method, { ...forwarded, name: target.target }, target.native, {

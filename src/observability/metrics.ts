@@ -125,7 +125,7 @@ export class GatewayMetrics {
     this.#inputRequired = new BucketHistogram({ name: 'gateway_task_input_required_seconds', help: 'time tasks spent in input_required, each stay from entering to leaving it', buckets: TASK_BUCKETS, registers }).series()
     this.#inputs = new Counter({ name: 'gateway_task_input_requests_total', help: 'input requests of upstreams queued for a task\'s client, by method', labelNames: ['method'], registers })
     this.#inputsSettled = new Counter({ name: 'gateway_task_input_requests_settled_total', help: 'queued input requests settled, by how (answered or expired)', labelNames: ['state'], registers })
-    this.#failovers = new Counter({ name: 'gateway_task_failovers_total', help: 'unfinished tasks of a lost gateway process taken over by this one, by what was done (resumed, rerun or failed)', labelNames: ['action'], registers })
+    this.#failovers = new Counter({ name: 'gateway_task_failovers_total', help: 'unfinished tasks of a lost gateway process taken over by this one, by what was done (resumed, rerun, started: its call had not been sent upstream, or failed)', labelNames: ['action'], registers })
     this.#busRefusals = new Counter({ name: 'gateway_bus_refusals_total', help: 'messages from the bus between gateway processes that were refused, by reason (unsigned, bad_mac, stale, replayed, malformed) and channel', labelNames: ['reason', 'channel'], registers })
     this.#gauges(sources, registers)
   }
@@ -292,9 +292,10 @@ export class GatewayMetrics {
     this.#busRefusals.inc({ reason, channel })
   }
 
-  failovers (taken: { resumed: number, rerun: number, failed: number }): void {
+  failovers (taken: { resumed: number, rerun: number, started: number, failed: number }): void {
     if (taken.resumed > 0) this.#failovers.inc({ action: 'resumed' }, taken.resumed)
     if (taken.rerun > 0) this.#failovers.inc({ action: 'rerun' }, taken.rerun)
+    if (taken.started > 0) this.#failovers.inc({ action: 'started' }, taken.started)
     if (taken.failed > 0) this.#failovers.inc({ action: 'failed' }, taken.failed)
   }
 }

@@ -73,6 +73,15 @@ export type TaskOutcome = { result: JsonObject } | { error: WireError }
  */
 export type TaskResume = NativeTaskResume | StreamResume
 
+/**
+ * The upstream work a task's call may start: its call waited for a call slot and has not left the gateway yet
+ * (written with the "queued" statusMessage, cleared before the request is sent). A process that takes the task over
+ * starts the call itself instead of failing it: nothing of it ran upstream.
+ */
+export interface UnsentCall {
+  kind: 'unsent'
+}
+
 /** The upstream session the upstream work belongs to. */
 export interface ResumeAddress {
   /** Its Mcp-Session-Id; null when the upstream has none. */
@@ -136,14 +145,14 @@ export interface TaskRecord {
    * How the upstream work can be reached again by another process (an upstream task); null when it cannot.
    * Every store clears it in the step that makes the task terminal.
    */
-  resume: TaskResume | null
+  resume: TaskResume | UnsentCall | null
 }
 
 export interface TaskPatch {
   statusMessage?: string | null
   outcome?: TaskOutcome
   /** Sets (or, with null, clears) how the upstream work can be reached again (TaskRecord.resume). */
-  resume?: TaskResume | null
+  resume?: TaskResume | UnsentCall | null
   /** The gateway process making the move: written to the task's timeline only, never to the task. */
   by?: string
   /**

@@ -5,7 +5,7 @@ import type { Logger } from '../observability/logger.ts'
 import type { GatewayTracing, TaskRunTrace } from '../observability/tracing.ts'
 import type { JsonObject } from '../wire/jsonrpc.ts'
 import { BUS, subscribeTo } from '../store/bus-channels.ts'
-import type { SignalBus, TaskOutcome, TaskRecord, TaskResume, TaskStore } from '../store/types.ts'
+import type { SignalBus, TaskOutcome, TaskPatch, TaskRecord, TaskResume, TaskStore } from '../store/types.ts'
 import type { TaskStatus } from '../wire/task-state.ts'
 import type { TaskSupport } from '../config/schema.ts'
 import type { UpstreamTaskHooks } from '../calls/upstream-call.ts'
@@ -135,7 +135,7 @@ export class TaskRunner {
       clearTimeout(expiry)
       this.#running.delete(task.id)
     })
-    this.#running.set(task.id, { task, controller, done, resumable: task.resume !== null })
+    this.#running.set(task.id, { task, controller, done, resumable: task.resume !== null && task.resume.kind !== 'unsent' })
   }
 
   /** Aborts the task's upstream call (the task is already cancelled in the store). */
@@ -228,11 +228,20 @@ export class TaskRunner {
     let queued = false
     // Once sent, the call waits for a slot again only when its input was answered: the task may still show input_required.
     let sent = false
-    const statusMessage = (message: string | null, { from, to } = restatement('working')): void => {
-      statusWrites = statusWrites.then(async () => {
-        const updated = await this.#deps.store.transition(task.id, from, to, { statusMessage: message, by: task.owner }, Date.now())
+    // A call that waits for a slot before it is first sent (not a resumed one) is marked unsent (TaskRecord.resume) by its
+    // "queued" statusMessage write, and the write that clears both lands before the request leaves: a process that takes
+    // the task over meanwhile starts it instead of failing it. A call that gets its slot at once writes nothing more.
+    let unsent = false
+    const statusMessage = (message: string | null, { from, to } = restatement('working'), resume?: null | { kind: 'unsent' }): Promise<TaskRecord | null> => {
+      const write = statusWrites.then(async () => {
+        const patch: TaskPatch = { statusMessage: message, by: task.owner }
+        if (resume !== undefined) patch.resume = resume
+        const updated = await this.#deps.store.transition(task.id, from, to, patch, Date.now())
         if (updated) events.status(updated)
-      }).catch((err: unknown) => this.#deps.log.warn({ err, taskId: task.id }, 'could not record the queue state of a task'))
+        return updated
+      })
+      statusWrites = write.then(() => {}, (err: unknown) => this.#deps.log.warn({ err, taskId: task.id }, 'could not record the queue state of a task'))
+      return write
     }
     const origin: CallOrigin = {
       client: taskClient(task),
@@ -249,13 +258,29 @@ export class TaskRunner {
       },
       queued: (limit) => {
         queued = true
+        const mark = !sent && task.resume === null
+        if (mark) unsent = true
         statusMessage(limit === 'maxConcurrentCalls'
           ? `queued: upstream '${upstream.name}' already runs its maxConcurrentCalls calls`
-          : `queued: this principal already runs its maxConcurrentCallsPerPrincipal calls on upstream '${upstream.name}'`, sent ? QUEUED : undefined)
+          : `queued: this principal already runs its maxConcurrentCallsPerPrincipal calls on upstream '${upstream.name}'`, sent ? QUEUED : undefined, mark ? { kind: 'unsent' } : undefined).catch(() => {})
       },
-      sent: () => {
+      sent: async () => {
         sent = true
-        if (queued) statusMessage(null)
+        if (!queued) return
+        if (!unsent) {
+          statusMessage(null).catch(() => {})
+          return
+        }
+        unsent = false
+        // Not sent while the store says unsent (a store that stays unavailable fails it), nor once another process claimed it.
+        const cleared = await whileStoreUnavailable(() => statusMessage(null, undefined, null), {
+          until: task.ttlMs === null ? undefined : task.createdAt + task.ttlMs,
+          signal: this.#deps.shutdown,
+        })
+        if (cleared !== null && cleared.owner !== task.owner) {
+          controller.abort(new GatewayError('GW_ERR_TASK_HANDED_OVER', ['another gateway process took it over before its call was sent']))
+          throw controller.signal.reason
+        }
       },
       patient: true,
       authorization,
@@ -280,7 +305,7 @@ export class TaskRunner {
       if (running !== undefined) running.recording = statusWrites
       await write.catch((err: unknown) => this.#deps.log.warn({ err, taskId: task.id }, 'could not record where the upstream work of a task runs: it cannot be resumed by another process'))
     }
-    if (task.resume !== null) {
+    if (task.resume !== null && task.resume.kind !== 'unsent') {
       upstreamTask.existing = task.resume
       upstreamTask.rejoined = (session) => { answerOwed(this.#deps, task, session, signal) }
     }

@@ -76,6 +76,8 @@ export interface TakeoverTally {
   /** Adopted: their upstream tasks are waited for again, as if nothing had happened. */
   resumed: number
   rerun: number
+  /** Their calls had not left the lost process (they waited for a call slot): started here, as if nothing had happened. */
+  started: number
   failed: number
 }
 
@@ -87,6 +89,13 @@ const INTERRUPTED = {
   lost: { code: 'GW_ERR_TASK_OWNER_LOST', again: 'running again after the gateway process running it was lost' },
   handover: { code: 'GW_ERR_TASK_RESTARTED', again: 'running again after the gateway process running it shut down' },
 } as const
+
+/** The statusMessage of a task whose call had not been sent upstream when its process stopped, started by another. */
+const STARTED: Record<Interruption, string> = {
+  restart: 'started after a gateway restart: its call had not been sent upstream',
+  lost: 'started after the gateway process it waited in was lost: its call had not been sent upstream',
+  handover: 'started after the gateway process it waited in shut down: its call had not been sent upstream',
+}
 
 /**
  * The owner of the tasks a process hands over as it shuts down: `<process>~handover`, whose lease has lapsed,
@@ -253,28 +262,34 @@ export class TaskService {
   async recover (): Promise<TakeoverTally> {
     const earlier = (await this.#tasks.unfinished()).filter((task) => task.owner !== this.#owner)
     const tally = await this.#takeOver(earlier, 'restart')
-    if (tally.resumed + tally.rerun + tally.failed > 0) this.#log.warn(tally, 'recovered tasks interrupted by a restart')
+    if (tally.resumed + tally.rerun + tally.started + tally.failed > 0) this.#log.warn(tally, 'recovered tasks interrupted by a restart')
     return tally
   }
 
   /** Takes over the unfinished tasks of a gateway process whose lease lapsed (or that one handed over). */
   async adoptOrphans (owner: string): Promise<TakeoverTally> {
     const tally = await this.#takeOver(await this.#tasks.ownedBy(owner, Date.now()), owner.endsWith(HANDOVER_SUFFIX) ? 'handover' : 'lost')
-    if (tally.resumed + tally.rerun + tally.failed > 0) this.#log.warn({ ...tally, lostProcess: owner }, 'took over the tasks of a lost gateway process')
+    if (tally.resumed + tally.rerun + tally.started + tally.failed > 0) this.#log.warn({ ...tally, lostProcess: owner }, 'took over the tasks of a lost gateway process')
     return tally
   }
 
   /**
    * Claims each task (only one process wins it), then resumes it when its upstream task can be reached again,
-   * runs it again when its tool is idempotent, and otherwise fails it with a statusMessage saying why.
+   * starts it when its call never left the process that stopped (it waited for a call slot), runs it again when
+   * its tool is idempotent, and otherwise fails it with a statusMessage saying why.
    */
   async #takeOver (tasks: TaskRecord[], why: Interruption): Promise<TakeoverTally> {
     let resumed = 0
     let rerun = 0
+    let started = 0
     let failed = 0
     for (const task of tasks) {
       const claimed = await this.#tasks.claim(task.id, task.owner, this.#owner, Date.now())
       if (!claimed) continue
+      if (claimed.resume?.kind === 'unsent') {
+        if (await this.#start(claimed, why)) started++
+        continue
+      }
       if (claimed.resume !== null && this.#canResume(claimed)) {
         await this.#resume(claimed, claimed.resume, why)
         resumed++
@@ -299,7 +314,21 @@ export class TaskService {
         failed++
       }
     }
-    return { resumed, rerun, failed }
+    return { resumed, rerun, started, failed }
+  }
+
+  /**
+   * Starts a claimed task whose call never left the process that stopped: nothing of it ran upstream, whatever
+   * the tool. A process declared lost that wakes up drops the call instead of sending it too.
+   */
+  async #start (task: TaskRecord, why: Interruption): Promise<boolean> {
+    if (why === 'lost') await publishOn(this.#bus, BUS.taskCancel, task.id, { taskId: task.id })
+    const restarted = await this.#tasks.transition(task.id, sourcesOf('working'), 'working', { statusMessage: STARTED[why], resume: null, by: this.#owner }, Date.now())
+    if (!restarted) return false
+    this.#log.info({ taskId: task.id, upstream: task.upstream, tool: task.tool, from: task.owner, why }, 'starting a task whose call another gateway process had not sent upstream')
+    this.#events.status(restarted)
+    this.#runner.start(restarted)
+    return true
   }
 
   /**

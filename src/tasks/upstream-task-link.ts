@@ -49,7 +49,7 @@ export function resumedWork (resume: TaskResume): string {
  */
 export function unreachable (task: TaskRecord, err: unknown): GatewayError | undefined {
   const resume = task.resume
-  if (resume === null) return undefined
+  if (resume === null || resume.kind === 'unsent') return undefined
   const polled = resume.kind === 'native' && resume.era === 'modern'
   if (polled ? !isLostTask(err) : err instanceof RpcError && err.rpcCode !== -32602) return undefined
   return new GatewayError('GW_ERR_TASK_UNREACHABLE', ['stopped', resumedWork(resume), errorMessage(err)], { cause: err })

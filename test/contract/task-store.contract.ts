@@ -117,6 +117,21 @@ export function taskStoreContract (name: string, create: () => Promise<GatewaySt
         expect(await store.transition(record.id, sourcesOf('working'), 'working', {}, T0 + 3)).toMatchObject({ status: 'working', lastUpdatedAt: T0 + 3 })
       })
 
+      it('keeps the mark of a call not yet sent upstream through a claim, until a move clears it or ends the task', async () => {
+        const record = await created()
+        const queued = await store.transition(record.id, ['working'], 'working', { statusMessage: 'queued', resume: { kind: 'unsent' } }, T0 + 1)
+        expect(queued).toMatchObject({ statusMessage: 'queued', resume: { kind: 'unsent' } })
+        const claimed = await store.claim(record.id, record.owner, 'taker', T0 + 2)
+        expect(claimed).toMatchObject({ owner: 'taker', resume: { kind: 'unsent' } })
+        expect((await store.ownedBy('taker', T0 + 2)).map((task) => task.resume)).toEqual([{ kind: 'unsent' }])
+        expect(await store.transition(record.id, ['working'], 'working', { statusMessage: null, resume: null }, T0 + 3)).toMatchObject({ statusMessage: null, resume: null })
+        expect((await store.get(record.id, T0 + 3))?.resume).toBeNull()
+
+        const other = await created()
+        await store.transition(other.id, ['working'], 'working', { statusMessage: 'queued', resume: { kind: 'unsent' } }, T0 + 1)
+        expect(await store.transition(other.id, sourcesOf('failed'), 'failed', { statusMessage: 'x', outcome: rpcFailure }, T0 + 2)).toMatchObject({ resume: null })
+      })
+
       it('a task waiting for input restates its wait in place, and only a waiting task resumes', async () => {
         const record = await created()
         expect(await store.transition(record.id, RESUME.from, RESUME.to, {}, T0 + 1)).toBeNull()

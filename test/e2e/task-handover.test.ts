@@ -97,7 +97,7 @@ describe('handing running tasks over on shutdown', () => {
       }],
     })
     const recorded = await Promise.all(taskIds.map(async (id) => await first.gateway.store.tasks.get(id, Date.now())))
-    const upstreamSessions = new Set(recorded.map((task) => task?.resume?.sessionId))
+    const upstreamSessions = new Set(recorded.map((task) => task?.resume?.kind === 'unsent' ? undefined : task?.resume?.sessionId))
     await first.close()
     expect(first.logs().find((line) => line.msg === 'handed running tasks over')).toMatchObject({ handedOver: 3 })
     expect(first.gateway.tasks.handedOver).toBe(3)
@@ -211,7 +211,7 @@ describe('handing running tasks over on shutdown', () => {
       const [a, b] = await Promise.all([start(store), start(store)])
       const { session, taskIds } = await tasksOn(a, 2, 'stalled')
       // What B's lease scan does once A's lease has lapsed (A stalled longer than tasks.ownerLease), while A still runs.
-      expect(await b.gateway.tasks.adoptOrphans(a.gateway.processId)).toEqual({ resumed: 2, rerun: 0, failed: 0 })
+      expect(await b.gateway.tasks.adoptOrphans(a.gateway.processId)).toEqual({ resumed: 2, rerun: 0, started: 0, failed: 0 })
       await expectReports(session.on(b.url), taskIds, 'stalled')
       expect(proxy.count('tools/call simulate-research-query') - calls).toBe(2)
       expect(proxy.count('tasks/cancel') - cancels).toBe(0)
