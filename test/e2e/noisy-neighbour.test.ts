@@ -47,6 +47,8 @@ async function silentSockets (gw: RunningGateway, count: number, localAddress: s
   await Promise.all(Array.from({ length: count }, async () => {
     const socket: Socket = connect({ host: hostname, port: Number(port), localAddress })
     socket.on('error', () => {})
+    // Reads and drops what the gateway may answer before closing (a 408): a socket nobody reads never sees its end.
+    socket.resume()
     // Not events.once: it rejects on the socket's 'error' (a reset), which is one way the gateway ends it.
     await new Promise((resolve) => socket.once('close', resolve))
   }))
