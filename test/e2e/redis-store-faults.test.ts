@@ -1,43 +1,11 @@
-import { spawn, type ChildProcess } from 'node:child_process'
-import { once } from 'node:events'
-import { createServer } from 'node:net'
-import { Redis } from 'ioredis'
 import { fetch as undiciFetch } from 'undici'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { demoStdioYaml, loggedLine, startGatewayProcess, stopAll, writeConfig, type GatewayProcess } from '../helpers/process.ts'
 import { STATE_SECRET } from '../helpers/redis.ts'
+import { privateRedis, stopRedis } from '../helpers/private-redis.ts'
 import { until } from '../helpers/until.ts'
 
 type Json = Record<string, unknown>
-
-async function freePort (): Promise<number> {
-  const server = createServer().listen(0, '127.0.0.1')
-  await once(server, 'listening')
-  const { port } = server.address() as { port: number }
-  server.close()
-  await once(server, 'close')
-  return port
-}
-
-/** A Redis of the test's own (no persistence, 2 MB of memory under `policy`) and a client of it. */
-async function privateRedis (policy: string): Promise<{ server: ChildProcess, client: Redis, url: string }> {
-  const port = await freePort()
-  const server = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--maxmemory', '2mb', '--maxmemory-policy', policy], { stdio: 'ignore' })
-  const url = `redis://127.0.0.1:${port}`
-  const client = new Redis(url, { lazyConnect: true, retryStrategy: () => 50 })
-  client.on('error', () => {})
-  await until('the private Redis answers', async () => await client.ping().catch(() => undefined))
-  return { server, client, url }
-}
-
-async function stopRedis (redis: { server: ChildProcess, client: Redis } | undefined): Promise<void> {
-  if (redis === undefined) return
-  redis.client.disconnect()
-  if (redis.server.exitCode === null) {
-    redis.server.kill('SIGTERM')
-    await once(redis.server, 'exit')
-  }
-}
 
 async function readyz (gateway: GatewayProcess): Promise<{ status: number, body: Json }> {
   const res = await undiciFetch(new URL('/readyz', gateway.url))
