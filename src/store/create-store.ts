@@ -21,7 +21,8 @@ export async function createStore (config: StoreConfig, log?: Logger): Promise<G
         if (refusal !== undefined) log?.error({ reason: refusal.reason }, 'The store refuses writes; tasks whose outcome cannot be stored stay unfinished until it accepts them again')
         else log?.info('The store accepts writes again')
       })
-      return new SqliteStore(config.path, { refusals })
+      const onFault = (detail: string): void => { log?.error({ detail }, 'The SQLite store takes no new work') }
+      return new SqliteStore(config.path, { refusals, onFault })
     }
   }
 }

@@ -1,3 +1,4 @@
+import { GatewayError } from '../errors.ts'
 import type { Logger } from '../observability/logger.ts'
 import { BUS, publishOn, subscribeTo } from '../store/bus-channels.ts'
 import type { LeaseStore, SignalBus, TaskRecord } from '../store/types.ts'
@@ -46,7 +47,11 @@ export class ProcessLease {
     await deps.leases.renew(deps.processId, Date.now() + deps.leaseMs)
     this.#healthySince = Date.now()
     if (!deps.shared) {
-      await deps.tasks.recover()
+      await deps.tasks.recover().catch((err: unknown) => {
+        // A store that takes no writes (a disk too full) still serves what it holds; the tasks wait for the next start.
+        if (!(err instanceof GatewayError && err.code === 'GW_ERR_STORE_UNAVAILABLE')) throw err
+        deps.log.error({ err }, 'the tasks a previous run left unfinished cannot be taken over while the store refuses writes; the next start takes them over')
+      })
       return
     }
     this.#unsubscribe = subscribeTo(deps.bus, BUS.takeover, undefined, () => { void this.scan() })

@@ -53,8 +53,14 @@ export function writeConfig (yaml: string): string {
  * Starts the real CLI (compiled, `dist/main.js`) as a child process and waits until it listens and every upstream's
  * first connect has ended (`upstreams started`; the gateway itself serves before that).
  */
-export async function startGatewayProcess (configFile: string, args: string[] = []): Promise<GatewayProcess> {
-  const child = spawn(process.execPath, [GATEWAY_MAIN, '--config', configFile, '--port', '0', ...args], {
+export async function startGatewayProcess (
+  configFile: string,
+  args: string[] = [],
+  options: { launcher?: string[] } = {},
+): Promise<GatewayProcess> {
+  // `launcher`: a command that runs the gateway's command line it is given last (and execs it: the child is the gateway).
+  const [command, ...commandArgs] = [...options.launcher ?? [], process.execPath, GATEWAY_MAIN, '--config', configFile, '--port', '0', ...args]
+  const child = spawn(command!, commandArgs, {
     cwd: REPO_ROOT,
     stdio: ['ignore', 'pipe', 'pipe'],
   })

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto'
+import { statSync } from 'node:fs'
 import { hostname } from 'node:os'
 import type Database from 'better-sqlite3'
 import { GatewayError } from '../../errors.ts'
@@ -13,6 +14,18 @@ export interface SqliteFileLockOptions {
   staleMs?: number
   /** The clock (epoch ms); tests pass their own. */
   now?: () => number
+  /** Hears, once, that the file is no longer this process's (see SqliteFileLock.fault). */
+  onFault?: (detail: string) => void
+}
+
+/** Which file a path names (device and inode), or undefined when it names none. */
+function identityOf (path: string): string | undefined {
+  try {
+    const stat = statSync(path, { bigint: true })
+    return `${stat.dev}:${stat.ino}`
+  } catch {
+    return undefined
+  }
 }
 
 interface HolderRow {
@@ -53,7 +66,11 @@ export class SqliteFileLock {
   readonly #now: () => number
   readonly #heartbeat: Database.Statement<[{ token: string, now: number }]>
   readonly #timer: NodeJS.Timeout
+  readonly #onFault: (detail: string) => void
+  /** The files this connection has open, as their paths named them when it took the file: the database, its log. */
+  readonly #opened: Array<{ path: string, identity: string | undefined }>
   #lost = false
+  #moved: string | undefined
 
   /** Takes the file or throws GW_ERR_STORE_LOCKED naming its holder. */
   constructor (db: Database.Database, path: string, options: SqliteFileLockOptions = {}) {
@@ -80,6 +97,8 @@ export class SqliteFileLock {
       upsert.run({ token: this.#token, host: hostname(), pid: process.pid, now: this.#now() })
     }).immediate()
     heldHere.add(this.#token)
+    this.#onFault = options.onFault ?? (() => {})
+    this.#opened = [path, `${path}-wal`].map((file) => ({ path: file, identity: identityOf(file) }))
     this.#heartbeat = db.prepare('UPDATE file_holder SET heartbeat = @now WHERE id = 1 AND token = @token')
     this.#timer = setInterval(() => this.#beat(), options.heartbeatMs ?? DEFAULT_HEARTBEAT_MS)
     this.#timer.unref()
@@ -92,15 +111,39 @@ export class SqliteFileLock {
   }
 
   #beat (): void {
+    this.#checkPaths()
     try {
-      this.#lost = this.#heartbeat.run({ token: this.#token, now: this.#now() }).changes === 0
+      const lost = this.#heartbeat.run({ token: this.#token, now: this.#now() }).changes === 0
+      if (lost && !this.#lost && this.#moved === undefined) this.#onFault(`another gateway process took over '${this.#path}' after this one missed its heartbeats`)
+      this.#lost = lost
     } catch {
       // Busy or closed: the next beat tries again; a holder is stale only after staleMs without one.
     }
   }
 
-  /** Why the file is no longer this process's (another took it over after missed heartbeats), or undefined. */
-  get lost (): string | undefined {
+  /**
+   * Whether the paths still name the files this connection writes. Deleted or replaced (a restore copied over
+   * it, a cleanup job), the open file lives on unnamed: everything written to it is gone at the next start.
+   */
+  #checkPaths (): void {
+    if (this.#moved !== undefined) return
+    for (const file of this.#opened) {
+      const now = identityOf(file.path)
+      if (file.identity === undefined) file.identity = now
+      if (now === file.identity) continue
+      this.#moved = `the SQLite file '${file.path}' was ${now === undefined ? 'deleted' : 'replaced by another file'} while this gateway ` +
+        'process had it open; what it writes now would be lost at the next start, so it takes no new work: restart it'
+      this.#onFault(this.#moved)
+      return
+    }
+  }
+
+  /**
+   * Why the file is no longer this process's, or undefined: its path no longer names it (deleted, replaced), or
+   * another process took it over after missed heartbeats.
+   */
+  get fault (): string | undefined {
+    if (this.#moved !== undefined) return this.#moved
     return this.#lost ? `another gateway process took over '${this.#path}' after this one missed its heartbeats` : undefined
   }
 

@@ -1,0 +1,107 @@
+import { mkdtempSync, mkdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterAll, describe, expect, it } from 'vitest'
+import { sha256Hex } from '../../src/auth/bearer-tokens.ts'
+import { WAL_SIZE_LIMIT_BYTES } from '../../src/store/sqlite/checkpointer.ts'
+import { demoStdioYaml, loggedLine, startGatewayProcess, stopAll, writeConfig, type GatewayProcess } from '../helpers/process.ts'
+import { legacyTask, RawSession } from '../helpers/raw-session.ts'
+
+type Json = Record<string, unknown>
+const TOKEN = 'sqlite-faults-test-token'
+
+const gateways: GatewayProcess[] = []
+afterAll(async () => { await stopAll(gateways) })
+
+function config (database: string): string {
+  return writeConfig(`
+store: { kind: sqlite, path: ${JSON.stringify(database)} }
+logging: { level: info }
+auth:
+  tokens: [{ principal: ops, sha256: ${sha256Hex(TOKEN)} }]
+upstreams:
+${demoStdioYaml()}
+`)
+}
+
+async function started (file: string, options: { launcher?: string[] } = {}): Promise<{ gateway: GatewayProcess, session: RawSession }> {
+  const gateway = await startGatewayProcess(file, [], options)
+  gateways.push(gateway)
+  return { gateway, session: await RawSession.open(gateway.url, {}, { authorization: `Bearer ${TOKEN}` }) }
+}
+
+async function readiness (gateway: GatewayProcess): Promise<{ status: number, detail: unknown }> {
+  const res = await fetch(new URL('/readyz', gateway.url))
+  return { status: res.status, detail: ((await res.json()) as { store: Json }).store.detail }
+}
+
+async function createTask (session: RawSession): Promise<Json> {
+  return await session.request('tools/call', { name: 'demo__slow', arguments: { duration: 10, steps: 1 }, task: { ttl: 600_000 } })
+}
+
+/** A completed task and its result, stored by a gateway on `database` that then stops. */
+async function completedTask (database: string): Promise<{ taskId: string, task: Json, result: Json }> {
+  const { gateway, session } = await started(config(database))
+  const taskId = await legacyTask(session, 'demo__slow', { duration: 10, steps: 1 }, 600_000)
+  const task = await session.waitFor(taskId, ['completed'])
+  const result = await session.request('tasks/result', { taskId })
+  gateway.child.kill('SIGTERM')
+  expect((await gateway.exited)[0]).toBe(0)
+  return { taskId, task, result }
+}
+
+describe('the sqlite file deleted or replaced under a running gateway', () => {
+  it('is logged, makes the gateway not ready and refuses new tasks, naming what happened', async () => {
+    const database = join(mkdtempSync(join(tmpdir(), 'gw-sqlite-gone-')), 'gateway.db')
+    const { gateway, session } = await started(config(database))
+    const before = await legacyTask(session, 'demo__slow', { duration: 10, steps: 1 }, 600_000)
+    await session.waitFor(before, ['completed'])
+
+    rmSync(database)
+    const logged = JSON.parse(await loggedLine(gateway, 'The SQLite store takes no new work')) as Json
+    expect(logged.level).toBe(50)
+    expect(logged.detail).toMatch(/^the SQLite file '.*gateway\.db' was deleted while this gateway process had it open/)
+    expect(await readiness(gateway)).toEqual({ status: 503, detail: logged.detail })
+    const refused = await createTask(session)
+    expect(refused.error).toEqual({ code: -32603, message: `the store is unavailable: ${String(logged.detail)}` })
+    // What it already holds is still served.
+    expect((await session.request('tasks/get', { taskId: before })).result).toMatchObject({ status: 'completed' })
+  })
+
+  it('says so when another file takes its path (a restore copied over it)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'gw-sqlite-replaced-'))
+    const database = join(dir, 'gateway.db')
+    const { gateway, session } = await started(config(database))
+    writeFileSync(join(dir, 'other.db'), '')
+    renameSync(join(dir, 'other.db'), database)
+    const logged = JSON.parse(await loggedLine(gateway, 'The SQLite store takes no new work')) as Json
+    expect(logged.detail).toMatch(/^the SQLite file '.*gateway\.db' was replaced by another file while this gateway process had it open/)
+    expect((await createTask(session)).error).toMatchObject({ message: expect.stringContaining('was replaced by another file') })
+  })
+})
+
+describe('a sqlite file on a full disk', () => {
+  it('still starts and serves the completed tasks it holds, refusing new tasks and not ready, the log within its bound', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'gw-sqlite-full-'))
+    const { taskId, task, result } = await completedTask(join(dir, 'gateway.db'))
+
+    // A private 2 MiB file system (a mount namespace of its own), holding the file, then filled to its last byte.
+    const mount = join(dir, 'disk')
+    mkdirSync(mount)
+    const database = join(mount, 'gateway.db')
+    const fill = `mount -t tmpfs -o size=2m tmpfs ${mount} && cp ${join(dir, 'gateway.db')} ${mount}/ && ` +
+      `(dd if=/dev/zero of=${mount}/filler bs=4k 2>/dev/null; true) && exec "$@"`
+    const { gateway, session } = await started(config(database), { launcher: ['unshare', '--user', '--map-root-user', '--mount', 'sh', '-c', fill, 'sh'] })
+
+    const logged = JSON.parse(await loggedLine(gateway, 'The SQLite store takes no new work')) as Json
+    expect(logged.detail).toMatch(/^the disk holding the SQLite file '.*gateway\.db' is full \(SQLITE_/)
+    expect(await readiness(gateway)).toEqual({ status: 503, detail: logged.detail })
+    expect((await session.request('tasks/get', { taskId })).result).toEqual(task)
+    expect((await session.request('tasks/result', { taskId })).result).toEqual(result.result)
+    const refused = await createTask(session)
+    expect(refused.error).toEqual({ code: -32603, message: `the store is unavailable: ${String(logged.detail)}` })
+    // The process's own view of its file system: the write-ahead log did not grow past its bound.
+    const wal = statSync(`/proc/${gateway.child.pid}/root${database}-wal`, { throwIfNoEntry: false })
+    expect(wal?.size ?? 0).toBeLessThanOrEqual(WAL_SIZE_LIMIT_BYTES)
+  })
+})
