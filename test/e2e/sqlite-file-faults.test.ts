@@ -39,15 +39,17 @@ async function createTask (session: RawSession): Promise<Json> {
   return await session.request('tools/call', { name: 'demo__slow', arguments: { duration: 10, steps: 1 }, task: { ttl: 600_000 } })
 }
 
-/** A completed task and its result, stored by a gateway on `database` that then stops. */
-async function completedTask (database: string): Promise<{ taskId: string, task: Json, result: Json }> {
+/** A completed task and its result, and a task still running, stored by a gateway on `database` then killed (kill -9). */
+async function storedTasks (database: string): Promise<{ taskId: string, task: Json, result: Json, runningId: string }> {
   const { gateway, session } = await started(config(database))
   const taskId = await legacyTask(session, 'demo__slow', { duration: 10, steps: 1 }, 600_000)
   const task = await session.waitFor(taskId, ['completed'])
   const result = await session.request('tasks/result', { taskId })
-  gateway.child.kill('SIGTERM')
-  expect((await gateway.exited)[0]).toBe(0)
-  return { taskId, task, result }
+  const runningId = await legacyTask(session, 'demo__slow', { duration: 60_000, steps: 2 }, 600_000)
+  await session.waitFor(runningId, ['working'])
+  gateway.child.kill('SIGKILL')
+  await gateway.exited
+  return { taskId, task, result, runningId }
 }
 
 describe('the sqlite file deleted or replaced under a running gateway', () => {
@@ -81,15 +83,18 @@ describe('the sqlite file deleted or replaced under a running gateway', () => {
 })
 
 describe('a sqlite file on a full disk', () => {
-  it('still starts and serves the completed tasks it holds, refusing new tasks and not ready, the log within its bound', async () => {
+  it('still starts and serves the tasks it holds, refusing new tasks and not ready, the log within its bound', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'gw-sqlite-full-'))
-    const { taskId, task, result } = await completedTask(join(dir, 'gateway.db'))
+    const { taskId, task, result, runningId } = await storedTasks(join(dir, 'gateway.db'))
 
-    // A private 2 MiB file system (a mount namespace of its own), holding the file, then filled to its last byte.
+    // A private 2 MiB file system (a mount namespace of its own), holding the file and its log, then filled to its
+    // last byte. Not the shared-memory index (it is rebuilt from the log): with it, the log's own room would take
+    // writes for a while, and without it the file cannot even be opened for writing.
     const mount = join(dir, 'disk')
     mkdirSync(mount)
     const database = join(mount, 'gateway.db')
-    const fill = `mount -t tmpfs -o size=2m tmpfs ${mount} && cp ${join(dir, 'gateway.db')} ${mount}/ && ` +
+    const source = join(dir, 'gateway.db')
+    const fill = `mount -t tmpfs -o size=2m tmpfs ${mount} && cp ${source} ${source}-wal ${mount}/ && ` +
       `(dd if=/dev/zero of=${mount}/filler bs=4k 2>/dev/null; true) && exec "$@"`
     const { gateway, session } = await started(config(database), { launcher: ['unshare', '--user', '--map-root-user', '--mount', 'sh', '-c', fill, 'sh'] })
 
@@ -101,6 +106,9 @@ describe('a sqlite file on a full disk', () => {
     expect((await session.request('tasks/result', { taskId })).result).toEqual(result.result)
     const refused = await createTask(session)
     expect(refused.error).toEqual({ code: -32603, message: `the store is unavailable: ${String(logged.detail)}` })
+    // The task the killed process left running cannot be taken over (nothing can be written): it waits for the next start.
+    await loggedLine(gateway, 'cannot be taken over while the store refuses writes')
+    expect((await session.request('tasks/get', { taskId: runningId })).result).toMatchObject({ status: 'working' })
     // The process's own view of its file system (its mount namespace): the write-ahead log did not grow past its bound.
     const seen = `/proc/${gateway.child.pid}/root${database}`
     expect(statSync(seen).size).toBeGreaterThan(0)
