@@ -38,7 +38,8 @@ describe('sqlite guard', () => {
     const refused = await guarded.transition().catch((err: unknown) => err) as GatewayError
     expect(refused.code).toBe('GW_ERR_STORE_UNAVAILABLE')
     expect(refused.message).toMatch(/^the store is unavailable: another process has held the write lock of the SQLite file '\/data\/gateway\.db' for 100 ms \(SQLITE_BUSY\)/)
-    expect((refused.cause as Database.SqliteError).code).toBe('SQLITE_BUSY')
+    expect(refused.cause).toBeInstanceOf(Database.SqliteError)
+    expect(refused.cause).toMatchObject({ code: 'SQLITE_BUSY' })
     expect(target.calls()).toBeGreaterThan(1)
   })
 
