@@ -13,7 +13,7 @@ export type TaskFinishDeps = Pick<TaskRunnerDeps, 'store' | 'log' | 'shutdown' |
  * it is back, the task's TTL passes or the gateway shuts down, so an outcome that arrives during an
  * outage is kept; one that cannot be stored in time is logged as lost, never dropped silently. The
  * retry drops the outcome if another process took the task over meanwhile (this one was cut off long
- * enough for its lease to lapse).
+ * enough for its lease to lapse). An outcome whose task the store no longer holds is logged as an error.
  */
 export async function finishTask (deps: TaskFinishDeps, task: TaskRecord, upstreamOutcome: TaskOutcome): Promise<TaskStatus | undefined> {
   const { store, log } = deps
@@ -50,6 +50,9 @@ export async function finishTask (deps: TaskFinishDeps, task: TaskRecord, upstre
     log.info({ ...about, attempts: retries + 1 }, updated
       ? 'the store is back: stored the outcome of a task that ended while it was unavailable'
       : 'the store is back: dropped the outcome of a task that ended while it was unavailable (already terminal, or taken over by another process)')
+  }
+  if (updated === null && await store.get(task.id, Date.now()).then((current) => current === null, () => false)) {
+    log.error(about, 'the outcome of a task arrived but the store no longer holds the task (the store lost it, or its TTL passed): the outcome is dropped')
   }
   await whileStoreUnavailable(() => deps.inputs.expireAll(task.id, new GatewayError('GW_ERR_REQUEST_CANCELLED', ['the task ended before the client answered'])), { until: retry.until, signal: retry.signal })
     .catch((err: unknown) => log.warn({ ...about, err }, 'could not expire the unanswered input requests of a finished task'))
