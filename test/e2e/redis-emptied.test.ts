@@ -61,6 +61,7 @@ ${demoStdioYaml()}
     const legacy = await RawSession.open(b!.url)
     const waited = await legacyTask(legacy, 'demo__slow', { duration: 60_000, steps: 600 })
     await legacy.waitFor(waited, ['working'])
+    const getStream = await legacy.stream('get', AbortSignal.timeout(120_000))
     // Once its stream is open, the request waits in its handler (its session was read before the flush).
     const result = await legacy.stream({ taskResult: waited }, AbortSignal.timeout(120_000))
     const [fromA, fromB] = [a!.lines.length, b!.lines.length]
@@ -77,6 +78,10 @@ ${demoStdioYaml()}
 
     const ended = await next(result, (message) => message.id !== undefined)
     expect(ended.error).toMatchObject({ code: LOST_BY_STORE, message: expect.stringMatching(new RegExp(`task '${waited}' was lost by the store: Redis was emptied`)) })
+
+    // The session's GET stream shows the task it ran as failed, with the same message.
+    const shown = await next(getStream, (message) => message.method === 'notifications/tasks/status' && (message.params as Json).taskId === waited && (message.params as Json).status === 'failed')
+    expect(shown.params).toMatchObject({ status: 'failed', statusMessage: expect.stringMatching(/was lost by the store: Redis was emptied/) })
 
     const lost = await modern.request('tasks/get', { taskId: done })
     expect(lost.body.error).toMatchObject({ code: LOST_BY_STORE, message: expect.stringContaining('was lost by the store') })
