@@ -5,6 +5,7 @@ import { demoStdioYaml, loggedLine, startGatewayProcess, stopAll, writeConfig, t
 import { legacyTask, next, RawSession } from '../helpers/raw-session.ts'
 import { STATE_SECRET } from '../helpers/redis.ts'
 import { privateRedis, stopRedis, type PrivateRedis } from '../helpers/private-redis.ts'
+import { readSse } from '../helpers/sse.ts'
 import { until } from '../helpers/until.ts'
 
 type Json = Record<string, unknown>
@@ -15,6 +16,26 @@ const NOT_FOUND = -32602
 async function readyz (gateway: GatewayProcess): Promise<Json> {
   const res = await undiciFetch(new URL('/readyz', gateway.url))
   return await res.json() as Json
+}
+
+/** A subscriptions/listen stream of `client` for one task: the first message that `match`es. */
+async function listenTo (url: string, client: ModernRaw, taskId: string): Promise<(match: (m: Json) => boolean) => Promise<Json>> {
+  const res = await undiciFetch(url, {
+    method: 'POST',
+    signal: AbortSignal.timeout(120_000),
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'subscriptions/listen' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 99, method: 'subscriptions/listen', params: client.envelope({ notifications: { taskIds: [taskId] } }) }),
+  })
+  const events = readSse(res.body as ReadableStream<Uint8Array>)
+  return async (match) => {
+    for (;;) {
+      const { value, done } = await events.next()
+      if (done) throw new Error('the listen stream ended')
+      if (value.data === '') continue
+      const message = JSON.parse(value.data) as Json
+      if (match(message)) return message
+    }
+  }
 }
 
 /** The parsed error log line of a loss found after log line `from`. */
@@ -57,6 +78,9 @@ ${demoStdioYaml()}
     // Ends after the flush: its outcome has no record to go to.
     const running = String((await modern.result('tools/call', { name: 'demo__slow', arguments: { duration: 6000, steps: 60 } })).taskId)
     await modern.waitFor(running, ['working'])
+    const listened = await listenTo(a!.url, modern, running)
+    // Subscribed once the task's current state arrives.
+    await listened((m) => m.method === 'notifications/tasks' && (m.params as Json).status === 'working')
     // A blocking tasks/result on process B, for a task B runs.
     const legacy = await RawSession.open(b!.url)
     const waited = await legacyTask(legacy, 'demo__slow', { duration: 60_000, steps: 600 })
@@ -82,6 +106,10 @@ ${demoStdioYaml()}
     // The session's GET stream shows the task it ran as failed, with the same message.
     const shown = await next(getStream, (message) => message.method === 'notifications/tasks/status' && (message.params as Json).taskId === waited && (message.params as Json).status === 'failed')
     expect(shown.params).toMatchObject({ status: 'failed', statusMessage: expect.stringMatching(/was lost by the store: Redis was emptied/) })
+
+    // A subscriptions/listen stream waiting on a task shows it failed, lost by the store.
+    const lostShown = await listened((m) => m.method === 'notifications/tasks' && (m.params as Json).status === 'failed')
+    expect(lostShown.params).toMatchObject({ taskId: running, error: { code: LOST_BY_STORE, message: expect.stringContaining('was lost by the store') } })
 
     const lost = await modern.request('tasks/get', { taskId: done })
     expect(lost.body.error).toMatchObject({ code: LOST_BY_STORE, message: expect.stringContaining('was lost by the store') })
