@@ -73,6 +73,8 @@ export const ERRORS = {
   GW_ERR_TASK_UNREACHABLE: { status: 200, rpc: -32603, message: 'gateway process %s during execution, and %s could not be reached again: %s' },
   GW_ERR_TASK_HANDED_OVER: { status: 200, rpc: -32603, message: 'this gateway process handed the task over to another (%s); the upstream task runs on' },
   GW_ERR_TASK_RESULT_TOO_LARGE: { status: 200, rpc: -32060, message: 'the upstream\'s result of %s bytes is over the %s bytes a task may store (tasks.maxResultBytes); ask the tool for less, or raise the limit' },
+  GW_ERR_TASK_LOST_BY_STORE: { status: 200, rpc: -32071, message: "task '%s' was lost by the store: %s; its outcome is unknown, start it again if it is still needed" },
+  GW_ERR_TASK_OUTCOME_NOT_STORED: { status: 200, rpc: -32072, message: 'the outcome could not be stored: %s' },
   GW_ERR_STORED_BYTES_LIMIT: { status: 200, rpc: -32070, message: 'this principal\'s tasks already store %s bytes, and %s more would pass the %s bytes one principal may store (limits.storedBytesPerPrincipal); wait for its finished tasks to expire, or ask for shorter task TTLs' },
   GW_ERR_CLIENT_INFO_TOO_LARGE: { status: 200, rpc: -32602, message: 'Invalid params: \'%s\' is %s bytes as JSON, over the %s bytes a session may store (limits.clientInfoBytes)' },
   GW_ERR_INPUT_EXPIRED: { status: 200, rpc: -32603, message: 'the upstream stopped waiting for the answer to %s' },

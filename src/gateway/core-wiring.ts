@@ -28,6 +28,7 @@ import { LiveSettings } from '../reload/live-settings.ts'
 import { createStore } from '../store/create-store.ts'
 import type { GatewayStore } from '../store/types.ts'
 import { ProcessLease } from '../tasks/process-lease.ts'
+import { LostTasks } from '../tasks/lost-tasks.ts'
 import { TaskInputs } from '../tasks/task-inputs.ts'
 import { TaskRunner } from '../tasks/task-runner.ts'
 import { resumeAllowed } from '../tasks/upstream-task-link.ts'
@@ -195,6 +196,8 @@ export async function wireCore (config: Config, given: { logger?: Logger, store?
     get storedBytesPerPrincipal () { return budget.storedBytesPerPrincipal },
     tracing,
   })
+  // Read from the store itself: the wrappers above (signed bus, timings) do not carry it.
+  const lost = new LostTasks({ watch: backend.dataLoss, running: () => runner.tasks(), events: taskEvents, bus: store.bus, log })
   const tasks = new TaskService({
     store: store.tasks,
     runner,
@@ -210,6 +213,7 @@ export async function wireCore (config: Config, given: { logger?: Logger, store?
       return upstream !== undefined && resumeAllowed(upstream, task.tool)
     },
     get storedBytesPerPrincipal () { return budget.storedBytesPerPrincipal },
+    lost,
   })
   const lease = new ProcessLease({
     processId,

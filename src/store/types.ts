@@ -1,6 +1,7 @@
 import type { JsonObject } from '../wire/jsonrpc.ts'
 import type { TaskStatus } from '../wire/task-state.ts'
 import type { WireError } from '../errors.ts'
+import type { DataLossWatch } from './data-loss.ts'
 
 /**
  * The store contract. Every gateway process talks to shared state only through this interface, so
@@ -386,6 +387,8 @@ export interface GatewayStore {
   readonly leases: LeaseStore
   readonly homes: HomeStore
   readonly rateLimits: RateLimitStore
+  /** Where the store can be emptied under the gateway (Redis): a loss is noticed and told (see data-loss.ts). */
+  readonly dataLoss?: DataLossWatch
   /** Liveness of the backend for /readyz. */
   health (): Promise<StoreHealth>
   /** Releases the backend; the store is unusable afterwards. */

@@ -73,6 +73,11 @@ export class TaskRunner {
     return this.#running.size
   }
 
+  /** The tasks whose upstream calls run in this process now. */
+  tasks (): TaskRecord[] {
+    return [...this.#running.values()].map((running) => running.task)
+  }
+
   /** Whether this process runs the task's upstream call. */
   has (taskId: string): boolean {
     return this.#running.has(taskId)

@@ -11,6 +11,7 @@ import type { SignalBus, TaskCursor, TaskRecord, TaskResume, TaskStore } from '.
 import type { TaskEvents } from './task-events.ts'
 import type { TaskInputs } from './task-inputs.ts'
 import type { TaskRunner } from './task-runner.ts'
+import type { LostTasks } from './lost-tasks.ts'
 import { resumedWork } from './upstream-task-link.ts'
 import { isTerminal, sourcesOf } from '../wire/task-state.ts'
 import { randomId } from '../wire/random-id.ts'
@@ -69,6 +70,8 @@ export interface TaskServiceDeps {
   canResume (task: TaskRecord): boolean
   /** The bytes one principal's tasks may store (limits.storedBytesPerPrincipal); undefined: no budget. */
   readonly storedBytesPerPrincipal?: number | undefined
+  /** The tasks a store emptied under the gateway lost (see LostTasks); undefined: no such store. */
+  lost?: LostTasks | undefined
 }
 
 /** What a takeover did with the unfinished tasks it claimed. */
@@ -193,6 +196,7 @@ export class TaskService {
       maxStoredBytes: this.#deps.storedBytesPerPrincipal,
       ...(request.account !== undefined && { account: request.account }),
     })
+    this.#deps.lost?.remember(task)
     this.#log.info({ audit: 'task.created', taskId: task.id, principal: task.principal, tool: task.tool, upstream: task.upstream, ttlMs: task.ttlMs }, 'task created')
     this.#events.created?.(task)
     return task
@@ -204,7 +208,9 @@ export class TaskService {
    */
   async get (principal: string, taskId: string, trace?: RequestTrace): Promise<TaskRecord> {
     const task = await this.#tasks.get(taskId, Date.now())
-    if (!task || task.principal !== principal) throw new GatewayError('GW_ERR_TASK_NOT_FOUND', [taskId])
+    if (!task) throw await this.#deps.lost?.lostError(taskId, principal) ?? new GatewayError('GW_ERR_TASK_NOT_FOUND', [taskId])
+    if (task.principal !== principal) throw new GatewayError('GW_ERR_TASK_NOT_FOUND', [taskId])
+    this.#deps.lost?.remember(task)
     trace?.task(task)
     return task
   }

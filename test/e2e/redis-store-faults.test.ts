@@ -2,7 +2,8 @@ import { fetch as undiciFetch } from 'undici'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { demoStdioYaml, loggedLine, startGatewayProcess, stopAll, writeConfig, type GatewayProcess } from '../helpers/process.ts'
 import { STATE_SECRET } from '../helpers/redis.ts'
-import { privateRedis, stopRedis } from '../helpers/private-redis.ts'
+import { privateRedis, stopRedis, type PrivateRedis } from '../helpers/private-redis.ts'
+import { ModernRaw } from '../helpers/modern-raw.ts'
 import { until } from '../helpers/until.ts'
 
 type Json = Record<string, unknown>
@@ -17,9 +18,31 @@ async function startOn (url: string): Promise<GatewayProcess> {
 store: { kind: redis, url: ${JSON.stringify(url)}, prefix: 'gw:' }
 server: { stateSecret: ${JSON.stringify(STATE_SECRET)} }
 logging: { level: info }
+tasks: { pollInterval: 50ms, decide: always }
 upstreams:
 ${demoStdioYaml()}
 `))
+}
+
+/** Fills Redis until it refuses even a small write (a large one also counts its own request buffer); returns how many keys. */
+async function fill (redis: PrivateRedis): Promise<number> {
+  let filled = 0
+  for (const size of [64 * 1024, 1024, 16]) {
+    for (;;) {
+      try {
+        await redis.client.set(`fill:${filled}`, 'x'.repeat(size))
+        filled++
+      } catch (err) {
+        expect((err as Error).message).toMatch(/^OOM/)
+        break
+      }
+    }
+  }
+  return filled
+}
+
+async function free (redis: PrivateRedis, filled: number): Promise<void> {
+  await redis.client.del(...Array.from({ length: filled }, (_, i) => `fill:${i}`))
 }
 
 /**
@@ -27,7 +50,7 @@ ${demoStdioYaml()}
  * and is ready again as soon as Redis accepts writes.
  */
 describe('a Redis that refuses writes', () => {
-  let redis: Awaited<ReturnType<typeof privateRedis>> | undefined
+  let redis: PrivateRedis | undefined
   let gateway: GatewayProcess | undefined
 
   beforeAll(async () => {
@@ -42,19 +65,7 @@ describe('a Redis that refuses writes', () => {
 
   it('makes /readyz answer 503 naming the store and the reason, and 200 once memory is freed', async () => {
     expect((await readyz(gateway!)).status).toBe(200)
-    // Fill Redis until it refuses even a small write (a large one also counts its own request buffer).
-    let filled = 0
-    for (const size of [64 * 1024, 1024, 16]) {
-      for (;;) {
-        try {
-          await redis!.client.set(`fill:${filled}`, 'x'.repeat(size))
-          filled++
-        } catch (err) {
-          expect((err as Error).message).toMatch(/^OOM/)
-          break
-        }
-      }
-    }
+    const filled = await fill(redis!)
     const refused = await readyz(gateway!)
     expect(refused.status).toBe(503)
     expect(refused.body.status).toBe('unavailable')
@@ -64,7 +75,7 @@ describe('a Redis that refuses writes', () => {
     expect(store.detail).toMatch(/Redis refuses writes: it is out of memory/)
     await loggedLine(gateway!, 'The store refuses writes')
 
-    await redis!.client.del(...Array.from({ length: filled }, (_, i) => `fill:${i}`))
+    await free(redis!, filled)
     const back = await until('/readyz answers 200 again', async () => {
       const answer = await readyz(gateway!)
       return answer.status === 200 ? answer : undefined
@@ -72,11 +83,31 @@ describe('a Redis that refuses writes', () => {
     expect(back.body.store).toEqual({ ok: true, kind: 'redis' })
     await loggedLine(gateway!, 'The store accepts writes again')
   })
+
+  it('stores the outcome of a task that ended while Redis was full once memory is freed: completed with its result, never "restarted"', async () => {
+    const modern = ModernRaw.withTasks(gateway!.url)
+    const taskId = String((await modern.result('tools/call', { name: 'demo__slow', arguments: { duration: 8000, steps: 8 } })).taskId)
+    await modern.waitFor(taskId, ['working'])
+    const from = gateway!.lines.length
+    const filled = await fill(redis!)
+    // Kept full whatever its transient buffers do: the limit goes below what it holds.
+    await redis!.client.config('SET', 'maxmemory', '1mb')
+    // The task ends while Redis is full: its outcome is refused, and retried.
+    const refused = JSON.parse(await loggedLine(gateway!, (line) => line.includes('could not store the outcome of a task') && line.includes(taskId), { from, timeoutMs: 60_000 })) as Json
+    expect(refused).toMatchObject({ status: 'completed', tool: 'slow' })
+    await free(redis!, filled)
+    await redis!.client.config('SET', 'maxmemory', '2mb')
+    const task = await modern.waitFor(taskId, ['completed', 'failed'])
+    expect(task.status).toBe('completed')
+    expect(JSON.stringify(task)).toContain('slow finished: 8 steps in 8000 ms')
+    expect(JSON.stringify(task)).not.toMatch(/restarted/)
+    await loggedLine(gateway!, (line) => line.includes('the store is back: stored the outcome') && line.includes(taskId), { from })
+  })
 })
 
 /** A Redis that evicts keys to make room can lose acknowledged tasks: that is logged as an error and shown in /readyz. */
 describe('a Redis whose maxmemory-policy evicts keys', () => {
-  let redis: Awaited<ReturnType<typeof privateRedis>> | undefined
+  let redis: PrivateRedis | undefined
   let gateway: GatewayProcess | undefined
 
   beforeAll(async () => {

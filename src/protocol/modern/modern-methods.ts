@@ -11,7 +11,8 @@ import { GATEWAY_INFO } from '../../wire/versions.ts'
 import { declaresTasks, MODERN_PROTOCOL_VERSIONS, SERVER_INFO_KEY, TASKS_EXTENSION, tasksCapabilityRequired } from './envelope.ts'
 import { onSubscription, type ListenFilter, type ListenHub } from './listen-hub.ts'
 import { modernTaskMethods, type ModernTaskMethodDeps } from './task-methods.ts'
-import { renderDetailedTask } from './task-wire.ts'
+import { renderDetailedTask, renderLostTask } from './task-wire.ts'
+import { GatewayError } from '../../errors.ts'
 
 export interface ModernMethodDeps extends ModernTaskMethodDeps {
   catalog: Catalog
@@ -52,7 +53,14 @@ function taskNotifier (deps: ModernMethodDeps, ctx: RequestContext): (taskId: st
   let queue = Promise.resolve()
   const lastSent = new Map<string, string>()
   const notify = async (taskId: string): Promise<void> => {
-    const task = await deps.tasks.get(ctx.client.principal, taskId).catch(() => undefined)
+    const task = await deps.tasks.get(ctx.client.principal, taskId).catch((err: unknown) => {
+      // A task the store lost is shown failed with why, once, in the shape last sent.
+      const last = lastSent.get(taskId)
+      if (!(err instanceof GatewayError) || err.code !== 'GW_ERR_TASK_LOST_BY_STORE' || last === undefined) return undefined
+      lastSent.delete(taskId)
+      ctx.send(onSubscription(ctx.requestId, 'notifications/tasks', renderLostTask(JSON.parse(last) as JsonObject, err)))
+      return undefined
+    })
     if (!task) return
     const pending = task.status === 'input_required' ? await deps.store.pendingInputs(task.id) : []
     const params = renderDetailedTask(task, pending)

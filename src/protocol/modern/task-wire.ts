@@ -1,4 +1,6 @@
 import type { InputRecord, TaskRecord } from '../../store/types.ts'
+import type { GatewayError } from '../../errors.ts'
+import { toWireError } from '../../wire/error-replies.ts'
 import type { JsonObject } from '../../wire/jsonrpc.ts'
 import { taskTimes } from '../../wire/task-times.ts'
 
@@ -47,4 +49,10 @@ export function renderDetailedTask (task: TaskRecord, pending: readonly InputRec
       : { code: -32603, message: task.statusMessage ?? 'the task failed' }
   }
   return wire
+}
+
+/** A DetailedTask last sent as `last`, now failed with `lost`: the store lost the task (GW_ERR_TASK_LOST_BY_STORE). */
+export function renderLostTask (last: JsonObject, lost: GatewayError): JsonObject {
+  const { inputRequests: _inputs, result: _result, ...rest } = last
+  return { ...rest, status: 'failed', statusMessage: lost.message, lastUpdatedAt: new Date().toISOString(), error: toWireError(lost) as unknown as JsonObject }
 }

@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis'
 import type { Logger } from '../../observability/logger.ts'
 import type { StoreHealth } from '../types.ts'
+import type { StoreLoss } from '../data-loss.ts'
 import { isOutOfMemory, unavailable } from './redis-errors.ts'
 
 /** How long the key that readiness writes lives: it never outlasts a gateway that stopped asking. */
@@ -32,11 +33,14 @@ export class RedisHealth {
   /** The last policy read; undefined before the first read or where CONFIG is disabled. */
   #policy: string | undefined
   #timer: NodeJS.Timeout | undefined
+  /** The store's latest loss while readiness still mentions it (see RedisEpoch). */
+  readonly #recentLoss: () => StoreLoss | undefined
 
-  constructor (redis: Redis, prefix: string, log?: Logger) {
+  constructor (redis: Redis, prefix: string, log?: Logger, recentLoss: () => StoreLoss | undefined = () => undefined) {
     this.#redis = redis
     this.#probeKey = `${prefix}readiness-probe`
     this.#log = log
+    this.#recentLoss = recentLoss
   }
 
   /** Reads the eviction policy now and then every minute, until stop(). */
@@ -88,9 +92,13 @@ export class RedisHealth {
   /** Readiness: the store accepts a write, and any warning (an evicting policy). */
   async check (kind: string): Promise<StoreHealth> {
     const policy = await this.checkPolicy()
-    const warning = policy !== undefined && evicts(policy)
-      ? { warning: `maxmemory-policy ${policy} evicts keys: acknowledged tasks can be lost when Redis is full (set noeviction)` }
-      : {}
+    const loss = this.#recentLoss()
+    const warnings = [
+      ...policy !== undefined && evicts(policy) ? [`maxmemory-policy ${policy} evicts keys: acknowledged tasks can be lost when Redis is full (set noeviction)`] : [],
+      // A loss stays mentioned for a while: the store answers again, but what it held before is gone.
+      ...loss !== undefined ? [`${loss.reason} at ${new Date(loss.at).toISOString()}; tasks and sessions stored before then are gone`] : [],
+    ]
+    const warning = warnings.length > 0 ? { warning: warnings.join('; ') } : {}
     try {
       await this.#redis.set(this.#probeKey, Date.now(), 'PX', PROBE_TTL_MS)
       this.#accepted()

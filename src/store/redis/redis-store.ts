@@ -11,6 +11,7 @@ import { RedisTaskStore } from './redis-task-store.ts'
 import { RedisRateLimits } from './redis-rate-limits.ts'
 import { RedisHomeStore } from './redis-homes.ts'
 import { RedisHealth } from './redis-health.ts'
+import { RedisEpoch } from './redis-epoch.ts'
 
 /** Longest wait for a connection or a command before Redis counts as unreachable. */
 const TIMEOUT_MS = 5000
@@ -178,14 +179,18 @@ class RedisBus implements SignalBus {
 class RedisLeaseStore implements LeaseStore {
   readonly #redis: Redis
   readonly #key: string
+  /** Told after each renewal: the store's epoch is checked then (see RedisEpoch). */
+  readonly #renewed: () => void
 
-  constructor (redis: Redis, prefix: string) {
+  constructor (redis: Redis, prefix: string, renewed: () => void = () => {}) {
     this.#redis = redis
     this.#key = `${prefix}owners`
+    this.#renewed = renewed
   }
 
   async renew (owner: string, until: number): Promise<void> {
     await this.#redis.zadd(this.#key, until, owner)
+    this.#renewed()
   }
 
   async alive (owner: string, now: number): Promise<boolean> {
@@ -221,6 +226,8 @@ export class RedisStore implements GatewayStore {
   readonly #redis: Redis
   readonly #subscriber: Redis
   readonly #health: RedisHealth
+  readonly #epoch: RedisEpoch
+  readonly dataLoss: RedisEpoch
   #closing = false
 
   constructor (options: RedisStoreOptions) {
@@ -243,12 +250,16 @@ export class RedisStore implements GatewayStore {
     this.#subscriber = new Redis(options.url, { ...common, enableOfflineQueue: true, autoResubscribe: false })
     for (const connection of [this.#redis, this.#subscriber]) connection.on('error', () => {})
     if (options.log !== undefined) this.#reportOutages(options.log)
-    this.#health = new RedisHealth(this.#redis, options.prefix, options.log)
+    this.#epoch = new RedisEpoch(this.#redis, options.prefix, options.log)
+    this.dataLoss = this.#epoch
+    // A new connection may be to a Redis that restarted empty.
+    this.#redis.on('ready', () => { void this.#epoch.check() })
+    this.#health = new RedisHealth(this.#redis, options.prefix, options.log, () => this.#epoch.recentLoss())
     const failed = (err: unknown): void => this.#health.failed(err)
     this.sessions = guarded(new RedisSessionStore(this.#redis, options.prefix), failed)
     this.tasks = guarded(new RedisTaskStore(this.#redis, options.prefix), failed)
     this.bus = new RedisBus(this.#redis, this.#subscriber, options.prefix)
-    this.leases = guarded(new RedisLeaseStore(this.#redis, options.prefix), failed)
+    this.leases = guarded(new RedisLeaseStore(this.#redis, options.prefix, () => { void this.#epoch.check() }), failed)
     this.homes = guarded(new RedisHomeStore(this.#redis, options.prefix), failed)
     this.rateLimits = guarded(new RedisRateLimits(this.#redis, options.prefix), failed)
   }
@@ -272,7 +283,7 @@ export class RedisStore implements GatewayStore {
 
   /**
    * Resolves once the command connection is up (or fails with GW_ERR_STORE_UNAVAILABLE); the eviction policy
-   * is read then (an evicting one is logged) and every minute after.
+   * is read then (an evicting one is logged) and every minute after, and the store's epoch is taken (RedisEpoch).
    */
   async ready (): Promise<void> {
     if (this.#redis.status !== 'ready') {
@@ -284,7 +295,9 @@ export class RedisStore implements GatewayStore {
         })
       })
     }
-    if (!this.#closing) await this.#health.start()
+    if (this.#closing) return
+    await this.#health.start()
+    await this.#epoch.start()
   }
 
   /** Redis answers and accepts a write; an evicting policy is a warning (see RedisHealth). */
