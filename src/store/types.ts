@@ -106,6 +106,12 @@ export interface TaskPatch {
   /** The gateway process making the move: written to the task's timeline only, never to the task. */
   by?: string
   /**
+   * The move is made by the process running the task (its owner when it started the run): refused (null, nothing
+   * changes) when the task's owner is no longer `asOwner`. A process paused past its lease, whose tasks another
+   * process took over, cannot overwrite what the new owner wrote (a fencing check, on every write of a run).
+   */
+  asOwner?: string
+  /**
    * Refuses the move with GW_ERR_STORED_BYTES_LIMIT (and changes nothing) when the outcome it stores would take
    * the task's account past this many stored bytes (limits.storedBytesPerPrincipal); see TaskCreateOptions.
    */
@@ -228,6 +234,11 @@ export interface TaskStore {
    * returns the updated task, or null. Of two processes claiming the same task, exactly one wins.
    */
   claim (id: string, from: string, to: string, now: number): Promise<TaskRecord | null>
+  /**
+   * The owner of the task as the backend holds it now (never a copy kept in memory): null when the task is gone,
+   * past its TTL at `now` or terminal. A process checks with it that a task it runs is still its own.
+   */
+  ownerOf (id: string, now: number): Promise<string | null>
   /** Deletes tasks past their TTL (and their inputs); returns how many. */
   sweep (now: number): Promise<number>
 
