@@ -137,6 +137,8 @@ export class TaskInputs {
     const answered = new Promise<JsonObject>((resolve, reject) => {
       this.#waiting.set(input.key, { resolve, reject })
     })
+    // It may be settled while `started` runs (a move the store refuses expires it at once): never an unhandled rejection.
+    answered.catch(() => {})
     // The answer may be posted to another gateway process: it stores it and signals this one.
     const unsubscribe = subscribeTo(this.#bus, BUS.input, input.key, () => { void this.#deliverStored(input.key) })
     // Signals are at most once (one can be lost to a Redis outage or race a new subscription): read the store now and then too.

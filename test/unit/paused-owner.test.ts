@@ -90,4 +90,26 @@ describe('a process paused past its lease, whose task another process took over'
     await expect(asked).rejects.toMatchObject({ code: 'GW_ERR_TASK_HANDED_OVER' } satisfies Partial<GatewayError>)
     expect(await store.tasks.getInput(pending.key)).toMatchObject({ state: 'answered', answer: { result: { action: 'accept' } } })
   })
+
+  it('refuses a question its upstream asks after the takeover, and the process goes on (no unhandled rejection)', async () => {
+    const store = new MemoryStore()
+    const record = task({ owner: 'a', statusMessage: null, createdAt: Date.now(), lastUpdatedAt: Date.now() })
+    await store.tasks.create(record)
+    const taken = await takeOver(store, record.id)
+    // A store over the network answers in a later turn of the event loop, as Redis does.
+    const remote = new Proxy(store.tasks, {
+      get: (target, name, receiver) => {
+        const value = Reflect.get(target, name, receiver) as unknown
+        if (typeof value !== 'function') return value
+        return async (...args: unknown[]) => {
+          await new Promise((resolve) => setImmediate(resolve))
+          return await (value as (...a: unknown[]) => Promise<unknown>).apply(target, args)
+        }
+      },
+    })
+    const inputs = new TaskInputs(remote, events, config, store.bus, 'a')
+    await expect(inputs.ask(record, 'elicitation/create', { message: 'which one?' }, new AbortController().signal, 8))
+      .rejects.toMatchObject({ code: 'GW_ERR_INPUT_EXPIRED' } satisfies Partial<GatewayError>)
+    expect(await store.tasks.get(record.id, Date.now())).toEqual(taken)
+  })
 })
