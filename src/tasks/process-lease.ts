@@ -1,6 +1,7 @@
 import type { Logger } from '../observability/logger.ts'
 import { BUS, publishOn, subscribeTo } from '../store/bus-channels.ts'
-import type { LeaseStore, SignalBus, TaskRecord } from '../store/types.ts'
+import type { LeaseStore, SignalBus, TaskRecord, TaskStore } from '../store/types.ts'
+import type { TaskRunner } from './task-runner.ts'
 import { handoverOwner, type TakeoverTally, type TaskService } from './task-service.ts'
 
 export interface ProcessLeaseDeps {
@@ -9,6 +10,10 @@ export interface ProcessLeaseDeps {
   leases: LeaseStore
   bus: SignalBus
   tasks: TaskService
+  /** Where the owners of the tasks this process runs are read, after its lease lapsed. */
+  store: Pick<TaskStore, 'ownerOf'>
+  /** Runs this process's tasks: stops those another process took over while this one was paused. */
+  runner: Pick<TaskRunner, 'running' | 'standDown'>
   /** Whether other gateway processes may share the store (only then can one of them be lost). */
   shared: boolean
   /** How long a lease lasts without renewal. */
@@ -25,6 +30,11 @@ export interface ProcessLeaseDeps {
  *
  * After Redis was unreachable, every process's lease may have lapsed at once: a process takes over
  * nothing until it has held Redis for half a lease, by which time every live process has renewed.
+ *
+ * A renewal that comes after the lease ran out (the process was paused: SIGSTOP, a long GC pause, a frozen VM;
+ * or cut off from the store) first stands down: the runs of tasks another process took over meanwhile stop
+ * without writing (the store refuses their writes anyway: TaskPatch.asOwner). With a store only this process
+ * uses (SQLite), the same check runs when the lease timer fires late: another process may have taken the file.
  */
 export class ProcessLease {
   readonly #deps: ProcessLeaseDeps
@@ -35,6 +45,8 @@ export class ProcessLease {
   #scanning = false
   #stopped = false
   #unsubscribe: (() => void) | undefined
+  /** When the lease this process last renewed runs out (epoch ms). */
+  #leaseUntil = 0
 
   constructor (deps: ProcessLeaseDeps) {
     this.#deps = deps
@@ -43,15 +55,16 @@ export class ProcessLease {
   /** Takes the lease; with a store no other process uses, takes over what a previous run left unfinished. */
   async start (): Promise<void> {
     const deps = this.#deps
-    await deps.leases.renew(deps.processId, Date.now() + deps.leaseMs)
+    this.#leaseUntil = Date.now() + deps.leaseMs
+    await deps.leases.renew(deps.processId, this.#leaseUntil)
     this.#healthySince = Date.now()
+    this.#renewer = setInterval(() => { void this.#renew() }, Math.floor(deps.leaseMs / 3))
+    this.#renewer.unref()
     if (!deps.shared) {
       await deps.tasks.recover()
       return
     }
     this.#unsubscribe = subscribeTo(deps.bus, BUS.takeover, undefined, () => { void this.scan() })
-    this.#renewer = setInterval(() => { void this.#renew() }, Math.floor(deps.leaseMs / 3))
-    this.#renewer.unref()
     this.#scanner = setInterval(() => { void this.scan() }, Math.floor(deps.leaseMs / 5))
     this.#scanner.unref()
   }
@@ -79,12 +92,34 @@ export class ProcessLease {
 
   async #renew (): Promise<void> {
     const { processId, leases, leaseMs, log } = this.#deps
+    const now = Date.now()
+    const lapsedAt = this.#leaseUntil
     try {
-      await leases.renew(processId, Date.now() + leaseMs)
+      await leases.renew(processId, now + leaseMs)
+      this.#leaseUntil = now + leaseMs
       this.#healthySince ??= Date.now()
     } catch (err) {
       if (this.#healthySince !== undefined) log.warn({ err }, 'could not renew this process\'s task lease')
       this.#healthySince = undefined
+      return
+    }
+    if (now > lapsedAt) await this.#standDown(now - lapsedAt)
+  }
+
+  /** Stops the runs of the tasks another process took over while this process's lease had lapsed (`lapsedMs` ago). */
+  async #standDown (lapsedMs: number): Promise<void> {
+    const { store, runner, processId, log } = this.#deps
+    const running = runner.running
+    try {
+      const owners = new Map<string, string | null>()
+      for (const task of running) owners.set(task.id, await store.ownerOf(task.id, Date.now()))
+      const stopped = runner.standDown(owners)
+      const takenBy = [...new Set([...owners.values()].filter((owner) => owner !== null && owner !== processId))]
+      // Logged even when nothing was left to stop: runs that ended on a refused write, or on another process's signal, were taken too.
+      log.error({ lapsedMs, stopped, running: running.length, takenBy },
+        'this gateway process lost its lease (paused, or cut off from the store, past tasks.ownerLease): standing down from the tasks other processes took over')
+    } catch (err) {
+      log.error({ err, lapsedMs }, 'this gateway process lost its lease, and could not read which of its tasks were taken over; their writes are refused')
     }
   }
 
