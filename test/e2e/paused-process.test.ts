@@ -9,6 +9,7 @@ import { DEFAULT_STALE_MS } from '../../src/store/sqlite/sqlite-file-lock.ts'
 import type { CountingProxy } from '../helpers/counting-proxy.ts'
 import { loggedLine, startGatewayProcess, stopAll, writeConfig, type GatewayProcess } from '../helpers/process.ts'
 import { legacyTask, next, RawSession } from '../helpers/raw-session.ts'
+import { privateRedis, stopRedis } from '../helpers/private-redis.ts'
 import { purge, REDIS_URL, STATE_SECRET } from '../helpers/redis.ts'
 import { recordedInRedis, recordedInSqlite, startPair, startResumeUpstreams, type ResumeUpstreams } from '../helpers/resume.ts'
 import { until } from '../helpers/until.ts'
@@ -121,19 +122,36 @@ describe('a gateway process paused past its lease is fenced', () => {
     expect(proxy.count('response') - running.before.responses).toBe(1)
   }
 
-  it('on one Redis: after SIGCONT it overwrites nothing, sends nothing twice, and logs that it stands down', { timeout: 120_000 }, async () => {
+  /** Two processes on a Redis at `url`; `a` is paused and `b` takes over; `dropSignals` first cuts the pub/sub connections. */
+  async function onRedis (url: string, client: Redis, dropSignals: boolean): Promise<void> {
     const file = writeConfig(`
-store: { kind: redis, url: ${JSON.stringify(REDIS_URL)}, prefix: ${JSON.stringify(prefix)} }
+store: { kind: redis, url: ${JSON.stringify(url)}, prefix: ${JSON.stringify(prefix)} }
 server: { stateSecret: ${JSON.stringify(STATE_SECRET)} }
 tasks: { pollInterval: 50ms, ownerLease: 2s }
 ${upstreamYaml()}`)
     const [a, b] = await startPair(file, processes)
-    const running = await startTasks(a, async (ids, kind) => { await recordedInRedis(redis, prefix, ids, kind) })
+    const running = await startTasks(a, async (ids, kind) => { await recordedInRedis(client, prefix, ids, kind) })
     const from = b.lines.length
     a.child.kill('SIGSTOP')
+    // Signals between processes are at most once: the paused process misses those sent while its connection is down.
+    if (dropSignals) await client.call('CLIENT', 'KILL', 'TYPE', 'pubsub')
     await loggedLine(b, 'took over the tasks of a lost gateway process', { from, timeoutMs: 30_000 })
     await finishThrough(b, running)
     await continueAndCheck(a, b, running, true)
+  }
+
+  it('on one Redis: after SIGCONT it overwrites nothing, sends nothing twice, and logs that it stands down', { timeout: 120_000 }, async () => {
+    await onRedis(REDIS_URL, redis, false)
+  })
+
+  it('on one Redis, the signals to the paused process lost: the store\'s checks alone keep it from acting twice', { timeout: 120_000 }, async () => {
+    const own = await privateRedis()
+    try {
+      await onRedis(own.url, own.client, true)
+    } finally {
+      await stopAll(processes)
+      await stopRedis(own)
+    }
   })
 
   it('on one SQLite file: the second process that took the file over keeps what it wrote after the first continues', { timeout: 150_000 }, async () => {
