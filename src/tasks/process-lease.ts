@@ -94,7 +94,10 @@ export class ProcessLease {
     const { processId, leases, leaseMs, log } = this.#deps
     const now = Date.now()
     const lapsedAt = this.#leaseUntil
+    let released = false
     try {
+      // A lapsed lease that is no longer listed as lapsed was released by the process that took this one's tasks over.
+      if (now > lapsedAt && this.#deps.shared) released = !(await leases.lapsed(now)).includes(processId)
       await leases.renew(processId, now + leaseMs)
       this.#leaseUntil = now + leaseMs
       this.#healthySince ??= Date.now()
@@ -103,21 +106,28 @@ export class ProcessLease {
       this.#healthySince = undefined
       return
     }
-    if (now > lapsedAt) await this.#standDown(now - lapsedAt)
+    if (now > lapsedAt) await this.#standDown(now - lapsedAt, released)
   }
 
-  /** Stops the runs of the tasks another process took over while this process's lease had lapsed (`lapsedMs` ago). */
-  async #standDown (lapsedMs: number): Promise<void> {
-    const { store, runner, processId, log } = this.#deps
+  /**
+   * Stops the runs of the tasks another process took over while this process's lease had lapsed (`lapsedMs` ago);
+   * `released`: another process took this one over (its runs may have ended already, on refused writes or signals).
+   */
+  async #standDown (lapsedMs: number, released: boolean): Promise<void> {
+    const { store, runner, processId, log, shared } = this.#deps
     const running = runner.running
     try {
       const owners = new Map<string, string | null>()
       for (const task of running) owners.set(task.id, await store.ownerOf(task.id, Date.now()))
       const stopped = runner.standDown(owners)
       const takenBy = [...new Set([...owners.values()].filter((owner) => owner !== null && owner !== processId))]
-      // Logged even when nothing was left to stop: runs that ended on a refused write, or on another process's signal, were taken too.
-      log.error({ lapsedMs, stopped, running: running.length, takenBy },
-        'this gateway process lost its lease (paused, or cut off from the store, past tasks.ownerLease): standing down from the tasks other processes took over')
+      const about = { lapsedMs, stopped, running: running.length, takenBy }
+      // Without a shared store nothing says whether another process took the file: a stall past the lease is reported as a loss.
+      if (released || stopped > 0 || !shared) {
+        log.error(about, 'this gateway process lost its lease (paused, or cut off from the store, past tasks.ownerLease): standing down from the tasks other processes took over')
+      } else {
+        log.warn(about, 'this gateway process renewed its lease after it had lapsed (paused, or cut off from the store), before another process took its tasks over')
+      }
     } catch (err) {
       log.error({ err, lapsedMs }, 'this gateway process lost its lease, and could not read which of its tasks were taken over; their writes are refused')
     }
