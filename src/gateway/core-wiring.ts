@@ -220,6 +220,8 @@ export async function wireCore (config: Config, given: { logger?: Logger, store?
     leases: store.leases,
     bus: store.bus,
     tasks,
+    store: store.tasks,
+    runner,
     shared: store.shared,
     leaseMs: config.tasks.ownerLease,
     log,

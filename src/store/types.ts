@@ -1,4 +1,5 @@
 import type { JsonObject } from '../wire/jsonrpc.ts'
+import type { SessionStore } from './session-types.ts'
 import type { TaskStatus } from '../wire/task-state.ts'
 import type { WireError } from '../errors.ts'
 import type { DataLossWatch } from './data-loss.ts'
@@ -11,58 +12,7 @@ import type { DataLossWatch } from './data-loss.ts'
  * Not in the contract: transactions, connections or any backend type.
  */
 
-/** A legacy-era (initialize) session. */
-export interface SessionRecord {
-  id: string
-  /** Who owns the session; `anonymous:<sessionId>` when auth is off. */
-  principal: string
-  protocolVersion: string
-  clientCapabilities: JsonObject
-  clientInfo: JsonObject
-  /** Epoch milliseconds. */
-  createdAt: number
-  /** Epoch milliseconds of the last request that used the session. */
-  lastSeenAt: number
-}
-
-export interface SessionCreateOptions {
-  /**
-   * The key the session is counted under for limits.sessionsPerPrincipal (countOf): `anonymous@<address>` for
-   * a caller without auth, so that one address cannot open sessions without bound; default: the principal.
-   * The session's bytes (its client capabilities and client info, as JSON) count under it too, with those of
-   * the account's tasks (TaskStore.storedBytes), until the session is deleted or swept.
-   */
-  account?: string
-  /**
-   * Refuses the session with GW_ERR_STORED_BYTES_LIMIT when its bytes would take its account past this many
-   * stored bytes (limits.storedBytesPerPrincipal; see TaskCreateOptions.maxStoredBytes).
-   */
-  maxStoredBytes?: number
-  /**
-   * Refuses the session with GW_ERR_SESSION_LIMIT when its account already holds this many sessions
-   * (limits.sessionsPerPrincipal). The count and the insert are one atomic step, also between processes
-   * sharing the store: of racing creates, exactly this many win.
-   */
-  maxSessions?: number
-}
-
-export interface SessionStore {
-  /** Stores a new session; the id is unique (CSPRNG) so no conflict check is made. */
-  create (session: SessionRecord, options?: SessionCreateOptions): Promise<void>
-  /** The session, or null when it never existed, was deleted or expired. */
-  get (id: string): Promise<SessionRecord | null>
-  /** Records use of the session at `at` (epoch ms); a no-op for an unknown id. */
-  touch (id: string, at: number): Promise<void>
-  /** Deletes the session; true when it existed. */
-  delete (id: string): Promise<boolean>
-  /** Deletes sessions last seen before `before` (epoch ms); returns their ids. */
-  sweep (before: number): Promise<string[]>
-  /**
-   * Sessions counted under `account` (SessionCreateOptions.account, else their principal) that exist (not deleted,
-   * not swept), counted up to `atMost` (enough to check a limit).
-   */
-  countOf (account: string, atMost: number): Promise<number>
-}
+export type { SessionCreateOptions, SessionRecord, SessionStore } from './session-types.ts'
 
 /** The raw outcome of the upstream call, exactly as the upstream answered. */
 export type TaskOutcome = { result: JsonObject } | { error: WireError }
@@ -156,6 +106,12 @@ export interface TaskPatch {
   resume?: TaskResume | UnsentCall | null
   /** The gateway process making the move: written to the task's timeline only, never to the task. */
   by?: string
+  /**
+   * The move is made by the process running the task (its owner when it started the run): refused (null, nothing
+   * changes) when the task's owner is no longer `asOwner`. A process paused past its lease, whose tasks another
+   * process took over, cannot overwrite what the new owner wrote (a fencing check, on every write of a run).
+   */
+  asOwner?: string
   /**
    * Refuses the move with GW_ERR_STORED_BYTES_LIMIT (and changes nothing) when the outcome it stores would take
    * the task's account past this many stored bytes (limits.storedBytesPerPrincipal); see TaskCreateOptions.
@@ -279,6 +235,11 @@ export interface TaskStore {
    * returns the updated task, or null. Of two processes claiming the same task, exactly one wins.
    */
   claim (id: string, from: string, to: string, now: number): Promise<TaskRecord | null>
+  /**
+   * The owner of the task as the backend holds it now (never a copy kept in memory): null when the task is gone,
+   * past its TTL at `now` or terminal. A process checks with it that a task it runs is still its own.
+   */
+  ownerOf (id: string, now: number): Promise<string | null>
   /** Deletes tasks past their TTL (and their inputs); returns how many. */
   sweep (now: number): Promise<number>
 

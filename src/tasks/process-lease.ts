@@ -1,7 +1,8 @@
 import { GatewayError } from '../errors.ts'
 import type { Logger } from '../observability/logger.ts'
 import { BUS, publishOn, subscribeTo } from '../store/bus-channels.ts'
-import type { LeaseStore, SignalBus, TaskRecord } from '../store/types.ts'
+import type { LeaseStore, SignalBus, TaskRecord, TaskStore } from '../store/types.ts'
+import type { TaskRunner } from './task-runner.ts'
 import { handoverOwner, type TakeoverTally, type TaskService } from './task-service.ts'
 
 export interface ProcessLeaseDeps {
@@ -10,6 +11,10 @@ export interface ProcessLeaseDeps {
   leases: LeaseStore
   bus: SignalBus
   tasks: TaskService
+  /** Where the owners of the tasks this process runs are read, after its lease lapsed. */
+  store: Pick<TaskStore, 'ownerOf'>
+  /** Runs this process's tasks: stops those another process took over while this one was paused. */
+  runner: Pick<TaskRunner, 'running' | 'standDown'>
   /** Whether other gateway processes may share the store (only then can one of them be lost). */
   shared: boolean
   /** How long a lease lasts without renewal. */
@@ -26,6 +31,11 @@ export interface ProcessLeaseDeps {
  *
  * After Redis was unreachable, every process's lease may have lapsed at once: a process takes over
  * nothing until it has held Redis for half a lease, by which time every live process has renewed.
+ *
+ * A renewal that comes after the lease ran out (the process was paused: SIGSTOP, a long GC pause, a frozen VM;
+ * or cut off from the store) first stands down: the runs of tasks another process took over meanwhile stop
+ * without writing (the store refuses their writes anyway: TaskPatch.asOwner). With a store only this process
+ * uses (SQLite), the same check runs when the lease timer fires late: another process may have taken the file.
  */
 export class ProcessLease {
   readonly #deps: ProcessLeaseDeps
@@ -36,6 +46,8 @@ export class ProcessLease {
   #scanning = false
   #stopped = false
   #unsubscribe: (() => void) | undefined
+  /** When the lease this process last renewed runs out (epoch ms). */
+  #leaseUntil = 0
 
   constructor (deps: ProcessLeaseDeps) {
     this.#deps = deps
@@ -44,8 +56,11 @@ export class ProcessLease {
   /** Takes the lease; with a store no other process uses, takes over what a previous run left unfinished. */
   async start (): Promise<void> {
     const deps = this.#deps
-    await deps.leases.renew(deps.processId, Date.now() + deps.leaseMs)
+    this.#leaseUntil = Date.now() + deps.leaseMs
+    await deps.leases.renew(deps.processId, this.#leaseUntil)
     this.#healthySince = Date.now()
+    this.#renewer = setInterval(() => { void this.#renew() }, Math.floor(deps.leaseMs / 3))
+    this.#renewer.unref()
     if (!deps.shared) {
       await deps.tasks.recover().catch((err: unknown) => {
         // A store that takes no writes (a disk too full) still serves what it holds; the tasks wait for the next start.
@@ -55,8 +70,6 @@ export class ProcessLease {
       return
     }
     this.#unsubscribe = subscribeTo(deps.bus, BUS.takeover, undefined, () => { void this.scan() })
-    this.#renewer = setInterval(() => { void this.#renew() }, Math.floor(deps.leaseMs / 3))
-    this.#renewer.unref()
     this.#scanner = setInterval(() => { void this.scan() }, Math.floor(deps.leaseMs / 5))
     this.#scanner.unref()
   }
@@ -84,12 +97,44 @@ export class ProcessLease {
 
   async #renew (): Promise<void> {
     const { processId, leases, leaseMs, log } = this.#deps
+    const now = Date.now()
+    const lapsedAt = this.#leaseUntil
+    let released = false
     try {
-      await leases.renew(processId, Date.now() + leaseMs)
+      // A lapsed lease that is no longer listed as lapsed was released by the process that took this one's tasks over.
+      if (now > lapsedAt && this.#deps.shared) released = !(await leases.lapsed(now)).includes(processId)
+      await leases.renew(processId, now + leaseMs)
+      this.#leaseUntil = now + leaseMs
       this.#healthySince ??= Date.now()
     } catch (err) {
       if (this.#healthySince !== undefined) log.warn({ err }, 'could not renew this process\'s task lease')
       this.#healthySince = undefined
+      return
+    }
+    if (now > lapsedAt) await this.#standDown(now - lapsedAt, released)
+  }
+
+  /**
+   * Stops the runs of the tasks another process took over while this process's lease had lapsed (`lapsedMs` ago);
+   * `released`: another process took this one over (its runs may have ended already, on refused writes or signals).
+   */
+  async #standDown (lapsedMs: number, released: boolean): Promise<void> {
+    const { store, runner, processId, log, shared } = this.#deps
+    const running = runner.running
+    try {
+      const owners = new Map<string, string | null>()
+      for (const task of running) owners.set(task.id, await store.ownerOf(task.id, Date.now()))
+      const stopped = runner.standDown(owners)
+      const takenBy = [...new Set([...owners.values()].filter((owner) => owner !== null && owner !== processId))]
+      const about = { lapsedMs, stopped, running: running.length, takenBy }
+      // Without a shared store nothing says whether another process took the file: a stall past the lease is reported as a loss.
+      if (released || stopped > 0 || !shared) {
+        log.error(about, 'this gateway process lost its lease (paused, or cut off from the store, past tasks.ownerLease): standing down from the tasks other processes took over')
+      } else {
+        log.warn(about, 'this gateway process renewed its lease after it had lapsed (paused, or cut off from the store), before another process took its tasks over')
+      }
+    } catch (err) {
+      log.error({ err, lapsedMs }, 'this gateway process lost its lease, and could not read which of its tasks were taken over; their writes are refused')
     }
   }
 

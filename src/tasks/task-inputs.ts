@@ -99,8 +99,8 @@ export class TaskInputs {
     }
     if (upstreamRequestId !== undefined) input.upstreamRequestId = upstreamRequestId
     await this.#store.addInput(input, this.#config.maxQueuedInputs, this.#budget.storedBytesPerPrincipal)
-    return await this.#wait(input, signal, async () => {
-      const updated = await this.#store.transition(task.id, sourcesOf('input_required'), 'input_required', { statusMessage: describeInput(method, params), by: this.#processId }, now)
+    const answer = await this.#wait(input, signal, async () => {
+      const updated = await this.#store.transition(task.id, sourcesOf('input_required'), 'input_required', { statusMessage: describeInput(method, params), by: this.#processId, asOwner: task.owner }, now)
       if (!updated) {
         await this.#expire(input, new GatewayError('GW_ERR_INPUT_EXPIRED', [method]))
       } else {
@@ -108,6 +108,20 @@ export class TaskInputs {
         this.#events.input(updated, input)
       }
     })
+    await this.#fence(task, input.key)
+    return answer
+  }
+
+  /**
+   * Throws GW_ERR_TASK_HANDED_OVER (the upstream is not answered from here) when another process owns the task
+   * now: this one was paused past its lease, and the new owner passes the answer on; it is told the answer is
+   * there. While the store is unreachable the answer goes on: no process takes a task over without the store.
+   */
+  async #fence (task: TaskRecord, key: string): Promise<void> {
+    const owner = await this.#store.ownerOf(task.id, Date.now()).catch(() => task.owner)
+    if (owner === task.owner) return
+    await publishOn(this.#bus, BUS.input, key, { key }).catch(() => {})
+    throw new GatewayError('GW_ERR_TASK_HANDED_OVER', ['it took the task over while this one was paused; it passes the answer on'])
   }
 
   /**
@@ -123,6 +137,8 @@ export class TaskInputs {
     const answered = new Promise<JsonObject>((resolve, reject) => {
       this.#waiting.set(input.key, { resolve, reject })
     })
+    // It may be settled while `started` runs (a move the store refuses expires it at once): never an unhandled rejection.
+    answered.catch(() => {})
     // The answer may be posted to another gateway process: it stores it and signals this one.
     const unsubscribe = subscribeTo(this.#bus, BUS.input, input.key, () => { void this.#deliverStored(input.key) })
     // Signals are at most once (one can be lost to a Redis outage or race a new subscription): read the store now and then too.

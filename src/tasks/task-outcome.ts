@@ -48,13 +48,13 @@ export async function storeOutcome (
 ): Promise<TaskRecord | null> {
   const { status, statusMessage, outcome } = ending
   try {
-    const move = { statusMessage, outcome, by: task.owner, maxStoredBytes }
+    const move = { statusMessage, outcome, by: task.owner, asOwner: task.owner, maxStoredBytes }
     return await store.transition(task.id, sourcesOf(status), status, move, Date.now())
   } catch (err) {
     if (!(err instanceof GatewayError) || err.code !== 'GW_ERR_STORED_BYTES_LIMIT') throw err
     log.warn({ taskId: task.id, principal: task.principal, tool: task.tool, upstream: task.upstream, err: err.message },
       'task outcome over the principal\'s budget of stored bytes (limits.storedBytesPerPrincipal): the task fails instead')
-    const failed = { statusMessage: err.message, outcome: { error: toWireError(err) }, by: task.owner }
+    const failed = { statusMessage: err.message, outcome: { error: toWireError(err) }, by: task.owner, asOwner: task.owner }
     return await store.transition(task.id, sourcesOf('failed'), 'failed', failed, Date.now())
   }
 }

@@ -165,6 +165,29 @@ export class TaskRunner {
     return handed
   }
 
+  /** The tasks whose calls run in this process, as they were when their runs started. */
+  get running (): TaskRecord[] {
+    return [...this.#running.values()].map((running) => running.task)
+  }
+
+  /**
+   * Stops the runs of tasks this process no longer owns, writing nothing (it was paused past its lease): those
+   * `owners` maps to another process are left to it (an upstream task runs on, as in a handover); those it maps
+   * to null ended meanwhile, and their calls are cancelled. Returns how many runs were stopped.
+   */
+  standDown (owners: ReadonlyMap<string, string | null>): number {
+    let stopped = 0
+    for (const running of this.#running.values()) {
+      const owner = owners.get(running.task.id)
+      if (owner === undefined || owner === running.task.owner) continue
+      running.controller.abort(owner === null
+        ? new GatewayError('GW_ERR_REQUEST_CANCELLED', ['the task ended while this gateway process was paused'])
+        : new GatewayError('GW_ERR_TASK_HANDED_OVER', [`${owner} took it over while this process was paused`]))
+      stopped++
+    }
+    return stopped
+  }
+
   /** Resolves when every running task has ended (used by shutdown after the grace period). */
   async settled (): Promise<void> {
     await Promise.all([...this.#running.values()].map((r) => r.done))
@@ -239,7 +262,7 @@ export class TaskRunner {
     let unsent = false
     const statusMessage = (message: string | null, { from, to } = restatement('working'), resume?: null | { kind: 'unsent' }): Promise<TaskRecord | null> => {
       const write = statusWrites.then(async () => {
-        const patch: TaskPatch = { statusMessage: message, by: task.owner }
+        const patch: TaskPatch = { statusMessage: message, by: task.owner, asOwner: task.owner }
         if (resume !== undefined) patch.resume = resume
         const updated = await this.#deps.store.transition(task.id, from, to, patch, Date.now())
         if (updated) events.status(updated)
@@ -282,8 +305,9 @@ export class TaskRunner {
           until: task.ttlMs === null ? undefined : task.createdAt + task.ttlMs,
           signal: this.#deps.shutdown,
         })
-        if (cleared !== null && cleared.owner !== task.owner) {
-          controller.abort(new GatewayError('GW_ERR_TASK_HANDED_OVER', ['another gateway process took it over before its call was sent']))
+        // Refused (null): another process owns the task now (this one was paused past its lease), or it ended.
+        if (cleared === null || cleared.owner !== task.owner) {
+          controller.abort(new GatewayError('GW_ERR_TASK_HANDED_OVER', ['another gateway process took it over, or it ended, before its call was sent']))
           throw controller.signal.reason
         }
       },
@@ -336,7 +360,7 @@ export class TaskRunner {
   /** Records where the task's upstream task runs, so that another process can resume it. */
   async #recordResume (task: TaskRecord, resume: TaskResume): Promise<boolean> {
     const { from, to } = restatement('working')
-    return await this.#deps.store.transition(task.id, from, to, { resume, by: task.owner }, Date.now()) !== null
+    return await this.#deps.store.transition(task.id, from, to, { resume, by: task.owner, asOwner: task.owner }, Date.now()) !== null
   }
 
   /** An upstream running the call as its own task reported a new statusMessage: show it on ours. */
@@ -345,7 +369,7 @@ export class TaskRunner {
     const current = await this.#deps.store.get(task.id, Date.now())
     if (!current || isTerminal(current.status) || current.statusMessage === params.statusMessage) return
     const { from, to } = restatement(current.status)
-    const change = { statusMessage: params.statusMessage, by: task.owner }
+    const change = { statusMessage: params.statusMessage, by: task.owner, asOwner: task.owner }
     const updated = await this.#deps.store.transition(task.id, from, to, change, Date.now())
     if (updated) this.#deps.events.status(updated)
   }

@@ -306,7 +306,7 @@ export class TaskService {
       // A process declared lost may only be stalled: if it wakes up, it drops the call instead of racing us.
       if (why === 'lost') await publishOn(this.#bus, BUS.taskCancel, task.id, { taskId: task.id })
       if (this.#isIdempotent(claimed)) {
-        const restarted = await this.#tasks.transition(task.id, sourcesOf('working'), 'working', { statusMessage: INTERRUPTED[why].again, resume: null, by: this.#owner }, Date.now())
+        const restarted = await this.#tasks.transition(task.id, sourcesOf('working'), 'working', { statusMessage: INTERRUPTED[why].again, resume: null, by: this.#owner, asOwner: this.#owner }, Date.now())
         if (restarted) {
           this.#events.status(restarted)
           this.#runner.start(restarted)
@@ -314,7 +314,7 @@ export class TaskService {
         }
         continue
       }
-      const updated = await this.#tasks.transition(task.id, sourcesOf('failed'), 'failed', { statusMessage: error.message, outcome: { error: toWireError(error) }, by: this.#owner }, Date.now())
+      const updated = await this.#tasks.transition(task.id, sourcesOf('failed'), 'failed', { statusMessage: error.message, outcome: { error: toWireError(error) }, by: this.#owner, asOwner: this.#owner }, Date.now())
       if (updated) {
         this.#events.status(updated)
         failed++
@@ -329,7 +329,7 @@ export class TaskService {
    */
   async #start (task: TaskRecord, why: Interruption): Promise<boolean> {
     if (why === 'lost') await publishOn(this.#bus, BUS.taskCancel, task.id, { taskId: task.id })
-    const restarted = await this.#tasks.transition(task.id, sourcesOf('working'), 'working', { statusMessage: STARTED[why], resume: null, by: this.#owner }, Date.now())
+    const restarted = await this.#tasks.transition(task.id, sourcesOf('working'), 'working', { statusMessage: STARTED[why], resume: null, by: this.#owner, asOwner: this.#owner }, Date.now())
     if (!restarted) return false
     this.#log.info({ taskId: task.id, upstream: task.upstream, tool: task.tool, from: task.owner, why }, 'starting a task whose call another gateway process had not sent upstream')
     this.#events.status(restarted)

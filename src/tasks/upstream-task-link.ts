@@ -70,6 +70,8 @@ export interface AnswerDeps {
 export function answerOwed (deps: AnswerDeps, task: TaskRecord, session: UpstreamSession, signal: AbortSignal): void {
   const { store, inputs, log } = deps
   const send = async (id: string | number, answer: TaskOutcome): Promise<void> => {
+    // Not when another process took the task over meanwhile (this one was paused past its lease): that one sends it.
+    if (await store.ownerOf(task.id, Date.now()) !== task.owner) return
     await session.respond(id, 'error' in answer ? { error: answer.error } : { result: answer.result })
   }
   void store.inputsOf(task.id).then((all) => {

@@ -87,6 +87,38 @@ export function ownershipContract (name: string, create: () => Promise<GatewaySt
       expect((await store.tasks.get(record.id, T0 + 2))?.resume).toBeNull()
     })
 
+    it('refuses a move made as the owner once another process claimed the task, and changes nothing', async () => {
+      const record = task({ owner: 'gw-paused' })
+      await store.tasks.create(record)
+      expect((await store.tasks.transition(record.id, ['working'], 'working', { statusMessage: 'mine', asOwner: 'gw-paused' }, T0 + 1))?.statusMessage).toBe('mine')
+      await store.tasks.claim(record.id, 'gw-paused', 'gw-new', T0 + 2)
+      const taken = await store.tasks.transition(record.id, ['working'], 'working', { statusMessage: 'resumed by gw-new', asOwner: 'gw-new' }, T0 + 3)
+      expect(taken?.statusMessage).toBe('resumed by gw-new')
+      const timeline = await store.tasks.timeline(record.id)
+      // The paused process wakes up with its call's outcome, or a status message, and writes as the owner it was.
+      expect(await store.tasks.transition(record.id, ['working'], 'completed', { outcome: completed, asOwner: 'gw-paused', by: 'gw-paused' }, T0 + 4)).toBeNull()
+      expect(await store.tasks.transition(record.id, ['working'], 'working', { statusMessage: null, resume: null, asOwner: 'gw-paused' }, T0 + 5)).toBeNull()
+      expect(await store.tasks.get(record.id, T0 + 5)).toEqual(taken)
+      expect(await store.tasks.timeline(record.id)).toEqual(timeline)
+      // A move that names no owner (a cancel, served by any process) is not fenced.
+      expect((await store.tasks.transition(record.id, ['working'], 'cancelled', { statusMessage: 'cancelled' }, T0 + 6))?.status).toBe('cancelled')
+    })
+
+    it('tells the owner of a running task, and null for a terminal, expired or unknown one', async () => {
+      const running = task({ owner: 'gw-a' })
+      const done = task({ owner: 'gw-a' })
+      const expiring = task({ owner: 'gw-a', ttlMs: 10 })
+      for (const record of [running, done, expiring]) await store.tasks.create(record)
+      await store.tasks.transition(done.id, ['working'], 'completed', { outcome: completed }, T0 + 1)
+      expect(await store.tasks.ownerOf(running.id, T0 + 1)).toBe('gw-a')
+      await store.tasks.claim(running.id, 'gw-a', 'gw-b', T0 + 2)
+      expect(await store.tasks.ownerOf(running.id, T0 + 2)).toBe('gw-b')
+      expect(await store.tasks.ownerOf(done.id, T0 + 2)).toBeNull()
+      expect(await store.tasks.ownerOf(expiring.id, T0 + 5)).toBe('gw-a')
+      expect(await store.tasks.ownerOf(expiring.id, T0 + 20)).toBeNull()
+      expect(await store.tasks.ownerOf('no-such-task', T0)).toBeNull()
+    })
+
     it('reports a lease as alive until it lapses, and lapsed until it is released', async () => {
       await store.leases.renew('gw-a', T0 + 100)
       await store.leases.renew('gw-b', T0 + 50)

@@ -13,7 +13,10 @@ type Json = Record<string, unknown>
 export class CountingProxy {
   readonly #server: Server
   #target: URL
-  /** Requests seen, by JSON-RPC method (tools/call also as `tools/call <name>`), and by HTTP method as `HTTP <method>`. */
+  /**
+   * Requests seen, by JSON-RPC method (tools/call also as `tools/call <name>`), by HTTP method as `HTTP <method>`;
+   * JSON-RPC responses (answers passed on to the upstream) as `response`.
+   */
   readonly counts = new Map<string, number>()
   /** The Mcp-Session-Id of every session ended with DELETE. */
   readonly deleted = new Set<string>()
@@ -58,7 +61,11 @@ export class CountingProxy {
     } catch {
       return
     }
-    if (typeof message.method !== 'string') return
+    // A JSON-RPC response (a client's answer the gateway passes on to the upstream) counts as `response`.
+    if (typeof message.method !== 'string') {
+      if ('result' in message || 'error' in message) this.#bump('response')
+      return
+    }
     const keys = [message.method]
     const name = (message.params as Json | undefined)?.name
     if (message.method === 'tools/call' && typeof name === 'string') keys.push(`tools/call ${name}`)

@@ -130,6 +130,7 @@ export class MemoryTaskStore implements TaskStore {
     const task = this.#live(id, now)
     // Only a move of the table: a terminal task never changes, whatever `from` says.
     if (!task || !from.includes(task.status) || !canTransition(task.status, to)) return null
+    if (patch.asOwner !== undefined && task.owner !== patch.asOwner) return null
     const accounting = this.#accounting.get(id)
     const outcome = patch.outcome === undefined ? undefined : JSON.stringify(patch.outcome)
     const outcomeBytes = outcome === undefined ? undefined : Buffer.byteLength(outcome)
@@ -194,6 +195,11 @@ export class MemoryTaskStore implements TaskStore {
     this.#tasks.set(id, claimed)
     this.#record(id, claimedEvent(from, to, now))
     return claimed
+  }
+
+  async ownerOf (id: string, now: number): Promise<string | null> {
+    const task = this.#live(id, now)
+    return task && !isTerminal(task.status) ? task.owner : null
   }
 
   async sweep (now: number): Promise<number> {

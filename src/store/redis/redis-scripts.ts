@@ -57,9 +57,10 @@ local terminal = ${luaSet(TERMINAL_STATUSES)}
  * set the outcome to ARGV[8] (JSON), ARGV[9] the timeline entry (JSON), ARGV[10] the most entries a timeline
  * keeps, ARGV[11] '1' to set how the upstream work is reached again to ARGV[12] (JSON, '' for none),
  * ARGV[13] the outcome's bytes, ARGV[14] the most bytes the task's account may store ('' for no limit),
- * ARGV[15..] the statuses the task may be in.
+ * ARGV[15] the owner the task must have ('' for any: TaskPatch.asOwner), ARGV[16..] the statuses it may be in.
  * Returns the task hash (HGETALL) after the move, or false when the task is unknown, expired, in none of
- * the given statuses, or the table has no move from its status to the new one (a terminal status has none),
+ * the given statuses, owned by another process than ARGV[15], or the table has no move from its status to
+ * the new one (a terminal status has none),
  * or { 'over', stored, adding } when the outcome would take the account past ARGV[14] (nothing changes).
  * Terminal moves also drop the task from the active sets and from its owner's set, its request (only a
  * running task needs its arguments, to run again after a takeover) and how its upstream work is reached.
@@ -73,10 +74,11 @@ local exp = redis.call('HGET', KEYS[1], 'exp')
 if exp and exp ~= '' and tonumber(exp) <= tonumber(ARGV[3]) then return false end
 if not (moves[status] and moves[status][ARGV[4]]) then return false end
 local allowed = false
-for i = 15, #ARGV do
+for i = 16, #ARGV do
   if ARGV[i] == status then allowed = true end
 end
 if not allowed then return false end
+if ARGV[15] ~= '' and redis.call('HGET', KEYS[1], 'owner') ~= ARGV[15] then return false end
 local account = redis.call('HGET', KEYS[1], 'acct') or redis.call('HGET', KEYS[1], 'principal')
 local change = 0
 if terminal[ARGV[4]] then change = change - tonumber(redis.call('HGET', KEYS[1], 'rb') or '0') end

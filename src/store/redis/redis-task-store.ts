@@ -175,6 +175,7 @@ export class RedisTaskStore implements TaskStore {
       JSON.stringify(statusEvent(to, patch, now, outcome)), TIMELINE_LIMIT,
       patch.resume === undefined ? '0' : '1', patch.resume == null ? '' : JSON.stringify(patch.resume),
       outcome === undefined ? 0 : Buffer.byteLength(outcome), patch.maxStoredBytes ?? '',
+      patch.asOwner ?? '',
       ...from,
     ])
     if (Array.isArray(result) && result[0] === 'over') {
@@ -199,6 +200,12 @@ export class RedisTaskStore implements TaskStore {
     return results
       .map(([, hash]) => toTask(hash as Record<string, string>))
       .filter((t): t is TaskRecord => t !== null && !isTerminal(t.status))
+  }
+
+  async ownerOf (id: string, now: number): Promise<string | null> {
+    const [owner, status, exp] = await this.#redis.hmget(`${this.#p}task:${id}`, 'owner', 'status', 'exp')
+    if (owner == null || status == null || isTerminal(status as TaskStatus)) return null
+    return exp == null || exp === '' || Number(exp) > now ? owner : null
   }
 
   async ownedBy (owner: string, now: number): Promise<TaskRecord[]> {

@@ -26,6 +26,8 @@ interface TransitionParams {
   /** 1: set `resume` to @resume (JSON, or NULL to clear it). */
   setResume: 0 | 1
   resume: string | null
+  /** The owner the task must have (TaskPatch.asOwner); null for any. */
+  asOwner: string | null
   now: number
 }
 
@@ -68,6 +70,7 @@ export class SqliteTaskStore implements TaskStore {
   readonly #unfinished: Database.Statement<[], TaskRow>
   readonly #ownedBy: Database.Statement<[{ owner: string, now: number }], TaskRow>
   readonly #claim: Database.Statement<[{ id: string, from: string, to: string, now: number }]>
+  readonly #ownerOf: Database.Statement<[{ id: string, now: number }], { owner: string }>
   readonly #transition: Database.Transaction<(params: TransitionParams) => TaskRow | undefined>
   readonly #claimTx: Database.Transaction<(params: { id: string, from: string, to: string, now: number }) => TaskRow | undefined>
   readonly #timeline: SqliteTimeline
@@ -106,7 +109,7 @@ export class SqliteTaskStore implements TaskStore {
         request = CASE WHEN @ended THEN '{}' ELSE request END,
         resume = CASE WHEN @ended THEN NULL WHEN @setResume THEN @resume ELSE resume END,
         last_updated_at = @now
-      WHERE id = @id AND status IN (SELECT value FROM json_each(@from)) AND ${LIVE}`)
+      WHERE id = @id AND status IN (SELECT value FROM json_each(@from)) AND ${LIVE} AND (@asOwner IS NULL OR owner = @asOwner)`)
     this.#countActive = db.prepare(`SELECT COUNT(*) AS count FROM (SELECT 1 FROM tasks INDEXED BY tasks_account_active
       WHERE account = @account AND ${ACTIVE} AND ${LIVE} LIMIT @limit)`)
     this.#sizes = db.prepare(`SELECT account, length(CAST(request AS BLOB)) AS request_bytes,
@@ -114,6 +117,7 @@ export class SqliteTaskStore implements TaskStore {
     const bytes = this.#bytes = new SqliteAccountBytes(db)
     this.#unfinished = db.prepare(`SELECT * FROM tasks WHERE ${ACTIVE} ORDER BY created_at, id`)
     this.#ownedBy = db.prepare(`SELECT * FROM tasks WHERE owner = @owner AND ${ACTIVE} AND ${LIVE} ORDER BY created_at, id`)
+    this.#ownerOf = db.prepare(`SELECT owner FROM tasks WHERE id = @id AND ${ACTIVE} AND ${LIVE}`)
     this.#claim = db.prepare(`UPDATE tasks SET owner = @to WHERE id = @id AND owner = @from AND ${ACTIVE} AND ${LIVE}`)
     const timeline = this.#timeline = new SqliteTimeline(db)
     this.#inputs = new SqliteInputQueue(db, timeline, bytes)
@@ -215,6 +219,7 @@ export class SqliteTaskStore implements TaskStore {
         outcome,
         setResume: patch.resume === undefined ? 0 : 1,
         resume: patch.resume == null ? null : JSON.stringify(patch.resume),
+        asOwner: patch.asOwner ?? null,
         now,
       })
       if (row === undefined) return null
@@ -249,6 +254,11 @@ export class SqliteTaskStore implements TaskStore {
 
   async ownedBy (owner: string, now: number): Promise<TaskRecord[]> {
     return backend(() => this.#ownedBy.all({ owner, now }).map(toTask))
+  }
+
+  /** Read from the file, not from the records kept in memory: another process may have taken the file and the task over. */
+  async ownerOf (id: string, now: number): Promise<string | null> {
+    return backend(() => this.#ownerOf.get({ id, now })?.owner ?? null)
   }
 
   async claim (id: string, from: string, to: string, now: number): Promise<TaskRecord | null> {
