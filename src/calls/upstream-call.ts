@@ -85,6 +85,11 @@ export interface UpstreamTaskHooks {
   existing?: TaskResume
   /** Whether the upstream work may be reached from another process (only then are `created` and `streamed` told). */
   resumable: boolean
+  /**
+   * A 2026-07-28 client's call that is not a task (yet): its client is not told the upstream task's status
+   * messages, which would name a task it does not know.
+   */
+  held?: boolean
   /** Told where the new upstream task is; awaited before its result is waited for. */
   created? (upstreamTaskId: string, address: SessionAddress | undefined): Promise<void>
   /** A plain call's response stream can be replayed from `resumptionToken` (told once, for its first event). */
@@ -147,7 +152,7 @@ async function modernToolCall (
   if (created === undefined) return result
   const upstreamTaskId = created.taskId as string
   await task?.created?.(upstreamTaskId, task.resumable ? session.address() : undefined)
-  return await followTask(session, call, upstreamTaskId, created, withoutProgress(options), task !== undefined)
+  return await followTask(session, call, upstreamTaskId, created, withoutProgress(options), task !== undefined && task.held !== true)
 }
 
 /**

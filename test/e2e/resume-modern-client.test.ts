@@ -1,0 +1,131 @@
+import { randomUUID } from 'node:crypto'
+import { mkdtempSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { Redis } from 'ioredis'
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { startUpstream, type StartedUpstream } from '../fixtures/spawn-upstream.ts'
+import { CountingProxy } from '../helpers/counting-proxy.ts'
+import { ModernRaw } from '../helpers/modern-raw.ts'
+import { loggedLine, startGatewayProcess, stopAll, writeConfig, type GatewayProcess } from '../helpers/process.ts'
+import { purge, REDIS_URL, STATE_SECRET } from '../helpers/redis.ts'
+import { recordedInRedis, recordedInSqlite, startPair, type ResumeKind } from '../helpers/resume.ts'
+import { sha256Hex } from '../../src/auth/bearer-tokens.ts'
+
+type Json = Record<string, unknown>
+
+const RESEARCH = 'simulate-research-query'
+const LONG = 'trigger-long-running-operation'
+const ADMIN_TOKEN = 'resume-modern-client-admin-token'
+
+/**
+ * A 2026-07-28 client's call that becomes a task only after the decision window (`tasks.decide` by default: after
+ * 500 ms) outlives the gateway process that ran it, as a 2025-11-25 task does: the call was made the way a task's
+ * call is (as @modelcontextprotocol/server-everything's own task, or a plain call whose stream the server replays),
+ * and the process records where that upstream work runs as it turns the call into a task. The process that takes
+ * the task over reaches the upstream work again; the upstream ran the call once.
+ */
+describe('2026-07-28 tasks that began as synchronous calls survive the death of their gateway process', () => {
+  const prefix = `mcpgw-resume-modern-client:${randomUUID()}:`
+  let everything: StartedUpstream
+  let proxy: CountingProxy
+  let redis: Redis
+  let file: string
+  const processes: GatewayProcess[] = []
+
+  const upstreamYaml = (): string => `
+upstreams:
+  - { name: ev, transport: streamable-http, url: ${JSON.stringify(proxy.url)}, timeouts: { connect: 60s } }
+`
+
+  beforeAll(async () => {
+    everything = await startUpstream('test/fixtures/everything-http.mjs', [], { readyTimeoutMs: 60_000 })
+    proxy = new CountingProxy(everything.url)
+    await proxy.listen()
+    redis = new Redis(REDIS_URL)
+    // tasks.decide is left at its default ({ after: 500ms }).
+    file = writeConfig(`
+store: { kind: redis, url: ${JSON.stringify(REDIS_URL)}, prefix: ${JSON.stringify(prefix)} }
+server: { stateSecret: ${JSON.stringify(STATE_SECRET)} }
+admin: { port: 0, tokenSha256: ${JSON.stringify(sha256Hex(ADMIN_TOKEN))} }
+tasks: { pollInterval: 50ms, ownerLease: 2s }
+${upstreamYaml()}`)
+  }, 90_000)
+
+  afterEach(async () => { await stopAll(processes) })
+
+  afterAll(async () => {
+    await stopAll(processes)
+    redis?.disconnect()
+    await purge(prefix)
+    await proxy?.close()
+    await everything?.close()
+  })
+
+  /** Calls `tool` through `url` as a 2026-07-28 client with the tasks extension; the call must become a task. */
+  async function callBecomingTask (url: string, tool: string, args: Json): Promise<string> {
+    const reply = await ModernRaw.withTasks(url).result('tools/call', { name: `ev__${tool}`, arguments: args })
+    expect(reply.resultType, JSON.stringify(reply)).toBe('task')
+    return String(reply.taskId)
+  }
+
+  /** Waits until `taskId` ends, through `url`, and returns the task as tasks/get shows it then. */
+  async function ended (url: string, taskId: string): Promise<Json> {
+    const task = await ModernRaw.withTasks(url).waitFor(taskId, ['completed', 'failed', 'cancelled'])
+    expect(`${String(task.status)} ${String(task.statusMessage ?? '')}`.trim()).toBe('completed')
+    return task
+  }
+
+  async function killAndResume ([a, b]: [GatewayProcess, GatewayProcess], taskId: string, kind: ResumeKind): Promise<Json> {
+    await recordedInRedis(redis, prefix, [taskId], kind)
+    const from = b.lines.length
+    a.child.kill('SIGKILL')
+    await a.exited
+    await loggedLine(b, 'resuming the upstream work of a task another gateway process ran', { from, timeoutMs: 60_000 })
+    return await ended(b.url, taskId)
+  }
+
+  it('SIGKILL of the owner: a research query (the server\'s own task) completes with its real report, created once upstream', { timeout: 90_000 }, async () => {
+    const [a, b] = await startPair(file, processes)
+    // What a restart costs, as /admin/survival says it before one: the same for either era's tasks.
+    const admin = JSON.parse(await loggedLine(a, 'admin API listening')) as { address: string }
+    const survival = await fetch(`${admin.address}/survival`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })
+    expect(await survival.json()).toMatchObject({
+      upstreams: [{ upstream: 'ev', resumable: [RESEARCH], others: 'resumed if the upstream replays the call stream (SSE event ids), else lost' }],
+    })
+    const before = proxy.count(`tools/call ${RESEARCH}`)
+    const taskId = await callBecomingTask(a.url, RESEARCH, { topic: 'modern kill' })
+    const task = await killAndResume([a, b], taskId, 'native')
+    expect(JSON.stringify(task.result)).toContain('Research Report: modern kill')
+    expect(proxy.count(`tools/call ${RESEARCH}`) - before).toBe(1)
+  })
+
+  it('SIGKILL of the owner: a plain call whose stream the server replays completes with its real result, called once', { timeout: 90_000 }, async () => {
+    const [a, b] = await startPair(file, processes)
+    const before = proxy.count(`tools/call ${LONG}`)
+    const taskId = await callBecomingTask(a.url, LONG, { duration: 3, steps: 3 })
+    const task = await killAndResume([a, b], taskId, 'stream')
+    expect(JSON.stringify(task.result)).toContain('Long running operation completed. Duration: 3 seconds')
+    expect(proxy.count(`tools/call ${LONG}`) - before).toBe(1)
+  })
+
+  it('kill -9 and restart on SQLite: the next process on the file finishes the research query, created once upstream', { timeout: 90_000 }, async () => {
+    const database = join(mkdtempSync(join(tmpdir(), 'gw-resume-modern-client-')), 'gateway.db')
+    const sqlite = writeConfig(`
+store: { kind: sqlite, path: ${JSON.stringify(database)} }
+tasks: { pollInterval: 50ms }
+${upstreamYaml()}`)
+    const first = await startGatewayProcess(sqlite)
+    processes.push(first)
+    const before = proxy.count(`tools/call ${RESEARCH}`)
+    const taskId = await callBecomingTask(first.url, RESEARCH, { topic: 'modern restart' })
+    await recordedInSqlite(database, [taskId], 'native')
+    first.child.kill('SIGKILL')
+    await first.exited
+    const second = await startGatewayProcess(sqlite)
+    processes.push(second)
+    const task = await ended(second.url, taskId)
+    expect(JSON.stringify(task.result)).toContain('Research Report: modern restart')
+    expect(proxy.count(`tools/call ${RESEARCH}`) - before).toBe(1)
+  })
+})
