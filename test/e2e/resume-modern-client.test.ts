@@ -63,8 +63,8 @@ ${upstreamYaml()}`)
   })
 
   /** Calls `tool` through `url` as a 2026-07-28 client with the tasks extension; the call must become a task. */
-  async function callBecomingTask (url: string, tool: string, args: Json): Promise<string> {
-    const reply = await ModernRaw.withTasks(url).result('tools/call', { name: `ev__${tool}`, arguments: args })
+  async function callBecomingTask (url: string, tool: string, args: Json, capabilities: Json = {}): Promise<string> {
+    const reply = await ModernRaw.withTasks(url, capabilities).result('tools/call', { name: `ev__${tool}`, arguments: args })
     expect(reply.resultType, JSON.stringify(reply)).toBe('task')
     return String(reply.taskId)
   }
@@ -107,6 +107,25 @@ ${upstreamYaml()}`)
     const task = await killAndResume([a, b], taskId, 'stream')
     expect(JSON.stringify(task.result)).toContain('Long running operation completed. Duration: 3 seconds')
     expect(proxy.count(`tools/call ${LONG}`) - before).toBe(1)
+  })
+
+  it('a question the research query asked once it was a task, before the kill, is answered through the survivor', { timeout: 90_000 }, async () => {
+    const [a, b] = await startPair(file, processes)
+    const elicitation = { elicitation: { form: {} } }
+    // The server asks at its third stage, two seconds in: well after the call became a task.
+    const taskId = await callBecomingTask(a.url, RESEARCH, { topic: 'jaguar', ambiguous: true }, elicitation)
+    const waiting = await ModernRaw.withTasks(a.url, elicitation).waitFor(taskId, ['input_required'])
+    const [key] = Object.keys(waiting.inputRequests as Json)
+    expect(String(((waiting.inputRequests as Record<string, Json>)[key!]!.params as Json).message)).toContain('jaguar')
+    const from = b.lines.length
+    a.child.kill('SIGKILL')
+    await a.exited
+    await loggedLine(b, 'resuming the upstream work of a task another gateway process ran', { from, timeoutMs: 60_000 })
+    const viaB = ModernRaw.withTasks(b.url, elicitation)
+    expect(Object.keys((await viaB.waitFor(taskId, ['input_required'])).inputRequests as Json)).toEqual([key])
+    await viaB.result('tasks/update', { taskId, inputResponses: { [key!]: { action: 'accept', content: { interpretation: 'the car' } } } })
+    const task = await ended(b.url, taskId)
+    expect(JSON.stringify(task.result)).toContain('jaguar (the car)')
   })
 
   it('kill -9 and restart on SQLite: the next process on the file finishes the research query, created once upstream', { timeout: 90_000 }, async () => {

@@ -74,7 +74,7 @@ export function modernToolsCall (deps: ModernToolsCallDeps): Handler {
     candidates.delete(outcome.callId)
     if (!candidate) throw new Error('a running call without a task candidate')
     const task = await deps.tasks.adopt(taskRequest(principal, candidate), (created) => ({
-      ...held.detach(outcome.callId, (method, params, signal) => deps.inputs.ask(created, method, params, signal)),
+      ...held.detach(outcome.callId, (method, params, signal, upstreamId) => deps.inputs.ask(created, method, params, signal, upstreamId)),
       link: candidate.link,
     }))
     return renderCreateTaskResult(task)
