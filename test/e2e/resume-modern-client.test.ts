@@ -6,6 +6,7 @@ import { Redis } from 'ioredis'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { startUpstream, type StartedUpstream } from '../fixtures/spawn-upstream.ts'
 import { CountingProxy } from '../helpers/counting-proxy.ts'
+import { startGateway, type RunningGateway } from '../helpers/gateway.ts'
 import { ModernRaw } from '../helpers/modern-raw.ts'
 import { loggedLine, startGatewayProcess, stopAll, writeConfig, type GatewayProcess } from '../helpers/process.ts'
 import { purge, REDIS_URL, STATE_SECRET } from '../helpers/redis.ts'
@@ -32,6 +33,7 @@ describe('2026-07-28 tasks that began as synchronous calls survive the death of 
   let redis: Redis
   let file: string
   const processes: GatewayProcess[] = []
+  const inProcess: RunningGateway[] = []
 
   const upstreamYaml = (): string => `
 upstreams:
@@ -56,6 +58,7 @@ ${upstreamYaml()}`)
 
   afterAll(async () => {
     await stopAll(processes)
+    await Promise.all(inProcess.map(async (gw) => await gw.close()))
     redis?.disconnect()
     await purge(prefix)
     await proxy?.close()
@@ -126,6 +129,30 @@ ${upstreamYaml()}`)
     await viaB.result('tasks/update', { taskId, inputResponses: { [key!]: { action: 'accept', content: { interpretation: 'the car' } } } })
     const task = await ended(b.url, taskId)
     expect(JSON.stringify(task.result)).toContain('jaguar (the car)')
+  })
+
+  it('a process shutting down hands the task over at once, not cancelled upstream; the next one on the SQLite file finishes it', { timeout: 90_000 }, async () => {
+    const store = { kind: 'sqlite', path: join(mkdtempSync(join(tmpdir(), 'gw-handover-modern-client-')), 'gateway.db') }
+    // A grace long enough for the research query to finish: a task handed over does not wait for it.
+    const config = {
+      store,
+      server: { shutdownGrace: '60s' },
+      tasks: { pollInterval: '50ms' },
+      upstreams: [{ name: 'ev', transport: 'streamable-http', url: proxy.url, timeouts: { connect: '60s' } }],
+    }
+    const first = await startGateway(config)
+    inProcess.push(first)
+    const before = proxy.count(`tools/call ${RESEARCH}`)
+    const cancels = proxy.count('tasks/cancel')
+    const taskId = await callBecomingTask(first.url, RESEARCH, { topic: 'modern handover' })
+    await first.close()
+    expect(first.gateway.tasks.handedOver).toBe(1)
+    const second = await startGateway(config)
+    inProcess.push(second)
+    const task = await ended(second.url, taskId)
+    expect(JSON.stringify(task.result)).toContain('Research Report: modern handover')
+    expect(proxy.count(`tools/call ${RESEARCH}`) - before).toBe(1)
+    expect(proxy.count('tasks/cancel')).toBe(cancels)
   })
 
   it('kill -9 and restart on SQLite: the next process on the file finishes the research query, created once upstream', { timeout: 90_000 }, async () => {
