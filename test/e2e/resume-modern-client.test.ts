@@ -6,7 +6,7 @@ import { Redis } from 'ioredis'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { startUpstream, type StartedUpstream } from '../fixtures/spawn-upstream.ts'
 import { CountingProxy } from '../helpers/counting-proxy.ts'
-import { startGateway, type RunningGateway } from '../helpers/gateway.ts'
+import { demoStdio, startGateway, type RunningGateway } from '../helpers/gateway.ts'
 import { ModernRaw } from '../helpers/modern-raw.ts'
 import { loggedLine, startGatewayProcess, stopAll, writeConfig, type GatewayProcess } from '../helpers/process.ts'
 import { purge, REDIS_URL, STATE_SECRET } from '../helpers/redis.ts'
@@ -65,9 +65,13 @@ ${upstreamYaml()}`)
     await everything?.close()
   })
 
-  /** Calls `tool` through `url` as a 2026-07-28 client with the tasks extension; the call must become a task. */
+  /**
+   * Calls `tool` (of `ev`, unless named with its upstream) through `url` as a 2026-07-28 client with the tasks
+   * extension: the call must become a task.
+   */
   async function callBecomingTask (url: string, tool: string, args: Json, capabilities: Json = {}): Promise<string> {
-    const reply = await ModernRaw.withTasks(url, capabilities).result('tools/call', { name: `ev__${tool}`, arguments: args })
+    const name = tool.includes('__') ? tool : `ev__${tool}`
+    const reply = await ModernRaw.withTasks(url, capabilities).result('tools/call', { name, arguments: args })
     expect(reply.resultType, JSON.stringify(reply)).toBe('task')
     return String(reply.taskId)
   }
@@ -110,6 +114,30 @@ ${upstreamYaml()}`)
     const task = await killAndResume([a, b], taskId, 'stream')
     expect(JSON.stringify(task.result)).toContain('Long running operation completed. Duration: 3 seconds')
     expect(proxy.count(`tools/call ${LONG}`) - before).toBe(1)
+  })
+
+  it('SIGKILL of the owner: a call a 2026-07-28 upstream runs as its own task completes with its real result, created once upstream', { timeout: 90_000 }, async () => {
+    // The upstream is the gateway itself in the 2026-07-28 era, running every call it may as a task, in front of the demo server.
+    const upstream = await startGateway({ upstreams: [demoStdio()], tasks: { decide: 'always', pollInterval: '50ms' } })
+    inProcess.push(upstream)
+    const modernProxy = new CountingProxy(upstream.url)
+    await modernProxy.listen()
+    try {
+      const modern = writeConfig(`
+store: { kind: redis, url: ${JSON.stringify(REDIS_URL)}, prefix: ${JSON.stringify(prefix)} }
+server: { stateSecret: ${JSON.stringify(STATE_SECRET)} }
+tasks: { pollInterval: 50ms, ownerLease: 2s }
+upstreams:
+  - { name: u, transport: streamable-http, url: ${JSON.stringify(modernProxy.url)}, era: auto }
+`)
+      const [a, b] = await startPair(modern, processes)
+      const taskId = await callBecomingTask(a.url, 'u__demo__slow', { duration: 4000, steps: 4 })
+      const task = await killAndResume([a, b], taskId, 'native')
+      expect(JSON.stringify(task.result)).toContain('slow finished: 4 steps in 4000 ms')
+      expect(modernProxy.count('tools/call demo__slow')).toBe(1)
+    } finally {
+      await modernProxy.close()
+    }
   })
 
   it('a question the research query asked once it was a task, before the kill, is answered through the survivor', { timeout: 90_000 }, async () => {
