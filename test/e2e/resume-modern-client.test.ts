@@ -83,6 +83,13 @@ ${upstreamYaml()}`)
     return task
   }
 
+  /** What `GET /admin/survival` of `gateway` answers. */
+  async function survivalOf (gateway: GatewayProcess): Promise<{ upstreams: Json[] }> {
+    const admin = JSON.parse(await loggedLine(gateway, 'admin API listening')) as { address: string }
+    const res = await fetch(`${admin.address}/survival`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })
+    return await res.json() as { upstreams: Json[] }
+  }
+
   async function killAndResume ([a, b]: [GatewayProcess, GatewayProcess], taskId: string, kind: ResumeKind): Promise<Json> {
     await recordedInRedis(redis, prefix, [taskId], kind)
     const from = b.lines.length
@@ -95,11 +102,11 @@ ${upstreamYaml()}`)
   it('SIGKILL of the owner: a research query (the server\'s own task) completes with its real report, created once upstream', { timeout: 90_000 }, async () => {
     const [a, b] = await startPair(file, processes)
     // What a restart costs, as /admin/survival says it before one: the same for either era's tasks.
-    const admin = JSON.parse(await loggedLine(a, 'admin API listening')) as { address: string }
-    const survival = await fetch(`${admin.address}/survival`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })
-    expect(await survival.json()).toMatchObject({
+    const survival = await survivalOf(a)
+    expect(survival).toMatchObject({
       upstreams: [{ upstream: 'ev', resumable: [RESEARCH], others: 'resumed if the upstream replays the call stream (SSE event ids), else lost' }],
     })
+    expect(survival.upstreams[0]).not.toHaveProperty('afterWindow')
     const before = proxy.count(`tools/call ${RESEARCH}`)
     const taskId = await callBecomingTask(a.url, RESEARCH, { topic: 'modern kill' })
     const task = await killAndResume([a, b], taskId, 'native')
@@ -127,11 +134,21 @@ ${upstreamYaml()}`)
       const modern = writeConfig(`
 store: { kind: redis, url: ${JSON.stringify(REDIS_URL)}, prefix: ${JSON.stringify(prefix)} }
 server: { stateSecret: ${JSON.stringify(STATE_SECRET)} }
+admin: { port: 0, tokenSha256: ${JSON.stringify(sha256Hex(ADMIN_TOKEN))} }
 tasks: { pollInterval: 50ms, ownerLease: 2s }
 upstreams:
   - { name: u, transport: streamable-http, url: ${JSON.stringify(modernProxy.url)}, era: auto }
 `)
       const [a, b] = await startPair(modern, processes)
+      // Per era: a 2026-07-28 client's call that becomes a task after the window is not offered to the upstream as
+      // a task up front (a quick call stays quick), so only a tool the upstream runs only as a task is resumed.
+      expect(await survivalOf(a)).toMatchObject({
+        upstreams: [{
+          upstream: 'u',
+          others: 'resumed if the upstream runs the call as its own task (2026-07-28 tasks extension), else lost',
+          afterWindow: 'resumed if the upstream runs the tool only as its own task, else lost',
+        }],
+      })
       const taskId = await callBecomingTask(a.url, 'u__demo__slow', { duration: 4000, steps: 4 })
       const task = await killAndResume([a, b], taskId, 'native')
       expect(JSON.stringify(task.result)).toContain('slow finished: 4 steps in 4000 ms')
