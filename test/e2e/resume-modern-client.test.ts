@@ -24,7 +24,8 @@ const ADMIN_TOKEN = 'resume-modern-client-admin-token'
  * 500 ms) outlives the gateway process that ran it, as a 2025-11-25 task does: the call was made the way a task's
  * call is (as @modelcontextprotocol/server-everything's own task, or a plain call whose stream the server replays),
  * and the process records where that upstream work runs as it turns the call into a task. The process that takes
- * the task over reaches the upstream work again; the upstream ran the call once.
+ * the task over reaches the upstream work again; the upstream ran the call once. In front of a 2026-07-28 upstream,
+ * the same for a tool it runs only as its own task.
  */
 describe('2026-07-28 tasks that began as synchronous calls survive the death of their gateway process', () => {
   const prefix = `mcpgw-resume-modern-client:${randomUUID()}:`
