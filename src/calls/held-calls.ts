@@ -46,8 +46,16 @@ interface HeldCall {
   release: () => void
 }
 
-/** Asks the client something on behalf of a held call; resolves with the client's answer. */
-export type HeldInput = (method: InputMethod, params: JsonObject, signal: AbortSignal) => Promise<JsonObject>
+/**
+ * Asks the client something on behalf of a held call; resolves with the client's answer. `upstreamRequestId`: the
+ * upstream's own id for the request, which a task keeps so that another process can answer it.
+ */
+export type HeldInput = (
+  method: InputMethod,
+  params: JsonObject,
+  signal: AbortSignal,
+  upstreamRequestId?: string | number,
+) => Promise<JsonObject>
 
 /**
  * Waits until the call has news (`wake`), the client stops waiting, or the deadline passes; then removes
@@ -124,8 +132,8 @@ export class HeldCalls {
     if (this.#exchanges !== undefined) call.release = this.#exchanges.hold(caller, (err) => { this.#end(call, err) })
     const onAbort = (): void => call.abort.abort(signal.reason)
     signal.addEventListener('abort', onAbort, { once: true })
-    const input: HeldInput = (method, params, inputSignal) => call.detached
-      ? call.detached(method, params, inputSignal)
+    const input: HeldInput = (method, params, inputSignal, upstreamRequestId) => call.detached
+      ? call.detached(method, params, inputSignal, upstreamRequestId)
       : new Promise<JsonObject>((resolve, reject) => {
         const key = `${method.split('/')[0]}-${randomId(6)}`
         const onAbort = (): void => {

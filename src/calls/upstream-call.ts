@@ -85,6 +85,13 @@ export interface UpstreamTaskHooks {
   existing?: TaskResume
   /** Whether the upstream work may be reached from another process (only then are `created` and `streamed` told). */
   resumable: boolean
+  /**
+   * A 2026-07-28 client's call that is not a task (yet): its client is not told the upstream task's status
+   * messages, which would name a task it does not know; and a 2026-07-28 upstream is not offered the tasks
+   * extension up front, since an upstream may make every call that declares it a task, polled at its interval: a
+   * quick call would no longer be answered within the decision window.
+   */
+  held?: boolean
   /** Told where the new upstream task is; awaited before its result is waited for. */
   created? (upstreamTaskId: string, address: SessionAddress | undefined): Promise<void>
   /** A plain call's response stream can be replayed from `resumptionToken` (told once, for its first event). */
@@ -115,8 +122,9 @@ async function upstreamTaskResult (session: UpstreamSession, call: InflightCall,
 
 /**
  * A tools/call of a 2026-07-28 upstream. When the upstream offers the tasks extension, a task's call that another
- * process may resume declares it, so that the upstream may run the call as a task of its own; any other call
- * declares it only after the upstream refused the call for the lack of it (-32021: the tool runs only as a task).
+ * process may resume declares it, so that the upstream may run the call as a task of its own; any other call (a
+ * held one too) declares it only after the upstream refused the call for the lack of it (-32021: the tool runs
+ * only as a task).
  * When the upstream answers with a task (even one it should not have sent), the call follows it to its end.
  */
 async function modernToolCall (
@@ -126,7 +134,7 @@ async function modernToolCall (
   options: CallOptions,
   task: UpstreamTaskHooks | undefined,
 ): Promise<JsonObject> {
-  const declare = task?.resumable === true && session.offersTasks
+  const declare = task?.resumable === true && task.held !== true && session.offersTasks
   call.acceptsTask = true
   let result: JsonObject
   try {
@@ -147,7 +155,7 @@ async function modernToolCall (
   if (created === undefined) return result
   const upstreamTaskId = created.taskId as string
   await task?.created?.(upstreamTaskId, task.resumable ? session.address() : undefined)
-  return await followTask(session, call, upstreamTaskId, created, withoutProgress(options), task !== undefined)
+  return await followTask(session, call, upstreamTaskId, created, withoutProgress(options), task !== undefined && task.held !== true)
 }
 
 /**

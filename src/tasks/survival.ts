@@ -28,6 +28,13 @@ export interface UpstreamSurvival {
   rerun: string[]
   /** What becomes of a running task of any other tool. */
   others: OthersSurvival
+  /**
+   * On a 2026-07-28 upstream whose calls may run as its own tasks: what becomes of a 2026-07-28 client's call that
+   * became a task after the decision window (tasks.decide `after`), which is not offered to the upstream as a task
+   * up front (an upstream may make every call that declares the extension a task, and a quick call would no longer
+   * be answered directly).
+   */
+  afterWindow?: 'resumed if the upstream runs the tool only as its own task, else lost'
   /** Why its running tasks are not resumed, when they are not. */
   note?: string
 }
@@ -67,5 +74,8 @@ export function upstreamSurvival (upstream: Upstream, nativeTools: ReadonlyMap<s
     upstream: upstream.name, transport: config.transport, resume: config.resume, resumable, rerun, others,
   }
   if (note !== undefined) survival.note = note
+  if (others === 'resumed if the upstream runs the call as its own task (2026-07-28 tasks extension), else lost') {
+    survival.afterWindow = 'resumed if the upstream runs the tool only as its own task, else lost'
+  }
   return survival
 }

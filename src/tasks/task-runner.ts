@@ -18,6 +18,7 @@ import { MAX_TIMER_MS } from '../config/units.ts'
 import { whileStoreUnavailable } from './store-retry.ts'
 import { QUEUED, isTerminal, restatement } from '../wire/task-state.ts'
 import { finishTask } from './task-finish.ts'
+import type { HeldTaskLink } from './held-task-link.ts'
 
 export interface TaskRunnerDeps {
   store: TaskStore
@@ -38,6 +39,14 @@ export interface TaskRunnerDeps {
   readonly storedBytesPerPrincipal?: number | undefined
   /** Where each run of a task is traced; undefined when tracing is off. */
   tracing?: GatewayTracing | undefined
+}
+
+/** A running call a task takes over (see TaskRunner.adopt). */
+export interface AdoptedCall {
+  done: Promise<JsonObject>
+  cancel (reason: unknown): void
+  /** Where the call's upstream work runs, for another process to resume it; undefined when it cannot. */
+  link?: HeldTaskLink | undefined
 }
 
 /** A task whose upstream call runs in this process. */
@@ -89,9 +98,11 @@ export class TaskRunner {
 
   /**
    * Takes over a call that is already running (a 2026-07-28 synchronous call that outlasted the decision
-   * window): its outcome becomes the task's, and a cancel of the task stops it.
+   * window): its outcome becomes the task's, and a cancel of the task stops it. Where its upstream work runs
+   * (`link`) is recorded as a task's is: what is known already before this settles (before the client learns
+   * of the task), the rest as it comes.
    */
-  adopt (task: TaskRecord, call: { done: Promise<JsonObject>, cancel (reason: unknown): void }): void {
+  async adopt (task: TaskRecord, call: AdoptedCall): Promise<void> {
     this.#track(task, async (controller) => {
       const stop = (): void => call.cancel(controller.signal.reason)
       controller.signal.addEventListener('abort', stop, { once: true })
@@ -111,9 +122,19 @@ export class TaskRunner {
       } finally {
         this.#deps.shutdown.removeEventListener('abort', onShutdown)
       }
+      await this.#running.get(task.id)?.recording
       const status = await this.#finish(task, outcome)
       run?.end(status)
     })
+    const running = this.#running.get(task.id)
+    if (call.link === undefined || running === undefined) return
+    const attached = call.link.attach(async (resume) => {
+      const write = this.#recordResume(task, resume).then((recorded) => { if (recorded) running.resumable = true })
+      running.recording = write.catch(() => {})
+      await write.catch((err: unknown) => this.#deps.log.warn({ err, taskId: task.id }, 'could not record where the upstream work of a task runs: it cannot be resumed by another process'))
+    })
+    running.recording = attached
+    await attached
   }
 
   #track (task: TaskRecord, work: (controller: AbortController) => Promise<void>): void {

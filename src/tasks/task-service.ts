@@ -10,7 +10,7 @@ import { BUS, publishOn } from '../store/bus-channels.ts'
 import type { SignalBus, TaskCursor, TaskRecord, TaskResume, TaskStore } from '../store/types.ts'
 import type { TaskEvents } from './task-events.ts'
 import type { TaskInputs } from './task-inputs.ts'
-import type { TaskRunner } from './task-runner.ts'
+import type { AdoptedCall, TaskRunner } from './task-runner.ts'
 import type { LostTasks } from './lost-tasks.ts'
 import { resumedWork } from './upstream-task-link.ts'
 import { isTerminal, sourcesOf } from '../wire/task-state.ts'
@@ -154,13 +154,13 @@ export class TaskService {
     return task
   }
 
-  /** Stores a task for a call that is already running and hands the call to it. */
-  async adopt (
-    request: CreateTaskRequest,
-    call: (task: TaskRecord) => { done: Promise<JsonObject>, cancel (reason: unknown): void },
-  ): Promise<TaskRecord> {
+  /**
+   * Stores a task for a call that is already running and hands the call to it; answers once where the call's
+   * upstream work runs (known so far) is recorded too, so that the task the client learns of can be resumed.
+   */
+  async adopt (request: CreateTaskRequest, call: (task: TaskRecord) => AdoptedCall): Promise<TaskRecord> {
     const task = await this.#store(request)
-    this.#runner.adopt(task, call(task))
+    await this.#runner.adopt(task, call(task))
     return task
   }
 

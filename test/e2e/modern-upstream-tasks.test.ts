@@ -4,6 +4,7 @@ import { CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js'
 import { connectV1, textOf } from '../helpers/clients.ts'
 import { CountingProxy } from '../helpers/counting-proxy.ts'
 import { demoStdio, startGateway, type RunningGateway } from '../helpers/gateway.ts'
+import { ModernRaw } from '../helpers/modern-raw.ts'
 import { runTask, waitForStatus } from '../helpers/tasks.ts'
 import { until } from '../helpers/until.ts'
 
@@ -86,6 +87,19 @@ describe('a 2026-07-28 upstream that runs calls as its own tasks', () => {
   it('keeps a plain call a plain call', async () => {
     const before = proxy.count('tasks/get')
     expect(textOf(await client.callTool({ name: 'u__demo__slow', arguments: { duration: 10, steps: 1 } }))).toBe('slow finished: 1 steps in 10 ms')
+    expect(proxy.count('tasks/get') - before).toBe(0)
+  })
+
+  it('keeps a 2026-07-28 client\'s quick call a plain call answered directly, though the client declares the extension', async () => {
+    // The upstream makes every call that declares the extension a task: declared up front, a quick call would be polled.
+    const modern = ModernRaw.withTasks(gw.url)
+    const call = { name: 'u__demo__slow', arguments: { duration: 10, steps: 1 } }
+    // The first call of this client opens its upstream session (the upstream starts a demo server for it): not quick.
+    const first = await modern.result('tools/call', call)
+    if (first.resultType === 'task') await modern.waitFor(String(first.taskId), ['completed'])
+    const before = proxy.count('tasks/get')
+    const result = await modern.result('tools/call', call)
+    expect(result).toMatchObject({ resultType: 'complete', content: [{ text: 'slow finished: 1 steps in 10 ms' }] })
     expect(proxy.count('tasks/get') - before).toBe(0)
   })
 

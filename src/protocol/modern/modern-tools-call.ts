@@ -6,6 +6,7 @@ import type { TasksConfig } from '../../config/schema.ts'
 import { requestOrigin, type Handler, type RequestContext } from '../../dispatch/context.ts'
 import { optionalObject, optionalString, requireString } from '../../wire/params.ts'
 import type { TaskInputs } from '../../tasks/task-inputs.ts'
+import { heldCallPlan, type HeldTaskLink } from '../../tasks/held-task-link.ts'
 import type { CreateTaskRequest, TaskService } from '../../tasks/task-service.ts'
 import type { JsonObject } from '../../wire/jsonrpc.ts'
 import { capabilityRequired, declaresTasks, tasksCapabilityRequired } from './envelope.ts'
@@ -32,6 +33,8 @@ interface TaskCandidate {
   account: string | undefined
   /** The server span of the request that started the call (tracing on): the task's trace is its. */
   trace: RequestContext['trace']
+  /** Where the call's upstream work runs, once known: recorded when the call becomes a task. */
+  link?: HeldTaskLink | undefined
 }
 
 /**
@@ -70,8 +73,10 @@ export function modernToolsCall (deps: ModernToolsCallDeps): Handler {
     const candidate = candidates.get(outcome.callId)
     candidates.delete(outcome.callId)
     if (!candidate) throw new Error('a running call without a task candidate')
-    const task = await deps.tasks.adopt(taskRequest(principal, candidate), (created) =>
-      held.detach(outcome.callId, (method, params, signal) => deps.inputs.ask(created, method, params, signal)))
+    const task = await deps.tasks.adopt(taskRequest(principal, candidate), (created) => ({
+      ...held.detach(outcome.callId, (method, params, signal, upstreamId) => deps.inputs.ask(created, method, params, signal, upstreamId)),
+      link: candidate.link,
+    }))
     return renderCreateTaskResult(task)
   }
 
@@ -95,12 +100,16 @@ export function modernToolsCall (deps: ModernToolsCallDeps): Handler {
     const candidate: TaskCandidate = { route, params, capabilities, authorization, account, trace: ctx.trace }
     if (eligible && decide === 'always') return renderCreateTaskResult(await deps.tasks.create(taskRequest(principal, candidate)))
     let startedId: string | undefined
-    const outcome = await held.start(principal, ctx.caller, (ask, signal, fail, sent) => calls.run(callTarget(route), params, {
+    // A call that may become a task is made as the task's call would be, so that the task can be resumed elsewhere.
+    const { target, link } = eligible ? heldCallPlan(route) : { target: callTarget(route), link: undefined }
+    candidate.link = link
+    const outcome = await held.start(principal, ctx.caller, (ask, signal, fail, sent) => calls.run(target, params, {
       ...requestOrigin(ctx, ask, signal),
       sent,
       // The client must learn what it lacks (-32021), not get a result built on a refused request.
       refused: (capability) => fail(capabilityRequired(capability)),
       notify: () => {},
+      upstreamTask: link?.hooks,
     }), ctx.signal, eligible && decide !== 'always' ? decide.after : undefined)
     if (outcome.kind !== 'result') startedId = outcome.callId
     if (eligible && startedId !== undefined) candidates.set(startedId, candidate)

@@ -1,0 +1,224 @@
+import { randomUUID } from 'node:crypto'
+import { mkdtempSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { Redis } from 'ioredis'
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { startUpstream, type StartedUpstream } from '../fixtures/spawn-upstream.ts'
+import { CountingProxy } from '../helpers/counting-proxy.ts'
+import { demoStdio, startGateway, type RunningGateway } from '../helpers/gateway.ts'
+import { ModernRaw } from '../helpers/modern-raw.ts'
+import { loggedLine, startGatewayProcess, stopAll, writeConfig, type GatewayProcess } from '../helpers/process.ts'
+import { purge, REDIS_URL, STATE_SECRET } from '../helpers/redis.ts'
+import { recordedInRedis, recordedInSqlite, startPair, type ResumeKind } from '../helpers/resume.ts'
+import { sha256Hex } from '../../src/auth/bearer-tokens.ts'
+
+type Json = Record<string, unknown>
+
+const RESEARCH = 'simulate-research-query'
+const LONG = 'trigger-long-running-operation'
+const ADMIN_TOKEN = 'resume-modern-client-admin-token'
+
+/**
+ * A 2026-07-28 client's call that becomes a task only after the decision window (`tasks.decide` by default: after
+ * 500 ms) outlives the gateway process that ran it, as a 2025-11-25 task does: the call was made the way a task's
+ * call is (as @modelcontextprotocol/server-everything's own task, or a plain call whose stream the server replays),
+ * and the process records where that upstream work runs as it turns the call into a task. The process that takes
+ * the task over reaches the upstream work again; the upstream ran the call once. In front of a 2026-07-28 upstream,
+ * the same for a tool it runs only as its own task.
+ */
+describe('2026-07-28 tasks that began as synchronous calls survive the death of their gateway process', () => {
+  const prefix = `mcpgw-resume-modern-client:${randomUUID()}:`
+  let everything: StartedUpstream
+  let proxy: CountingProxy
+  let redis: Redis
+  let file: string
+  const processes: GatewayProcess[] = []
+  const inProcess: RunningGateway[] = []
+
+  const upstreamYaml = (): string => `
+upstreams:
+  - { name: ev, transport: streamable-http, url: ${JSON.stringify(proxy.url)}, timeouts: { connect: 60s } }
+`
+
+  beforeAll(async () => {
+    everything = await startUpstream('test/fixtures/everything-http.mjs', [], { readyTimeoutMs: 60_000 })
+    proxy = new CountingProxy(everything.url)
+    await proxy.listen()
+    redis = new Redis(REDIS_URL)
+    // tasks.decide is left at its default ({ after: 500ms }).
+    file = writeConfig(`
+store: { kind: redis, url: ${JSON.stringify(REDIS_URL)}, prefix: ${JSON.stringify(prefix)} }
+server: { stateSecret: ${JSON.stringify(STATE_SECRET)} }
+admin: { port: 0, tokenSha256: ${JSON.stringify(sha256Hex(ADMIN_TOKEN))} }
+tasks: { pollInterval: 50ms, ownerLease: 2s }
+${upstreamYaml()}`)
+  }, 90_000)
+
+  afterEach(async () => { await stopAll(processes) })
+
+  afterAll(async () => {
+    await stopAll(processes)
+    await Promise.all(inProcess.map(async (gw) => await gw.close()))
+    redis?.disconnect()
+    await purge(prefix)
+    await proxy?.close()
+    await everything?.close()
+  })
+
+  /**
+   * Calls `tool` (of `ev`, unless named with its upstream) through `url` as a 2026-07-28 client with the tasks
+   * extension: the call must become a task.
+   */
+  async function callBecomingTask (url: string, tool: string, args: Json, capabilities: Json = {}): Promise<string> {
+    const name = tool.includes('__') ? tool : `ev__${tool}`
+    const reply = await ModernRaw.withTasks(url, capabilities).result('tools/call', { name, arguments: args })
+    expect(reply.resultType, JSON.stringify(reply)).toBe('task')
+    return String(reply.taskId)
+  }
+
+  /** Waits until `taskId` ends, through `url`, and returns the task as tasks/get shows it then. */
+  async function ended (url: string, taskId: string): Promise<Json> {
+    const task = await ModernRaw.withTasks(url).waitFor(taskId, ['completed', 'failed', 'cancelled'])
+    expect(`${String(task.status)} ${String(task.statusMessage ?? '')}`.trim()).toBe('completed')
+    return task
+  }
+
+  /** What `GET /admin/survival` of `gateway` answers. */
+  async function survivalOf (gateway: GatewayProcess): Promise<{ upstreams: Json[] }> {
+    const admin = JSON.parse(await loggedLine(gateway, 'admin API listening')) as { address: string }
+    const res = await fetch(`${admin.address}/survival`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })
+    return await res.json() as { upstreams: Json[] }
+  }
+
+  async function killAndResume ([a, b]: [GatewayProcess, GatewayProcess], taskId: string, kind: ResumeKind): Promise<Json> {
+    await recordedInRedis(redis, prefix, [taskId], kind)
+    const from = b.lines.length
+    a.child.kill('SIGKILL')
+    await a.exited
+    await loggedLine(b, 'resuming the upstream work of a task another gateway process ran', { from, timeoutMs: 60_000 })
+    return await ended(b.url, taskId)
+  }
+
+  it('SIGKILL of the owner: a research query (the server\'s own task) completes with its real report, created once upstream', { timeout: 90_000 }, async () => {
+    const [a, b] = await startPair(file, processes)
+    // What a restart costs, as /admin/survival says it before one: the same for either era's tasks.
+    const survival = await survivalOf(a)
+    expect(survival).toMatchObject({
+      upstreams: [{ upstream: 'ev', resumable: [RESEARCH], others: 'resumed if the upstream replays the call stream (SSE event ids), else lost' }],
+    })
+    expect(survival.upstreams[0]).not.toHaveProperty('afterWindow')
+    const before = proxy.count(`tools/call ${RESEARCH}`)
+    const taskId = await callBecomingTask(a.url, RESEARCH, { topic: 'modern kill' })
+    const task = await killAndResume([a, b], taskId, 'native')
+    expect(JSON.stringify(task.result)).toContain('Research Report: modern kill')
+    expect(proxy.count(`tools/call ${RESEARCH}`) - before).toBe(1)
+  })
+
+  it('SIGKILL of the owner: a plain call whose stream the server replays completes with its real result, called once', { timeout: 90_000 }, async () => {
+    const [a, b] = await startPair(file, processes)
+    const before = proxy.count(`tools/call ${LONG}`)
+    const taskId = await callBecomingTask(a.url, LONG, { duration: 3, steps: 3 })
+    const task = await killAndResume([a, b], taskId, 'stream')
+    expect(JSON.stringify(task.result)).toContain('Long running operation completed. Duration: 3 seconds')
+    expect(proxy.count(`tools/call ${LONG}`) - before).toBe(1)
+  })
+
+  it('SIGKILL of the owner: a call a 2026-07-28 upstream runs only as its own task completes with its real result, created once upstream', { timeout: 90_000 }, async () => {
+    // The upstream is the gateway itself in the 2026-07-28 era in front of the demo server, whose `slow` runs only as a
+    // task: the call is refused (-32021) until it declares the tasks extension, then the upstream creates its task.
+    const upstream = await startGateway({ upstreams: [demoStdio({ toolSettings: { slow: { taskSupport: 'required' } } })], tasks: { pollInterval: '50ms' } })
+    inProcess.push(upstream)
+    const modernProxy = new CountingProxy(upstream.url)
+    await modernProxy.listen()
+    try {
+      const modern = writeConfig(`
+store: { kind: redis, url: ${JSON.stringify(REDIS_URL)}, prefix: ${JSON.stringify(prefix)} }
+server: { stateSecret: ${JSON.stringify(STATE_SECRET)} }
+admin: { port: 0, tokenSha256: ${JSON.stringify(sha256Hex(ADMIN_TOKEN))} }
+tasks: { pollInterval: 50ms, ownerLease: 2s }
+upstreams:
+  - { name: u, transport: streamable-http, url: ${JSON.stringify(modernProxy.url)}, era: auto }
+`)
+      const [a, b] = await startPair(modern, processes)
+      // Per era: a 2026-07-28 client's call that becomes a task after the window is not offered to the upstream as
+      // a task up front (a quick call stays quick), so only a tool the upstream runs only as a task is resumed.
+      expect(await survivalOf(a)).toMatchObject({
+        upstreams: [{
+          upstream: 'u',
+          others: 'resumed if the upstream runs the call as its own task (2026-07-28 tasks extension), else lost',
+          afterWindow: 'resumed if the upstream runs the tool only as its own task, else lost',
+        }],
+      })
+      const taskId = await callBecomingTask(a.url, 'u__demo__slow', { duration: 4000, steps: 4 })
+      const task = await killAndResume([a, b], taskId, 'native')
+      expect(JSON.stringify(task.result)).toContain('slow finished: 4 steps in 4000 ms')
+      expect(upstream.logs().filter((line) => line.msg === 'task created')).toHaveLength(1)
+    } finally {
+      await modernProxy.close()
+    }
+  })
+
+  it('a question the research query asked once it was a task, before the kill, is answered through the survivor', { timeout: 90_000 }, async () => {
+    const [a, b] = await startPair(file, processes)
+    const elicitation = { elicitation: { form: {} } }
+    // The server asks at its third stage, two seconds in: well after the call became a task.
+    const taskId = await callBecomingTask(a.url, RESEARCH, { topic: 'jaguar', ambiguous: true }, elicitation)
+    const waiting = await ModernRaw.withTasks(a.url, elicitation).waitFor(taskId, ['input_required'])
+    const [key] = Object.keys(waiting.inputRequests as Json)
+    expect(String(((waiting.inputRequests as Record<string, Json>)[key!]!.params as Json).message)).toContain('jaguar')
+    const from = b.lines.length
+    a.child.kill('SIGKILL')
+    await a.exited
+    await loggedLine(b, 'resuming the upstream work of a task another gateway process ran', { from, timeoutMs: 60_000 })
+    const viaB = ModernRaw.withTasks(b.url, elicitation)
+    expect(Object.keys((await viaB.waitFor(taskId, ['input_required'])).inputRequests as Json)).toEqual([key])
+    await viaB.result('tasks/update', { taskId, inputResponses: { [key!]: { action: 'accept', content: { interpretation: 'the car' } } } })
+    const task = await ended(b.url, taskId)
+    expect(JSON.stringify(task.result)).toContain('jaguar (the car)')
+  })
+
+  it('a process shutting down hands the task over at once, not cancelled upstream; the next one on the SQLite file finishes it', { timeout: 90_000 }, async () => {
+    const store = { kind: 'sqlite', path: join(mkdtempSync(join(tmpdir(), 'gw-handover-modern-client-')), 'gateway.db') }
+    // A grace long enough for the research query to finish: a task handed over does not wait for it.
+    const config = {
+      store,
+      server: { shutdownGrace: '60s' },
+      tasks: { pollInterval: '50ms' },
+      upstreams: [{ name: 'ev', transport: 'streamable-http', url: proxy.url, timeouts: { connect: '60s' } }],
+    }
+    const first = await startGateway(config)
+    inProcess.push(first)
+    const before = proxy.count(`tools/call ${RESEARCH}`)
+    const cancels = proxy.count('tasks/cancel')
+    const taskId = await callBecomingTask(first.url, RESEARCH, { topic: 'modern handover' })
+    await first.close()
+    expect(first.gateway.tasks.handedOver).toBe(1)
+    const second = await startGateway(config)
+    inProcess.push(second)
+    const task = await ended(second.url, taskId)
+    expect(JSON.stringify(task.result)).toContain('Research Report: modern handover')
+    expect(proxy.count(`tools/call ${RESEARCH}`) - before).toBe(1)
+    expect(proxy.count('tasks/cancel')).toBe(cancels)
+  })
+
+  it('kill -9 and restart on SQLite: the next process on the file finishes the research query, created once upstream', { timeout: 90_000 }, async () => {
+    const database = join(mkdtempSync(join(tmpdir(), 'gw-resume-modern-client-')), 'gateway.db')
+    const sqlite = writeConfig(`
+store: { kind: sqlite, path: ${JSON.stringify(database)} }
+tasks: { pollInterval: 50ms }
+${upstreamYaml()}`)
+    const first = await startGatewayProcess(sqlite)
+    processes.push(first)
+    const before = proxy.count(`tools/call ${RESEARCH}`)
+    const taskId = await callBecomingTask(first.url, RESEARCH, { topic: 'modern restart' })
+    await recordedInSqlite(database, [taskId], 'native')
+    first.child.kill('SIGKILL')
+    await first.exited
+    const second = await startGatewayProcess(sqlite)
+    processes.push(second)
+    const task = await ended(second.url, taskId)
+    expect(JSON.stringify(task.result)).toContain('Research Report: modern restart')
+    expect(proxy.count(`tools/call ${RESEARCH}`) - before).toBe(1)
+  })
+})
