@@ -94,6 +94,8 @@ describe('handing running tasks over on shutdown', () => {
         resumable: ['simulate-research-query'],
         rerun: [],
         others: 'resumed if the upstream replays the call stream (SSE event ids), else lost',
+        // Whatever the tool: a queued task's call never left the process.
+        queued: 'started by the process that takes them over: their calls were never sent upstream',
       }],
     })
     const recorded = await Promise.all(taskIds.map(async (id) => await first.gateway.store.tasks.get(id, Date.now())))
