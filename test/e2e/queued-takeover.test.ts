@@ -8,7 +8,7 @@ import type { CountingProxy } from '../helpers/counting-proxy.ts'
 import { loggedLine, startGatewayProcess, stopAll, writeConfig, type GatewayProcess } from '../helpers/process.ts'
 import { legacyTask, RawSession } from '../helpers/raw-session.ts'
 import { purge, REDIS_URL, STATE_SECRET } from '../helpers/redis.ts'
-import { expectCompleted, recordedInSqlite, startPair, startResumeUpstreams, type ResumeUpstreams } from '../helpers/resume.ts'
+import { expectCompleted, recordedInRedis, recordedInSqlite, startPair, startResumeUpstreams, type ResumeUpstreams } from '../helpers/resume.ts'
 import { until } from '../helpers/until.ts'
 
 type Json = Record<string, unknown>
@@ -114,6 +114,28 @@ upstreams:
     redis?.disconnect()
     await purge(prefix)
     await upstreams?.close()
+  })
+
+  it('SIGKILL of the owner while 4 of 20 tasks wait for a slot: the survivor completes all 20, each run once upstream', { timeout: 120_000 }, async () => {
+    const [a, b] = await startPair(onRedis(16), processes)
+    const session = await RawSession.open(a.url)
+    // 16 take the slots (8 plain calls, then 8 of the upstream's own tasks); 2 of each kind wait behind them.
+    const jobs = [
+      ...Array.from({ length: 8 }, () => long(8)),
+      ...Array.from({ length: 8 }, (_, i) => research(`failover ${i}`)),
+      long(2), long(3), research('failover queued 0'), research('failover queued 1'),
+    ]
+    const before = calls()
+    const taskIds = await create(session, jobs)
+    await recordedInRedis(redis, prefix, taskIds.slice(0, 8), 'stream')
+    await recordedInRedis(redis, prefix, taskIds.slice(8, 16), 'native')
+    await queuedBehind(session, taskIds.slice(16))
+    expect(callsSince(before)).toEqual({ [LONG]: 8, [RESEARCH]: 8 })
+
+    a.child.kill('SIGKILL')
+    await a.exited
+    await expectAllCompleted(session.on(b.url), taskIds, jobs)
+    expect(callsSince(before)).toEqual({ [LONG]: 10, [RESEARCH]: 10 })
   })
 
   it('kill -9 of the only process on a SQLite file: the next one starts the queued tasks, each runs once upstream', { timeout: 90_000 }, async () => {
