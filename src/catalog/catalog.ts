@@ -108,6 +108,11 @@ export class Catalog {
     return this.base()
   }
 
+  /** Until every upstream's first lists are read (see start): the promise of that; undefined once they are, or before start. */
+  get starting (): Promise<void> | undefined {
+    return this.#warm ? undefined : this.#started
+  }
+
   /** What a client with no capabilities and no session sees. */
   base (): CatalogView {
     const parts: ViewPart[] = []

@@ -192,6 +192,7 @@ export async function wireCore (config: Config, given: { logger?: Logger, store?
     shutdown: shutdown.signal,
     bus: store.bus,
     nativeTaskSupport: (upstream, tool) => catalog.nativeTaskSupport(upstream, tool),
+    get listing () { return catalog.starting },
     get maxResultBytes () { return live.tasks.maxResultBytes },
     get storedBytesPerPrincipal () { return budget.storedBytesPerPrincipal },
     tracing,

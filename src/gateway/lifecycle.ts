@@ -43,9 +43,9 @@ async function drainInFlight (core: GatewayCore): Promise<void> {
 }
 
 /**
- * Stops the running tasks `which` picks and leaves them to the other processes, or to the next process on the
- * store (see TaskRunner.handOver, ProcessLease.handOver). Nothing is handed over in a store that ends with the
- * process (memory): nobody could go on with it.
+ * Stops the running tasks `which` picks, and those still waiting for a call slot (never sent), and leaves them to
+ * the other processes, or to the next process on the store (see TaskRunner.handOver, ProcessLease.handOver).
+ * Nothing is handed over in a store that ends with the process (memory): nobody could go on with it.
  */
 async function handOver (core: GatewayCore, which: Parameters<GatewayCore['runner']['handOver']>[0]): Promise<void> {
   if (!core.store.durable) return
@@ -58,8 +58,9 @@ async function handOver (core: GatewayCore, which: Parameters<GatewayCore['runne
  * - New requests are refused first, so what the drain waits for can only shrink.
  * - The sweepers stop next: none starts ending sessions or deleting tasks while the gateway drains, and one
  *   already running finishes while the store is open.
- * - Tasks whose upstream task another process can reach are handed over at once (durable stores): they go on
- *   elsewhere, or in the next process on the store. Requests and tasks in flight get the grace; then tasks of
+ * - Tasks whose upstream task another process can reach, and tasks still waiting for a call slot (nothing of them
+ *   was sent), are handed over at once (durable stores): they go on, or start, elsewhere or in the next process on
+ *   the store, and the grace never waits for a slot this process would free. Requests and tasks in flight get the grace; then tasks of
  *   idempotent tools, and those that became resumable meanwhile, are handed over (run again or resumed
  *   elsewhere), what is left is cancelled, held 2026-07-28 calls are dropped, and the runner settles, leaving
  *   every task of this process terminal or handed over.
@@ -78,7 +79,7 @@ export function shutdownSteps (core: GatewayCore, front: GatewayFront, jobs: Gat
   return [
     { name: 'refuse new requests', run: () => front.drain() },
     { name: 'stop the sweepers', run: async () => { await Promise.all([jobs.sessionSweep.stop(), jobs.taskSweep.stop()]) } },
-    { name: 'hand resumable tasks over', run: () => handOver(core, (_task, resumable) => resumable) },
+    { name: 'hand resumable and queued tasks over', run: () => handOver(core, (_task, resumable) => resumable) },
     { name: 'let requests and tasks in flight finish', run: () => drainInFlight(core) },
     // Again those that became resumable meanwhile (their upstream task was created during the grace).
     { name: 'hand resumable and idempotent tasks over', run: () => handOver(core, (task, resumable) => resumable || core.tasks.idempotent(task)) },

@@ -17,6 +17,12 @@ export type OthersSurvival =
   | 'resumed if the upstream runs the call as its own task (2026-07-28 tasks extension), else lost'
   | 'lost'
 
+/**
+ * What becomes of a task still waiting for a call slot (its call never sent, marked unsent in the store): whatever
+ * the tool and the upstream, the process that takes it over starts it.
+ */
+export const QUEUED_SURVIVAL = 'started by the process that takes them over: their calls were never sent upstream'
+
 /** One upstream's answer to "what does a restart cost": its tools by what becomes of their running tasks. */
 export interface UpstreamSurvival {
   upstream: string
@@ -35,6 +41,8 @@ export interface UpstreamSurvival {
    * be answered directly).
    */
   afterWindow?: 'resumed if the upstream runs the tool only as its own task, else lost'
+  /** What becomes of a task of any tool still waiting for a call slot (maxConcurrentCalls). */
+  queued: typeof QUEUED_SURVIVAL
   /** Why its running tasks are not resumed, when they are not. */
   note?: string
 }
@@ -71,7 +79,7 @@ export function upstreamSurvival (upstream: Upstream, nativeTools: ReadonlyMap<s
       ? 'resumed if the upstream replays the call stream (SSE event ids), else lost'
       : upstream.offersTasks ? 'resumed if the upstream runs the call as its own task (2026-07-28 tasks extension), else lost' : 'lost'
   const survival: UpstreamSurvival = {
-    upstream: upstream.name, transport: config.transport, resume: config.resume, resumable, rerun, others,
+    upstream: upstream.name, transport: config.transport, resume: config.resume, resumable, rerun, others, queued: QUEUED_SURVIVAL,
   }
   if (note !== undefined) survival.note = note
   if (others === 'resumed if the upstream runs the call as its own task (2026-07-28 tasks extension), else lost') {

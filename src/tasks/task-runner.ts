@@ -33,6 +33,8 @@ export interface TaskRunnerDeps {
   bus: SignalBus
   /** Whether the upstream itself runs this tool as a task (`optional` or `required`), by its own name. */
   nativeTaskSupport (upstream: string, tool: string): TaskSupport | undefined
+  /** While the gateway starts, until its upstreams' tools are listed (what nativeTaskSupport knows); undefined after. */
+  readonly listing?: Promise<void> | undefined
   /** Largest outcome (as JSON) a task stores (tasks.maxResultBytes); a larger one fails the task. */
   maxResultBytes: number
   /** The bytes one principal's tasks may store (limits.storedBytesPerPrincipal): an outcome that does not fit fails its task. */
@@ -56,7 +58,9 @@ interface RunningTask {
   done: Promise<void>
   /** Its upstream task is recorded (TaskRecord.resume): another process can go on with it. */
   resumable: boolean
-  /** The write of that record, while it is on its way to the store. */
+  /** The store marks it unsent (it waits for a call slot) and its call has not begun to leave: another process may start it. */
+  unsent: boolean
+  /** The write of either record, while it is on its way to the store. */
   recording?: Promise<void>
 }
 
@@ -154,14 +158,16 @@ export class TaskRunner {
         controller.abort(new GatewayError('GW_ERR_REQUEST_CANCELLED', ['the task reached its TTL']))
       }, Math.min(MAX_TIMER_MS, task.createdAt + task.ttlMs - Date.now()))
     expiry?.unref()
-    const done = work(controller).catch((err: unknown) => {
+    // Tracked before the work begins: a call that finds no free slot is marked unsent before its first await.
+    const running: RunningTask = { task, controller, done: Promise.resolve(), resumable: task.resume !== null && task.resume.kind !== 'unsent', unsent: false }
+    this.#running.set(task.id, running)
+    running.done = work(controller).catch((err: unknown) => {
       this.#deps.log.error({ err, taskId: task.id }, 'task runner failed')
     }).finally(() => {
       unsubscribe()
       clearTimeout(expiry)
       this.#running.delete(task.id)
     })
-    this.#running.set(task.id, { task, controller, done, resumable: task.resume !== null && task.resume.kind !== 'unsent' })
   }
 
   /** Aborts the task's upstream call (the task is already cancelled in the store). */
@@ -172,14 +178,15 @@ export class TaskRunner {
   /**
    * Stops waiting for the upstream work of the running tasks that `which` picks (the call of each ends without
    * an outcome, its upstream task is not cancelled, its input requests stay pending), so that another process,
-   * or this one's successor, goes on with them. A task whose record of its upstream work is being written is
-   * picked once the write is done. Returns the tasks stopped.
+   * or this one's successor, goes on with them. A task still waiting for a call slot, marked unsent, is always
+   * picked: nothing of it ran upstream, so whoever takes it over starts it. A task whose record of its upstream
+   * work (or unsent mark) is being written is picked once the write is done. Returns the tasks stopped.
    */
   async handOver (which: (task: TaskRecord, resumable: boolean) => boolean): Promise<TaskRecord[]> {
     await Promise.all([...this.#running.values()].map(async (running) => { await running.recording }))
     const handed: TaskRecord[] = []
     for (const running of this.#running.values()) {
-      if (!which(running.task, running.resumable)) continue
+      if (!running.unsent && !which(running.task, running.resumable)) continue
       running.controller.abort(new GatewayError('GW_ERR_TASK_HANDED_OVER', ['this process is shutting down']))
       handed.push(running.task)
     }
@@ -281,12 +288,15 @@ export class TaskRunner {
     // "queued" statusMessage write, and the write that clears both lands before the request leaves: a process that takes
     // the task over meanwhile starts it instead of failing it. A call that gets its slot at once writes nothing more.
     let unsent = false
+    const running = this.#running.get(task.id)
     const statusMessage = (message: string | null, { from, to } = restatement('working'), resume?: null | { kind: 'unsent' }): Promise<TaskRecord | null> => {
       const write = statusWrites.then(async () => {
         const patch: TaskPatch = { statusMessage: message, by: task.owner, asOwner: task.owner }
         if (resume !== undefined) patch.resume = resume
         const updated = await this.#deps.store.transition(task.id, from, to, patch, Date.now())
         if (updated) events.status(updated)
+        // Unless the call began to leave meanwhile (then `unsent` is false already).
+        if (updated && resume?.kind === 'unsent' && unsent && running) running.unsent = true
         return updated
       })
       statusWrites = write.then(() => {}, (err: unknown) => this.#deps.log.warn({ err, taskId: task.id }, 'could not record the queue state of a task'))
@@ -312,6 +322,7 @@ export class TaskRunner {
         statusMessage(limit === 'maxConcurrentCalls'
           ? `queued: upstream '${upstream.name}' already runs its maxConcurrentCalls calls`
           : `queued: this principal already runs its maxConcurrentCallsPerPrincipal calls on upstream '${upstream.name}'`, sent ? QUEUED : undefined, mark ? { kind: 'unsent' } : undefined).catch(() => {})
+        if (mark && running) running.recording = statusWrites
       },
       sent: async () => {
         sent = true
@@ -320,7 +331,11 @@ export class TaskRunner {
           statusMessage(null).catch(() => {})
           return
         }
+        // Handed over while it waited (handOver): whoever took it over starts it. Checked and cleared in one turn, so
+        // handOver either stopped it before this point or leaves it alone.
+        if (controller.signal.aborted) throw controller.signal.reason
         unsent = false
+        if (running) running.unsent = false
         // Not sent while the store says unsent (a store that stays unavailable fails it), nor once another process claimed it.
         const cleared = await whileStoreUnavailable(() => statusMessage(null, undefined, null), {
           until: task.ttlMs === null ? undefined : task.createdAt + task.ttlMs,
@@ -337,6 +352,10 @@ export class TaskRunner {
       trace: run,
       maxResultBytes: this.#deps.maxResultBytes,
     }
+    // A task a starting process took over (from an earlier run) runs as the upstream's own task only if the tool
+    // requires or allows it: which the upstream's tool list says, once it is read.
+    const listing = this.#deps.listing
+    if (listing !== undefined) await listing.catch(() => {})
     const plan = upstreamTaskPlan(upstream, task.tool, this.#deps.nativeTaskSupport(task.upstream, task.tool))
     const upstreamTask: UpstreamTaskHooks = {
       resumable: plan.resumable,

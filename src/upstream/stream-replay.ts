@@ -31,8 +31,8 @@ export interface ReplayFollower {
   closed: AbortSignal
   /** Reads a replay to its end; `quiet` hears each event; returns the last event id. */
   read (body: Body, last: string, quiet: () => void): Promise<string | undefined>
-  /** Asks for the events after `last` again. */
-  reopen (last: string): Promise<ReplayAnswer>
+  /** Asks for the events after `last` again; `waited` aborts the request when its answer is too long in coming. */
+  reopen (last: string, waited: AbortSignal): Promise<ReplayAnswer>
   /** Hands a message on to the session's client (the call's failure, when the upstream forgot the stream). */
   deliver (message: object): void
 }
@@ -60,7 +60,13 @@ export async function followReplay (follower: ReplayFollower): Promise<void> {
     current = undefined
     while (!replayed.answered && !gone() && current === undefined) {
       const failed = (err: unknown): ReplayAnswer => ({ statusCode: 0, text: errorMessage(err), body: undefined })
-      const res = await follower.reopen(last).catch(failed)
+      // An upstream may send no headers for a replay with nothing in it until it has something to send (the
+      // TypeScript SDK's first keep-alive comes 15 s later): asked again after the silence a stream may keep.
+      const waited = new AbortController()
+      const timer = setTimeout(() => { waited.abort(new Error('the upstream did not answer the replay request in time')) }, REPLAY_SILENCE_MS)
+      const res = await follower.reopen(last, waited.signal).catch(failed)
+      clearTimeout(timer)
+      if (waited.signal.aborted && res.statusCode !== 200) continue
       if (res.statusCode === 200) {
         current = res.body
       } else if (res.statusCode === 404 || res.statusCode === 400) {

@@ -270,16 +270,16 @@ export class StreamableHttpTransport implements Transport {
       gone: () => this.#closed.signal.aborted || options.requestSignal?.aborted === true,
       closed: this.#closed.signal,
       read: async (body, last, quiet) => await this.#readStream(body, last, limit, replayed.to, options.requestSignal, quiet, replayed),
-      reopen: async (last) => await this.#replayFrom(last, options),
+      reopen: async (last, waited) => await this.#replayFrom(last, options, waited),
       deliver: (message) => { this.#deliver(message as Message) },
     })
   }
 
-  /** A GET for the events after `eventId`: the SSE body, or the status and text of a refusal. */
-  async #replayFrom (eventId: string, options: TransportSendOptions): Promise<ReplayAnswer> {
+  /** A GET for the events after `eventId`: the SSE body, or the status and text of a refusal; `waited` gives up on the answer. */
+  async #replayFrom (eventId: string, options: TransportSendOptions, waited?: AbortSignal): Promise<ReplayAnswer> {
     const headers = this.#headers('text/event-stream', options.headers)
     headers['last-event-id'] = eventId
-    const signal = options.requestSignal ? AbortSignal.any([options.requestSignal, this.#closed.signal]) : this.#closed.signal
+    const signal = AbortSignal.any([options.requestSignal, this.#closed.signal, waited].filter((s) => s !== undefined))
     const res = await this.#options.dispatcher.request({ origin: this.#options.url.origin, path: this.#path, method: 'GET', headers, signal })
     const type = String(res.headers['content-type'] ?? '')
     if (res.statusCode === 200 && type.includes('text/event-stream')) return { statusCode: 200, text: '', body: res.body }

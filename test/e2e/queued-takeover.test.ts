@@ -5,7 +5,7 @@ import { join } from 'node:path'
 import { Redis } from 'ioredis'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import type { CountingProxy } from '../helpers/counting-proxy.ts'
-import { startGatewayProcess, stopAll, writeConfig, type GatewayProcess } from '../helpers/process.ts'
+import { loggedLine, startGatewayProcess, stopAll, writeConfig, type GatewayProcess } from '../helpers/process.ts'
 import { legacyTask, RawSession } from '../helpers/raw-session.ts'
 import { purge, REDIS_URL, STATE_SECRET } from '../helpers/redis.ts'
 import { expectCompleted, recordedInRedis, recordedInSqlite, startPair, startResumeUpstreams, type ResumeUpstreams } from '../helpers/resume.ts'
@@ -13,35 +13,98 @@ import { until } from '../helpers/until.ts'
 
 type Json = Record<string, unknown>
 
-const TOOL = 'trigger-long-running-operation'
+const LONG = 'trigger-long-running-operation'
+const RESEARCH = 'simulate-research-query'
 const QUEUED = 'queued: upstream \'ev\' already runs its maxConcurrentCalls calls'
 
+/** A task of either tool, and the text its real result holds. */
+interface Job { tool: typeof LONG | typeof RESEARCH, args: Json, result: string }
+
+function long (duration: number, steps = 2): Job {
+  return { tool: LONG, args: { duration, steps }, result: `Long running operation completed. Duration: ${duration} seconds` }
+}
+
+function research (topic: string): Job {
+  return { tool: RESEARCH, args: { topic }, result: `Research Report: ${topic}` }
+}
+
 /**
- * Two gateway processes on one Redis in front of @modelcontextprotocol/server-everything over Streamable HTTP, with
- * two call slots on it. Five tasks are created through A: two are sent upstream (their streams can be replayed),
- * three wait for a slot of A. A is killed with SIGKILL: B resumes the two that were sent and starts the three that
- * never left A, so all five complete and the upstream ran each once. The same with one process on a SQLite file,
- * killed and started again.
+ * Gateway processes in front of @modelcontextprotocol/server-everything over Streamable HTTP (`simulate-research-query`
+ * runs as the server's own task, `trigger-long-running-operation` is a plain call whose stream it replays), with a
+ * bound on its call slots. Tasks created while every slot is taken wait in their process, marked unsent: when that
+ * process is killed (SIGKILL) or shuts down (SIGTERM), another process on Redis, or the next one on a SQLite file,
+ * starts them, and every task completes with the upstream having run it once.
  */
-describe('tasks still waiting for a call slot when their process is killed', () => {
+describe('tasks still waiting for a call slot when their process stops', () => {
   const prefix = `mcpgw-queued:${randomUUID()}:`
   let upstreams: ResumeUpstreams
   let proxy: CountingProxy
   let redis: Redis
-  let file: string
   const processes: GatewayProcess[] = []
+
+  /** A config on Redis (shared by every process started on it) with `slots` call slots on the upstream. */
+  function onRedis (slots: number, server = ''): string {
+    return writeConfig(`
+store: { kind: redis, url: ${JSON.stringify(REDIS_URL)}, prefix: ${JSON.stringify(prefix)} }
+server: { stateSecret: ${JSON.stringify(STATE_SECRET)}${server} }
+tasks: { pollInterval: 50ms, ownerLease: 2s }
+upstreams:
+  - { name: ev, transport: streamable-http, url: ${JSON.stringify(proxy.url)}, timeouts: { connect: 60s }, maxConcurrentCalls: ${slots} }
+`)
+  }
+
+  /** A config on a fresh SQLite file; returns it and the file. */
+  function onSqlite (slots: number, server = ''): { config: string, database: string } {
+    const database = join(mkdtempSync(join(tmpdir(), 'gw-queued-')), 'gateway.db')
+    const config = writeConfig(`
+store: { kind: sqlite, path: ${JSON.stringify(database)} }
+${server === '' ? '' : `server: { ${server.slice(2)} }`}
+tasks: { pollInterval: 50ms }
+upstreams:
+  - { name: ev, transport: streamable-http, url: ${JSON.stringify(proxy.url)}, timeouts: { connect: 60s }, maxConcurrentCalls: ${slots} }
+`)
+    return { config, database }
+  }
+
+  async function startOne (config: string): Promise<GatewayProcess> {
+    const gateway = await startGatewayProcess(config)
+    processes.push(gateway)
+    return gateway
+  }
+
+  /** Upstream calls of each tool so far. */
+  function calls (): Json {
+    return { [LONG]: proxy.count(`tools/call ${LONG}`), [RESEARCH]: proxy.count(`tools/call ${RESEARCH}`) }
+  }
+
+  /** Upstream calls of each tool since `before`. */
+  function callsSince (before: Json): Json {
+    const now = calls()
+    return { [LONG]: Number(now[LONG]) - Number(before[LONG]), [RESEARCH]: Number(now[RESEARCH]) - Number(before[RESEARCH]) }
+  }
+
+  /** Creates the tasks one after the other (each takes a free slot, or waits behind those before it). */
+  async function create (session: RawSession, jobs: readonly Job[]): Promise<string[]> {
+    const taskIds: string[] = []
+    for (const job of jobs) taskIds.push(await legacyTask(session, `ev__${job.tool}`, job.args))
+    return taskIds
+  }
+
+  /**
+   * Holds the only call slot of `gateway` with a plain call its client waits for (not a task: the shutdown's grace
+   * waits for it, and cancels it at its end); resolves once the upstream has it.
+   */
+  async function holdTheSlot (gateway: GatewayProcess): Promise<void> {
+    const before = proxy.count(`tools/call ${LONG}`)
+    const session = await RawSession.open(gateway.url)
+    session.request('tools/call', { name: `ev__${LONG}`, arguments: { duration: 20, steps: 2 } }).catch(() => {})
+    await until('the upstream running the call that holds the slot', () => proxy.count(`tools/call ${LONG}`) > before ? true : undefined)
+  }
 
   beforeAll(async () => {
     upstreams = await startResumeUpstreams()
     proxy = upstreams.everythingProxy
     redis = new Redis(REDIS_URL)
-    file = writeConfig(`
-store: { kind: redis, url: ${JSON.stringify(REDIS_URL)}, prefix: ${JSON.stringify(prefix)} }
-server: { stateSecret: ${JSON.stringify(STATE_SECRET)} }
-tasks: { pollInterval: 50ms, ownerLease: 2s }
-upstreams:
-  - { name: ev, transport: streamable-http, url: ${JSON.stringify(proxy.url)}, timeouts: { connect: 60s }, maxConcurrentCalls: 2 }
-`)
   }, 90_000)
 
   afterEach(async () => { await stopAll(processes) })
@@ -53,60 +116,106 @@ upstreams:
     await upstreams?.close()
   })
 
-  it('SIGKILL of the owner: the survivor starts the queued tasks instead of failing them, each runs once upstream', { timeout: 90_000 }, async () => {
-    const [a, b] = await startPair(file, processes)
+  it('SIGKILL of the owner while 4 of 20 tasks wait for a slot: the survivor completes all 20, each run once upstream', { timeout: 120_000 }, async () => {
+    const [a, b] = await startPair(onRedis(16), processes)
     const session = await RawSession.open(a.url)
-    const before = proxy.count(`tools/call ${TOOL}`)
-    const taskIds: string[] = []
-    for (let i = 0; i < 5; i++) taskIds.push(await legacyTask(session, `ev__${TOOL}`, { duration: 2, steps: 2 }))
-    await recordedInRedis(redis, prefix, taskIds.slice(0, 2), 'stream')
-    await queuedBehind(session, taskIds)
-    expect(proxy.count(`tools/call ${TOOL}`) - before).toBe(2)
+    // 16 take the slots (8 plain calls, then 8 of the upstream's own tasks); 2 of each kind wait behind them.
+    const jobs = [
+      ...Array.from({ length: 8 }, () => long(8)),
+      ...Array.from({ length: 8 }, (_, i) => research(`failover ${i}`)),
+      long(2), long(3), research('failover queued 0'), research('failover queued 1'),
+    ]
+    const before = calls()
+    const taskIds = await create(session, jobs)
+    await recordedInRedis(redis, prefix, taskIds.slice(0, 8), 'stream')
+    await recordedInRedis(redis, prefix, taskIds.slice(8, 16), 'native')
+    await queuedBehind(session, taskIds.slice(16))
+    expect(callsSince(before)).toEqual({ [LONG]: 8, [RESEARCH]: 8 })
 
     a.child.kill('SIGKILL')
     await a.exited
-    await expectAllCompleted(session.on(b.url), taskIds)
-    expect(proxy.count(`tools/call ${TOOL}`) - before).toBe(5)
+    await expectAllCompleted(session.on(b.url), taskIds, jobs)
+    expect(callsSince(before)).toEqual({ [LONG]: 10, [RESEARCH]: 10 })
   })
 
   it('kill -9 of the only process on a SQLite file: the next one starts the queued tasks, each runs once upstream', { timeout: 90_000 }, async () => {
-    const database = join(mkdtempSync(join(tmpdir(), 'gw-queued-')), 'gateway.db')
-    const sqlite = writeConfig(`
-store: { kind: sqlite, path: ${JSON.stringify(database)} }
-tasks: { pollInterval: 50ms }
-upstreams:
-  - { name: ev, transport: streamable-http, url: ${JSON.stringify(proxy.url)}, timeouts: { connect: 60s }, maxConcurrentCalls: 2 }
-`)
-    const first = await startGatewayProcess(sqlite)
-    processes.push(first)
+    const { config, database } = onSqlite(2)
+    const first = await startOne(config)
     const session = await RawSession.open(first.url)
-    const before = proxy.count(`tools/call ${TOOL}`)
-    const taskIds: string[] = []
-    for (let i = 0; i < 5; i++) taskIds.push(await legacyTask(session, `ev__${TOOL}`, { duration: 2, steps: 2 }))
+    // The next process starts the queued task of the upstream's own task tool as one, once it has read the tool list.
+    const jobs = [long(2), long(2), long(2), research('restart queued'), long(3)]
+    const before = calls()
+    const taskIds = await create(session, jobs)
     await recordedInSqlite(database, taskIds.slice(0, 2), 'stream')
-    await queuedBehind(session, taskIds)
-    expect(proxy.count(`tools/call ${TOOL}`) - before).toBe(2)
+    await queuedBehind(session, taskIds.slice(2))
+    expect(callsSince(before)).toEqual({ [LONG]: 2, [RESEARCH]: 0 })
 
     first.child.kill('SIGKILL')
     await first.exited
-    const second = await startGatewayProcess(sqlite)
-    processes.push(second)
-    await expectAllCompleted(session.on(second.url), taskIds)
-    expect(proxy.count(`tools/call ${TOOL}`) - before).toBe(5)
+    const second = await startOne(config)
+    await expectAllCompleted(session.on(second.url), taskIds, jobs)
+    expect(callsSince(before)).toEqual({ [LONG]: 4, [RESEARCH]: 1 })
+  })
+
+  // Each queued task leaves at once: the grace waits only for the call that holds the slot, and its end finds no task left.
+  const queuedJobs = [long(2), long(3), research('handed over')]
+
+  it('SIGTERM of the owner: its queued tasks are handed over at once and the other process completes them, each run once', { timeout: 90_000 }, async () => {
+    const [a, b] = await startPair(onRedis(1, ', shutdownGrace: 3s'), processes)
+    await holdTheSlot(a)
+    const session = await RawSession.open(a.url)
+    const before = calls()
+    const taskIds = await create(session, queuedJobs)
+    await queuedBehind(session, taskIds)
+
+    const from = b.lines.length
+    a.child.kill('SIGTERM')
+    const taken = JSON.parse(await loggedLine(b, 'took over the tasks of a lost gateway process', { from })) as Json
+    expect(taken).toMatchObject({ started: 3, resumed: 0, rerun: 0, failed: 0 })
+    await expectAllCompleted(session.on(b.url), taskIds, queuedJobs)
+    expect(callsSince(before)).toEqual({ [LONG]: 2, [RESEARCH]: 1 })
+    await a.exited
+    expectHandedOverAtOnce(a)
+  })
+
+  it('SIGTERM of the only process on a SQLite file: the next one starts its queued tasks, each runs once upstream', { timeout: 90_000 }, async () => {
+    const { config } = onSqlite(1, ', shutdownGrace: 3s')
+    const first = await startOne(config)
+    await holdTheSlot(first)
+    const session = await RawSession.open(first.url)
+    const before = calls()
+    const taskIds = await create(session, queuedJobs)
+    await queuedBehind(session, taskIds)
+
+    first.child.kill('SIGTERM')
+    await first.exited
+    expectHandedOverAtOnce(first)
+    const second = await startOne(config)
+    const recovered = JSON.parse(await loggedLine(second, 'recovered tasks interrupted by a restart')) as Json
+    expect(recovered).toMatchObject({ started: 3, resumed: 0, rerun: 0, failed: 0 })
+    await expectAllCompleted(session.on(second.url), taskIds, queuedJobs)
+    expect(callsSince(before)).toEqual({ [LONG]: 2, [RESEARCH]: 1 })
   })
 })
 
-/** Waits until the last three of `taskIds` show that they wait for a call slot. */
+/** The stopped process handed its 3 queued tasks over before its grace, and had none left when the grace ended. */
+function expectHandedOverAtOnce (gateway: GatewayProcess): void {
+  const logged = (msg: string): Json | undefined => gateway.lines.map((line) => JSON.parse(line) as Json).find((line) => line.msg === msg)
+  expect(logged('handed running tasks over')).toMatchObject({ handedOver: 3 })
+  expect(logged('shutdown grace over: cancelling in-flight requests and tasks')).toMatchObject({ requests: 1, tasks: 0 })
+}
+
+/** Waits until every one of `taskIds` shows that it waits for a call slot. */
 async function queuedBehind (session: RawSession, taskIds: readonly string[]): Promise<void> {
-  await until('three tasks waiting for a call slot', async () => {
-    const tasks = await Promise.all(taskIds.slice(2).map(async (taskId) => (await session.request('tasks/get', { taskId })).result as Json))
+  await until(`${taskIds.length} tasks waiting for a call slot`, async () => {
+    const tasks = await Promise.all(taskIds.map(async (taskId) => (await session.request('tasks/get', { taskId })).result as Json))
     return tasks.every((task) => task.statusMessage === QUEUED) ? true : undefined
   })
 }
 
 /** Every task ends `completed` with the upstream's real result. */
-async function expectAllCompleted (session: RawSession, taskIds: readonly string[]): Promise<void> {
+async function expectAllCompleted (session: RawSession, taskIds: readonly string[], jobs: readonly Job[]): Promise<void> {
   const ended = await Promise.all(taskIds.map(async (taskId) => await session.waitFor(taskId, ['completed', 'failed', 'cancelled'])))
-  expect(ended.map((task) => `${String(task.status)} ${String(task.statusMessage ?? '')}`.trim())).toEqual(Array(5).fill('completed'))
-  await expectCompleted(session, taskIds, () => 'Long running operation completed. Duration: 2 seconds')
+  expect(ended.map((task) => `${String(task.status)} ${String(task.statusMessage ?? '')}`.trim())).toEqual(Array(taskIds.length).fill('completed'))
+  await expectCompleted(session, taskIds, (i) => jobs[i]!.result)
 }

@@ -94,6 +94,8 @@ describe('handing running tasks over on shutdown', () => {
         resumable: ['simulate-research-query'],
         rerun: [],
         others: 'resumed if the upstream replays the call stream (SSE event ids), else lost',
+        // Whatever the tool: a queued task's call never left the process.
+        queued: 'started by the process that takes them over: their calls were never sent upstream',
       }],
     })
     const recorded = await Promise.all(taskIds.map(async (id) => await first.gateway.store.tasks.get(id, Date.now())))
@@ -133,7 +135,7 @@ describe('handing running tasks over on shutdown', () => {
     const taskId = await legacyTask(session, TOOL, { topic: 'held 0' })
     await recordingStarted
     const closed = first.close()
-    await until('the shutdown to reach the handover', () => first.logs().some((line) => line.msg === 'shutdown step' && line.step === 'hand resumable tasks over') ? true : undefined)
+    await until('the shutdown to reach the handover', () => first.logs().some((line) => line.msg === 'shutdown step' && line.step === 'hand resumable and queued tasks over') ? true : undefined)
     release()
     await closed
     // Handed over at once (a task left to its grace would have finished on the stopped process, handing nothing over).
@@ -142,10 +144,10 @@ describe('handing running tasks over on shutdown', () => {
     await expectReports(session.on(second.url), [taskId], 'held')
   })
 
-  it('hands over, once the grace is over, a task whose upstream task was created during the grace', { timeout: 90_000 }, async () => {
+  it('hands a task still waiting for a call slot over at once, without waiting for the slot through the grace', { timeout: 90_000 }, async () => {
     const store = { kind: 'sqlite', path: join(mkdtempSync(join(tmpdir(), 'gw-handover-queued-')), 'gateway.db') }
     const base = config(store)
-    // One call at a time: the resumable task waits behind a plain call that ends during the grace.
+    // One call at a time: the task waits behind a plain call that ends during the grace.
     const upstream = { ...(base.upstreams as Json[])[0], maxConcurrentCalls: 1 }
     const first = await startGateway({ ...base, server: { shutdownGrace: '8s' }, upstreams: [upstream] })
     running.push(first)
@@ -153,13 +155,15 @@ describe('handing running tasks over on shutdown', () => {
     const plainCalls = proxy.count('tools/call trigger-long-running-operation')
     await legacyTask(session, 'ev__trigger-long-running-operation', { duration: 2, steps: 2 })
     await until('the plain call to hold the upstream\'s one call slot', () => proxy.count('tools/call trigger-long-running-operation') > plainCalls ? true : undefined)
-    // It asks a question once it runs, and waits for the answer past the grace.
+    // It would ask a question once it runs, and wait for the answer past the grace.
     const taskId = await legacyTask(session, TOOL, { topic: 'queued 0', ambiguous: true })
     await until('the task to wait for the call slot', async () => String(((await session.request('tasks/get', { taskId })).result as Json).statusMessage ?? '').startsWith('queued') ? true : undefined)
     await first.close()
-    expect(first.logs().some((line) => line.msg === 'shutdown grace over: cancelling in-flight requests and tasks')).toBe(true)
+    // Handed over before the grace (its call was never sent): the grace had only the plain call to wait for.
+    expect(first.logs().find((line) => line.msg === 'handed running tasks over')).toMatchObject({ handedOver: 1 })
+    expect(first.logs().some((line) => line.msg === 'shutdown grace over: cancelling in-flight requests and tasks')).toBe(false)
     expect(first.gateway.tasks.handedOver).toBe(1)
-    // The next process on the file resumes it: the question asked on the stopped process is answered through it.
+    // The next process on the file starts it: its question is answered through that process.
     const second = await start(store)
     const viaSecond = session.on(second.url)
     const controller = new AbortController()
