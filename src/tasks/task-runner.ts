@@ -5,7 +5,7 @@ import type { Logger } from '../observability/logger.ts'
 import type { GatewayTracing, TaskRunTrace } from '../observability/tracing.ts'
 import type { JsonObject } from '../wire/jsonrpc.ts'
 import { BUS, subscribeTo } from '../store/bus-channels.ts'
-import type { SignalBus, TaskOutcome, TaskPatch, TaskRecord, TaskResume, TaskStore } from '../store/types.ts'
+import type { SignalBus, TaskOutcome, TaskRecord, TaskStore } from '../store/types.ts'
 import type { TaskStatus } from '../wire/task-state.ts'
 import type { TaskSupport } from '../config/schema.ts'
 import type { UpstreamTaskHooks } from '../calls/upstream-call.ts'
@@ -15,9 +15,8 @@ import type { Upstream } from '../upstream/upstream.ts'
 import type { TaskEvents } from './task-events.ts'
 import type { TaskInputs } from './task-inputs.ts'
 import { MAX_TIMER_MS } from '../config/units.ts'
-import { whileStoreUnavailable } from './store-retry.ts'
-import { QUEUED, isTerminal, restatement } from '../wire/task-state.ts'
 import { finishTask } from './task-finish.ts'
+import { TaskWrites, mirrorStatus, recordResume, type RunningTask } from './task-writes.ts'
 import type { HeldTaskLink } from './held-task-link.ts'
 
 export interface TaskRunnerDeps {
@@ -49,19 +48,6 @@ export interface AdoptedCall {
   cancel (reason: unknown): void
   /** Where the call's upstream work runs, for another process to resume it; undefined when it cannot. */
   link?: HeldTaskLink | undefined
-}
-
-/** A task whose upstream call runs in this process. */
-interface RunningTask {
-  task: TaskRecord
-  controller: AbortController
-  done: Promise<void>
-  /** Its upstream task is recorded (TaskRecord.resume): another process can go on with it. */
-  resumable: boolean
-  /** The store marks it unsent (it waits for a call slot) and its call has not begun to leave: another process may start it. */
-  unsent: boolean
-  /** The write of either record, while it is on its way to the store. */
-  recording?: Promise<void>
 }
 
 /**
@@ -133,7 +119,7 @@ export class TaskRunner {
     const running = this.#running.get(task.id)
     if (call.link === undefined || running === undefined) return
     const attached = call.link.attach(async (resume) => {
-      const write = this.#recordResume(task, resume).then((recorded) => { if (recorded) running.resumable = true })
+      const write = recordResume(this.#deps, task, resume).then((recorded) => { if (recorded) running.resumable = true })
       running.recording = write.catch(() => {})
       await write.catch((err: unknown) => this.#deps.log.warn({ err, taskId: task.id }, 'could not record where the upstream work of a task runs: it cannot be resumed by another process'))
     })
@@ -279,29 +265,7 @@ export class TaskRunner {
     if (!upstream) {
       return await this.#finish(task, { error: toWireError(new GatewayError('GW_ERR_UPSTREAM_UNAVAILABLE', [task.upstream, 'it is no longer configured'])) })
     }
-    // Status messages are written in order: a "queued" write never lands after the one that clears it.
-    let statusWrites = Promise.resolve()
-    let queued = false
-    // Once sent, the call waits for a slot again only when its input was answered: the task may still show input_required.
-    let sent = false
-    // A call that waits for a slot before it is first sent (not a resumed one) is marked unsent (TaskRecord.resume) by its
-    // "queued" statusMessage write, and the write that clears both lands before the request leaves: a process that takes
-    // the task over meanwhile starts it instead of failing it. A call that gets its slot at once writes nothing more.
-    let unsent = false
-    const running = this.#running.get(task.id)
-    const statusMessage = (message: string | null, { from, to } = restatement('working'), resume?: null | { kind: 'unsent' }): Promise<TaskRecord | null> => {
-      const write = statusWrites.then(async () => {
-        const patch: TaskPatch = { statusMessage: message, by: task.owner, asOwner: task.owner }
-        if (resume !== undefined) patch.resume = resume
-        const updated = await this.#deps.store.transition(task.id, from, to, patch, Date.now())
-        if (updated) events.status(updated)
-        // Unless the call began to leave meanwhile (then `unsent` is false already).
-        if (updated && resume?.kind === 'unsent' && unsent && running) running.unsent = true
-        return updated
-      })
-      statusWrites = write.then(() => {}, (err: unknown) => this.#deps.log.warn({ err, taskId: task.id }, 'could not record the queue state of a task'))
-      return write
-    }
+    const writes = new TaskWrites(this.#deps, task, this.#running.get(task.id), controller)
     const origin: CallOrigin = {
       client: taskClient(task),
       capabilities: task.clientCapabilities,
@@ -312,41 +276,11 @@ export class TaskRunner {
       progress: (progress) => events.progress(task, progress),
       notify: (method, params) => {
         if (method === 'notifications/tasks/status') {
-          this.#mirror(task, params).catch((err: unknown) => this.#deps.log.warn({ err, taskId: task.id }, 'could not mirror the upstream task status'))
+          mirrorStatus(this.#deps, task, params).catch((err: unknown) => this.#deps.log.warn({ err, taskId: task.id }, 'could not mirror the upstream task status'))
         } else events.notification(task, method, params)
       },
-      queued: (limit) => {
-        queued = true
-        const mark = !sent && task.resume === null
-        if (mark) unsent = true
-        statusMessage(limit === 'maxConcurrentCalls'
-          ? `queued: upstream '${upstream.name}' already runs its maxConcurrentCalls calls`
-          : `queued: this principal already runs its maxConcurrentCallsPerPrincipal calls on upstream '${upstream.name}'`, sent ? QUEUED : undefined, mark ? { kind: 'unsent' } : undefined).catch(() => {})
-        if (mark && running) running.recording = statusWrites
-      },
-      sent: async () => {
-        sent = true
-        if (!queued) return
-        if (!unsent) {
-          statusMessage(null).catch(() => {})
-          return
-        }
-        // Handed over while it waited (handOver): whoever took it over starts it. Checked and cleared in one turn, so
-        // handOver either stopped it before this point or leaves it alone.
-        if (controller.signal.aborted) throw controller.signal.reason
-        unsent = false
-        if (running) running.unsent = false
-        // Not sent while the store says unsent (a store that stays unavailable fails it), nor once another process claimed it.
-        const cleared = await whileStoreUnavailable(() => statusMessage(null, undefined, null), {
-          until: task.ttlMs === null ? undefined : task.createdAt + task.ttlMs,
-          signal: this.#deps.shutdown,
-        })
-        // Refused (null): another process owns the task now (this one was paused past its lease), or it ended.
-        if (cleared === null || cleared.owner !== task.owner) {
-          controller.abort(new GatewayError('GW_ERR_TASK_HANDED_OVER', ['another gateway process took it over, or it ended, before its call was sent']))
-          throw controller.signal.reason
-        }
-      },
+      queued: (limit) => { writes.queued(limit, upstream.name) },
+      sent: async () => { await writes.sent() },
       patient: true,
       authorization,
       trace: run,
@@ -360,19 +294,9 @@ export class TaskRunner {
     const upstreamTask: UpstreamTaskHooks = {
       resumable: plan.resumable,
       created: async (upstreamTaskId, address) => {
-        if (address !== undefined) await record({ kind: 'native', upstreamTaskId, ...address })
+        if (address !== undefined) await writes.record({ kind: 'native', upstreamTaskId, ...address })
       },
-      streamed: (resumptionToken, address) => { void record({ kind: 'stream', resumptionToken, ...address }) },
-    }
-    // Written in order with the status messages; the call goes on whether or not the write succeeds.
-    const record = async (resume: TaskResume): Promise<void> => {
-      const running = this.#running.get(task.id)
-      const write = statusWrites.then(async () => {
-        if (await this.#recordResume(task, resume) && running !== undefined) running.resumable = true
-      })
-      statusWrites = write.catch(() => {})
-      if (running !== undefined) running.recording = statusWrites
-      await write.catch((err: unknown) => this.#deps.log.warn({ err, taskId: task.id }, 'could not record where the upstream work of a task runs: it cannot be resumed by another process'))
+      streamed: (resumptionToken, address) => { void writes.record({ kind: 'stream', resumptionToken, ...address }) },
     }
     if (task.resume !== null && task.resume.kind !== 'unsent') {
       upstreamTask.existing = task.resume
@@ -387,7 +311,7 @@ export class TaskRunner {
       if (controller.signal.aborted) return undefined
       outcome = { error: toWireError(this.#interrupted(task, err)) as WireError }
     }
-    await statusWrites
+    await writes.settled
     return await this.#finish(task, outcome)
   }
 
@@ -395,23 +319,6 @@ export class TaskRunner {
   #interrupted (task: TaskRecord, err: unknown): unknown {
     if (this.#deps.shutdown.aborted) return new GatewayError('GW_ERR_SHUTTING_DOWN', [], { cause: err })
     return unreachable(task, err) ?? err
-  }
-
-  /** Records where the task's upstream task runs, so that another process can resume it. */
-  async #recordResume (task: TaskRecord, resume: TaskResume): Promise<boolean> {
-    const { from, to } = restatement('working')
-    return await this.#deps.store.transition(task.id, from, to, { resume, by: task.owner, asOwner: task.owner }, Date.now()) !== null
-  }
-
-  /** An upstream running the call as its own task reported a new statusMessage: show it on ours. */
-  async #mirror (task: TaskRecord, params: JsonObject): Promise<void> {
-    if (typeof params.statusMessage !== 'string') return
-    const current = await this.#deps.store.get(task.id, Date.now())
-    if (!current || isTerminal(current.status) || current.statusMessage === params.statusMessage) return
-    const { from, to } = restatement(current.status)
-    const change = { statusMessage: params.statusMessage, by: task.owner, asOwner: task.owner }
-    const updated = await this.#deps.store.transition(task.id, from, to, change, Date.now())
-    if (updated) this.#deps.events.status(updated)
   }
 
   async #finish (task: TaskRecord, outcome: TaskOutcome): Promise<TaskStatus | undefined> {
