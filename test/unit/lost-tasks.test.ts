@@ -24,7 +24,15 @@ function fakeWatch (): DataLossWatch & { lose (loss: StoreLoss): void, checks: n
   return watch
 }
 
-function setup (running: TaskRecord[] = []): { lost: LostTasks, watch: ReturnType<typeof fakeWatch>, shown: TaskRecord[], logs: Array<Record<string, unknown>>, store: MemoryStore } {
+interface Setup {
+  lost: LostTasks
+  watch: ReturnType<typeof fakeWatch>
+  shown: TaskRecord[]
+  logs: Array<Record<string, unknown>>
+  store: MemoryStore
+}
+
+function setup (running: TaskRecord[] = []): Setup {
   const store = new MemoryStore()
   const watch = fakeWatch()
   const shown: TaskRecord[] = []
