@@ -158,11 +158,12 @@ upstreams:
   })
 
   // Each queued task leaves at once: the grace waits only for the call that holds the slot, and its end finds no task left.
+  // The grace starts after that hand-over, so a short one (1s) still finds the 3 tasks there if they were not handed over.
   const queuedJobs = [long(2), long(3), research('handed over')]
 
   it('SIGTERM of the owner: its queued tasks are handed over at once and the other process completes them, each run once', { timeout: 90_000 }, async () => {
     // One slot on the owner (the queue), one per task on the other process (they run side by side there).
-    const [a, b] = await Promise.all([startOne(onRedis(1, ', shutdownGrace: 3s')), startOne(onRedis(3))])
+    const [a, b] = await Promise.all([startOne(onRedis(1, ', shutdownGrace: 1s')), startOne(onRedis(3))])
     await holdTheSlot(a)
     const session = await RawSession.open(a.url)
     const before = calls()
@@ -180,7 +181,7 @@ upstreams:
   })
 
   it('SIGTERM of the only process on a SQLite file: the next one starts its queued tasks, each runs once upstream', { timeout: 90_000 }, async () => {
-    const { config, database } = onSqlite(1, ', shutdownGrace: 3s')
+    const { config, database } = onSqlite(1, ', shutdownGrace: 1s')
     const first = await startOne(config)
     await holdTheSlot(first)
     const session = await RawSession.open(first.url)
