@@ -53,9 +53,8 @@ upstreams:
 `)
   }
 
-  /** A config on a fresh SQLite file; returns it and the file. */
-  function onSqlite (slots: number, server = ''): { config: string, database: string } {
-    const database = join(mkdtempSync(join(tmpdir(), 'gw-queued-')), 'gateway.db')
+  /** A config on a SQLite file (a fresh one unless given); returns it and the file. */
+  function onSqlite (slots: number, server = '', database = join(mkdtempSync(join(tmpdir(), 'gw-queued-')), 'gateway.db')): { config: string, database: string } {
     const config = writeConfig(`
 store: { kind: sqlite, path: ${JSON.stringify(database)} }
 ${server === '' ? '' : `server: { ${server.slice(2)} }`}
@@ -152,16 +151,19 @@ upstreams:
 
     first.child.kill('SIGKILL')
     await first.exited
-    const second = await startOne(config)
+    // Slots for all 5 on the next process: the tasks it starts run side by side, not one after the other.
+    const second = await startOne(onSqlite(5, '', database).config)
     await expectAllCompleted(session.on(second.url), taskIds, jobs)
     expect(callsSince(before)).toEqual({ [LONG]: 4, [RESEARCH]: 1 })
   })
 
   // Each queued task leaves at once: the grace waits only for the call that holds the slot, and its end finds no task left.
+  // The grace starts after that hand-over, so a short one (1s) still finds the 3 tasks there if they were not handed over.
   const queuedJobs = [long(2), long(3), research('handed over')]
 
   it('SIGTERM of the owner: its queued tasks are handed over at once and the other process completes them, each run once', { timeout: 90_000 }, async () => {
-    const [a, b] = await startPair(onRedis(1, ', shutdownGrace: 3s'), processes)
+    // One slot on the owner (the queue), one per task on the other process (they run side by side there).
+    const [a, b] = await Promise.all([startOne(onRedis(1, ', shutdownGrace: 1s')), startOne(onRedis(3))])
     await holdTheSlot(a)
     const session = await RawSession.open(a.url)
     const before = calls()
@@ -179,7 +181,7 @@ upstreams:
   })
 
   it('SIGTERM of the only process on a SQLite file: the next one starts its queued tasks, each runs once upstream', { timeout: 90_000 }, async () => {
-    const { config } = onSqlite(1, ', shutdownGrace: 3s')
+    const { config, database } = onSqlite(1, ', shutdownGrace: 1s')
     const first = await startOne(config)
     await holdTheSlot(first)
     const session = await RawSession.open(first.url)
@@ -190,7 +192,8 @@ upstreams:
     first.child.kill('SIGTERM')
     await first.exited
     expectHandedOverAtOnce(first)
-    const second = await startOne(config)
+    // A slot per task on the next process: they run side by side there.
+    const second = await startOne(onSqlite(3, '', database).config)
     const recovered = JSON.parse(await loggedLine(second, 'recovered tasks interrupted by a restart')) as Json
     expect(recovered).toMatchObject({ started: 3, resumed: 0, rerun: 0, failed: 0 })
     await expectAllCompleted(session.on(second.url), taskIds, queuedJobs)

@@ -55,9 +55,10 @@ describe('a Redis emptied under the gateway', () => {
 
   beforeAll(async () => {
     redis = await privateRedis('noeviction')
+    // A short shutdown grace: the task process B still runs for the store it lost is not waited for at the end.
     const file = writeConfig(`
 store: { kind: redis, url: ${JSON.stringify(redis.url)}, prefix: 'gw:' }
-server: { stateSecret: ${JSON.stringify(STATE_SECRET)} }
+server: { stateSecret: ${JSON.stringify(STATE_SECRET)}, shutdownGrace: 1s }
 logging: { level: info }
 tasks: { pollInterval: 50ms, decide: always, ownerLease: 3s }
 upstreams:

@@ -28,11 +28,16 @@ const ADMIN_TOKEN = 'resume-modern-client-admin-token'
  * the same for a tool it runs only as its own task.
  */
 describe('2026-07-28 tasks that began as synchronous calls survive the death of their gateway process', () => {
-  const prefix = `mcpgw-resume-modern-client:${randomUUID()}:`
+  const run = randomUUID()
+  const prefix = `mcpgw-resume-modern-client:${run}:`
+  // The test in front of a 2026-07-28 upstream has a store of its own: the shared survivor, on `prefix`, must not take its task over.
+  const modernPrefix = `mcpgw-resume-modern-client:${run}-modern:`
   let everything: StartedUpstream
   let proxy: CountingProxy
   let redis: Redis
   let file: string
+  /** The process on `file` that takes over the tasks of each test's owner: started once, it outlives every test. */
+  let survivor: GatewayProcess
   const processes: GatewayProcess[] = []
   const inProcess: RunningGateway[] = []
 
@@ -53,15 +58,17 @@ server: { stateSecret: ${JSON.stringify(STATE_SECRET)} }
 admin: { port: 0, tokenSha256: ${JSON.stringify(sha256Hex(ADMIN_TOKEN))} }
 tasks: { pollInterval: 50ms, ownerLease: 2s }
 ${upstreamYaml()}`)
+    survivor = await startGatewayProcess(file)
   }, 90_000)
 
   afterEach(async () => { await stopAll(processes) })
 
   afterAll(async () => {
-    await stopAll(processes)
+    await stopAll([...processes, ...survivor === undefined ? [] : [survivor]])
     await Promise.all(inProcess.map(async (gw) => await gw.close()))
     redis?.disconnect()
     await purge(prefix)
+    await purge(modernPrefix)
     await proxy?.close()
     await everything?.close()
   })
@@ -91,8 +98,17 @@ ${upstreamYaml()}`)
     return await res.json() as { upstreams: Json[] }
   }
 
-  async function killAndResume ([a, b]: [GatewayProcess, GatewayProcess], taskId: string, kind: ResumeKind): Promise<Json> {
-    await recordedInRedis(redis, prefix, [taskId], kind)
+  /** A process on `file` (stopped after the test) that owns the test's task, and the shared survivor. */
+  async function ownerAndSurvivor (): Promise<[GatewayProcess, GatewayProcess]> {
+    const owner = await startGatewayProcess(file)
+    processes.push(owner)
+    return [owner, survivor]
+  }
+
+  async function killAndResume (
+    [a, b]: [GatewayProcess, GatewayProcess], taskId: string, kind: ResumeKind, storePrefix = prefix,
+  ): Promise<Json> {
+    await recordedInRedis(redis, storePrefix, [taskId], kind)
     const from = b.lines.length
     a.child.kill('SIGKILL')
     await a.exited
@@ -101,7 +117,7 @@ ${upstreamYaml()}`)
   }
 
   it('SIGKILL of the owner: a research query (the server\'s own task) completes with its real report, created once upstream', { timeout: 90_000 }, async () => {
-    const [a, b] = await startPair(file, processes)
+    const [a, b] = await ownerAndSurvivor()
     // What a restart costs, as /admin/survival says it before one: the same for either era's tasks.
     const survival = await survivalOf(a)
     expect(survival).toMatchObject({
@@ -116,7 +132,7 @@ ${upstreamYaml()}`)
   })
 
   it('SIGKILL of the owner: a plain call whose stream the server replays completes with its real result, called once', { timeout: 90_000 }, async () => {
-    const [a, b] = await startPair(file, processes)
+    const [a, b] = await ownerAndSurvivor()
     const before = proxy.count(`tools/call ${LONG}`)
     const taskId = await callBecomingTask(a.url, LONG, { duration: 3, steps: 3 })
     const task = await killAndResume([a, b], taskId, 'stream')
@@ -133,7 +149,7 @@ ${upstreamYaml()}`)
     await modernProxy.listen()
     try {
       const modern = writeConfig(`
-store: { kind: redis, url: ${JSON.stringify(REDIS_URL)}, prefix: ${JSON.stringify(prefix)} }
+store: { kind: redis, url: ${JSON.stringify(REDIS_URL)}, prefix: ${JSON.stringify(modernPrefix)} }
 server: { stateSecret: ${JSON.stringify(STATE_SECRET)} }
 admin: { port: 0, tokenSha256: ${JSON.stringify(sha256Hex(ADMIN_TOKEN))} }
 tasks: { pollInterval: 50ms, ownerLease: 2s }
@@ -151,7 +167,7 @@ upstreams:
         }],
       })
       const taskId = await callBecomingTask(a.url, 'u__demo__slow', { duration: 4000, steps: 4 })
-      const task = await killAndResume([a, b], taskId, 'native')
+      const task = await killAndResume([a, b], taskId, 'native', modernPrefix)
       expect(JSON.stringify(task.result)).toContain('slow finished: 4 steps in 4000 ms')
       expect(upstream.logs().filter((line) => line.msg === 'task created')).toHaveLength(1)
     } finally {
@@ -160,7 +176,7 @@ upstreams:
   })
 
   it('a question the research query asked once it was a task, before the kill, is answered through the survivor', { timeout: 90_000 }, async () => {
-    const [a, b] = await startPair(file, processes)
+    const [a, b] = await ownerAndSurvivor()
     const elicitation = { elicitation: { form: {} } }
     // The server asks at its third stage, two seconds in: well after the call became a task.
     const taskId = await callBecomingTask(a.url, RESEARCH, { topic: 'jaguar', ambiguous: true }, elicitation)
