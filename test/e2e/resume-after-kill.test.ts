@@ -24,6 +24,8 @@ const TOOL = 'ev__simulate-research-query'
  * The tests run concurrently: most of their time is spent waiting on leases and upstream stages. Each has its own
  * key prefix (its processes see no other test's tasks or leases) and its own counting proxies in front of the
  * shared upstreams (its counts are its own calls'); the one that restarts its upstream has an upstream of its own.
+ * Their gateway processes connect only to the upstream the test calls, and those that connect to server-everything
+ * start one pair at a time: on a loaded machine it takes seconds to open a session, and many at once outlast a start.
  */
 describe.concurrent('running tasks survive the death of their gateway process', () => {
   let upstreams: ResumeUpstreams
@@ -42,6 +44,7 @@ describe.concurrent('running tasks survive the death of their gateway process', 
   /** One test's own store prefix, counting proxies, config file and processes, all removed when the test ends. */
   interface Scenario {
     prefix: string
+    uses: 'ev' | 'rp'
     everythingProxy: CountingProxy
     replayProxy: CountingProxy
     file: string
@@ -49,7 +52,8 @@ describe.concurrent('running tasks survive the death of their gateway process', 
     inProcess: RunningGateway[]
   }
 
-  async function scenario (onTestFinished: TestContext['onTestFinished'], replayUrl = upstreams.replayable.url): Promise<Scenario> {
+  /** `uses`: the upstream the test's processes connect to (`ev` server-everything, `rp` the replaying upstream). */
+  async function scenario (onTestFinished: TestContext['onTestFinished'], uses: 'ev' | 'rp', replayUrl = upstreams.replayable.url): Promise<Scenario> {
     const prefix = `mcpgw-resume:${randomUUID()}:`
     const everythingProxy = new CountingProxy(upstreams.everything.url)
     const replayProxy = new CountingProxy(replayUrl)
@@ -59,10 +63,11 @@ store: { kind: redis, url: ${JSON.stringify(REDIS_URL)}, prefix: ${JSON.stringif
 server: { stateSecret: ${JSON.stringify(STATE_SECRET)} }
 tasks: { pollInterval: 50ms, ownerLease: 2s }
 upstreams:
-  - { name: ev, transport: streamable-http, url: ${JSON.stringify(everythingProxy.url)}, timeouts: { connect: 60s } }
-  - { name: rp, transport: streamable-http, url: ${JSON.stringify(replayProxy.url)} }
+${uses === 'ev'
+  ? `  - { name: ev, transport: streamable-http, url: ${JSON.stringify(everythingProxy.url)}, timeouts: { connect: 60s } }`
+  : `  - { name: rp, transport: streamable-http, url: ${JSON.stringify(replayProxy.url)} }`}
 `)
-    const s: Scenario = { prefix, everythingProxy, replayProxy, file, processes: [], inProcess: [] }
+    const s: Scenario = { prefix, uses, everythingProxy, replayProxy, file, processes: [], inProcess: [] }
     onTestFinished(async () => {
       await stopAll(s.processes)
       await Promise.all(s.inProcess.map(async (gw) => await gw.close()))
@@ -72,8 +77,14 @@ upstreams:
     return s
   }
 
+  let evStarting: Promise<unknown> = Promise.resolve()
+
+  /** Starts the test's two processes; for server-everything, once the pairs started before are up (or failed to). */
   async function pair (s: Scenario): Promise<[GatewayProcess, GatewayProcess]> {
-    return await startPair(s.file, s.processes)
+    if (s.uses === 'rp') return await startPair(s.file, s.processes)
+    const started = evStarting.then(async () => await startPair(s.file, s.processes))
+    evStarting = started.catch(() => {})
+    return await started
   }
 
   /** Waits until the store says, for each task, how another process reaches its upstream work again. */
@@ -107,8 +118,8 @@ upstreams:
     }
   }
 
-  it('SIGKILL of the owner mid-task: every task completes with its real report, none run twice upstream', { timeout: 90_000 }, async ({ onTestFinished }) => {
-    const s = await scenario(onTestFinished)
+  it('SIGKILL of the owner mid-task: every task completes with its real report, none run twice upstream', async ({ onTestFinished }) => {
+    const s = await scenario(onTestFinished, 'ev')
     const [a, b] = await pair(s)
     const session = await RawSession.open(a.url)
     const taskIds = await Promise.all(Array.from({ length: 10 }, async (_, i) => await legacyTask(session, TOOL, { topic: `topic ${i}` })))
@@ -119,8 +130,8 @@ upstreams:
     expect(s.everythingProxy.count('tools/call simulate-research-query')).toBe(10)
   })
 
-  it('a plain call whose stream the upstream replays (its own event store) completes after the kill, called once', { timeout: 90_000 }, async ({ onTestFinished }) => {
-    const s = await scenario(onTestFinished)
+  it('a plain call whose stream the upstream replays (its own event store) completes after the kill, called once', async ({ onTestFinished }) => {
+    const s = await scenario(onTestFinished, 'ev')
     const [a, b] = await pair(s)
     const session = await RawSession.open(a.url)
     const taskId = await legacyTask(session, 'ev__trigger-long-running-operation', { duration: 3, steps: 3 })
@@ -133,8 +144,8 @@ upstreams:
     expect(s.everythingProxy.count('tools/call trigger-long-running-operation')).toBe(1)
   })
 
-  it('an elicitation the upstream task asked before the kill is answered through the process that adopted it', { timeout: 90_000 }, async ({ onTestFinished }) => {
-    const s = await scenario(onTestFinished)
+  it('an elicitation the upstream task asked before the kill is answered through the process that adopted it', async ({ onTestFinished }) => {
+    const s = await scenario(onTestFinished, 'ev')
     const [a, b] = await pair(s)
     const session = await RawSession.open(a.url, { elicitation: { form: {} } })
     const taskId = await legacyTask(session, TOOL, { topic: 'jaguar', ambiguous: true })
@@ -156,8 +167,8 @@ upstreams:
     expect((await viaB.waitFor(taskId, ['completed', 'failed'])).status).toBe('completed')
   })
 
-  it('an elicitation answered after another process adopted the task reaches the upstream task', { timeout: 90_000 }, async ({ onTestFinished }) => {
-    const s = await scenario(onTestFinished)
+  it('an elicitation answered after another process adopted the task reaches the upstream task', async ({ onTestFinished }) => {
+    const s = await scenario(onTestFinished, 'ev')
     const [a, b] = await pair(s)
     const session = await RawSession.open(a.url, { elicitation: { form: {} } })
     const taskId = await legacyTask(session, TOOL, { topic: 'mercury', ambiguous: true })
@@ -167,8 +178,8 @@ upstreams:
     expect(JSON.stringify(result)).toContain('mercury (the planet)')
   })
 
-  it('plain calls, SIGKILL of the owner mid-call: every task completes with the call\'s real result, none called twice', { timeout: 60_000 }, async ({ onTestFinished }) => {
-    const s = await scenario(onTestFinished)
+  it('plain calls, SIGKILL of the owner mid-call: every task completes with the call\'s real result, none called twice', async ({ onTestFinished }) => {
+    const s = await scenario(onTestFinished, 'rp')
     const [a, b] = await pair(s)
     const session = await RawSession.open(a.url)
     const taskIds = await Promise.all(Array.from({ length: 5 }, async (_, i) => await legacyTask(session, 'rp__slow_report', { topic: `stream ${i}`, ms: 3000 })))
@@ -180,8 +191,8 @@ upstreams:
     expect(s.replayProxy.count('notifications/cancelled')).toBe(0)
   })
 
-  it('plain calls: a question the call asked before the kill is answered through the process that adopted it', { timeout: 60_000 }, async ({ onTestFinished }) => {
-    const s = await scenario(onTestFinished)
+  it('plain calls: a question the call asked before the kill is answered through the process that adopted it', async ({ onTestFinished }) => {
+    const s = await scenario(onTestFinished, 'rp')
     const [a, b] = await pair(s)
     const session = await RawSession.open(a.url, { elicitation: { form: {} } })
     const taskId = await legacyTask(session, 'rp__ask_then_report', { topic: 'tides' })
@@ -192,11 +203,11 @@ upstreams:
     expect(JSON.stringify(result)).toContain('report on tides: high at noon')
   })
 
-  it('plain calls: a task whose upstream forgot the call\'s session fails, saying why', { timeout: 60_000 }, async ({ onTestFinished }) => {
+  it('plain calls: a task whose upstream forgot the call\'s session fails, saying why', async ({ onTestFinished }) => {
     // An upstream of its own: the test restarts it.
     let replayable = await startUpstream('test/fixtures/replayable-upstream.ts', ['--port', '0'])
     onTestFinished(async () => { await replayable.close() })
-    const s = await scenario(onTestFinished, replayable.url)
+    const s = await scenario(onTestFinished, 'rp', replayable.url)
     const [a, b] = await pair(s)
     const session = await RawSession.open(a.url)
     const taskId = await legacyTask(session, 'rp__slow_report', { topic: 'forgotten', ms: 20_000, steps: 20 })
@@ -214,8 +225,8 @@ upstreams:
     expect(result.error).toMatchObject({ code: -32603 })
   })
 
-  it('plain calls: a process shutting down hands the calls over without cancelling them upstream', { timeout: 60_000 }, async ({ onTestFinished }) => {
-    const s = await scenario(onTestFinished)
+  it('plain calls: a process shutting down hands the calls over without cancelling them upstream', async ({ onTestFinished }) => {
+    const s = await scenario(onTestFinished, 'rp')
     const store = { kind: 'redis', url: REDIS_URL, prefix: s.prefix }
     const config = { store, server: { stateSecret: STATE_SECRET }, tasks: { pollInterval: '50ms', ownerLease: '2s' }, upstreams: [{ name: 'rp', transport: 'streamable-http', url: s.replayProxy.url }] }
     const [a, b] = await Promise.all([startGateway(config), startGateway(config)])
