@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto'
 import { Redis } from 'ioredis'
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it, type TestContext } from 'vitest'
 import { startUpstream } from '../fixtures/spawn-upstream.ts'
-import type { CountingProxy } from '../helpers/counting-proxy.ts'
+import { CountingProxy } from '../helpers/counting-proxy.ts'
 import { startGateway, type RunningGateway } from '../helpers/gateway.ts'
 import { loggedLine, stopAll, writeConfig, type GatewayProcess } from '../helpers/process.ts'
 import { legacyTask, next, RawSession } from '../helpers/raw-session.ts'
@@ -20,49 +20,76 @@ const TOOL = 'ev__simulate-research-query'
  * replays with its own event store) and of an upstream that replays its call streams (plain calls): the new owner
  * reaches the upstream tasks again, or reads the rest of the calls' streams, on the same upstream sessions, and
  * the client sees the tasks finish with the upstream's real results.
+ *
+ * The tests run concurrently: most of their time is spent waiting on leases and upstream stages. Each has its own
+ * key prefix (its processes see no other test's tasks or leases) and its own counting proxies in front of the
+ * shared upstreams (its counts are its own calls'); the one that restarts its upstream has an upstream of its own.
+ * Their gateway processes connect only to the upstream the test calls, and those that connect to server-everything
+ * start one pair at a time: on a loaded machine it takes seconds to open a session, and many at once outlast a start.
  */
-describe('running tasks survive the death of their gateway process', () => {
-  const prefix = `mcpgw-resume:${randomUUID()}:`
+describe.concurrent('running tasks survive the death of their gateway process', () => {
   let upstreams: ResumeUpstreams
-  let everythingProxy: CountingProxy
-  let replayProxy: CountingProxy
   let redis: Redis
-  let file: string
-  const processes: GatewayProcess[] = []
-  const inProcess: RunningGateway[] = []
 
   beforeAll(async () => {
     upstreams = await startResumeUpstreams()
-    ;({ everythingProxy, replayProxy } = upstreams)
     redis = new Redis(REDIS_URL)
-    file = writeConfig(`
+  }, 90_000)
+
+  afterAll(async () => {
+    redis?.disconnect()
+    await upstreams?.close()
+  })
+
+  /** One test's own store prefix, counting proxies, config file and processes, all removed when the test ends. */
+  interface Scenario {
+    prefix: string
+    uses: 'ev' | 'rp'
+    everythingProxy: CountingProxy
+    replayProxy: CountingProxy
+    file: string
+    processes: GatewayProcess[]
+    inProcess: RunningGateway[]
+  }
+
+  /** `uses`: the upstream the test's processes connect to (`ev` server-everything, `rp` the replaying upstream). */
+  async function scenario (onTestFinished: TestContext['onTestFinished'], uses: 'ev' | 'rp', replayUrl = upstreams.replayable.url): Promise<Scenario> {
+    const prefix = `mcpgw-resume:${randomUUID()}:`
+    const everythingProxy = new CountingProxy(upstreams.everything.url)
+    const replayProxy = new CountingProxy(replayUrl)
+    await Promise.all([everythingProxy.listen(), replayProxy.listen()])
+    const file = writeConfig(`
 store: { kind: redis, url: ${JSON.stringify(REDIS_URL)}, prefix: ${JSON.stringify(prefix)} }
 server: { stateSecret: ${JSON.stringify(STATE_SECRET)} }
 tasks: { pollInterval: 50ms, ownerLease: 2s }
 upstreams:
-  - { name: ev, transport: streamable-http, url: ${JSON.stringify(everythingProxy.url)}, timeouts: { connect: 60s } }
-  - { name: rp, transport: streamable-http, url: ${JSON.stringify(replayProxy.url)} }
+${uses === 'ev'
+  ? `  - { name: ev, transport: streamable-http, url: ${JSON.stringify(everythingProxy.url)}, timeouts: { connect: 60s } }`
+  : `  - { name: rp, transport: streamable-http, url: ${JSON.stringify(replayProxy.url)} }`}
 `)
-  }, 90_000)
+    const s: Scenario = { prefix, uses, everythingProxy, replayProxy, file, processes: [], inProcess: [] }
+    onTestFinished(async () => {
+      await stopAll(s.processes)
+      await Promise.all(s.inProcess.map(async (gw) => await gw.close()))
+      await Promise.all([everythingProxy.close(), replayProxy.close()])
+      await purge(prefix)
+    })
+    return s
+  }
 
-  // Each test starts its own processes on the store: those of an earlier test must not take its tasks over.
-  afterEach(async () => { await stopAll(processes) })
+  let evStarting: Promise<unknown> = Promise.resolve()
 
-  afterAll(async () => {
-    await stopAll(processes)
-    await Promise.all(inProcess.map(async (gw) => await gw.close()))
-    redis?.disconnect()
-    await purge(prefix)
-    await upstreams?.close()
-  })
-
-  async function pair (): Promise<[GatewayProcess, GatewayProcess]> {
-    return await startPair(file, processes)
+  /** Starts the test's two processes; for server-everything, once the pairs started before are up (or failed to). */
+  async function pair (s: Scenario): Promise<[GatewayProcess, GatewayProcess]> {
+    if (s.uses === 'rp') return await startPair(s.file, s.processes)
+    const started = evStarting.then(async () => await startPair(s.file, s.processes))
+    evStarting = started.catch(() => {})
+    return await started
   }
 
   /** Waits until the store says, for each task, how another process reaches its upstream work again. */
-  async function recorded (taskIds: string[], kind: ResumeKind): Promise<void> {
-    await recordedInRedis(redis, prefix, taskIds, kind)
+  async function recorded (s: Scenario, taskIds: string[], kind: ResumeKind): Promise<void> {
+    await recordedInRedis(redis, s.prefix, taskIds, kind)
   }
 
   /**
@@ -91,36 +118,38 @@ upstreams:
     }
   }
 
-  it('SIGKILL of the owner mid-task: every task completes with its real report, none run twice upstream', { timeout: 90_000 }, async () => {
-    const [a, b] = await pair()
+  it('SIGKILL of the owner mid-task: every task completes with its real report, none run twice upstream', async ({ onTestFinished }) => {
+    const s = await scenario(onTestFinished, 'ev')
+    const [a, b] = await pair(s)
     const session = await RawSession.open(a.url)
-    const before = everythingProxy.count('tools/call simulate-research-query')
     const taskIds = await Promise.all(Array.from({ length: 10 }, async (_, i) => await legacyTask(session, TOOL, { topic: `topic ${i}` })))
-    await recorded(taskIds, 'native')
+    await recorded(s, taskIds, 'native')
     a.child.kill('SIGKILL')
     await a.exited
     await expectCompleted(session.on(b.url), taskIds, (i) => `Research Report: topic ${i}`)
-    expect(everythingProxy.count('tools/call simulate-research-query') - before).toBe(10)
+    expect(s.everythingProxy.count('tools/call simulate-research-query')).toBe(10)
   })
 
-  it('a plain call whose stream the upstream replays (its own event store) completes after the kill, called once', { timeout: 90_000 }, async () => {
-    const [a, b] = await pair()
+  it('a plain call whose stream the upstream replays (its own event store) completes after the kill, called once', async ({ onTestFinished }) => {
+    const s = await scenario(onTestFinished, 'ev')
+    const [a, b] = await pair(s)
     const session = await RawSession.open(a.url)
     const taskId = await legacyTask(session, 'ev__trigger-long-running-operation', { duration: 3, steps: 3 })
-    await recorded([taskId], 'stream')
+    await recorded(s, [taskId], 'stream')
     a.child.kill('SIGKILL')
     await a.exited
     const viaB = session.on(b.url)
     expect((await viaB.waitFor(taskId, ['completed', 'failed', 'cancelled'])).status).toBe('completed')
     expect(JSON.stringify((await viaB.request('tasks/result', { taskId })).result)).toContain('Long running operation completed. Duration: 3 seconds')
-    expect(everythingProxy.count('tools/call trigger-long-running-operation')).toBe(1)
+    expect(s.everythingProxy.count('tools/call trigger-long-running-operation')).toBe(1)
   })
 
-  it('an elicitation the upstream task asked before the kill is answered through the process that adopted it', { timeout: 90_000 }, async () => {
-    const [a, b] = await pair()
+  it('an elicitation the upstream task asked before the kill is answered through the process that adopted it', async ({ onTestFinished }) => {
+    const s = await scenario(onTestFinished, 'ev')
+    const [a, b] = await pair(s)
     const session = await RawSession.open(a.url, { elicitation: { form: {} } })
     const taskId = await legacyTask(session, TOOL, { topic: 'jaguar', ambiguous: true })
-    await recorded([taskId], 'native')
+    await recorded(s, [taskId], 'native')
     // The upstream's question is stored for the client (the task waits for input) before the kill.
     await session.waitFor(taskId, ['input_required'])
     a.child.kill('SIGKILL')
@@ -138,51 +167,57 @@ upstreams:
     expect((await viaB.waitFor(taskId, ['completed', 'failed'])).status).toBe('completed')
   })
 
-  it('an elicitation answered after another process adopted the task reaches the upstream task', { timeout: 90_000 }, async () => {
-    const [a, b] = await pair()
+  it('an elicitation answered after another process adopted the task reaches the upstream task', async ({ onTestFinished }) => {
+    const s = await scenario(onTestFinished, 'ev')
+    const [a, b] = await pair(s)
     const session = await RawSession.open(a.url, { elicitation: { form: {} } })
     const taskId = await legacyTask(session, TOOL, { topic: 'mercury', ambiguous: true })
-    await recorded([taskId], 'native')
+    await recorded(s, [taskId], 'native')
     await session.waitFor(taskId, ['input_required'])
     const { result } = await killThenAnswer([a, b], session, taskId, { interpretation: 'the planet' })
     expect(JSON.stringify(result)).toContain('mercury (the planet)')
   })
 
-  it('plain calls, SIGKILL of the owner mid-call: every task completes with the call\'s real result, none called twice', { timeout: 60_000 }, async () => {
-    const [a, b] = await pair()
+  it('plain calls, SIGKILL of the owner mid-call: every task completes with the call\'s real result, none called twice', async ({ onTestFinished }) => {
+    const s = await scenario(onTestFinished, 'rp')
+    const [a, b] = await pair(s)
     const session = await RawSession.open(a.url)
-    const before = replayProxy.count('tools/call slow_report')
     const taskIds = await Promise.all(Array.from({ length: 5 }, async (_, i) => await legacyTask(session, 'rp__slow_report', { topic: `stream ${i}`, ms: 3000 })))
-    await recorded(taskIds, 'stream')
+    await recorded(s, taskIds, 'stream')
     a.child.kill('SIGKILL')
     await a.exited
     await expectCompleted(session.on(b.url), taskIds, (i) => `report on stream ${i} after 3 steps`)
-    expect(replayProxy.count('tools/call slow_report') - before).toBe(5)
-    expect(replayProxy.count('notifications/cancelled')).toBe(0)
+    expect(s.replayProxy.count('tools/call slow_report')).toBe(5)
+    expect(s.replayProxy.count('notifications/cancelled')).toBe(0)
   })
 
-  it('plain calls: a question the call asked before the kill is answered through the process that adopted it', { timeout: 60_000 }, async () => {
-    const [a, b] = await pair()
+  it('plain calls: a question the call asked before the kill is answered through the process that adopted it', async ({ onTestFinished }) => {
+    const s = await scenario(onTestFinished, 'rp')
+    const [a, b] = await pair(s)
     const session = await RawSession.open(a.url, { elicitation: { form: {} } })
     const taskId = await legacyTask(session, 'rp__ask_then_report', { topic: 'tides' })
-    await recorded([taskId], 'stream')
+    await recorded(s, [taskId], 'stream')
     await session.waitFor(taskId, ['input_required'])
     const { question, result } = await killThenAnswer([a, b], session, taskId, { answer: 'high at noon' })
     expect(String((question.params as Json).message)).toContain('tides')
     expect(JSON.stringify(result)).toContain('report on tides: high at noon')
   })
 
-  it('plain calls: a task whose upstream forgot the call\'s session fails, saying why', { timeout: 60_000 }, async () => {
-    const [a, b] = await pair()
+  it('plain calls: a task whose upstream forgot the call\'s session fails, saying why', async ({ onTestFinished }) => {
+    // An upstream of its own: the test restarts it.
+    let replayable = await startUpstream('test/fixtures/replayable-upstream.ts', ['--port', '0'])
+    onTestFinished(async () => { await replayable.close() })
+    const s = await scenario(onTestFinished, 'rp', replayable.url)
+    const [a, b] = await pair(s)
     const session = await RawSession.open(a.url)
     const taskId = await legacyTask(session, 'rp__slow_report', { topic: 'forgotten', ms: 20_000, steps: 20 })
-    await recorded([taskId], 'stream')
+    await recorded(s, [taskId], 'stream')
     a.child.kill('SIGKILL')
     await a.exited
     // The upstream restarts (on another port, behind the same proxy): its sessions and their streams are gone.
-    await upstreams.replayable.close()
-    upstreams.replayable = await startUpstream('test/fixtures/replayable-upstream.ts', ['--port', '0'])
-    replayProxy.retarget(upstreams.replayable.url)
+    await replayable.close()
+    replayable = await startUpstream('test/fixtures/replayable-upstream.ts', ['--port', '0'])
+    s.replayProxy.retarget(replayable.url)
     const task = await session.on(b.url).waitFor(taskId, ['completed', 'failed', 'cancelled'])
     expect(task.status).toBe('failed')
     expect(String(task.statusMessage)).toMatch(/^gateway process stopped during execution, and the stream of its upstream call could not be reached again: /)
@@ -190,19 +225,19 @@ upstreams:
     expect(result.error).toMatchObject({ code: -32603 })
   })
 
-  it('plain calls: a process shutting down hands the calls over without cancelling them upstream', { timeout: 60_000 }, async () => {
-    const store = { kind: 'redis', url: REDIS_URL, prefix }
-    const config = { store, server: { stateSecret: STATE_SECRET }, tasks: { pollInterval: '50ms', ownerLease: '2s' }, upstreams: [{ name: 'rp', transport: 'streamable-http', url: replayProxy.url }] }
+  it('plain calls: a process shutting down hands the calls over without cancelling them upstream', async ({ onTestFinished }) => {
+    const s = await scenario(onTestFinished, 'rp')
+    const store = { kind: 'redis', url: REDIS_URL, prefix: s.prefix }
+    const config = { store, server: { stateSecret: STATE_SECRET }, tasks: { pollInterval: '50ms', ownerLease: '2s' }, upstreams: [{ name: 'rp', transport: 'streamable-http', url: s.replayProxy.url }] }
     const [a, b] = await Promise.all([startGateway(config), startGateway(config)])
-    inProcess.push(a, b)
+    s.inProcess.push(a, b)
     const session = await RawSession.open(a.url)
-    const before = replayProxy.count('tools/call slow_report')
     const taskIds = await Promise.all(Array.from({ length: 3 }, async (_, i) => await legacyTask(session, 'rp__slow_report', { topic: `handover ${i}`, ms: 6000 })))
-    await recorded(taskIds, 'stream')
+    await recorded(s, taskIds, 'stream')
     await a.close()
     expect(a.gateway.tasks.handedOver).toBe(3)
     await expectCompleted(session.on(b.url), taskIds, (i) => `report on handover ${i} after 3 steps`)
-    expect(replayProxy.count('tools/call slow_report') - before).toBe(3)
-    expect(replayProxy.count('notifications/cancelled')).toBe(0)
+    expect(s.replayProxy.count('tools/call slow_report')).toBe(3)
+    expect(s.replayProxy.count('notifications/cancelled')).toBe(0)
   })
 })
