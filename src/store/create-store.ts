@@ -23,7 +23,7 @@ export async function createStore (config: StoreConfig, log?: Logger): Promise<G
       })
       const onFault = (detail: string): void => { log?.error({ detail }, 'The SQLite store takes no new work') }
       const lock = { staleMs: config.lockStaleAfter, heartbeatMs: config.lockStaleAfter / 6 }
-      return new SqliteStore(config.path, { refusals, onFault, lock })
+      return new SqliteStore(config.path, { refusals, onFault, lock, busyWaitMs: config.busyWait })
     }
   }
 }
