@@ -278,6 +278,9 @@ const storeSchema = z.discriminatedUnion('kind', [
     kind: z.literal('sqlite').describe('one file that survives restarts (one gateway process per file)'),
     path: z.string().min(1).prefault('./data/gateway.db')
       .describe('the SQLite file, relative to the working directory; created with its directory on first start'),
+    lockStaleAfter: duration('the process holding the file records a heartbeat in it every sixth of this (and checks then that its path still names the open file); one whose heartbeat is older than this (paused, a frozen VM, on another host) is gone, and a process started on the file takes it over; at least 1s')
+      .refine((ms) => ms >= 1000, 'must be at least 1s').prefault('30s'),
+    busyWait: duration('longest a store operation waits, in all, for the write lock another process holds on the file (a sqlite3 shell in a transaction, a backup tool), retrying off the event loop, before it is refused with GW_ERR_STORE_UNAVAILABLE naming the lock').prefault('5s'),
   }),
   z.strictObject({
     kind: z.literal('redis').describe('a Redis server that several gateway processes share'),

@@ -22,7 +22,8 @@ export async function createStore (config: StoreConfig, log?: Logger): Promise<G
         else log?.info('The store accepts writes again')
       })
       const onFault = (detail: string): void => { log?.error({ detail }, 'The SQLite store takes no new work') }
-      return new SqliteStore(config.path, { refusals, onFault })
+      const lock = { staleMs: config.lockStaleAfter, heartbeatMs: config.lockStaleAfter / 6 }
+      return new SqliteStore(config.path, { refusals, onFault, lock, busyWaitMs: config.busyWait })
     }
   }
 }

@@ -5,7 +5,6 @@ import { join } from 'node:path'
 import Database from 'better-sqlite3'
 import { Redis } from 'ioredis'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
-import { DEFAULT_STALE_MS } from '../../src/store/sqlite/sqlite-file-lock.ts'
 import type { CountingProxy } from '../helpers/counting-proxy.ts'
 import { loggedLine, startGatewayProcess, stopAll, writeConfig, type GatewayProcess } from '../helpers/process.ts'
 import { legacyTask, next, RawSession } from '../helpers/raw-session.ts'
@@ -19,6 +18,8 @@ type Json = Record<string, unknown>
 const RESEARCH = 'simulate-research-query'
 const LONG = 'trigger-long-running-operation'
 const STAND_DOWN = 'lost its lease'
+/** `store.lockStaleAfter` of the SQLite case: the second process may take the file over this long after the last heartbeat. */
+const LOCK_STALE_MS = 3000
 
 /** The tasks a paused process runs: one upstream task waiting for the client's answer, one plain call. */
 interface Running {
@@ -157,7 +158,7 @@ ${upstreamYaml()}`)
   it('on one SQLite file: the second process that took the file over keeps what it wrote after the first continues', { timeout: 150_000 }, async () => {
     const database = join(mkdtempSync(join(tmpdir(), 'gw-paused-')), 'gateway.db')
     const file = writeConfig(`
-store: { kind: sqlite, path: ${JSON.stringify(database)} }
+store: { kind: sqlite, path: ${JSON.stringify(database)}, lockStaleAfter: ${LOCK_STALE_MS}ms }
 tasks: { pollInterval: 50ms, ownerLease: 2s }
 ${upstreamYaml()}`)
     const a = await startGatewayProcess(file)
@@ -173,13 +174,13 @@ ${upstreamYaml()}`)
   })
 })
 
-/** Waits until the holder of the SQLite file has missed its heartbeats for longer than the lock's staleness limit. */
+/** Waits until the holder of the SQLite file has missed its heartbeats for longer than `store.lockStaleAfter`. */
 async function staleHolder (database: string): Promise<void> {
   const reader = new Database(database, { readonly: true, fileMustExist: true })
   try {
     const holder = reader.prepare<[], { heartbeat: number }>('SELECT heartbeat FROM file_holder WHERE id = 1')
-    await until('the paused holder of the file going stale', () => Date.now() - (holder.get()?.heartbeat ?? 0) > DEFAULT_STALE_MS ? true : undefined,
-      { timeoutMs: DEFAULT_STALE_MS + 30_000, everyMs: 250 })
+    await until('the paused holder of the file going stale', () => Date.now() - (holder.get()?.heartbeat ?? 0) > LOCK_STALE_MS ? true : undefined,
+      { timeoutMs: LOCK_STALE_MS + 30_000, everyMs: 100 })
   } finally {
     reader.close()
   }

@@ -1,7 +1,7 @@
 import { mkdtempSync, mkdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { afterAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { sha256Hex } from '../../src/auth/bearer-tokens.ts'
 import { WAL_SIZE_LIMIT_BYTES } from '../../src/store/sqlite/checkpointer.ts'
 import { demoStdioYaml, loggedLine, startGatewayProcess, stopAll, writeConfig, type GatewayProcess } from '../helpers/process.ts'
@@ -15,7 +15,8 @@ afterAll(async () => { await stopAll(gateways) })
 
 function config (database: string): string {
   return writeConfig(`
-store: { kind: sqlite, path: ${JSON.stringify(database)} }
+# The lock's heartbeat, which notices the file gone, every 500 ms (a sixth of this) rather than every 5 s.
+store: { kind: sqlite, path: ${JSON.stringify(database)}, lockStaleAfter: 3s }
 logging: { level: info }
 auth:
   tokens: [{ principal: ops, sha256: ${sha256Hex(TOKEN)} }]
@@ -53,9 +54,15 @@ async function storedTasks (database: string): Promise<{ taskId: string, task: J
 }
 
 describe('the sqlite file deleted or replaced under a running gateway', () => {
+  // Each case has a gateway on a file of its own; both start at once (a start is seconds on a busy machine).
+  const gone = join(mkdtempSync(join(tmpdir(), 'gw-sqlite-gone-')), 'gateway.db')
+  const replacedDir = mkdtempSync(join(tmpdir(), 'gw-sqlite-replaced-'))
+  let opened: Array<Awaited<ReturnType<typeof started>>>
+  beforeAll(async () => { opened = await Promise.all([started(config(gone)), started(config(join(replacedDir, 'gateway.db')))]) })
+
   it('is logged, makes the gateway not ready and refuses new tasks, naming what happened', async () => {
-    const database = join(mkdtempSync(join(tmpdir(), 'gw-sqlite-gone-')), 'gateway.db')
-    const { gateway, session } = await started(config(database))
+    const database = gone
+    const { gateway, session } = opened[0]!
     const before = await legacyTask(session, 'demo__slow', { duration: 10, steps: 1 }, 600_000)
     await session.waitFor(before, ['completed'])
 
@@ -71,9 +78,9 @@ describe('the sqlite file deleted or replaced under a running gateway', () => {
   })
 
   it('says so when another file takes its path (a restore copied over it)', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'gw-sqlite-replaced-'))
+    const dir = replacedDir
     const database = join(dir, 'gateway.db')
-    const { gateway, session } = await started(config(database))
+    const { gateway, session } = opened[1]!
     writeFileSync(join(dir, 'other.db'), '')
     renameSync(join(dir, 'other.db'), database)
     const logged = JSON.parse(await loggedLine(gateway, 'The SQLite store takes no new work')) as Json

@@ -4,7 +4,7 @@ import { mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
-import { afterAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { sha256Hex } from '../../src/auth/bearer-tokens.ts'
 import { demoStdioYaml, startGatewayProcess, stopAll, writeConfig, type GatewayProcess } from '../helpers/process.ts'
 import { RawSession } from '../helpers/raw-session.ts'
@@ -49,10 +49,12 @@ class LockHolder {
 const gateways: GatewayProcess[] = []
 afterAll(async () => { await stopAll(gateways) })
 
-async function start (): Promise<{ gateway: GatewayProcess, database: string, session: RawSession }> {
+interface Started { gateway: GatewayProcess, database: string, session: RawSession }
+
+async function start (busyWait = '5s'): Promise<Started> {
   const database = join(mkdtempSync(join(tmpdir(), 'gw-sqlite-lock-')), 'gateway.db')
   const gateway = await startGatewayProcess(writeConfig(`
-store: { kind: sqlite, path: ${JSON.stringify(database)} }
+store: { kind: sqlite, path: ${JSON.stringify(database)}, busyWait: ${busyWait} }
 logging: { level: info }
 auth:
   tokens: [{ principal: ops, sha256: ${sha256Hex(TOKEN)} }]
@@ -78,8 +80,13 @@ async function healthzMs (gateway: GatewayProcess): Promise<number> {
 }
 
 describe('another process holding the sqlite file\'s write lock', () => {
+  // Each case has a gateway on a file of its own; both start at once (a start is seconds on a busy machine). The
+  // first waits up to 5 s for the lock (room for its probes under load); the second is refused after 1 s.
+  let opened: [Started, Started]
+  beforeAll(async () => { opened = await Promise.all([start('5s'), start('1s')]) })
+
   it('leaves the gateway answering; a task created meanwhile is stored once the lock is released', async () => {
-    const { gateway, database, session } = await start()
+    const { gateway, database, session } = opened[0]
     const holder = await LockHolder.hold(database)
     let settled = false
     const creating = createTask(session).finally(() => { settled = true })
@@ -100,11 +107,11 @@ describe('another process holding the sqlite file\'s write lock', () => {
   })
 
   it('refuses a task with a clear error once the lock has been held past the bound, and is not ready until it is released', async () => {
-    const { gateway, database, session } = await start()
+    const { gateway, database, session } = opened[1]
     const holder = await LockHolder.hold(database)
     const refused = await createTask(session)
     expect(refused.error).toMatchObject({ code: -32603 })
-    expect((refused.error as Json).message).toMatch(/^the store is unavailable: another process has held the write lock of the SQLite file '.*gateway\.db' for 5000 ms \(SQLITE_BUSY\)/)
+    expect((refused.error as Json).message).toMatch(/^the store is unavailable: another process has held the write lock of the SQLite file '.*gateway\.db' for 1000 ms \(SQLITE_BUSY\)/)
     const notReady = await fetch(new URL('/readyz', gateway.url))
     expect(notReady.status).toBe(503)
     expect(((await notReady.json()) as { store: Json }).store.detail).toMatch(/another process holds the write lock of the file \(SQLITE_BUSY\)/)

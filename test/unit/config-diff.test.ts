@@ -39,7 +39,7 @@ describe('diffConfig()', () => {
     const before = config({ server: { port: 8080 }, tasks: { maxActivePerPrincipal: 5 } })
     const after = config({ server: { port: 9090, reloadGrace: '1m' }, store: { kind: 'sqlite' }, tasks: { maxActivePerPrincipal: 6, sweepInterval: '1m' }, limits: { pollBurst: 3, maxConnections: 10 }, tracing: { enabled: true, endpoint: 'http://127.0.0.1:4318/v1/traces' } })
     const diff = diffConfig(before, after)
-    expect(diff.restartOnly.sort()).toEqual(['limits.maxConnections', 'server.port', 'store.kind', 'store.path', 'tasks.sweepInterval', 'tracing.enabled'])
+    expect(diff.restartOnly.sort()).toEqual(['limits.maxConnections', 'server.port', 'store.busyWait', 'store.kind', 'store.lockStaleAfter', 'store.path', 'tasks.sweepInterval', 'tracing.enabled'])
     expect(diff.changes).toEqual([
       { path: 'server.reloadGrace', change: 'changed' },
       { path: 'tasks.maxActivePerPrincipal', change: 'changed' },

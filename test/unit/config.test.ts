@@ -46,7 +46,7 @@ describe('the shipped configuration files', () => {
     expect(example.logging).toEqual(minimal.logging)
     expect(example.store).toEqual(minimal.store)
     expect(minimal.server).toMatchObject({ host: '127.0.0.1', port: 8080, path: '/mcp', maxBodyBytes: 4 * 1024 * 1024, pageSize: 100, sessionIdleTimeout: 3_600_000 })
-    expect(minimal.store).toEqual({ kind: 'sqlite', path: './data/gateway.db' })
+    expect(minimal.store).toEqual({ kind: 'sqlite', path: './data/gateway.db', lockStaleAfter: 30_000, busyWait: 5000 })
 
     // The first upstream writes every option with its default value.
     const [demo, search, files] = example.upstreams
@@ -81,7 +81,7 @@ describe('the shipped configuration files', () => {
       SEARCH_URL: 'https://search.example.com/mcp',
     })
     expect(config.server.host).toBe('::1')
-    expect(config.store).toEqual({ kind: 'sqlite', path: '/var/lib/gateway/gateway.db' })
+    expect(config.store).toEqual({ kind: 'sqlite', path: '/var/lib/gateway/gateway.db', lockStaleAfter: 30_000, busyWait: 5000 })
     expect(config.logging.level).toBe('debug')
     expect(config.upstreams[1]).toMatchObject({ url: 'https://search.example.com/mcp' })
     // It has no auth: every interface needs server.allowUnauthenticated, which it leaves at false.
@@ -96,7 +96,7 @@ describe('the shipped configuration files', () => {
   it('the default configuration loads without any variable', async () => {
     const config = await loadConfig(DEFAULT_FILE, {})
     expect(config.server.host).toBe('127.0.0.1')
-    expect(config.store).toEqual({ kind: 'sqlite', path: './data/gateway.db' })
+    expect(config.store).toEqual({ kind: 'sqlite', path: './data/gateway.db', lockStaleAfter: 30_000, busyWait: 5000 })
     expect(config.upstreams.map((u) => u.name)).toEqual(['demo'])
   })
 })

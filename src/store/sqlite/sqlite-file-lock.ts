@@ -4,10 +4,10 @@ import { hostname } from 'node:os'
 import type Database from 'better-sqlite3'
 import { GatewayError } from '../../errors.ts'
 
-/** How often the holder records that it is alive. */
-export const DEFAULT_HEARTBEAT_MS = 5000
-/** A holder that has not recorded a heartbeat for this long is gone, wherever it ran. */
+/** A holder that has not recorded a heartbeat for this long is gone, wherever it ran (`store.lockStaleAfter`). */
 export const DEFAULT_STALE_MS = 30_000
+/** How often the holder records that it is alive: six beats per staleness limit, so a few missed ones (a busy file) cost nothing. */
+export const DEFAULT_HEARTBEAT_MS = DEFAULT_STALE_MS / 6
 
 export interface SqliteFileLockOptions {
   heartbeatMs?: number

@@ -3,7 +3,7 @@ import Database from 'better-sqlite3'
 import { GatewayError } from '../../errors.ts'
 
 /**
- * How long a store operation waits, in all, for a write lock another process holds (a `sqlite3` shell in a
+ * How long a store operation waits by default (`store.busyWait`), in all, for a write lock another process holds (a `sqlite3` shell in a
  * transaction, a backup tool) before it is refused. It waits off the event loop: the connection's own
  * busy_timeout is 0, so a locked file costs each attempt microseconds, not the process.
  */

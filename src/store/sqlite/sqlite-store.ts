@@ -56,14 +56,20 @@ export class SqliteStore implements GatewayStore {
    * begin to be refused (a full disk) and when they are accepted again; `onFault`, once, why the store takes no
    * new work (its file deleted or replaced under the process, taken over by another, opened read-only on a full disk).
    */
-  constructor (path: string, options: { lock?: SqliteFileLockOptions, refusals?: WriteRefusals, onFault?: (detail: string) => void } = {}) {
+  constructor (path: string, options: {
+    lock?: SqliteFileLockOptions
+    /** How long an operation waits for another process's write lock (SqliteGuard); default BUSY_WAIT_LIMIT_MS. */
+    busyWaitMs?: number
+    refusals?: WriteRefusals
+    onFault?: (detail: string) => void
+  } = {}) {
     const onFault = options.onFault ?? (() => {})
     const opened = openSqliteFile(path, { ...options.lock, onFault })
     this.#db = opened.db
     this.#lock = opened.lock
     this.#readOnly = opened.readOnly
     this.#refusals = options.refusals ?? new WriteRefusals()
-    const guard = new SqliteGuard(path, () => this.#fault())
+    const guard = new SqliteGuard(path, () => this.#fault(), options.busyWaitMs)
     const tasks = new SqliteTaskStore(this.#db)
     this.tasks = this.#refusals.watch(guard.wrap(tasks, TASK_OPERATIONS), 'tasks', sqliteRefusal)
     // Read-only, sessions live in memory: clients can still connect and read what the file holds.
