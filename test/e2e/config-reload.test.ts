@@ -183,7 +183,7 @@ describe('POST /admin/reload', () => {
     const response = await reload(changed)
     expect(response.statusCode).toBe(200)
     const answer = response.json<{ changes: Json[], notApplied: Array<{ option: string }> }>()
-    expect(answer.notApplied.map((n) => n.option).sort()).toEqual(['server.path', 'server.port', 'store.kind', 'store.path'])
+    expect(answer.notApplied.map((n) => n.option).sort()).toEqual(['server.path', 'server.port', 'store.busyWait', 'store.kind', 'store.lockStaleAfter', 'store.path'])
     expect(answer.changes).toEqual([{ path: 'tasks.pollInterval', change: 'changed' }])
     const warnings = logged('take effect only at a restart')
     expect(warnings).toHaveLength(1)
