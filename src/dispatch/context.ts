@@ -75,7 +75,10 @@ export function requestOrigin (ctx: RequestContext, ask: CallOrigin['ask'], sign
     ...(progressToken !== undefined && {
       progress: (progress: JsonObject) => ctx.notify('notifications/progress', { ...progress, progressToken }),
     }),
-    notify: (method, params) => ctx.notify(method, params),
+    notify: (method, params) => {
+      // The status of a task the upstream runs the call as: the client asked for no task and never saw its id.
+      if (method !== 'notifications/tasks/status') ctx.notify(method, params)
+    },
     authorization: ctx.caller.authorization,
     trace: ctx.trace,
   }

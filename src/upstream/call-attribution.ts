@@ -214,9 +214,12 @@ export class CallRegistry {
     this.#requestsOf.get(call.id)?.delete(id)
   }
 
-  /** Tags a message that arrived on the response stream of request `via` with that request's call. */
+  /**
+   * Tags a message that arrived on the response stream of request `via` with that request's call. Not progress:
+   * the SDK routes it by its token, and relays its params as they are (a tag would reach the client).
+   */
   tagArrival (message: MessageShape, via: RequestId): void {
-    if (typeof message.method !== 'string') return
+    if (typeof message.method !== 'string' || message.method === 'notifications/progress') return
     const call = this.#byRequest.get(via)
     const callId = call?.id ?? (this.#endedRequests.has(via) ? NO_CALL : undefined)
     if (callId === undefined) return

@@ -48,4 +48,30 @@ describe('@modelcontextprotocol/server-everything over Streamable HTTP behind th
     // the interpretation the client gave (a failed elicitation would name a default instead).
     expect(textOf(outcome.result)).toContain('jaguar (the gateway)')
   })
+
+  it('relays the progress of a plain call as the server sent it, with nothing of the gateway\'s own in it', { timeout: 60_000 }, async () => {
+    const progress: Array<Record<string, unknown>> = []
+    const result = await client.callTool({ name: 'ev__trigger-long-running-operation', arguments: { duration: 1, steps: 3 } }, undefined, {
+      onprogress: (params) => { progress.push(params as Record<string, unknown>) },
+    })
+    expect(textOf(result)).toMatch(/completed/i)
+    expect(progress.map((p) => p.progress)).toEqual([1, 2, 3])
+    // What the server sent: progress, total and a message; no _meta the server did not write.
+    for (const p of progress) expect(JSON.stringify(p)).not.toContain('io.mcp-task-gateway')
+  })
+
+  it('answers a plain call of its task-only tool without showing the client the upstream\'s own task', { timeout: 60_000 }, async () => {
+    const seen: string[] = []
+    const previous = client.fallbackNotificationHandler
+    client.fallbackNotificationHandler = async (notification) => { seen.push(JSON.stringify(notification)) }
+    try {
+      const result = await client.callTool({ name: 'ev__simulate-research-query', arguments: { topic: 'plain call' } })
+      expect(textOf(result)).toContain('plain call')
+    } finally {
+      client.fallbackNotificationHandler = previous
+    }
+    // The client asked for no task and knows none: no status of a task it never saw, nothing of the gateway's own.
+    expect(seen.filter((n) => n.includes('notifications/tasks/status'))).toEqual([])
+    expect(seen.filter((n) => n.includes('io.mcp-task-gateway'))).toEqual([])
+  })
 })
