@@ -24,6 +24,8 @@ export interface CallOrigin {
   signal: AbortSignal
   /** `upstreamRequestId`: the id the upstream gave its request (kept so that another process can answer it). */
   ask (method: InputMethod, params: JsonObject, signal: AbortSignal, upstreamRequestId?: string | number): Promise<JsonObject>
+  /** What `ask` asks stays answerable after the call ended (a 2025-era live relay, answered by id on any stream). */
+  offersOutliveCall?: boolean
   /** The upstream asked for something the client did not declare (the upstream gets an error regardless). */
   refused? (capability: string, method: InputMethod): void
   progress? (progress: JsonObject): void
@@ -120,6 +122,7 @@ export class CallEngine {
         }
       },
       notify: (notification, notificationParams) => origin.notify(notification, notificationParams),
+      offersOutliveCall: origin.offersOutliveCall === true,
     }
     origin.trace?.target?.(upstream.name, typeof params.name === 'string' ? params.name : undefined)
     const metrics = this.#metrics

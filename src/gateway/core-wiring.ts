@@ -18,7 +18,8 @@ import { BUS, publishOn, subscribeTo } from '../store/bus-channels.ts'
 import { BUS_MAX_AGE_MS, busKey, refusalReporter, withSignedBus } from '../store/signed-bus.ts'
 import { GatewayTracing } from '../observability/tracing.ts'
 import { announceTaskChanges } from '../admin/task-feed.ts'
-import type { RpcNotification } from '../wire/jsonrpc.ts'
+import type { RpcMessage, RpcNotification } from '../wire/jsonrpc.ts'
+import { SessionRequests } from '../protocol/legacy/session-requests.ts'
 import { ClientRequestBroker } from '../protocol/legacy/client-requests.ts'
 import { InflightRequests } from '../protocol/legacy/inflight-requests.ts'
 import { StreamHub } from '../streams/stream-hub.ts'
@@ -123,6 +124,8 @@ export async function wireCore (config: Config, given: { logger?: Logger, store?
   const tracing = config.tracing.enabled ? new GatewayTracing(config.tracing, processId) : undefined
   const peers = new PeerRequests(processId, store.bus, store.leases)
   const broker = new ClientRequestBroker(peers)
+  // An upstream's request tied to no call: to the session's GET stream, or the next one it opens.
+  const sessionRequests = new SessionRequests(hub, store.bus)
   /** Whether this process holds upstream sessions of the client (then it is, and stays, its home). */
   const holdsSessions = (clientKey: string): boolean => upstreams.some((upstream) => upstream.sessionByKey(clientKey) !== undefined)
   const homes = new ClientHomes({
@@ -159,7 +162,8 @@ export async function wireCore (config: Config, given: { logger?: Logger, store?
     askClient: async (clientKey, method, params, signal) => {
       const sessionId = sessionIdOf(clientKey)
       if (sessionId === undefined) throw new GatewayError('GW_ERR_CLIENT_UNREACHABLE', [method, 'a 2026-07-28 client can only be asked during a call'])
-      return await broker.send(sessionId, (message) => { void hub.publish(sessionId, message).catch(() => {}) }, method, params, signal)
+      const emit = (message: RpcMessage): void => { void sessionRequests.send(sessionId, message).catch(() => {}) }
+      return await broker.send(sessionId, emit, method, params, signal)
     },
   })
   const events: UpstreamEvents = {

@@ -161,9 +161,9 @@ export class StreamHub {
     stream.onDetach(() => this.#dropStandalone(stream))
   }
 
-  /** Publishes a message for a session; the process holding its GET stream sends it. */
-  async publish (sessionId: string, message: RpcMessage): Promise<void> {
-    await publishOn(this.#bus, BUS.session, sessionId, { message: message as unknown as JsonObject })
+  /** Publishes a message for a session; the process holding its GET stream sends it. Resolves with how many processes hold one. */
+  async publish (sessionId: string, message: RpcMessage): Promise<number> {
+    return await publishOn(this.#bus, BUS.session, sessionId, { message: message as unknown as JsonObject })
   }
 
   /**

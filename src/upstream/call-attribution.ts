@@ -14,6 +14,11 @@ export interface CallSink {
   /** `upstreamRequestId`: the JSON-RPC id the upstream gave the request. */
   input (method: InputMethod, params: JsonObject, signal: AbortSignal, upstreamRequestId?: string | number): Promise<JsonObject>
   notify (method: string, params: JsonObject): void
+  /**
+   * What `input` asks stays answerable after the call ended (a 2025-era live relay: the client answers by the
+   * request's id, on any stream). A request given to such a call by guess is then never asked again elsewhere.
+   */
+  readonly offersOutliveCall?: boolean
 }
 
 /** One call (tools/call, prompts/get) in flight on an upstream session. */
@@ -64,13 +69,18 @@ export type Attribution = { call: InflightCall, exact: boolean } | 'none' | 'amb
  * 1. a message that arrived on the response stream of a call's request (Streamable HTTP) is that call's;
  * 2. else the call whose upstream task `_meta["io.modelcontextprotocol/related-task"]` names;
  * 3. else the call whose request `_meta.progressToken` names (a request's progress token is its id);
- * 4. else the only call in flight;
- * 5. else, when every call in flight belongs to one client, the most recently started call that is not
+ * 4. else, on a transport with a response stream per request (Streamable HTTP, `exactOnly`), no call: the
+ *    upstream sends what a call asks on that call's stream, so what comes on its session stream is the
+ *    session's (the client's session stream gets it);
+ * 5. else (stdio, HTTP+SSE: nothing on the wire names a call) the only call in flight;
+ * 6. else, when every call in flight belongs to one client, the most recently started call that is not
  *    already waiting for an answer (an upstream usually asks soon after the call that asks starts; the
  *    newest call when all wait); calls of several clients: nobody (the upstream is refused).
  *
- * A request given to a call by rule 4 or 5 is given again when that call ends while the request is still
- * unanswered (it was not that call's: a call does not end while its own request waits).
+ * A request given to a call by rule 5 or 6 (a guess) stays where it was offered when that call's offers
+ * outlive it (a 2025-era live relay, answered by id on any stream); else it is given again when that call
+ * ends while the request is still unanswered (it was not that call's: a call does not end while its own
+ * request waits).
  *
  * Progress notifications are routed by the SDK by their token and never come here.
  */
@@ -86,6 +96,8 @@ export class CallRegistry {
    */
   readonly #endedRequests = new Set<RequestId>()
   #next = 1
+  /** The transport has a response stream per request (Streamable HTTP): nothing is given to a call by guess. */
+  exactOnly = false
 
   get size (): number {
     return this.#calls.size
@@ -159,7 +171,7 @@ export class CallRegistry {
       const call = this.#byRequest.get(token)
       if (call !== undefined) return { call, exact: true }
     }
-    if (this.#calls.size === 0) return 'none'
+    if (this.#calls.size === 0 || this.exactOnly) return 'none'
     const calls = [...this.#calls.values()]
     if (calls.length === 1) return { call: calls[0]!, exact: false }
     if (new Set(calls.map((c) => c.owner)).size > 1) return 'ambiguous'
@@ -264,6 +276,7 @@ export class AttributingTransport implements Transport {
   constructor (inner: Transport, calls: CallRegistry, delayResponses: boolean, onResponse?: (response: JsonObject) => void) {
     this.#inner = inner
     this.#calls = calls
+    calls.exactOnly = inner.hasPerRequestStream === true
     inner.onclose = () => this.onclose?.()
     inner.onerror = (error) => this.onerror?.(error)
     inner.onmessage = (message, extra) => {

@@ -352,7 +352,7 @@ export class UpstreamSession {
         }
         if (owner === 'none') return await events.onOrphanRequest(this, method, plain, signal)
         const { call, exact } = owner
-        const ended = exact ? undefined : this.calls.ended(call)
+        const ended = exact || call.sink.offersOutliveCall === true ? undefined : this.calls.ended(call)
         call.waiting++
         try {
           return await call.sink.input(method, plain, ended === undefined ? signal : AbortSignal.any([signal, ended]), id)

@@ -98,6 +98,18 @@ describe('attribution of what an upstream sends during calls', () => {
     expect(calls.attribute(unrelated.params)).toEqual({ call: other, exact: false })
   })
 
+  it('on a transport with a response stream per request, gives a call only what it can prove is that call\'s', () => {
+    const calls = new CallRegistry()
+    calls.exactOnly = true
+    const call = calls.begin('client-1', sink)
+    sent(calls, call, 7)
+    // Sent on the session's stream: the session's, even with one call in flight.
+    expect(calls.attribute({ message: 'session start' })).toBe('none')
+    const own: { method: string, params?: Record<string, unknown> } = { method: 'elicitation/create', params: { message: 'mine' } }
+    calls.tagArrival(own, 7)
+    expect(calls.attribute(own.params)).toEqual({ call, exact: true })
+  })
+
   it('refuses to choose between calls of several clients', () => {
     const calls = new CallRegistry()
     calls.begin('client-1', sink)

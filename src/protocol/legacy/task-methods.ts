@@ -33,9 +33,12 @@ function requestedTtl (params: JsonObject): number | undefined {
 /** How often a waiting tasks/result reads the task again, in case a wake-up signal was lost. */
 const RECHECK_MS = 5000
 
-/** A 2025-era call's input requests go to the client live, as server→client requests on the request's stream. */
+/**
+ * A 2025-era call's input requests go to the client live, as server→client requests on the request's stream;
+ * the client answers them by id on any stream, so one stays answerable after its call ended.
+ */
 function liveOrigin (ctx: RequestContext): CallOrigin {
-  return requestOrigin(ctx, liveRequest(ctx))
+  return { ...requestOrigin(ctx, liveRequest(ctx)), offersOutliveCall: true }
 }
 
 /**

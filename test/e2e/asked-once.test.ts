@@ -1,0 +1,129 @@
+import { join } from 'node:path'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
+import { ListRootsRequestSchema, LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js'
+import { REPO_ROOT, startUpstream, type StartedUpstream } from '../fixtures/spawn-upstream.ts'
+import { fixture } from '../helpers/built.ts'
+import { textOf } from '../helpers/clients.ts'
+import { startGateway, type RunningGateway } from '../helpers/gateway.ts'
+import { until } from '../helpers/until.ts'
+
+const EVERYTHING = join(REPO_ROOT, 'node_modules/@modelcontextprotocol/server-everything/dist/index.js')
+const ROOT = { uri: 'file:///srv/project', name: 'project' }
+
+/** An SDK v1 client that declares roots and counts how often it is asked for them, and what it was refused. */
+interface RootsClient {
+  client: Client
+  asked: () => number
+  /** The errors the client met, such as an answer the gateway refused (-32600, "no request with id … is waiting"). */
+  errors: string[]
+}
+
+async function rootsClient (url: string): Promise<RootsClient> {
+  let asked = 0
+  const errors: string[] = []
+  const client = new Client({ name: 'roots-client', version: '1.0.0' }, { capabilities: { roots: { listChanged: true } } })
+  client.setRequestHandler(ListRootsRequestSchema, () => {
+    asked++
+    return { roots: [ROOT] }
+  })
+  client.onerror = (err) => { errors.push(err.message) }
+  await client.connect(new StreamableHTTPClientTransport(new URL(url)))
+  return { client, asked: () => asked, errors }
+}
+
+describe('a request of the upstream tied to no call is asked once and answered once', () => {
+  let http: StartedUpstream
+  /** The fixture over stdio and over Streamable HTTP, each behind a gateway of its own. */
+  const gateways: Record<string, RunningGateway> = {}
+
+  beforeAll(async () => {
+    http = await startUpstream('test/fixtures/stateful-upstream.ts', ['--port', '0'])
+    gateways.stdio = await startGateway({ upstreams: [{ name: 'st', transport: 'stdio', command: process.execPath, args: [fixture('stateful-upstream')] }] })
+    gateways['Streamable HTTP'] = await startGateway({ upstreams: [{ name: 'st', transport: 'streamable-http', url: http.url }] })
+  }, 60_000)
+
+  afterAll(async () => {
+    for (const gw of Object.values(gateways)) await gw.close()
+    await http?.close()
+  })
+
+  for (const transport of ['stdio', 'Streamable HTTP']) {
+    it(`${transport}: a request the server sends during a short call, not for it, reaches the client once; its answer is taken`, async () => {
+      const { client, asked, errors } = await rootsClient(gateways[transport]!.url)
+      try {
+        // The server asks for the roots on its own (tied to no call) and answers the call at once, without waiting.
+        expect(textOf(await client.callTool({ name: 'st__ask_aside', arguments: {} }))).toBe('asked')
+        const ended = await until('the server hearing how its roots/list ended', async () => {
+          const seen = JSON.parse(textOf(await client.callTool({ name: 'st__asked_aside', arguments: {} }))) as { answers: number, failures: number }
+          return seen.answers + seen.failures > 0 ? seen : undefined
+        })
+        expect(ended).toEqual({ answers: 1, failures: 0 })
+        expect(asked()).toBe(1)
+        expect(errors).toEqual([])
+      } finally {
+        await client.close()
+      }
+    })
+  }
+})
+
+describe('@modelcontextprotocol/server-everything asking for roots as each session opens, while short calls run', () => {
+  let everything: StartedUpstream
+  const gateways: Record<string, RunningGateway> = {}
+
+  beforeAll(async () => {
+    everything = await startUpstream('test/fixtures/everything-http.mjs', [], { readyTimeoutMs: 60_000 })
+    gateways.stdio = await startGateway({ upstreams: [{ name: 'ev', transport: 'stdio', command: process.execPath, args: [EVERYTHING, 'stdio'], timeouts: { connect: '60s' } }] })
+    gateways.http = await startGateway({ upstreams: [{ name: 'ev', transport: 'streamable-http', url: everything.url, timeouts: { connect: '60s' } }] })
+  }, 90_000)
+
+  afterAll(async () => {
+    for (const gw of Object.values(gateways)) await gw.close()
+    await everything?.close()
+  })
+
+  /**
+   * One session: calls `echo` again and again from the start until the server has its roots (it asks 350 ms after
+   * the upstream session opened, so most likely while an echo runs), then returns how often the client was asked.
+   */
+  async function session (gw: RunningGateway): Promise<{ asked: number, errors: string[] }> {
+    const { client, asked, errors } = await rootsClient(gw.url)
+    try {
+      const updated = new Promise<void>((resolve) => {
+        client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => {
+          if (String(n.params.data).startsWith('Roots updated')) resolve()
+        })
+      })
+      const roots = { updated: false }
+      void updated.then(() => { roots.updated = true })
+      while (!roots.updated) await client.callTool({ name: 'ev__echo', arguments: { message: 'short' } })
+      await updated
+      return { asked: asked(), errors: [...errors] }
+    } finally {
+      await client.close()
+    }
+  }
+
+  /** `batches` of five sessions at once. */
+  async function sessions (gw: RunningGateway, batches: number): Promise<Array<{ asked: number, errors: string[] }>> {
+    const outcomes: Array<{ asked: number, errors: string[] }> = []
+    for (let batch = 0; batch < batches; batch++) {
+      outcomes.push(...await Promise.all(Array.from({ length: 5 }, async () => await session(gw))))
+    }
+    return outcomes
+  }
+
+  it('50 sessions over Streamable HTTP: each client is asked exactly once, and no answer is refused', { timeout: 120_000 }, async () => {
+    const outcomes = await sessions(gateways.http!, 10)
+    expect(outcomes.map((o) => o.asked)).toEqual(Array(50).fill(1))
+    expect(outcomes.flatMap((o) => o.errors)).toEqual([])
+  })
+
+  it('10 sessions over stdio: each client is asked exactly once, and no answer is refused', { timeout: 120_000 }, async () => {
+    const outcomes = await sessions(gateways.stdio!, 2)
+    expect(outcomes.map((o) => o.asked)).toEqual(Array(10).fill(1))
+    expect(outcomes.flatMap((o) => o.errors)).toEqual([])
+  })
+})
