@@ -180,6 +180,7 @@ export async function wireCore (config: Config, given: { logger?: Logger, store?
   const inflight = new InflightRequests(shutdown.signal, store.bus)
   const delivery = new LegacyTaskDelivery(hub, store.bus, store.tasks)
   hub.onGetStream = (sessionId) => delivery.onGetStream(sessionId)
+  hub.onRequestSent = (request, stream) => delivery.offeredOn(request, stream)
   // With the admin API, task changes are also announced to the dashboards of every process sharing the store.
   const taskEvents = config.admin === undefined ? delivery : announceTaskChanges(delivery, store.bus)
   // The budget of stored bytes of each principal, read at each write (a reload may change it).

@@ -49,6 +49,10 @@ export const BUS = Object.freeze({
   takeover: channel('takeover', 1, null, 'a process left: the others look for its tasks at once', z.object({ from: z.string() })),
   getStream: channel('legacy-get-stream', 1, null, 'a session opened a GET stream on the process whose delivery id is `from`', z.object({ sessionId: z.string(), from: z.string() })),
   offer: channel('legacy-offer', 1, 'delivery id', 'an unanswered input request to offer on a GET stream held there', z.object({ sessionId: z.string(), message: jsonObject })),
+  offered: channel('legacy-offered', 1, 'input key', 'a probe: is the input request still offered on a stream held open? (or: it was settled, let it go)', z.union([
+    z.object({ probe: z.literal(true) }),
+    z.object({ settled: z.literal(true) }),
+  ])),
   requestCancel: channel('legacy-cancel', 1, null, 'a client cancelled a request another process runs', z.object({ sessionId: z.string(), requestId, reason: z.string() })),
   clients: channel('clients', 1, null, 'a client ended, or sent its upstream sessions a notification', z.discriminatedUnion('type', [
     z.object({ type: z.literal('ended'), clientKey: z.string() }),

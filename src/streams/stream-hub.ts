@@ -7,7 +7,7 @@ import { SseConnection, type SseSettings } from './sse-connection.ts'
 import type { Logger } from '../observability/logger.ts'
 import { BUS, publishOn, subscribeTo } from '../store/bus-channels.ts'
 import type { SignalBus } from '../store/types.ts'
-import type { RpcMessage, JsonObject } from '../wire/jsonrpc.ts'
+import type { RpcMessage, RpcRequest, JsonObject } from '../wire/jsonrpc.ts'
 import { isListChanged, listChangeAnsweredBy, ListChangeCoalescer } from '../wire/list-changes.ts'
 import { EventStream, parseEventId } from './event-stream.ts'
 
@@ -42,6 +42,8 @@ export class StreamHub {
   readonly #listChanges = new ListChangeCoalescer({ untilListed: true })
   /** Called when a session opens a new standalone GET stream (to offer it what is waiting). */
   onGetStream: ((sessionId: string) => void) | undefined
+  /** Called when a server→client request goes out on a standalone GET stream (to know where an input is offered). */
+  onRequestSent: ((request: RpcRequest, stream: EventStream) => void) | undefined
   /** Every stream and held exchange of this process with the credential it was opened with (revocation). */
   readonly exchanges: HeldExchanges
 
@@ -185,7 +187,10 @@ export class StreamHub {
       this.#options.log.debug({ sessionId, method, outcome }, 'list change for a session')
       return true
     }
-    this.#standalone.get(sessionId)!.at(-1)!.send(message)
+    const stream = this.#standalone.get(sessionId)!.at(-1)!
+    // Told first: whoever is told knows where the request is before its client can have seen it.
+    if ('method' in message && 'id' in message) this.onRequestSent?.(message, stream)
+    stream.send(message)
     return true
   }
 

@@ -340,7 +340,7 @@ export class UpstreamSession {
 
   /**
    * Gives a request of the upstream to the call it belongs to, else to the session's client. A request
-   * given to a call by guess goes to another when that call ends first (see CallRegistry).
+   * given to a call by guess goes to another when that call ends first, unless it stays answerable (see CallRegistry).
    */
   async #input (events: SessionEvents, method: InputMethod, params: JsonObject, signal: AbortSignal, id: RequestId): Promise<JsonObject> {
     const plain = untagged(params)

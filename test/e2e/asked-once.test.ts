@@ -2,12 +2,15 @@ import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
-import { ListRootsRequestSchema, LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js'
+import { ElicitRequestSchema, ListRootsRequestSchema, LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js'
 import { REPO_ROOT, startUpstream, type StartedUpstream } from '../fixtures/spawn-upstream.ts'
 import { fixture } from '../helpers/built.ts'
 import { textOf } from '../helpers/clients.ts'
 import { startGateway, type RunningGateway } from '../helpers/gateway.ts'
+import { legacyTask, next, RawSession } from '../helpers/raw-session.ts'
 import { until } from '../helpers/until.ts'
+
+type Json = Record<string, unknown>
 
 const EVERYTHING = join(REPO_ROOT, 'node_modules/@modelcontextprotocol/server-everything/dist/index.js')
 const ROOT = { uri: 'file:///srv/project', name: 'project' }
@@ -85,8 +88,9 @@ describe('@modelcontextprotocol/server-everything asking for roots as each sessi
   })
 
   /**
-   * One session: calls `echo` again and again from the start until the server has its roots (it asks 350 ms after
-   * the upstream session opened, so most likely while an echo runs), then returns how often the client was asked.
+   * One session: calls `echo` again and again from the start until the client is asked for its roots (the server
+   * asks 350 ms after the upstream session opened, so most likely while an echo runs), then waits until the server
+   * has them and returns how often the client was asked.
    */
   async function session (gw: RunningGateway): Promise<{ asked: number, errors: string[] }> {
     const { client, asked, errors } = await rootsClient(gw.url)
@@ -98,8 +102,11 @@ describe('@modelcontextprotocol/server-everything asking for roots as each sessi
       })
       const roots = { updated: false }
       void updated.then(() => { roots.updated = true })
-      while (!roots.updated) await client.callTool({ name: 'ev__echo', arguments: { message: 'short' } })
-      await updated
+      // At most 2000 calls: a request that never comes fails the count below instead of running on.
+      for (let calls = 0; calls < 2000 && asked() === 0 && !roots.updated; calls++) {
+        await client.callTool({ name: 'ev__echo', arguments: { message: 'short' } })
+      }
+      if (asked() > 0) await updated
       return { asked: asked(), errors: [...errors] }
     } finally {
       await client.close()
@@ -125,5 +132,113 @@ describe('@modelcontextprotocol/server-everything asking for roots as each sessi
     const outcomes = await sessions(gateways.stdio!, 2)
     expect(outcomes.map((o) => o.asked)).toEqual(Array(10).fill(1))
     expect(outcomes.flatMap((o) => o.errors)).toEqual([])
+  })
+})
+
+describe('a queued input of a 2025-11-25 task is offered once per client', () => {
+  let gw: RunningGateway
+
+  beforeAll(async () => {
+    gw = await startGateway({
+      upstreams: [
+        { name: 'ev', transport: 'stdio', command: process.execPath, args: [EVERYTHING, 'stdio'], timeouts: { connect: '60s' } },
+        { name: 'st', transport: 'stdio', command: process.execPath, args: [fixture('stateful-upstream')] },
+      ],
+      tasks: { pollInterval: '50ms' },
+    })
+  }, 60_000)
+
+  afterAll(async () => {
+    await gw?.close()
+  })
+
+  it('an SDK v1 client running a task with callToolStream, answering only once it polled input_required and opened tasks/result, is asked once', { timeout: 60_000 }, async () => {
+    let resultOpened!: () => void
+    const opened = new Promise<void>((resolve) => { resultOpened = resolve })
+    let inputSeen!: () => void
+    const seen = new Promise<void>((resolve) => { inputSeen = resolve })
+    // The client's own fetch: tells when its tasks/result request has been answered with a stream.
+    const watching: typeof fetch = async (url, init) => {
+      const res = await fetch(url, init)
+      if (typeof init?.body === 'string' && init.body.includes('"method":"tasks/result"')) resultOpened()
+      return res
+    }
+    const client = new Client({ name: 'polling-client', version: '1.0.0' }, { capabilities: { elicitation: { form: {} } } })
+    const errors: string[] = []
+    client.onerror = (err) => { errors.push(err.message) }
+    let asked = 0
+    client.setRequestHandler(ElicitRequestSchema, async () => {
+      asked++
+      // The person answers only after the client saw input_required and opened tasks/result, and one more round
+      // trip later (the gateway has attached that stream by then).
+      await seen
+      await opened
+      await client.listTools()
+      return { action: 'accept', content: { name: 'Once' } }
+    })
+    await client.connect(new StreamableHTTPClientTransport(new URL(gw.url), { fetch: watching }))
+    try {
+      await until('the elicitation tool listed', async () => (await client.listTools()).tools.some((t) => t.name === 'ev__trigger-elicitation-request') || undefined)
+      const statuses: string[] = []
+      let result: unknown
+      const stream = client.experimental.tasks.callToolStream({ name: 'ev__trigger-elicitation-request', arguments: {} }, undefined, { task: { ttl: 60_000 }, timeout: 60_000 })
+      for await (const message of stream) {
+        if (message.type === 'taskStatus') {
+          statuses.push(message.task.status)
+          if (message.task.status === 'input_required') inputSeen()
+        }
+        if (message.type === 'result') result = message.result
+        if (message.type === 'error') throw message.error
+      }
+      expect(statuses).toContain('input_required')
+      expect(textOf(result)).toContain('Once')
+      expect(asked).toBe(1)
+      expect(errors).toEqual([])
+    } finally {
+      await client.close()
+    }
+  })
+
+  it('an input offered on the GET stream is not offered again on tasks/result while that stream is open', { timeout: 30_000 }, async () => {
+    const session = await RawSession.open(gw.url)
+    const streams = new AbortController()
+    try {
+      const get = await session.stream('get', streams.signal)
+      const taskId = await legacyTask(session, 'st__ask', { question: 'who?' })
+      const offered = await next(get, (m) => m.method === 'elicitation/create')
+      await session.waitFor(taskId, ['input_required'])
+      const result = await session.stream({ taskResult: taskId }, streams.signal)
+      const answered = await session.post({ jsonrpc: '2.0', id: offered.id, result: { action: 'accept', content: { name: 'Ada' } } })
+      expect(answered.status).toBe(202)
+      const first = await next(result, () => true)
+      // The first thing on tasks/result is the task's result, not the same request again.
+      expect(first.method).toBeUndefined()
+      expect(textOf(first.result)).toBe('who? Ada')
+    } finally {
+      streams.abort()
+      await session.close()
+    }
+  })
+
+  it('an input offered on a stream that closed unanswered is offered again, with the same id, on the next stream', { timeout: 30_000 }, async () => {
+    const session = await RawSession.open(gw.url)
+    const first = new AbortController()
+    const second = new AbortController()
+    try {
+      const taskId = await legacyTask(session, 'st__ask', { question: 'who?' })
+      await session.waitFor(taskId, ['input_required'])
+      const lost = await session.stream({ taskResult: taskId }, first.signal)
+      const offered = await next(lost, (m) => m.method === 'elicitation/create')
+      first.abort()
+      const again = await session.stream({ taskResult: taskId }, second.signal)
+      const reoffered = await next(again, (m) => m.method === 'elicitation/create')
+      expect(reoffered.id).toBe(offered.id)
+      expect((await session.post({ jsonrpc: '2.0', id: offered.id, result: { action: 'accept', content: { name: 'Bo' } } })).status).toBe(202)
+      const done = await next(again, (m) => m.method === undefined)
+      expect(textOf((done as Json).result)).toBe('who? Bo')
+    } finally {
+      second.abort()
+      await session.close()
+    }
   })
 })

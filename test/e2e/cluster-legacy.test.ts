@@ -230,6 +230,40 @@ ${demoStdioYaml('single')}
     getDone.abort()
   })
 
+  it('offers an input once across processes: not again on tasks/result on another process while a GET stream carries it', async () => {
+    const session = await RawSession.open(p[0])
+    const getDone = new AbortController()
+    const resultDone = new AbortController()
+    const get = await session.on(p[1]).stream('get', getDone.signal)
+    const taskId = await createTask(session, 'demo__ask_user', { message: 'Once?' })
+    const request = await next(get, isElicitation)
+    await session.waitFor(taskId, ['input_required'])
+    const result = await session.on(p[2]).stream({ taskResult: taskId }, resultDone.signal)
+    // Round trips to the process holding tasks/result (each one store read, as its attaching takes two) before the
+    // person answers: the stream has been offered what it would be offered by then.
+    for (let i = 0; i < 3; i++) await session.on(p[2]).request('tasks/get', { taskId })
+    expect((await session.on(p[0]).post({ jsonrpc: '2.0', id: request.id, result: { action: 'accept', content: { name: 'Una' } } })).status).toBe(202)
+    // The first thing on tasks/result is the task's result, not the request again.
+    expect(await next(result, () => true)).toMatchObject({ result: { content: [{ type: 'text', text: 'Hello, Una!' }] } })
+    getDone.abort()
+    resultDone.abort()
+  })
+
+  it('offers an input again, with the same id, on tasks/result on another process once the GET stream that carried it is gone', async () => {
+    const session = await RawSession.open(p[0])
+    const getDone = new AbortController()
+    const resultDone = new AbortController()
+    const get = await session.on(p[1]).stream('get', getDone.signal)
+    const taskId = await createTask(session, 'demo__ask_user', { message: 'Again?' })
+    const request = await next(get, isElicitation)
+    getDone.abort()
+    const result = await session.on(p[2]).stream({ taskResult: taskId }, resultDone.signal)
+    expect((await next(result, isElicitation)).id).toBe(request.id)
+    expect((await session.on(p[1]).post({ jsonrpc: '2.0', id: request.id, result: { action: 'accept', content: { name: 'Bea' } } })).status).toBe(202)
+    expect(await next(result, isFinal)).toMatchObject({ result: { content: [{ type: 'text', text: 'Hello, Bea!' }] } })
+    resultDone.abort()
+  })
+
   it('answers GW_ERR_PEER_LOST to a relayed request\'s answer once the process running the call is gone', async () => {
     const session = await RawSession.open(p[2])
     const call = messagesOf(await session.post({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'demo__ask_user', arguments: {} } }))

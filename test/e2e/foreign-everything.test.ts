@@ -86,7 +86,7 @@ describe('@modelcontextprotocol/server-everything behind the gateway', () => {
     await settledToolNames(capable, CONDITIONAL)
     const elicited = await runTask(capable, 'ev__trigger-elicitation-request', {})
     // The client may be asked on its GET stream before a poll sees the status: it reads the status itself.
-    // (An SDK v1 client can be asked again on tasks/result before its first answer lands; docs/tasks.md, Rules.)
+    // (It is asked once: a request offered on the GET stream is not offered again on tasks/result; docs/tasks.md, Rules.)
     expect(taskStatusWhileAsked[0]).toBe('input_required')
     expect(textOf(elicited.result)).toContain('Eve')
     const sampled = await runTask(capable, 'ev__trigger-sampling-request', { prompt: 'as a task' })

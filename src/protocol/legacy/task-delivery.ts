@@ -5,7 +5,9 @@ import type { InputRecord, SignalBus, TaskRecord, TaskStore } from '../../store/
 import type { TaskEvents } from '../../tasks/task-events.ts'
 import { isTerminal } from '../../wire/task-state.ts'
 import { RELATED_TASK, relatedTaskMeta, renderInputRequest, renderTask } from './task-wire.ts'
+import type { EventStream } from '../../streams/event-stream.ts'
 import type { StreamHub } from '../../streams/stream-hub.ts'
+import { InputOffers } from './input-offers.ts'
 
 type Send = (message: RpcMessage) => void
 
@@ -19,12 +21,19 @@ function relatedTaskId (request: RpcRequest): string | undefined {
   return isObject(related) && typeof related.taskId === 'string' ? related.taskId : undefined
 }
 
+/** A task's input request (its id is the input's key), as opposed to a notification or a response. */
+function isInputRequest (message: RpcMessage): message is RpcRequest & { id: string } {
+  return 'method' in message && 'id' in message && typeof message.id === 'string'
+}
+
 /**
  * Sends what a legacy-era task produces to its client. Input requests and progress go on the stream of
  * a pending `tasks/result` when there is one, in this process or another, else on the session's GET
  * stream (some clients never call `tasks/result` before the task ends); each goes on one stream only.
- * Unanswered inputs are offered again, with the same id, on every new `tasks/result` and GET stream, in
- * any process. Status changes go to the session and wake `tasks/result` waiters.
+ * An input is offered once per client: a new `tasks/result` or GET stream, in any process, is offered the
+ * task's unanswered inputs that no open stream carries (see InputOffers), and an input whose stream is gone
+ * before it was answered is offered again, with the same id, on another stream of the task or session.
+ * Status changes go to the session and wake `tasks/result` waiters.
  *
  * Across processes: a process holding `tasks/result` streams of a task subscribes to the task's stream
  * channel, and the process running the task publishes there what no local stream takes; when no process
@@ -41,11 +50,14 @@ export class LegacyTaskDelivery implements TaskEvents {
   readonly #inTransit = new Map<string, Promise<void>>()
   /** Input requests of the tasks this process runs, per session, to offer again when a GET stream opens. */
   readonly #unanswered = new Map<string, Map<string, RpcRequest>>()
+  /** The inputs offered on streams still open, in every process. */
+  readonly #offers: InputOffers
 
   constructor (hub: StreamHub, bus: SignalBus, store: TaskStore) {
     this.#hub = hub
     this.#bus = bus
     this.#store = store
+    this.#offers = new InputOffers(bus)
     // A process announces there that a session opened a GET stream on it.
     subscribeTo(bus, BUS.getStream, undefined, ({ sessionId, from }) => {
       // A store failure here only means the inputs are not offered on this stream (they stay pending).
@@ -77,6 +89,7 @@ export class LegacyTaskDelivery implements TaskEvents {
   }
 
   inputSettled (task: TaskRecord, key: string): void {
+    this.#offers.settled(key)
     if (task.sessionId === null) return
     const pending = this.#unanswered.get(task.sessionId)
     pending?.delete(key)
@@ -98,36 +111,63 @@ export class LegacyTaskDelivery implements TaskEvents {
   }
 
   /**
-   * Registers a `tasks/result` stream for the task (also for the process running it, wherever that is)
-   * and offers it every unanswered input; returns the unregister function.
+   * Registers a `tasks/result` stream of session `sessionId` for the task (also for the process running it,
+   * wherever that is) and offers it every unanswered input no open stream carries; returns the unregister
+   * function, which offers what the stream carried unanswered to another stream.
    */
-  async attachResultStream (taskId: string, send: Send): Promise<() => void> {
+  async attachResultStream (taskId: string, send: Send, sessionId?: string): Promise<() => void> {
+    const holds: Array<{ release: () => boolean, request: RpcRequest }> = []
+    const offer: Send = (message) => {
+      // Held first: every process knows where the request is before its client can have seen it.
+      if (isInputRequest(message)) holds.push({ release: this.#offers.hold(message.id), request: message })
+      send(message)
+    }
     let streams = this.#streams.get(taskId)
     if (!streams) {
       // What a task sends to its `tasks/result` streams: the processes holding one subscribe to it.
       streams = { sends: [], unsubscribe: subscribeTo(this.#bus, BUS.taskStream, taskId, (payload) => { this.#received(taskId, payload) }) }
       this.#streams.set(taskId, streams)
     }
-    streams.sends.push(send)
+    streams.sends.push(offer)
     const unregister = (): void => {
       const current = this.#streams.get(taskId)
       if (!current) return
-      const index = current.sends.indexOf(send)
-      if (index >= 0) current.sends.splice(index, 1)
-      if (current.sends.length > 0) return
-      current.unsubscribe()
-      this.#streams.delete(taskId)
+      const index = current.sends.indexOf(offer)
+      if (index < 0) return
+      current.sends.splice(index, 1)
+      if (current.sends.length === 0) {
+        current.unsubscribe()
+        this.#streams.delete(taskId)
+      }
+      for (const { release, request } of holds.splice(0)) {
+        if (release() && sessionId !== undefined) this.#offerAgain(taskId, sessionId, request).catch(() => {})
+      }
     }
     try {
       // A publish waits until this process's own subscriptions are live: from here on, every input the
       // task asks for reaches this stream, and the ones asked before are in the store.
       await publishOn(this.#bus, BUS.taskStream, taskId, { probe: true })
-      for (const input of await this.#store.pendingInputs(taskId)) send(renderInputRequest(input))
+      for (const input of await this.#store.pendingInputs(taskId)) {
+        if (!await this.#offers.offered(input.key)) offer(renderInputRequest(input))
+      }
     } catch (err) {
       unregister()
       throw err
     }
     return unregister
+  }
+
+  /**
+   * A request went out on `stream`, a GET stream held here: a task's input is offered there until the stream is
+   * gone, and offered again then if it is still unanswered.
+   */
+  offeredOn (request: RpcRequest, stream: EventStream): void {
+    const taskId = relatedTaskId(request)
+    if (taskId === undefined || !isInputRequest(request)) return
+    const release = this.#offers.hold(request.id)
+    stream.onDetach(() => {
+      if (release()) this.#offerAgain(taskId, stream.sessionId, request).catch(() => {})
+    })
   }
 
   /** A GET stream of the session opened here: every process offers it the inputs of the tasks it runs. */
@@ -142,6 +182,7 @@ export class LegacyTaskDelivery implements TaskEvents {
     for (const [key, request] of [...pending]) {
       const taskId = relatedTaskId(request)
       if (taskId !== undefined && await this.#carried(taskId)) continue
+      if (await this.#offers.offered(key)) continue
       // The answer may have been posted to another process, which settled it without telling this one.
       const input = await this.#store.getInput(key)
       if (input?.state !== 'pending') {
@@ -152,6 +193,23 @@ export class LegacyTaskDelivery implements TaskEvents {
       else await publishOn(this.#bus, BUS.offer, to, { sessionId, message: request as unknown as JsonObject })
     }
     if (pending.size === 0 && this.#unanswered.get(sessionId) === pending) this.#unanswered.delete(sessionId)
+  }
+
+  /**
+   * The stream input `request` was offered on is gone before an answer came: offers it on a `tasks/result`
+   * stream of the task, in this process or another, else on the session's GET stream (unless it was settled,
+   * or is offered on another open stream meanwhile).
+   */
+  async #offerAgain (taskId: string, sessionId: string, request: RpcRequest): Promise<void> {
+    const input = await this.#store.getInput(String(request.id))
+    if (input?.state !== 'pending' || await this.#offers.offered(input.key)) return
+    const local = this.#streams.get(taskId)?.sends[0]
+    if (local) {
+      local(request)
+      return
+    }
+    if (await publishOn(this.#bus, BUS.taskStream, taskId, { message: request as unknown as JsonObject, sessionId }) > 0) return
+    await this.#hub.publish(sessionId, request)
   }
 
   /** Whether some process holds a `tasks/result` stream of the task. */

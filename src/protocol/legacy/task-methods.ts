@@ -125,7 +125,7 @@ export function withLegacyTaskMethods (base: MethodTable, deps: LegacyTaskMethod
       })
       ctx.signal.addEventListener('abort', onAbort, { once: true })
       ctx.disconnected.addEventListener('abort', onAbort, { once: true })
-      delivery.attachResultStream(taskId, (message) => ctx.send(message)).then((unregister) => {
+      delivery.attachResultStream(taskId, (message) => ctx.send(message), ctx.sessionId).then((unregister) => {
         if (finished) unregister()
         else detach = unregister
         check()
