@@ -73,18 +73,17 @@ describe('a request of the upstream tied to no call is asked once and answered o
 })
 
 describe('@modelcontextprotocol/server-everything asking for roots as each session opens, while short calls run', () => {
-  let everything: StartedUpstream
-  const gateways: Record<string, RunningGateway> = {}
+  let gw: RunningGateway
 
+  // Over stdio: over Streamable HTTP the server sends this request on its GET stream 350 ms after the handshake
+  // and drops it when that stream is not open yet (as for any client that is slow to open it); the fixture above
+  // covers Streamable HTTP without that race.
   beforeAll(async () => {
-    everything = await startUpstream('test/fixtures/everything-http.mjs', [], { readyTimeoutMs: 60_000 })
-    gateways.stdio = await startGateway({ upstreams: [{ name: 'ev', transport: 'stdio', command: process.execPath, args: [EVERYTHING, 'stdio'], timeouts: { connect: '60s' } }] })
-    gateways.http = await startGateway({ upstreams: [{ name: 'ev', transport: 'streamable-http', url: everything.url, timeouts: { connect: '60s' } }] })
+    gw = await startGateway({ upstreams: [{ name: 'ev', transport: 'stdio', command: process.execPath, args: [EVERYTHING, 'stdio'], timeouts: { connect: '60s' } }] })
   }, 90_000)
 
   afterAll(async () => {
-    for (const gw of Object.values(gateways)) await gw.close()
-    await everything?.close()
+    await gw?.close()
   })
 
   /**
@@ -92,7 +91,7 @@ describe('@modelcontextprotocol/server-everything asking for roots as each sessi
    * asks 350 ms after the upstream session opened, so most likely while an echo runs), then waits until the server
    * has them and returns how often the client was asked.
    */
-  async function session (gw: RunningGateway): Promise<{ asked: number, errors: string[] }> {
+  async function session (): Promise<{ asked: number, errors: string[] }> {
     const { client, asked, errors } = await rootsClient(gw.url)
     try {
       const updated = new Promise<void>((resolve) => {
@@ -114,23 +113,17 @@ describe('@modelcontextprotocol/server-everything asking for roots as each sessi
   }
 
   /** `batches` of five sessions at once. */
-  async function sessions (gw: RunningGateway, batches: number): Promise<Array<{ asked: number, errors: string[] }>> {
+  async function sessions (batches: number): Promise<Array<{ asked: number, errors: string[] }>> {
     const outcomes: Array<{ asked: number, errors: string[] }> = []
     for (let batch = 0; batch < batches; batch++) {
-      outcomes.push(...await Promise.all(Array.from({ length: 5 }, async () => await session(gw))))
+      outcomes.push(...await Promise.all(Array.from({ length: 5 }, async () => await session())))
     }
     return outcomes
   }
 
-  it('50 sessions over Streamable HTTP: each client is asked exactly once, and no answer is refused', { timeout: 120_000 }, async () => {
-    const outcomes = await sessions(gateways.http!, 10)
+  it('50 sessions over stdio, five at a time: each client is asked exactly once, and no answer is refused', { timeout: 180_000 }, async () => {
+    const outcomes = await sessions(10)
     expect(outcomes.map((o) => o.asked)).toEqual(Array(50).fill(1))
-    expect(outcomes.flatMap((o) => o.errors)).toEqual([])
-  })
-
-  it('10 sessions over stdio: each client is asked exactly once, and no answer is refused', { timeout: 120_000 }, async () => {
-    const outcomes = await sessions(gateways.stdio!, 2)
-    expect(outcomes.map((o) => o.asked)).toEqual(Array(10).fill(1))
     expect(outcomes.flatMap((o) => o.errors)).toEqual([])
   })
 })
