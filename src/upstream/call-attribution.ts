@@ -67,7 +67,8 @@ export type Attribution = { call: InflightCall, exact: boolean } | 'none' | 'amb
  * (elicitation, sampling, roots, progress, log messages) to one call:
  *
  * 1. a message that arrived on the response stream of a call's request (Streamable HTTP) is that call's;
- * 2. else the call whose upstream task `_meta["io.modelcontextprotocol/related-task"]` names;
+ * 2. else the call whose upstream task `_meta["io.modelcontextprotocol/related-task"]` names (or, for
+ *    `notifications/tasks/status`, its `taskId`);
  * 3. else the call whose request `_meta.progressToken` names (a request's progress token is its id);
  * 4. else, on a transport with a response stream per request (Streamable HTTP, `exactOnly`), no call: the
  *    upstream sends what a call asks on that call's stream, so what comes on its session stream is the
@@ -155,7 +156,8 @@ export class CallRegistry {
     return headers
   }
 
-  attribute (params: JsonObject | undefined): Attribution {
+  /** `method`: what the upstream sent (a status notification of an upstream task names the task in its params). */
+  attribute (params: JsonObject | undefined, method?: string): Attribution {
     const meta = params?._meta as JsonObject | undefined
     const via = meta?.[VIA_KEY]
     if (typeof via === 'number') {
@@ -163,8 +165,9 @@ export class CallRegistry {
       return call === undefined ? 'none' : { call, exact: true }
     }
     const related = meta?.[RELATED_TASK] as JsonObject | undefined
-    if (typeof related?.taskId === 'string') {
-      for (const call of this.#calls.values()) if (call.upstreamTaskId === related.taskId) return { call, exact: true }
+    const taskId = related?.taskId ?? (method === 'notifications/tasks/status' ? params?.taskId : undefined)
+    if (typeof taskId === 'string') {
+      for (const call of this.#calls.values()) if (call.upstreamTaskId === taskId) return { call, exact: true }
     }
     const token = meta?.progressToken
     if (typeof token === 'number' || typeof token === 'string') {

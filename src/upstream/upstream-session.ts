@@ -370,7 +370,7 @@ export class UpstreamSession {
   }
 
   #notification (events: SessionEvents, method: string, params: JsonObject): void {
-    const owner = this.calls.attribute(params)
+    const owner = this.calls.attribute(params, method)
     const plain = untagged(params)
     if (typeof owner === 'object') owner.call.sink.notify(method, plain)
     else if (method !== 'notifications/tasks/status') events.onOrphanNotification(this, method, plain)

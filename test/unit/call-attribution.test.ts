@@ -32,6 +32,7 @@ describe('attribution of what an upstream sends during calls', () => {
     sent(calls, b, 3)
     expect(calls.attribute({ _meta: { 'io.modelcontextprotocol/related-task': { taskId: 'up-1' } } })).toEqual({ call: a, exact: true })
     expect(calls.attribute({ _meta: { progressToken: 3 } })).toEqual({ call: b, exact: true })
+    expect(calls.attribute({ taskId: 'up-1', status: 'working' }, 'notifications/tasks/status')).toEqual({ call: a, exact: true })
     calls.answered(3)
     expect(calls.attribute({ _meta: { progressToken: 3 } })).toEqual({ call: b, exact: false })
   })
