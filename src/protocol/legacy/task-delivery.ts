@@ -263,7 +263,10 @@ export class LegacyTaskDelivery implements TaskEvents {
     const pending = this.#unanswered.get(sessionId)
     if (!pending) return
     for (const [key, request] of pending) {
-      if (relatedTaskId(request) === taskId) pending.delete(key)
+      if (relatedTaskId(request) !== taskId) continue
+      pending.delete(key)
+      // Expired with the task: the streams that carry it let it go.
+      this.#offers.settled(key)
     }
     if (pending.size === 0) this.#unanswered.delete(sessionId)
   }
