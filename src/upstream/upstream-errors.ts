@@ -65,7 +65,8 @@ export function mapUpstreamError (err: unknown, upstream: string, what: string, 
   if (signal?.aborted) {
     return new GatewayError('GW_ERR_REQUEST_CANCELLED', [errorMessage(signal.reason)], { cause: err })
   }
-  if (err instanceof ProtocolError) return new RpcError(err.code, err.message.replace(/^MCP error -?\d+: /, ''), err.data)
+  // The SDK keeps the upstream's message as it was sent (a server built on SDK v1 starts its own with "MCP error <code>: ").
+  if (err instanceof ProtocolError) return new RpcError(err.code, err.message, err.data)
   if (err instanceof UpstreamHttpError) return fromHttpStatus(err, upstream, what)
   if (err instanceof SdkError) {
     switch (err.code) {
