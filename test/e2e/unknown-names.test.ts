@@ -76,7 +76,7 @@ describe('names no upstream lists, with one upstream owning the namespace', () =
         ],
         permissions: [{ scope: 'ev', upstreams: ['ev'] }, { scope: 'echo', tools: ['echo'] }],
       },
-      upstreams: [{ name: 'ev', transport: 'stdio', command: process.execPath, args: [EVERYTHING, 'stdio'], prefix: '', tools: { deny: ['get-sum'] }, timeouts: { connect: '60s' } }],
+      upstreams: [{ name: 'ev', transport: 'stdio', command: process.execPath, args: [EVERYTHING, 'stdio'], prefix: '', tools: { deny: ['get-sum'] }, resources: { deny: ['Dynamic *', 'demo://resource/dynamic/*'] }, timeouts: { connect: '60s' } }],
     })
     ;[directly, through, echoOnly] = await Promise.all([direct(EVERYTHING), overHttp(gw.url, TOKENS.whole), overHttp(gw.url, TOKENS.echo)])
   }, 60_000)
@@ -114,6 +114,10 @@ describe('names no upstream lists, with one upstream owning the namespace', () =
     expect(await outcome(echoOnly.callTool({ name: 'get-env', arguments: {} }))).toEqual({ error: { code: -32602, message: "MCP error -32602: Unknown tool: 'get-env'" } })
     expect(await outcome(echoOnly.callTool({ name: 'no-such-tool', arguments: {} }))).toEqual({ error: { code: -32602, message: "MCP error -32602: Unknown tool: 'no-such-tool'" } })
     expect(await outcome(echoOnly.getPrompt({ name: 'no-such-prompt' }))).toEqual({ error: { code: -32602, message: "MCP error -32602: Unknown prompt: 'no-such-prompt'" } })
+    // The server has this resource, but the operator denied it: its template (by its name) and its URI.
+    const uri = 'demo://resource/dynamic/text/1'
+    expect(await outcome(directly.readResource({ uri }))).toMatchObject({ result: { contents: [{ uri }] } })
+    expect(await outcome(through.readResource({ uri }))).toEqual({ error: { code: -32002, message: `MCP error -32002: Resource not found: '${uri}'` } })
   })
 })
 
@@ -173,5 +177,34 @@ describe('names no upstream lists, with two upstreams passing their names throug
 
   it('refuses an unknown tool with its own error', async () => {
     expect(await outcome(client.callTool({ name: 'no-such-tool', arguments: {} }))).toEqual({ error: { code: -32602, message: "MCP error -32602: Unknown tool: 'no-such-tool'" } })
+  })
+})
+
+/** The upstream owning the names is down: a name it would answer for is unavailable, not unknown. */
+describe('names no upstream lists, while the upstream owning them is down', () => {
+  let gw: RunningGateway
+  let client: Client
+
+  beforeAll(async () => {
+    gw = await startGateway({
+      upstreams: [
+        { name: 'gone', transport: 'streamable-http', url: 'http://127.0.0.1:9/mcp', prefix: '', timeouts: { connect: '2s' }, restart: { initialDelay: '1h' } },
+        demoStdio(),
+      ],
+    })
+    client = await overHttp(gw.url)
+  }, 60_000)
+
+  afterAll(async () => {
+    await client?.close()
+    await gw?.close()
+  })
+
+  it('says the owner is unavailable', async () => {
+    const refused = await outcome(client.callTool({ name: 'no-such-tool', arguments: {} })) as { error: { code: number, message: string } }
+    expect(refused.error.code).toBe(-32050)
+    expect(refused.error.message).toContain("upstream 'gone' is unavailable")
+    // A name under another upstream's prefix is that upstream's: unknown there.
+    expect(await outcome(client.callTool({ name: 'demo__no-such-tool', arguments: {} }))).toEqual({ error: { code: -32602, message: "MCP error -32602: Unknown tool: 'demo__no-such-tool'" } })
   })
 })
