@@ -5,12 +5,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
+import { McpServer, ResourceTemplate } from '@modelcontextprotocol/sdk/server/mcp.js'
 import { McpError } from '@modelcontextprotocol/sdk/types.js'
 import { sha256Hex } from '../../src/auth/bearer-tokens.ts'
 import { REPO_ROOT } from '../fixtures/spawn-upstream.ts'
 import { demoStdio, startGateway, type RunningGateway } from '../helpers/gateway.ts'
 import { ModernRaw } from '../helpers/modern-raw.ts'
 import { RawSession } from '../helpers/raw-session.ts'
+import { startStatelessUpstream, type StatelessUpstream } from '../helpers/stateless-upstream.ts'
 
 type Json = Record<string, unknown>
 
@@ -23,12 +25,12 @@ const EVERYTHING = server('server-everything')
 const MEMORY = server('server-memory')
 const TOKENS = { whole: 'whole-upstream-token-0123', echo: 'echo-only-token-0123456' }
 
-/** What a request ended with, as a client sees it: its result, or its JSON-RPC error's code and message. */
-async function outcome (request: Promise<unknown>): Promise<Json> {
+/** What a request ended with, as a client sees it: its result, or its JSON-RPC error's code and message (and data, when asked). */
+async function outcome (request: Promise<unknown>, withData = false): Promise<Json> {
   try {
     return { result: await request }
   } catch (err) {
-    if (err instanceof McpError) return { error: { code: err.code, message: err.message } }
+    if (err instanceof McpError) return { error: { code: err.code, message: err.message, ...(withData && { data: err.data }) } }
     throw err
   }
 }
@@ -206,5 +208,41 @@ describe('names no upstream lists, while the upstream owning them is down', () =
     expect(refused.error.message).toContain("upstream 'gone' is unavailable")
     // A name under another upstream's prefix is that upstream's: unknown there.
     expect(await outcome(client.callTool({ name: 'demo__no-such-tool', arguments: {} }))).toEqual({ error: { code: -32602, message: "MCP error -32602: Unknown tool: 'demo__no-such-tool'" } })
+  })
+})
+
+/**
+ * A server that answers a resource it does not have with the 2025 spec's -32002 and data of its own. The
+ * SDK the gateway talks to upstreams with would turn that into -32602 with only the `uri`.
+ */
+describe('errors as the upstream sent them', () => {
+  let upstream: StatelessUpstream
+  let gw: RunningGateway
+  let directly: Client
+  let through: Client
+
+  beforeAll(async () => {
+    upstream = await startStatelessUpstream(() => {
+      const server = new McpServer({ name: 'files', version: '1.0.0' })
+      server.registerResource('file', new ResourceTemplate('file:///{name}', { list: undefined }), {}, async (uri) => {
+        throw new McpError(-32002, `no file ${uri.href}`, { uri: uri.href, reason: 'deleted' })
+      })
+      return server
+    })
+    gw = await startGateway({ upstreams: [{ name: 'files', transport: 'streamable-http', url: upstream.url, prefix: '' }] })
+    ;[directly, through] = await Promise.all([overHttp(upstream.url), overHttp(gw.url)])
+  }, 60_000)
+
+  afterAll(async () => {
+    await Promise.all([directly?.close(), through?.close()])
+    await gw?.close()
+    await upstream?.close()
+  })
+
+  it('passes on an error\'s code, message and data unchanged', async () => {
+    const read = (c: Client) => c.readResource({ uri: 'file:///gone.txt' })
+    const expected = await outcome(read(directly), true)
+    expect(expected).toMatchObject({ error: { code: -32002, data: { uri: 'file:///gone.txt', reason: 'deleted' } } })
+    expect(await outcome(read(through), true)).toEqual(expected)
   })
 })
