@@ -95,11 +95,15 @@ describe('names no upstream lists, with one upstream owning the namespace', () =
     })
   }
 
-  it('answers a 2026-07-28 client\'s call of an unknown tool with the upstream\'s own result', async () => {
+  it('answers a 2026-07-28 client\'s call of an unknown tool, and its unknown prompt, with the upstream\'s own answer', async () => {
     const expected = await outcome(UNKNOWN.tool(directly)) as { result: Json }
     expect(expected.result.isError).toBe(true)
     const modern = new ModernRaw(gw.url, {}, { authorization: `Bearer ${TOKENS.whole}` })
     expect(await modern.result('tools/call', { name: 'no-such-tool', arguments: {} })).toEqual({ ...expected.result, resultType: 'complete' })
+    // And an unknown prompt with the upstream's error: what the SDK v1 client above shows, less the prefix it adds.
+    const refused = await outcome(UNKNOWN.prompt(directly)) as { error: { code: number, message: string } }
+    const wire = { code: refused.error.code, message: refused.error.message.replace(`MCP error ${refused.error.code}: `, '') }
+    expect((await modern.request('prompts/get', { name: 'no-such-prompt' })).body.error).toEqual(wire)
   })
 
   it('refuses a 2025-11-25 task of an unknown tool itself: no task is made for a tool nobody lists', async () => {
