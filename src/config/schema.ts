@@ -196,9 +196,13 @@ const tasksSchema = z.strictObject({
     .refine((ms) => ms >= 1000, 'must be at least 1s').prefault('10s'),
   decide: z.union([
     z.literal('always'),
-    z.strictObject({ after: duration('how long a call may take and still be answered synchronously; a call still running then becomes a task') }),
+    z.strictObject({
+      after: duration('how long a call may take and still be answered synchronously; a call still running then becomes a task'),
+      input: z.enum(['task', 'round']).prefault('task')
+        .describe('what becomes of a call of an `optional` tool that asks for input within `after`: `task`: it becomes a task at once, and the input is the task\'s (`tasks/get`, `tasks/update`); `round`: the input comes back as `input_required` first (MRTR) and each retry gets the window again. A tool that runs only as a task always gets its input rounds first'),
+    }),
   ]).prefault({ after: '500ms' })
-    .describe('for 2026-07-28 clients that declare the tasks extension: `always` returns a task for every task-eligible call; `{ after: <duration> }` answers synchronously when the call ends within that time (input it asks for meanwhile comes back as `input_required` first) and returns a task otherwise'),
+    .describe('for 2026-07-28 clients that declare the tasks extension: `always` returns a task for every task-eligible call; `{ after: <duration> }` answers synchronously when the call ends within that time without asking for input, and returns a task otherwise (see `input`). A tool that runs only as a task (its taskSupport, the gateway\'s or the upstream\'s own, is `required`) is never answered synchronously: input it asks for within the window comes back as `input_required` first, and the round in which it no longer asks becomes the task'),
 }).describe('tasks: retention, limits, and when a 2026-07-28 call becomes one')
 
 const bucketSchema = z.strictObject({
