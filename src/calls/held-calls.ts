@@ -235,6 +235,14 @@ export class HeldCalls {
     this.#revoked.clear()
   }
 
+  /** A running call its caller could not hand over (the task was refused, e.g. by the task limit): cancelled upstream. */
+  abandon (callId: string, reason: unknown): void {
+    const call = this.#calls.get(callId)
+    if (call === undefined || call.detached !== undefined) return
+    this.#forget(call)
+    call.abort.abort(reason)
+  }
+
   /**
    * The credential that started the call was revoked or has expired: the call is cancelled upstream, a leg
    * waiting on it is answered with `err`, and so is a retry within the hold time.

@@ -163,3 +163,50 @@ describe('optional tools that ask for input within the decision window, for 2026
     expect(done).toMatchObject({ resultType: 'complete', content: [{ text: 'Deleted a.txt' }] })
   })
 })
+
+/**
+ * A call the decision makes a task, refused as a task because its principal already has as many active tasks as
+ * it may (tasks.maxActivePerPrincipal): the client is told why, and the upstream call is cancelled instead of
+ * being left waiting for an answer nobody can give.
+ */
+describe('a call that would become a task beyond the principal\'s task limit', () => {
+  let gw: RunningGateway
+
+  beforeAll(async () => {
+    gw = await startGateway({
+      tasks: { pollInterval: '50ms', maxActivePerPrincipal: 1 },
+      upstreams: [{
+        name: 'conf',
+        transport: 'stdio',
+        command: process.execPath,
+        args: [fixture('conformance-2026-upstream')],
+        maxConcurrentCalls: 2,
+      }],
+    })
+  })
+
+  afterAll(async () => {
+    await gw?.close()
+  })
+
+  it('is refused with GW_ERR_TASK_LIMIT and its upstream call is cancelled', async () => {
+    const client = ModernRaw.withTasks(gw.url, ELICITATION)
+    const first = await client.result('tools/call', { name: 'conf__confirm_delete', arguments: { filename: 'a.txt' } })
+    expect(first).toMatchObject({ resultType: 'task' })
+    await client.waitFor(String(first.taskId), ['input_required'])
+
+    const refused = await client.request('tools/call', { name: 'conf__confirm_delete', arguments: { filename: 'b.txt' } })
+    expect(refused.body.error).toMatchObject({ code: -32054, message: expect.stringContaining('maxActivePerPrincipal') })
+
+    // Only the first task's call waits on its client upstream: the refused call is cancelled, not left waiting
+    // (parked) for an answer nobody can give.
+    let calls: Json = {}
+    await until('the refused call ended upstream', async () => {
+      const ready = await (await fetch(new URL('/readyz', gw.url))).json() as { upstreams: Array<{ calls: Json }> }
+      calls = ready.upstreams[0]!.calls
+      return calls.parked === 1 && calls.active === 0 ? true : undefined
+    }, { describeLast: () => `: ${JSON.stringify(calls)}` })
+
+    expect(await client.result('tasks/cancel', { taskId: String(first.taskId) })).toBeDefined()
+  })
+})

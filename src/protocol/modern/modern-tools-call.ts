@@ -76,11 +76,18 @@ export function modernToolsCall (deps: ModernToolsCallDeps): Handler {
     const candidate = candidates.get(outcome.callId)
     candidates.delete(outcome.callId)
     if (!candidate) throw new Error('a running call without a task candidate')
-    const task = await deps.tasks.adopt(taskRequest(principal, candidate), (created) => ({
-      ...held.detach(outcome.callId, (method, params, signal, upstreamId) => deps.inputs.ask(created, method, params, signal, upstreamId)),
-      link: candidate.link,
-    }))
-    return renderCreateTaskResult(task)
+    try {
+      const task = await deps.tasks.adopt(taskRequest(principal, candidate), (created) => ({
+        ...held.detach(outcome.callId, (method, params, signal, upstreamId) =>
+          deps.inputs.ask(created, method, params, signal, upstreamId)),
+        link: candidate.link,
+      }))
+      return renderCreateTaskResult(task)
+    } catch (err) {
+      // No task took the call (the store refused it): nobody could answer it or collect its outcome.
+      held.abandon(outcome.callId, err)
+      throw err
+    }
   }
 
   // Runs in the process holding the call, whichever process the retry reached.
