@@ -6,6 +6,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js'
 import { InMemoryTaskStore } from '@modelcontextprotocol/sdk/experimental/tasks/stores/in-memory.js'
 import {
+  CallToolResultSchema,
   CreateMessageRequestSchema,
   ElicitRequestSchema,
   type CallToolResult,
@@ -15,6 +16,7 @@ import {
 import { REPO_ROOT, startUpstream, type StartedUpstream } from '../fixtures/spawn-upstream.ts'
 import { textOf } from '../helpers/clients.ts'
 import { startGateway, type RunningGateway } from '../helpers/gateway.ts'
+import { legacyTask, RawSession } from '../helpers/raw-session.ts'
 import { runTask } from '../helpers/tasks.ts'
 import { until } from '../helpers/until.ts'
 
@@ -176,5 +178,29 @@ describe.each([
     expect(outcome.error).toBeUndefined()
     expect(normalised(outcome.result)).toEqual(normalised(directly))
     expect(through.asked.length - askedBefore).toBe(1)
+  })
+
+  it('completes a task of the gateway whose client was away when the server asked: the client is asked once, when it is back', { timeout: 60_000 }, async () => {
+    const args = { prompt: 'while away', maxTokens: 10 }
+    const directly = await direct.client.callTool({ name: 'trigger-sampling-request-async', arguments: args }) as CallToolResult
+    // A client with no stream open: it creates the task and leaves.
+    const away = await RawSession.open(gw.url, TASK_CAPABLE)
+    await until('the tool in the session\'s list', async () => {
+      const tools = ((await away.request('tools/list')).result as { tools: Array<{ name: string }> }).tools
+      return tools.some((t) => t.name === 'trigger-sampling-request-async') ? true : undefined
+    })
+    const taskId = await legacyTask(away, 'trigger-sampling-request-async', args)
+    // The server's request waits in the task's queue (the server meanwhile polls a task of the gateway that is working).
+    await away.waitFor(taskId, ['input_required'])
+    // Back, on the same session: the queued request is offered on the tasks/result stream, answered, and the task ends.
+    const back = await new TaskCapableClient().connect(new StreamableHTTPClientTransport(new URL(gw.url), { sessionId: away.sessionId }))
+    try {
+      const result = await back.client.request({ method: 'tasks/result', params: { taskId } }, CallToolResultSchema, { timeout: 60_000 })
+      expect(normalised(result).quoted).toEqual(normalised(directly).quoted)
+      expect(normalised(result).report).toContain('[COMPLETED]')
+      expect(back.asked).toEqual([{ method: 'sampling/createMessage', task: false }])
+    } finally {
+      await back.client.close()
+    }
   })
 })
