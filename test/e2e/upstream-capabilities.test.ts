@@ -7,12 +7,14 @@ import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
-import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js'
+import { LoggingMessageNotificationSchema, ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js'
 import { parseConfig } from '../../src/config/load.ts'
-import { REPO_ROOT } from '../fixtures/spawn-upstream.ts'
+import { REPO_ROOT, startUpstream, type StartedUpstream } from '../fixtures/spawn-upstream.ts'
+import { fixture } from '../helpers/built.ts'
 import { connectV1 } from '../helpers/clients.ts'
 import { startGateway, type RunningGateway } from '../helpers/gateway.ts'
 import { ModernRaw } from '../helpers/modern-raw.ts'
+import { TcpProxy } from '../helpers/tcp-proxy.ts'
 
 type Json = Record<string, unknown>
 
@@ -217,5 +219,66 @@ describe('a reload changes what new sessions are told', () => {
     const { capabilities, instructions } = await throughGateway(gw)
     expect(Object.keys(capabilities).sort()).toEqual(['tasks', 'tools'])
     expect(instructions).toBeUndefined()
+  })
+})
+
+describe('an upstream that is down at start', () => {
+  let everything: StartedUpstream | undefined
+  let proxy: TcpProxy | undefined
+  let gw: RunningGateway | undefined
+
+  afterAll(async () => {
+    await gw?.close()
+    await proxy?.close()
+    await everything?.close()
+  })
+
+  it('adds what it offers, and its instructions, for the sessions that start once it has connected', { timeout: 90_000 }, async () => {
+    everything = await startUpstream('test/fixtures/everything-http.mjs', [], { readyTimeoutMs: 60_000 })
+    proxy = await TcpProxy.start(everything.url)
+    await proxy.cut('refuse')
+    gw = await startGateway({
+      upstreams: [
+        filesystem(),
+        { name: 'ev', transport: 'streamable-http', url: `http://127.0.0.1:${proxy.port}/mcp`, restart: { initialDelay: '50ms', maxDelay: '200ms' } },
+      ],
+    })
+    const early = await connectV1(gw.url, { capabilities: {} })
+    expect(Object.keys(early.getServerCapabilities() ?? {}).sort()).toEqual(['tasks', 'tools'])
+    expect(early.getInstructions()).toBeUndefined()
+    // Connected clients are told the lists changed when it comes up.
+    const listed = new Promise<void>((resolve) => early.setNotificationHandler(ToolListChangedNotificationSchema, () => resolve()))
+    await proxy.restore()
+    await listed
+    const late = await throughGateway(gw)
+    expect(Object.keys(late.capabilities).sort()).toEqual(['completions', 'logging', 'prompts', 'resources', 'tasks', 'tools'])
+    expect(late.instructions).toMatch(/^## ev \(its tools and prompts are named ev__…\)\n\n# Everything Server/)
+    await early.close()
+  })
+})
+
+describe('logging/setLevel', () => {
+  let gw: RunningGateway
+
+  beforeAll(async () => {
+    gw = await startGateway({ upstreams: [{ name: 'c', transport: 'stdio', command: process.execPath, args: [fixture('conformance-upstream')], prefix: '' }] })
+  }, 60_000)
+
+  afterAll(async () => {
+    await gw?.close()
+  })
+
+  it('sets the level of the client\'s own session of each upstream that offers logging', async () => {
+    const client = await connectV1(gw.url, { capabilities: {} })
+    const messages: string[] = []
+    client.setNotificationHandler(LoggingMessageNotificationSchema, (notification) => { messages.push(String(notification.params.data)) })
+    // The tool logs at info, related to its call: what passes the level arrives before the call's result.
+    await client.setLoggingLevel('warning')
+    await client.callTool({ name: 'test_tool_with_logging', arguments: {} })
+    expect(messages).toEqual([])
+    await client.setLoggingLevel('info')
+    await client.callTool({ name: 'test_tool_with_logging', arguments: {} })
+    expect(messages).toEqual(['Tool execution started', 'Tool processing data', 'Tool execution completed'])
+    await client.close()
   })
 })
