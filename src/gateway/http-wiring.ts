@@ -6,7 +6,7 @@ import { HomeRouting } from '../cluster/home-routing.ts'
 import type { Config, ServerConfig } from '../config/schema.ts'
 import type { MethodTable } from '../dispatch/context.ts'
 import { buildMethodTable, withOfferedMethods } from '../dispatch/method-table.ts'
-import { serverProfile, type ServerProfile } from '../catalog/server-profile.ts'
+import { serverFeatures, serverProfile, type ServerProfile } from '../catalog/server-profile.ts'
 import { registerCors } from '../http/cors.ts'
 import { guardConnections } from '../http/connection-guard.ts'
 import { registerHealthRoutes } from '../http/health-routes.ts'
@@ -55,7 +55,10 @@ export async function wireHttp (core: GatewayCore, configSource: (() => Promise<
     await catalog.starting
     return serverProfile(upstreams, live.config.server.instructions)
   }
-  const offered = (table: MethodTable): MethodTable => withOfferedMethods(table, async () => (await profile()).capabilities)
+  const offered = (table: MethodTable): MethodTable => withOfferedMethods(table, async () => {
+    await catalog.starting
+    return serverFeatures(upstreams)
+  })
   const held = new HeldCalls(config.server.inputHoldTimeout, hub.exchanges)
   const states = new RequestStateCodec(config.server.stateSecret, config.server.inputHoldTimeout)
   const retries = new RetryRouter({ processId, states, peers, log })

@@ -214,6 +214,18 @@ describe('a reload changes what new sessions are told', () => {
     expect((await throughGateway(gw)).instructions).toBeUndefined()
   })
 
+  it('with several upstreams that give instructions, each one\'s text follows a heading naming it, in the order configured', async () => {
+    const client = await connectV1(gw.url, { capabilities: {} })
+    const listed = new Promise<void>((resolve) => client.setNotificationHandler(ToolListChangedNotificationSchema, () => resolve()))
+    // Only ev2 is new (ev is as the last test left it): the list change is ev2 coming up.
+    await reload({ upstreams: [filesystem(), everything({ instructions: false }), everything({ name: 'ev2', prefix: '' })] })
+    await listed
+    await client.close()
+    await reload({ upstreams: [filesystem(), everything(), everything({ name: 'ev2', prefix: '' })] })
+    const text = everythingInstructions!
+    expect((await throughGateway(gw)).instructions).toBe(`## ev (its tools and prompts are named ev__…)\n\n${text}\n\n## ev2\n\n${text}`)
+  })
+
   it('an upstream removed takes its capabilities with it', async () => {
     await reload({ upstreams: [filesystem()] })
     const { capabilities, instructions } = await throughGateway(gw)
