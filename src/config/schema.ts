@@ -61,6 +61,8 @@ const upstreamCommon = {
   toolSettings: z.record(z.string(), toolSettingsSchema).prefault({})
     .describe('settings per tool, by the upstream\'s own tool name'),
   resume: resumeSchema,
+  instructions: z.boolean().prefault(true)
+    .describe('pass the `instructions` this upstream gives in its handshake on to clients (with those of the other upstreams, each under a heading naming it); `false` leaves them out'),
   taskSupport: taskSupportSchema.prefault('optional')
     .describe('whether this upstream\'s tools may (`optional`), must (`required`) or must not (`forbidden`) be called as tasks; `required` breaks clients that cannot do tasks'),
   sessions: z.enum(['per-client', 'shared', 'per-call']).prefault('per-client')
@@ -173,6 +175,8 @@ const serverSchema = z.strictObject({
     .describe('where the client address (per-address rate limit, logs) comes from: `false` the socket; `true` the first X-Forwarded-For entry; a number: that many proxy hops are trusted; a list: proxies with these addresses or CIDR ranges are trusted'),
   tls: tlsSchema.optional()
     .describe('serve HTTPS instead of HTTP with this certificate; the files are read at start; default: plain HTTP'),
+  instructions: z.union([z.string().min(1), z.literal(false)]).optional()
+    .describe('the `instructions` clients get in the initialize (and server/discover) result: a text replaces those of the upstreams; `false` sends none; default: the upstreams\' own (one upstream: its text unchanged; several: each one\'s under a heading naming it, see upstreams.md)'),
 }).describe('the MCP listener that clients connect to')
 
 const loggingSchema = z.strictObject({
