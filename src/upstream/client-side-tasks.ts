@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import { ProtocolError } from '@modelcontextprotocol/client'
 import type { JsonObject } from '../wire/jsonrpc.ts'
-import { TERMINAL_STATUSES } from '../wire/task-state.ts'
+import { TERMINAL_STATUSES, type TaskStatus } from '../wire/task-state.ts'
 import type { InputMethod } from './call-attribution.ts'
 
 /** The requests of a 2025-11-25 server about the tasks its client runs for it. */
@@ -19,7 +19,8 @@ export const MAX_CLIENT_TASK_TTL_MS = 3_600_000
 /** How many tasks one upstream session keeps at once (the oldest ended one goes first to make room). */
 export const MAX_CLIENT_TASKS = 1000
 
-type Status = 'working' | 'completed' | 'failed' | 'cancelled'
+/** A client-side task never waits on input of its own: the gateway asks the client for the one request it is. */
+type Status = Exclude<TaskStatus, 'input_required'>
 
 interface ClientSideTask {
   readonly taskId: string
@@ -124,7 +125,7 @@ export class ClientSideTasks {
     return render(task)
   }
 
-  #end (task: ClientSideTask, status: 'completed' | 'failed', outcome: NonNullable<ClientSideTask['outcome']>): void {
+  #end (task: ClientSideTask, status: Exclude<Status, 'working'>, outcome: NonNullable<ClientSideTask['outcome']>): void {
     if (task.status !== 'working') return
     task.outcome = outcome
     this.#move(task, status, 'error' in outcome ? outcome.error.message : undefined)
