@@ -62,6 +62,8 @@ export class StreamableHttpTransport implements Transport {
   #keepSession = false
   /** What the SSE streams read here hand their messages to. */
   readonly #host: StreamHost
+  /** Requests (by the SDK's id) whose closed response stream is being resumed: aborted when the request is cancelled. */
+  readonly #resuming = new Map<unknown, AbortController>()
 
   constructor (options: StreamableHttpTransportOptions) {
     this.#options = options
@@ -105,6 +107,8 @@ export class StreamableHttpTransport implements Transport {
 
   async send (message: JSONRPCMessage, options?: TransportSendOptions): Promise<void> {
     const msg = message as Message
+    // A 2025-era request is cancelled with a notification (it has no request signal): its resumption ends with it.
+    if (msg.method === 'notifications/cancelled') this.#resuming.get(msg.params?.requestId)?.abort()
     if (options?.resumptionToken !== undefined && msg.id !== undefined) return await this.#replay(msg, options.resumptionToken, options)
     const headers = this.#headers('application/json, text/event-stream', options?.headers)
     headers['content-type'] = 'application/json'
@@ -320,16 +324,22 @@ export class StreamableHttpTransport implements Transport {
    */
   async #followStream (body: AsyncIterable<Buffer>, stream: EventStreamOptions, resume: TransportSendOptions | undefined): Promise<void> {
     await readEventStream(this.#host, body, stream)
-    const { cursor, requestSignal } = stream
+    const { cursor, requestSignal, viaRequest } = stream
     if (resume === undefined || cursor.answered || cursor.answerOf === undefined) return
-    const signal = requestSignal === undefined ? this.#closed.signal : AbortSignal.any([requestSignal, this.#closed.signal])
-    await resumeUntilAnswered({
-      cursor,
-      signal,
-      open: async (lastEventId, opened) => await this.#replayFrom(lastEventId, resume, opened),
-      read: async (resumed) => { await readEventStream(this.#host, resumed, { ...stream, endWithAnswer: true }) },
-      fail: (failure) => { this.#deliver(resumeFailedResponse(cursor.answerOf!, failure) as Message) },
-    })
+    const cancelled = new AbortController()
+    this.#resuming.set(viaRequest, cancelled)
+    const signal = AbortSignal.any([cancelled.signal, this.#closed.signal, ...(requestSignal === undefined ? [] : [requestSignal])])
+    try {
+      await resumeUntilAnswered({
+        cursor,
+        signal,
+        open: async (lastEventId, opened) => await this.#replayFrom(lastEventId, resume, opened),
+        read: async (resumed) => { await readEventStream(this.#host, resumed, { ...stream, requestSignal: signal, endWithAnswer: true }) },
+        fail: (failure) => { this.#deliver(resumeFailedResponse(cursor.answerOf!, failure) as Message) },
+      })
+    } finally {
+      if (this.#resuming.get(viaRequest) === cancelled) this.#resuming.delete(viaRequest)
+    }
   }
 
   /**

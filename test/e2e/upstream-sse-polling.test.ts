@@ -4,6 +4,7 @@ import { connectV1, textOf } from '../helpers/clients.ts'
 import { startGateway, type RunningGateway } from '../helpers/gateway.ts'
 import { startPollingUpstream, type PollingUpstream, type PollingUpstreamOptions } from '../helpers/polling-upstream.ts'
 import { runTask } from '../helpers/tasks.ts'
+import { until } from '../helpers/until.ts'
 
 const RETRY_MS = 200
 
@@ -68,6 +69,19 @@ describe('an upstream that closes a call\'s stream mid-call (SSE polling)', () =
     const outcome = await runTask(c, 'test_reconnection', {})
     expect(outcome.error).toBeUndefined()
     expect(textOf(outcome.result)).toBe('Reconnection test completed successfully.')
+  })
+
+  it('a call cancelled while its stream is resumed stops reading it and reconnects no more', async () => {
+    const { upstream: up, client: c } = await through({ retryMs: 20 })
+    const abort = new AbortController()
+    const call = c.callTool({ name: 'hold', arguments: {} }, undefined, { signal: abort.signal }).catch((err: unknown) => err)
+    const resume = await until('the first reconnect', () => callTraffic(up).find((r) => r.method === 'GET'))
+    abort.abort(new Error('the user gave up'))
+    await call
+    // The gateway closes the resumed stream when the call is cancelled upstream (before, it read on for as long as it stayed open).
+    await resume.ended
+    const resumes = callTraffic(up).filter((r) => r.method === 'GET')
+    expect(resumes).toHaveLength(1)
   })
 
   it('an upstream that refuses every reconnect fails the call with a connection-lost error naming the attempts, after a bounded number of them', async () => {

@@ -16,6 +16,8 @@ export interface SeenRequest {
   lastEventId: string | undefined
   /** performance.now() when it arrived. */
   at: number
+  /** Resolves when its connection closed. */
+  ended: Promise<void>
 }
 
 /** A call's response stream the upstream closed before answering: when, and the event the client was primed with. */
@@ -44,7 +46,7 @@ export interface PollingUpstream {
  * data), and `test_reconnection` closes its call's stream right after it and answers at once; the answer is
  * stored and sent when the client reconnects with GET + Last-Event-ID. `poll_steps(steps)` closes its call's
  * stream `steps` times, each time waiting until the client has reconnected, sending a progress notification
- * on the new stream, and answers live on the last one.
+ * on the new stream, and answers live on the last one. `hold` closes its stream and answers only when cancelled.
  */
 export async function startPollingUpstream (options: PollingUpstreamOptions): Promise<PollingUpstream> {
   const transports = new Map<string, StreamableHTTPServerTransport>()
@@ -76,6 +78,11 @@ export async function startPollingUpstream (options: PollingUpstreamOptions): Pr
       }
       return { content: [{ type: 'text', text: `answered after ${steps} reconnects` }] }
     })
+    server.registerTool('hold', { description: 'closes its stream and never answers' }, async (extra) => {
+      closeStream(extra.requestId)
+      await new Promise((resolve) => { extra.signal.addEventListener('abort', resolve, { once: true }) })
+      return { content: [{ type: 'text', text: 'cancelled' }] }
+    })
     return server
   }
 
@@ -96,7 +103,15 @@ export async function startPollingUpstream (options: PollingUpstreamOptions): Pr
       const value = req.headers[name]
       return Array.isArray(value) ? value[0] : value
     }
-    const seen: SeenRequest = { method: req.method ?? '', rpc: undefined, sessionId: header('mcp-session-id'), lastEventId: header('last-event-id'), at: performance.now() }
+    const ended = new Promise<void>((resolve) => { res.once('close', () => { resolve() }) })
+    const seen: SeenRequest = {
+      method: req.method ?? '',
+      rpc: undefined,
+      sessionId: header('mcp-session-id'),
+      lastEventId: header('last-event-id'),
+      at: performance.now(),
+      ended,
+    }
     requests.push(seen)
     const transport = seen.sessionId === undefined ? undefined : transports.get(seen.sessionId)
     if (req.method === 'POST') {
