@@ -1,4 +1,3 @@
-import { setTimeout as delay } from 'node:timers/promises'
 import type { JSONRPCMessage } from '@modelcontextprotocol/client'
 import { errorMessage } from '../errors.ts'
 import type { StreamCursor } from './sse-stream-reader.ts'
@@ -39,6 +38,22 @@ export function streamResumeFailed (err: unknown): StreamResumeFailed | undefine
   return data instanceof StreamResumeFailed ? data : undefined
 }
 
+/** Resolves true after `ms`, or false as soon as `signal` aborts. */
+function wait (ms: number, signal: AbortSignal): Promise<boolean> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve(false)
+    const stop = (): void => {
+      clearTimeout(timer)
+      resolve(false)
+    }
+    const timer = setTimeout(() => {
+      signal.removeEventListener('abort', stop)
+      resolve(true)
+    }, ms)
+    signal.addEventListener('abort', stop, { once: true })
+  })
+}
+
 export interface StreamResumer {
   cursor: StreamCursor
   /** Aborted when nobody waits for the answer any more (the request was aborted, the transport closed). */
@@ -62,9 +77,7 @@ export async function resumeUntilAnswered (resumer: StreamResumer): Promise<void
   const { cursor, signal } = resumer
   let failures = 0
   while (!cursor.answered && !signal.aborted && cursor.lastEventId !== undefined) {
-    const wait = Math.min((cursor.retryMs ?? DEFAULT_RECONNECT_MS) * 2 ** failures, MAX_RECONNECT_MS)
-    const waited = await delay(wait, true, { signal }).catch(() => false)
-    if (!waited) return
+    if (!await wait(Math.min((cursor.retryMs ?? DEFAULT_RECONNECT_MS) * 2 ** failures, MAX_RECONNECT_MS), signal)) return
     const from = cursor.lastEventId
     const unreached = (err: unknown): ReplayAnswer => ({ statusCode: 0, text: errorMessage(err), body: undefined })
     const answer = await resumer.open(from, signal).catch(unreached)
