@@ -323,13 +323,14 @@ export class StreamableHttpTransport implements Transport {
    * request fails with why it could not be.
    */
   async #followStream (body: AsyncIterable<Buffer>, stream: EventStreamOptions, resume: TransportSendOptions | undefined): Promise<void> {
-    await readEventStream(this.#host, body, stream)
     const { cursor, requestSignal, viaRequest } = stream
-    if (resume === undefined || cursor.answered || cursor.answerOf === undefined) return
-    const cancelled = new AbortController()
-    this.#resuming.set(viaRequest, cancelled)
-    const signal = AbortSignal.any([cancelled.signal, this.#closed.signal, ...(requestSignal === undefined ? [] : [requestSignal])])
+    // Known from the start: a request cancelled while its first stream is open is not resumed once it closes.
+    const cancelled = resume === undefined ? undefined : new AbortController()
+    if (cancelled !== undefined) this.#resuming.set(viaRequest, cancelled)
     try {
+      await readEventStream(this.#host, body, stream)
+      if (resume === undefined || cancelled === undefined || cursor.answered || cursor.answerOf === undefined) return
+      const signal = AbortSignal.any([cancelled.signal, this.#closed.signal, ...(requestSignal === undefined ? [] : [requestSignal])])
       await resumeUntilAnswered({
         cursor,
         signal,
@@ -338,7 +339,7 @@ export class StreamableHttpTransport implements Transport {
         fail: (failure) => { this.#deliver(resumeFailedResponse(cursor.answerOf!, failure) as Message) },
       })
     } finally {
-      if (this.#resuming.get(viaRequest) === cancelled) this.#resuming.delete(viaRequest)
+      if (cancelled !== undefined && this.#resuming.get(viaRequest) === cancelled) this.#resuming.delete(viaRequest)
     }
   }
 
