@@ -4,6 +4,7 @@ import type { UpstreamConfig } from '../config/schema.ts'
 import { formatDuration } from '../config/units.ts'
 import type { JsonObject } from '../wire/jsonrpc.ts'
 import { responseTooLarge } from './response-limit.ts'
+import { streamResumeFailed } from './stream-resume.ts'
 
 /** Network failures by their `code` (undici's own, or Node's system errors undici passes on): timeouts, by the limit that ran out. */
 const TIMED_OUT: Readonly<Record<string, string>> = {
@@ -79,12 +80,15 @@ function unshielded (data: unknown): unknown {
  * upstream keeps its code, message and data; HTTP error statuses, network failures (by their code, as
  * @fastify/reply-from maps undici's) and timeouts become gateway errors that name the upstream and keep
  * the cause; an answer over its size limit (not read to its end) becomes GW_ERR_UPSTREAM_RESPONSE_TOO_LARGE or, for a
- * task's call, GW_ERR_TASK_RESULT_TOO_LARGE. Nothing the upstream wrote outside a JSON-RPC error reaches the message.
+ * task's call, GW_ERR_TASK_RESULT_TOO_LARGE; a response stream the upstream closed and would not resume,
+ * GW_ERR_UPSTREAM_CONNECTION_LOST. Nothing the upstream wrote outside a JSON-RPC error reaches the message.
  */
 export function mapUpstreamError (err: unknown, upstream: string, what: string, timeoutMs: number, signal?: AbortSignal): Error {
   if (err instanceof GatewayError || err instanceof RpcError) return err
   const tooLarge = responseTooLarge(err)
   if (tooLarge !== undefined) return tooLarge.toGatewayError(upstream, what)
+  const lost = streamResumeFailed(err)
+  if (lost !== undefined) return new GatewayError('GW_ERR_UPSTREAM_CONNECTION_LOST', [upstream, what, lost.message], { cause: lost })
   if (signal?.aborted) {
     return new GatewayError('GW_ERR_REQUEST_CANCELLED', [errorMessage(signal.reason)], { cause: err })
   }
