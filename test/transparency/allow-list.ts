@@ -42,13 +42,13 @@ export const ALLOW_LIST: AllowEntry[] = [
     server: NO_PROMPTS,
     era: '2025-11-25',
     item: 'initialize/capabilities/tasks',
-    reason: 'Tasks are the gateway\'s own: any tool of any upstream can run as a task (docs/tasks.md), whatever the server offers.',
+    reason: 'Tasks are the gateway\'s own: any tool of any upstream can run as a task, whatever the server offers.',
   },
   {
     server: '*',
     era: '2026-07-28',
     item: 'initialize/capabilities/extensions',
-    reason: 'The gateway\'s own tasks, as the 2026-07-28 tasks extension (docs/clients-2026-07-28.md).',
+    reason: 'The gateway\'s own tasks, as the 2026-07-28 tasks extension (2026-07-28 clients).',
   },
   {
     server: EVERYTHING,
@@ -60,7 +60,7 @@ export const ALLOW_LIST: AllowEntry[] = [
     server: '*',
     era: '2025-11-25',
     item: 'tools/list/*#execution',
-    reason: 'The gateway sets every tool\'s taskSupport by its task policy (default `optional`, `toolSettings.<tool>.taskSupport`): docs/tasks.md, Which tools run as tasks.',
+    reason: 'The gateway sets every tool\'s taskSupport by its task policy (default `optional`, `toolSettings.<tool>.taskSupport`; Tasks, Which tools run as tasks).',
   },
   {
     server: '*',
@@ -71,7 +71,7 @@ export const ALLOW_LIST: AllowEntry[] = [
   {
     server: EVERYTHING,
     item: 'tools/call/simulate-research-query',
-    reason: 'The server runs this tool only as a task (`required`); the gateway lists it `optional` and runs a plain call as a task upstream, answering with its result (docs/tasks.md). Directly a plain call is refused.',
+    reason: 'The server runs this tool only as a task (`required`); the gateway lists it `optional` and runs a plain call as a task upstream, answering with its result (Tasks, Which tools run as tasks). Directly a plain call is refused.',
   },
   {
     server: EVERYTHING,
@@ -89,13 +89,13 @@ export const ALLOW_LIST: AllowEntry[] = [
     server: EVERYTHING,
     era: '2026-07-28',
     item: 'notifications',
-    reason: 'A 2026-07-28 client has no session stream: list changes and log messages outside a call come only on a subscriptions/listen stream, which the script does not open.',
+    reason: 'A 2026-07-28 client has no session stream: list changes and log messages outside a call come only on a subscriptions/listen stream (a client that opens none gets none); directly the SDK v2 client spoke 2025-11-25 with a session.',
   },
   {
     server: [EVERYTHING, 'filesystem'],
     era: '2026-07-28',
     item: 'requests/roots/list*',
-    reason: 'The server asks for roots when its session opens, outside any call: a 2026-07-28 client cannot be asked then (docs/upstreams.md, Upstream sessions); server-filesystem keeps the directories it was started with.',
+    reason: 'The server asks for roots when its session opens, outside any call: a 2026-07-28 client cannot be asked then (Upstream sessions); server-filesystem keeps the directories it was started with.',
   },
   {
     server: 'everything-stdio',
@@ -197,7 +197,7 @@ export const ALLOW_LIST: AllowEntry[] = [
   {
     server: [EVERYTHING, 'memory'],
     item: `resources/read/${UNKNOWN}`,
-    reason: 'The gateway rewrites the message of an upstream JSON-RPC error: the server\'s "MCP error -32602: Resource … not found" reaches the client without its "MCP error -32602: " (docs/upstreams.md promises code, message and data unchanged).',
+    reason: 'The gateway rewrites the message of an upstream JSON-RPC error: the server\'s "MCP error -32602: Resource … not found" reaches the client without its "MCP error -32602: " (Synchronous calls promises code, message and data unchanged).',
     bug: true,
   },
 ]
