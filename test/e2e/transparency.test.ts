@@ -1,7 +1,7 @@
 import { writeFileSync } from 'node:fs'
 import { afterAll, describe, expect, it } from 'vitest'
 import { startGateway } from '../helpers/gateway.ts'
-import { ALLOW_LIST } from '../transparency/allow-list.ts'
+import { ALLOW_LIST, type AllowEntry } from '../transparency/allow-list.ts'
 import { addReceived, compare, leaks, type Difference } from '../transparency/compare.ts'
 import { runScript } from '../transparency/script.ts'
 import { FOREIGN_SERVERS, type RunningServer, type Side } from '../transparency/servers.ts'
@@ -64,7 +64,15 @@ describe.concurrent('a foreign server behind the gateway looks as it does direct
 
 describe('the allow-list of test/e2e/transparency.test.ts', () => {
   afterAll(() => {
-    const lines = results.map((r) => `${r.server.padEnd(20)} ${r.era}  items ${String(r.compared).padStart(4)}  differences ${String(r.differences.length).padStart(3)}`)
+    const count = (differences: Difference[], kind: (entry: AllowEntry) => boolean): string =>
+      String(differences.filter((d) => d.allowed !== undefined && kind(d.allowed)).length).padStart(3)
+    const lines = results.map((r) => [
+      `${r.server.padEnd(20)} ${r.era}  items ${String(r.compared).padStart(4)}  differences ${String(r.differences.length).padStart(3)}:`,
+      `by design ${count(r.differences, (e) => e.goesAwayWith === undefined && e.bug !== true)},`,
+      `issue items ${count(r.differences, (e) => e.goesAwayWith !== undefined)},`,
+      `bugs ${count(r.differences, (e) => e.bug === true)},`,
+      `unexplained ${String(r.differences.filter((d) => d.allowed === undefined).length).padStart(3)}`,
+    ].join(' '))
     process.stdout.write(`transparency: compared items and differences per server and era\n${lines.join('\n')}\n`)
     // TRANSPARENCY_REPORT=<file>: every difference, allowed or not, with both sides' normalised items.
     const report = process.env.TRANSPARENCY_REPORT

@@ -85,6 +85,17 @@ export async function runScript (session: ScriptSession, options: ScriptOptions)
   t.set('initialize/instructions', session.instructions() ?? null)
   t.set('initialize/serverInfo', session.serverInfo())
 
+  // Before the calls, so that what they change is told to the client: the log level, and a subscription to the
+  // first resource listed. The 2026-07-28 protocol has neither (subscriptions/listen replaces subscribe).
+  let subscribed: string | undefined
+  if (options.era === '2025-11-25') {
+    keep(t, 'logging/setLevel', await outcome(() => session.request('logging/setLevel', { level: 'debug' })))
+    const first = await outcome(() => session.request('resources/list', {}))
+    const listed = 'result' in first ? ((first.result as Json).resources as Json[] | undefined ?? [])[0]?.uri : undefined
+    subscribed = typeof listed === 'string' ? listed : `file:///${UNKNOWN}`
+    keep(t, 'resources/subscribe', await outcome(() => session.request('resources/subscribe', { uri: subscribed })))
+  }
+
   const tools = byName(t, 'tools/list', await listAll(session, 'tools/list', 'tools'), 'name')
   for (const tool of tools) {
     const name = String(tool.name)
@@ -127,13 +138,7 @@ export async function runScript (session: ScriptSession, options: ScriptOptions)
     }
   }
 
-  // The 2026-07-28 protocol has neither (subscriptions/listen replaces subscribe; there is no log level).
-  if (options.era === '2025-11-25') {
-    keep(t, 'logging/setLevel', await outcome(() => session.request('logging/setLevel', { level: 'debug' })))
-    const uri = String(resources[0]?.uri ?? `file:///${UNKNOWN}`)
-    keep(t, 'resources/subscribe', await outcome(() => session.request('resources/subscribe', { uri })))
-    keep(t, 'resources/unsubscribe', await outcome(() => session.request('resources/unsubscribe', { uri })))
-  }
+  if (subscribed !== undefined) keep(t, 'resources/unsubscribe', await outcome(() => session.request('resources/unsubscribe', { uri: subscribed })))
   return t
 }
 
