@@ -3,7 +3,7 @@ import { afterAll, describe, expect, it } from 'vitest'
 import { startGateway } from '../helpers/gateway.ts'
 import { ALLOW_LIST, type AllowEntry } from '../transparency/allow-list.ts'
 import { addReceived, compare, leaks, type Difference } from '../transparency/compare.ts'
-import { runScript } from '../transparency/script.ts'
+import { runListing, runScript } from '../transparency/script.ts'
 import { FOREIGN_SERVERS, type RunningServer, type Side } from '../transparency/servers.ts'
 import { connectScripted, ERAS, type Era } from '../transparency/sessions.ts'
 
@@ -29,6 +29,17 @@ async function session (era: Era, running: RunningServer, side: Side, gatewayUrl
   }
 }
 
+/** The tools a 2025-11-25 client that declares every capability lists on `side`. */
+async function listing (running: RunningServer, side: Side, gatewayUrl: string) {
+  const target = side === 'direct' ? running.direct : { kind: 'http' as const, url: gatewayUrl }
+  const recorded = await connectScripted('2025-11-25', target, running.sides[side], side === 'gateway', true)
+  try {
+    return await runListing(recorded.session)
+  } finally {
+    await recorded.close()
+  }
+}
+
 function explain (differences: Difference[]): string {
   return differences.map((d) => `${d.server} ${d.era} ${d.item}\n  direct:  ${d.direct.slice(0, 600)}\n  gateway: ${d.gateway.slice(0, 600)}`).join('\n')
 }
@@ -46,6 +57,11 @@ describe.concurrent('a foreign server behind the gateway looks as it does direct
       try {
         for (const era of ERAS) {
           const [direct, gateway] = await Promise.all([session(era, running, 'direct', gw.url), session(era, running, 'gateway', gw.url)])
+          if (era === '2025-11-25') {
+            const [left, right] = await Promise.all([listing(running, 'direct', gw.url), listing(running, 'gateway', gw.url)])
+            for (const [item, value] of left) direct.transcript.set(item, value)
+            for (const [item, value] of right) gateway.transcript.set(item, value)
+          }
           const dirs = (side: Side): string[] => [running.sides[side].dir]
           const comparison = compare(server.id, era, { transcript: direct.transcript, dirs: dirs('direct') }, { transcript: gateway.transcript, dirs: dirs('gateway') })
           results.push({ server: server.id, era, ...comparison })

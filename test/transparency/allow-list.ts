@@ -7,8 +7,9 @@
 // Item paths: `initialize/<field>`, `tools/list` (names in order, pages), `tools/list/<tool>` (its definition),
 // `tools/call/<tool>` (valid arguments; `#invalid`: arguments that break the schema), `prompts/…`,
 // `resources/…`, `completion/complete/…`, `logging/setLevel`, `resources/subscribe`, `resources/unsubscribe`,
-// `notifications` (methods of the notifications received, progress aside), `requests/<method>` (what the
-// server asked the client, in order).
+// `notifications` (methods of the notifications received, progress aside), `requests/<method>` (how often the
+// server asked the client) and `requests/<method>#params` (what it asked), `every-capability/tools/list` (the tools
+// a 2025-11-25 client that declares every capability, tasks included, sees).
 import type { Era } from './sessions.ts'
 
 export interface AllowEntry {
@@ -158,6 +159,13 @@ export const ALLOW_LIST: AllowEntry[] = [
     item: `prompts/get/${UNKNOWN}`,
     reason: 'An unknown prompt gets the gateway\'s own -32602 "Unknown prompt" where the server says "Prompt … not found".',
     goesAwayWith: [4],
+  },
+  {
+    server: EVERYTHING,
+    era: '2025-11-25',
+    item: 'every-capability/tools/list',
+    reason: 'The gateway does not declare the client\'s `tasks` capability upstream, and the server offers its -async tools only to task-capable clients.',
+    goesAwayWith: [6],
   },
   {
     server: '*',

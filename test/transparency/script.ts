@@ -142,6 +142,14 @@ export async function runScript (session: ScriptSession, options: ScriptOptions)
   return t
 }
 
+/** The tools a client that declares every capability sees (`every-capability/tools/list`: their names). */
+export async function runListing (session: ScriptSession): Promise<Transcript> {
+  const t: Transcript = new Map()
+  const list = await listAll(session, 'tools/list', 'tools')
+  t.set('every-capability/tools/list', 'items' in list ? list.items.map((tool) => tool.name) : list)
+  return t
+}
+
 /** A value for a prompt argument: the servers' prompts take names, numbers and cities. */
 function argumentValue (name: string): string {
   if (/id$/i.test(name)) return '1'

@@ -37,6 +37,16 @@ export interface RecordedSession {
 
 /** What a host built on either SDK declares: roots, sampling and form elicitation. */
 const CAPABILITIES = { roots: { listChanged: true }, sampling: {}, elicitation: { form: {} } }
+/**
+ * Everything a 2025-11-25 client can declare: form and URL elicitation, and tasks for the server's requests
+ * (mcpc declares them). Servers register some tools only for clients that declare these; the script lists the
+ * tools such a client sees (it makes no call with it).
+ */
+const EVERY_CAPABILITY = {
+  ...CAPABILITIES,
+  elicitation: { form: {}, url: {} },
+  tasks: { list: {}, cancel: {}, requests: { sampling: { createMessage: {} }, elicitation: { create: {} } } },
+}
 const SAMPLED = { role: 'assistant', content: { type: 'text', text: 'sampled by the script' }, model: 'transparency-model' }
 
 interface Recordable { start: () => Promise<void>, onmessage?: ((message: never, extra?: never) => void) | undefined }
@@ -85,14 +95,16 @@ function answers (side: SideSetup, asked: RecordedSession['asked']) {
  * Connects the client of `era`. Directly, the 2026-07-28 client negotiates as its SDK does by default against a
  * server that has no 2026-07-28 (the 2025 handshake); through the gateway it is pinned to 2026-07-28.
  */
-export async function connectScripted (era: Era, target: DirectTarget, side: SideSetup, viaGateway: boolean): Promise<RecordedSession> {
+export async function connectScripted (
+  era: Era, target: DirectTarget, side: SideSetup, viaGateway: boolean, everyCapability = false,
+): Promise<RecordedSession> {
   const inbound: Json[] = []
   const headerNames = new Set<string>()
   const asked: RecordedSession['asked'] = []
   const answer = answers(side, asked)
   const info = { name: 'transparency-script', version: '1.0.0' }
   if (era === '2025-11-25') {
-    const client = new V1Client(info, { capabilities: CAPABILITIES })
+    const client = new V1Client(info, { capabilities: everyCapability ? EVERY_CAPABILITY : CAPABILITIES })
     client.setRequestHandler(ListRootsRequestSchema, (request) => answer.roots(request.params) as never)
     client.setRequestHandler(CreateMessageRequestSchema, (request) => answer.sample(request.params) as never)
     client.setRequestHandler(ElicitRequestSchema, (request) => answer.elicit(request.params) as never)
