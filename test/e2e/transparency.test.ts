@@ -1,6 +1,8 @@
 import { writeFileSync } from 'node:fs'
 import { afterAll, describe, expect, it } from 'vitest'
 import { startGateway } from '../helpers/gateway.ts'
+import { runTask } from '../helpers/tasks.ts'
+import { sampleObject } from '../transparency/arguments.ts'
 import { ALLOW_LIST, type AllowEntry } from '../transparency/allow-list.ts'
 import { addReceived, compare, leaks, type Difference } from '../transparency/compare.ts'
 import { runListing, runScript } from '../transparency/script.ts'
@@ -40,6 +42,31 @@ async function listing (running: RunningServer, side: Side, gatewayUrl: string) 
   }
 }
 
+/** Tools that, where a server has them, run as tasks in the leak check: they ask the client for input or send progress. */
+const TASK_TOOLS = ['trigger-elicitation-request', 'trigger-sampling-request', 'get-roots-list', 'trigger-long-running-operation']
+
+/**
+ * Runs tools as 2025-11-25 tasks through the gateway (those of TASK_TOOLS, else the first listed) and returns
+ * what of the gateway's own reached the client; the tasks' own ids may appear in statuses and related-task metadata.
+ */
+async function taskLeaks (running: RunningServer, gatewayUrl: string): Promise<string[]> {
+  const side = running.sides.gateway
+  const recorded = await connectScripted('2025-11-25', { kind: 'http', url: gatewayUrl }, side, true)
+  const own = new Set<string>()
+  try {
+    const client = recorded.v1 as NonNullable<typeof recorded.v1>
+    const tools = (await client.listTools()).tools
+    const chosen = tools.filter((t) => TASK_TOOLS.includes(t.name))
+    for (const tool of chosen.length > 0 ? chosen : tools.slice(0, 1)) {
+      const outcome = await runTask(client, tool.name, side.args(tool.name) ?? sampleObject(tool.inputSchema), { onprogress: () => {} })
+      if (outcome.taskId !== undefined) own.add(outcome.taskId)
+    }
+  } finally {
+    await recorded.close()
+  }
+  return leaks(recorded, own).map((leak) => `a task's session: ${leak}`)
+}
+
 function explain (differences: Difference[]): string {
   return differences.map((d) => `${d.server} ${d.era} ${d.item}\n  direct:  ${d.direct.slice(0, 600)}\n  gateway: ${d.gateway.slice(0, 600)}`).join('\n')
 }
@@ -68,6 +95,7 @@ describe.concurrent('a foreign server behind the gateway looks as it does direct
           unexplained.push(...comparison.differences.filter((d) => d.allowed === undefined))
           leaked.push(...leaks(gateway.recorded).map((leak) => `${era}: ${leak}`))
         }
+        leaked.push(...await taskLeaks(running, gw.url))
       } finally {
         await gw.close()
         await running.close()

@@ -70,18 +70,29 @@ export function compare (server: string, era: Era, direct: SideTranscript, gatew
 const INTERNAL = [/io\.mcp-task-gateway/i, /x-mcp-gateway/i]
 const RELATED_TASK = 'io.modelcontextprotocol/related-task'
 
+/** The task ids a message names: a task status's own, and those of related-task metadata anywhere in it. */
+function taskIdsIn (message: Json): string[] {
+  const ids: string[] = []
+  if (message.method === 'notifications/tasks/status') ids.push(String((message.params as Json | undefined)?.taskId))
+  const text = JSON.stringify(message)
+  for (const match of text.matchAll(new RegExp(`"${RELATED_TASK}":\\{"taskId":"([^"]*)"`, 'g'))) ids.push(String(match[1]))
+  if (text.includes(RELATED_TASK) && ids.length === 0) ids.push('(unreadable)')
+  return ids
+}
+
 /**
  * What the client received through the gateway that is the gateway's own: an internal `_meta` key or header
- * anywhere, or (the script never asks for a task) any task status or related-task metadata, which could only be
- * of a task the client never saw.
+ * anywhere, or a task status or related-task metadata of a task the client did not create (`ownTasks`: the
+ * tasks it did), which could only be one it never saw.
  */
-export function leaks (recorded: RecordedSession): string[] {
+export function leaks (recorded: RecordedSession, ownTasks: ReadonlySet<string> = new Set()): string[] {
   const found: string[] = []
   for (const message of recorded.inbound) {
     const text = JSON.stringify(message)
     if (INTERNAL.some((marker) => marker.test(text))) found.push(`internal key in ${text.slice(0, 300)}`)
-    if ((message as Json).method === 'notifications/tasks/status') found.push(`status of a task the client never created: ${text.slice(0, 300)}`)
-    else if (text.includes(RELATED_TASK)) found.push(`related-task metadata of a task the client never created: ${text.slice(0, 300)}`)
+    for (const id of taskIdsIn(message)) {
+      if (!ownTasks.has(id)) found.push(`task ${id}, which the client never created, in ${text.slice(0, 300)}`)
+    }
   }
   for (const name of recorded.headerNames) if (INTERNAL.some((marker) => marker.test(name))) found.push(`internal response header ${name}`)
   return found

@@ -32,6 +32,8 @@ export interface RecordedSession {
   headerNames: Set<string>
   /** Each server→client request: its method and params, as the client's handler saw them. */
   asked: Array<{ method: string, params: unknown }>
+  /** The SDK v1 client of a 2025-11-25 session (its task API runs tools as tasks). */
+  v1?: V1Client
   close: () => Promise<void>
 }
 
@@ -119,7 +121,7 @@ export async function connectScripted (
       request: async (method, params, onProgress) => await requestOf(client as unknown as SdkClient, method, params, async () =>
         await client.callTool(params as never, undefined, onProgress && { onprogress: onProgress as never }) as Json),
     }
-    return { session, inbound, headerNames, asked, close: () => client.close() }
+    return { session, inbound, headerNames, asked, v1: client, close: () => client.close() }
   }
   const client = new V2Client(info, { capabilities: CAPABILITIES, versionNegotiation: { mode: viaGateway ? { pin: '2026-07-28' } : 'legacy' } })
   client.setRequestHandler('roots/list', (request) => answer.roots(request.params) as never)
