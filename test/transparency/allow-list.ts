@@ -104,9 +104,9 @@ export const ALLOW_LIST: AllowEntry[] = [
     reason: 'The server asks for roots when its session opens, outside any call: a 2026-07-28 client cannot be asked then (Upstream sessions); server-filesystem keeps the directories it was started with.',
   },
   {
-    server: 'everything-stdio',
+    server: EVERYTHING,
     item: 'tools/call/trigger-long-running-operation#progress',
-    reason: 'Directly over stdio the last progress notification arrives in the same read as the result, and both SDK clients, which handle a notification a microtask after a response, drop it; through the gateway it arrives on its own and is kept.',
+    reason: 'Directly the last progress notification may arrive in the same read as the result, and both SDK clients, which handle a notification a microtask after a response, drop it; through the gateway it arrives on its own and is kept.',
     sometimes: true,
   },
 
