@@ -31,6 +31,7 @@ const TOOLS_ONLY = ['calc', 'filesystem', 'sequential-thinking']
 const NO_PROMPTS = [...TOOLS_ONLY, 'memory']
 const EVERYTHING = 'everything-*'
 const UNKNOWN = 'transparency-no-such-name'
+const METHOD_NOT_OFFERED = 'No upstream offers the method: the gateway answers it itself with -32601, naming the method ("Method not found: prompts/list"); the server says "Method not found".'
 
 export const ALLOW_LIST: AllowEntry[] = [
   // ——— By design: what the gateway is, and what the era a client speaks changes ———
@@ -110,71 +111,36 @@ export const ALLOW_LIST: AllowEntry[] = [
     sometimes: true,
   },
 
-  // ——— Expected to go away with issue 28 items 2, 3, 4 and 9 (delete each entry with its fix) ———
-  ...['completions', 'logging', 'prompts'].map((capability): AllowEntry => ({
-    server: NO_PROMPTS,
-    item: `initialize/capabilities/${capability}`,
-    reason: 'The gateway announces a fixed set of capabilities, not those of its upstreams.',
-    goesAwayWith: [2],
-  })),
   {
-    server: TOOLS_ONLY,
-    item: 'initialize/capabilities/resources',
-    reason: 'The gateway announces resources (with subscribe) whatever its upstreams offer.',
-    goesAwayWith: [2],
-  },
-  ...['logging/setLevel', 'prompts/list', 'resources/list', 'resources/templates/list', 'resources/subscribe', 'resources/unsubscribe'].map((item): AllowEntry => ({
-    server: item === 'logging/setLevel' || item === 'prompts/list' ? NO_PROMPTS : TOOLS_ONLY,
+    server: NO_PROMPTS,
     era: '2025-11-25',
-    item,
-    reason: 'The gateway answers a method the server does not have (-32601 directly), as it announces the capability.',
-    goesAwayWith: [2],
-  })),
+    item: 'logging/setLevel',
+    reason: METHOD_NOT_OFFERED,
+  },
+  {
+    server: NO_PROMPTS,
+    era: '2025-11-25',
+    item: 'prompts/list',
+    reason: METHOD_NOT_OFFERED,
+  },
   {
     server: NO_PROMPTS,
     item: `prompts/get/${UNKNOWN}`,
-    reason: 'The server has no prompts (-32601); the gateway answers with its own unknown-prompt error.',
-    goesAwayWith: [2, 4],
+    reason: METHOD_NOT_OFFERED,
   },
+  ...['resources/list', 'resources/templates/list', 'resources/subscribe', 'resources/unsubscribe'].map((item): AllowEntry => ({
+    server: TOOLS_ONLY,
+    era: '2025-11-25',
+    item,
+    reason: METHOD_NOT_OFFERED,
+  })),
   {
     server: TOOLS_ONLY,
     item: `resources/read/${UNKNOWN}`,
-    reason: 'The server has no resources (-32601); the gateway answers with its own resource-not-found error.',
-    goesAwayWith: [2, 4],
-  },
-  {
-    server: EVERYTHING,
-    item: 'initialize/instructions',
-    reason: 'The gateway does not pass the server\'s instructions on.',
-    goesAwayWith: [3],
-  },
-  {
-    server: '*',
-    item: `tools/call/${UNKNOWN}`,
-    reason: 'An unknown tool gets the gateway\'s own -32602 where the server answers with an isError result.',
-    goesAwayWith: [4],
-  },
-  {
-    server: EVERYTHING,
-    item: `prompts/get/${UNKNOWN}`,
-    reason: 'An unknown prompt gets the gateway\'s own -32602 "Unknown prompt" where the server says "Prompt … not found".',
-    goesAwayWith: [4],
-  },
-  {
-    server: EVERYTHING,
-    era: '2025-11-25',
-    item: 'every-capability/tools/list',
-    reason: 'The gateway does not declare the client\'s `tasks` capability upstream, and the server offers its -async tools only to task-capable clients.',
-    goesAwayWith: [6],
-  },
-  {
-    server: '*',
-    era: '2025-11-25',
-    item: 'requests/roots/list#params',
-    reason: 'The gateway adds "params": {} to a roots/list the server sent without params.',
-    goesAwayWith: [9],
+    reason: METHOD_NOT_OFFERED,
   },
 
+  // ——— Expected to go away with issue 28 item 1 (delete each entry with its fix) ———
   {
     server: EVERYTHING,
     era: '2025-11-25',
@@ -200,13 +166,4 @@ export const ALLOW_LIST: AllowEntry[] = [
     sometimes: true,
   },
 
-  // ——— Bugs this test found, reported with issue 28 (delete each entry with its fix) ———
-  // src/upstream/upstream-errors.ts, mapUpstreamError: strips /^MCP error -?\d+: / from a ProtocolError's message,
-  // which the SDK v2 client no longer adds (it is the upstream's own text).
-  {
-    server: [EVERYTHING, 'memory'],
-    item: `resources/read/${UNKNOWN}`,
-    reason: 'The gateway rewrites the message of an upstream JSON-RPC error: the server\'s "MCP error -32602: Resource … not found" reaches the client without its "MCP error -32602: " (Synchronous calls promises code, message and data unchanged).',
-    bug: true,
-  },
 ]
