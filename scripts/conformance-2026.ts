@@ -1,7 +1,8 @@
 /**
  * Runs the 2026-07-28 server scenarios of the official MCP conformance suite (0.2.0 prerelease) against the
- * gateway fronting the legacy-era fixture test/fixtures/conformance-2026-upstream.ts over stdio, with
- * pass-through names. The suite needs Node 22, which `npx` fetches from the npm registry.
+ * gateway, with its default `tasks.decide`, fronting test/fixtures/conformance-2026-upstream.ts over stdio, with
+ * pass-through names: a plain legacy-era server (v1 SDK McpServer, no tasks, nothing timed for a gateway: its
+ * tools ask and end at once). The suite needs Node 22, which `npx` fetches from the npm registry.
  *
  *   tsx scripts/conformance-2026.ts                      every scenario of the 2026-07-28 wire (see below)
  *   tsx scripts/conformance-2026.ts --scenario <name>    one scenario, tasks-* included
@@ -39,11 +40,14 @@ const config = parseConfig({
     command: process.execPath,
     args: ['--import', 'tsx', FIXTURE],
     cwd: REPO_ROOT,
-    // What the tasks-* scenarios expect of each tool: greet is sync-only, failing_job and test_tool_with_task
-    // require a task (tasks-required-task-error, tasks-mrtr-composition); every other tool is optional.
+    // What the tasks-* scenarios expect of each tool, said as an operator says it (the server declares no task
+    // support): greet is sync-only; failing_job and test_tool_with_task run only as tasks
+    // (tasks-required-task-error, tasks-mrtr-composition), and so does protocol_error_job, whose JSON-RPC error
+    // tasks-lifecycle expects as a failed task although it comes at once; every other tool is optional.
     toolSettings: {
       greet: { taskSupport: 'forbidden' },
       failing_job: { taskSupport: 'required' },
+      protocol_error_job: { taskSupport: 'required' },
       test_tool_with_task: { taskSupport: 'required' },
     },
   }],

@@ -9,8 +9,21 @@ import { randomId } from '../wire/random-id.ts'
 export type HeldOutcome =
   | { kind: 'result', result: JsonObject }
   | { kind: 'input', callId: string, inputRequests: JsonObject }
-  /** Still running after the decision window: the caller may turn it into a task (see detach). */
+  /** Still running after the decision window (or, in a taskOnly window, ended): the caller may turn it into a task (see detach). */
   | { kind: 'running', callId: string }
+
+/**
+ * The decision window of a call that may become a task: after `ms` a leg ends early as `running`. With `taskOnly`
+ * (a tool that runs only as a task) a call that ends on its own within the window is reported as `running`
+ * too, so that it still becomes a task; input it asks for meanwhile still comes back as `input` first. With
+ * `inputMakesTask` (not with taskOnly) a call that asks for input within the window is reported as `running`,
+ * and the input goes to whoever the call is handed over to (detach).
+ */
+export interface DecisionWindow {
+  ms: number
+  taskOnly: boolean
+  inputMakesTask: boolean
+}
 
 /** A held call handed over to something else (a task), which now owns its outcome and its input. */
 export interface DetachedCall {
@@ -24,7 +37,10 @@ const INPUT_BATCH_MS = 25
 interface PendingInput {
   method: InputMethod
   params: JsonObject
+  signal: AbortSignal
+  upstreamRequestId: string | number | undefined
   resolve (result: JsonObject): void
+  reject (reason: unknown): void
 }
 
 interface HeldCall {
@@ -35,8 +51,8 @@ interface HeldCall {
   wake: (() => void) | undefined
   abort: AbortController
   expiry: NodeJS.Timeout | undefined
-  /** After the first leg, each leg may end early as `running` once this many ms have passed. */
-  windowMs: number | undefined
+  /** Each leg may end early as `running` once its window has passed (see DecisionWindow). */
+  window: DecisionWindow | undefined
   /** When the upstream request went out (a connection was leased); the first leg's window starts there. */
   sentAt: number | undefined
   done: Promise<JsonObject> | undefined
@@ -112,7 +128,7 @@ export class HeldCalls {
     caller: Caller,
     run: (input: HeldInput, signal: AbortSignal, fail: (error: unknown) => void, sent: () => void) => Promise<JsonObject>,
     signal: AbortSignal,
-    windowMs?: number,
+    window?: DecisionWindow,
   ): Promise<HeldOutcome> {
     const call: HeldCall = {
       id: randomId(),
@@ -122,7 +138,8 @@ export class HeldCalls {
       wake: undefined,
       abort: new AbortController(),
       expiry: undefined,
-      windowMs,
+      // A copy: an end the gateway forces (fail, revocation) turns taskOnly off for this call alone.
+      window: window && { ...window },
       sentAt: undefined,
       done: undefined,
       detached: undefined,
@@ -142,9 +159,15 @@ export class HeldCalls {
         call.pending.set(key, {
           method,
           params,
+          signal: inputSignal,
+          upstreamRequestId,
           resolve: (answer) => {
             inputSignal.removeEventListener('abort', onAbort)
             resolve(answer)
+          },
+          reject: (reason) => {
+            inputSignal.removeEventListener('abort', onAbort)
+            reject(reason)
           },
         })
         inputSignal.addEventListener('abort', onAbort, { once: true })
@@ -152,6 +175,8 @@ export class HeldCalls {
       })
     const fail = (error: unknown): void => {
       if (call.final !== undefined) return
+      // The client must get this error itself (e.g. -32021 for a capability it lacks), not a task failed with it.
+      if (call.window) Object.assign(call.window, { taskOnly: false, inputMakesTask: false })
       call.final = { error }
       call.abort.abort(error)
       call.wake?.()
@@ -171,12 +196,16 @@ export class HeldCalls {
     return await this.#next(call, signal)
   }
 
-  /** Hands a `running` call over: its outcome and any further input now belong to the new owner. */
+  /** Hands a `running` call over: its outcome, the input it waits for and any further input now belong to the new owner. */
   detach (callId: string, input: HeldInput): DetachedCall {
     const call = this.#calls.get(callId)
     if (!call?.done) throw new GatewayError('GW_ERR_INTERNAL', ['no running call to hand over'])
     this.#forget(call)
     call.detached = input
+    for (const pending of call.pending.values()) {
+      input(pending.method, pending.params, pending.signal, pending.upstreamRequestId).then(pending.resolve, pending.reject)
+    }
+    call.pending.clear()
     return { done: call.done, cancel: (reason) => call.abort.abort(reason) }
   }
 
@@ -206,6 +235,14 @@ export class HeldCalls {
     this.#revoked.clear()
   }
 
+  /** A running call its caller could not hand over (the task was refused, e.g. by the task limit): cancelled upstream. */
+  abandon (callId: string, reason: unknown): void {
+    const call = this.#calls.get(callId)
+    if (call === undefined || call.detached !== undefined) return
+    this.#forget(call)
+    call.abort.abort(reason)
+  }
+
   /**
    * The credential that started the call was revoked or has expired: the call is cancelled upstream, a leg
    * waiting on it is answered with `err`, and so is a retry within the hold time.
@@ -216,6 +253,7 @@ export class HeldCalls {
     const timer = setTimeout(() => this.#revoked.delete(call.id), this.#holdMs)
     timer.unref()
     this.#revoked.set(call.id, { principal: call.principal, err, timer })
+    if (call.window) Object.assign(call.window, { taskOnly: false, inputMakesTask: false })
     call.final = { error: err }
     call.abort.abort(err)
     // Input asked for and not yet answered is not offered again: the leg answers with the error.
@@ -231,7 +269,7 @@ export class HeldCalls {
     const entered = Date.now()
     // Waiting for an upstream connection does not count: the window measures the upstream's work.
     const deadlineOf = (): number | undefined =>
-      call.windowMs === undefined || call.sentAt === undefined ? undefined : Math.max(entered, call.sentAt) + call.windowMs
+      call.window === undefined || call.sentAt === undefined ? undefined : Math.max(entered, call.sentAt) + call.window.ms
     while (call.final === undefined && call.pending.size === 0) {
       const deadline = deadlineOf()
       if (signal.aborted) {
@@ -245,10 +283,14 @@ export class HeldCalls {
     if (call.final === undefined) await new Promise((resolve) => setTimeout(resolve, INPUT_BATCH_MS))
     else await new Promise((resolve) => setImmediate(resolve))
     if (call.final !== undefined && call.pending.size === 0) {
+      // Kept (not forgotten) for the caller, which hands it over with detach.
+      if (call.window?.taskOnly === true) return { kind: 'running', callId: call.id }
       this.#forget(call)
       if ('error' in call.final) throw call.final.error
       return { kind: 'result', result: call.final.result }
     }
+    // The input waits for the owner the call is handed over to (detach), not for a retry.
+    if (call.final === undefined && call.window?.inputMakesTask === true) return { kind: 'running', callId: call.id }
     const inputRequests: JsonObject = {}
     for (const [key, pending] of call.pending) inputRequests[key] = { method: pending.method, params: pending.params }
     this.#hold(call)

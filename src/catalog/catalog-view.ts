@@ -4,7 +4,7 @@ import { upstreamPrefix, type TaskSupport } from '../config/schema.ts'
 import { GatewayError } from '../errors.ts'
 import type { JsonObject } from '../wire/jsonrpc.ts'
 import type { Upstream } from '../upstream/upstream.ts'
-import { PREFIX_SEPARATOR } from '../config/name-filter.ts'
+import { compileFilter, PREFIX_SEPARATOR } from '../config/name-filter.ts'
 import type { UpstreamSnapshot } from './snapshot.ts'
 
 export type CatalogKind = 'tools' | 'prompts' | 'resources' | 'resourceTemplates'
@@ -18,6 +18,8 @@ export interface Route {
   /** Tools: the task support the gateway advertises (its policy) and the one the upstream declared. */
   taskSupport: TaskSupport
   nativeTaskSupport: TaskSupport | undefined
+  /** No upstream lists the name: it leads to the upstream that owns its part of the namespace, which answers for it. */
+  unlisted?: true
 }
 
 export interface Collision {
@@ -44,6 +46,18 @@ const KEY_OF: Record<CatalogKind, string> = { tools: 'name', prompts: 'name', re
 
 function allows (access: Access, kind: CatalogKind, upstream: string, name: string): boolean {
   return kind === 'tools' ? access.tool(upstream, name) : access.upstream(upstream)
+}
+
+/** Whether an upstream's `tools`, `prompts` or `resources` filter lets a name through (compiled once per filter). */
+const FILTERS = new WeakMap<object, (name: string) => boolean>()
+function passes (upstream: Upstream, kind: 'tools' | 'prompts' | 'resources', name: string): boolean {
+  const filter = upstream.config[kind]
+  let test = FILTERS.get(filter)
+  if (test === undefined) {
+    test = compileFilter(filter)
+    FILTERS.set(filter, test)
+  }
+  return test(name)
 }
 
 /**
@@ -134,8 +148,10 @@ export class CatalogView {
     for (const { template, route } of this.#templates) {
       if (template.match(uri)) return this.#visible('resources', { ...route, target: uri, entry: undefined }, uri, access)
     }
-    const withResources = this.#parts.filter((p) => p.snapshot.hasResources && access.upstream(p.upstream.name))
-    if (withResources.length === 1) return { upstream: withResources[0]!.upstream, target: uri, entry: undefined, taskSupport: 'forbidden', nativeTaskSupport: undefined }
+    // Resource URIs carry no prefix: an unlisted one belongs to the only upstream of the view that offers resources.
+    const withResources = this.#parts.filter((p) => p.snapshot.hasResources)
+    const owner = withResources.length === 1 ? withResources[0]!.upstream : undefined
+    if (owner !== undefined && access.upstream(owner.name) && passes(owner, 'resources', uri)) return unlistedRoute(owner, uri)
     return this.#missing('resources', uri, access)
   }
 
@@ -144,10 +160,41 @@ export class CatalogView {
     return this.#visible('resourceTemplates', this.#routes.resourceTemplates.get(uriTemplate), uriTemplate, access)
   }
 
-  /** A route `access` may use; one it may not is reported exactly like one that does not exist. */
+  /** A route `access` may use; one it may not is reported exactly like one that does not exist, and is never forwarded. */
   #visible (kind: CatalogKind, route: Route | undefined, name: string, access: Access): Route {
+    if (route === undefined && (kind === 'tools' || kind === 'prompts')) return this.#unlisted(kind, name, access)
     if (route && allows(access, kind, route.upstream.name, name)) return route
     return this.#missing(kind, name, access)
+  }
+
+  /**
+   * A tool or prompt name no upstream lists goes to the upstream owning the name (see #owner), which answers
+   * for it as it does without the gateway, when the upstream's filter and the caller's permissions allow the
+   * name there; any other is the gateway's own error.
+   */
+  #unlisted (kind: 'tools' | 'prompts', name: string, access: Access): Route {
+    const owner = this.#owner(name)
+    const forwarded = owner !== undefined && allows(access, kind, owner.name, name) && passes(owner, kind, name)
+    if (!forwarded) return this.#missing(kind, name, access)
+    const down = !this.#parts.some((p) => p.upstream === owner)
+    if (down) throw new GatewayError('GW_ERR_UPSTREAM_UNAVAILABLE', [owner.name, owner.lastError ?? owner.state])
+    return unlistedRoute(owner, name)
+  }
+
+  /**
+   * The upstream owning an unlisted tool or prompt name: the only configured upstream that passes its names
+   * through (`prefix: ''`), unless the name starts with another upstream's `<prefix>__`.
+   */
+  #owner (name: string): Upstream | undefined {
+    let owner: Upstream | undefined
+    for (const upstream of this.#upstreams) {
+      const prefix = upstreamPrefix(upstream.config)
+      if (prefix !== '' && name.startsWith(prefix + PREFIX_SEPARATOR)) return undefined
+      if (prefix !== '') continue
+      if (owner !== undefined) return undefined
+      owner = upstream
+    }
+    return owner
   }
 
   /** Unknown name: if it belongs to an upstream that is down (and `access` may use), say so; otherwise it does not exist. */
@@ -171,6 +218,10 @@ export class CatalogView {
     if (kind === 'prompts') throw new GatewayError('GW_ERR_PROMPT_NOT_FOUND', [name])
     throw new GatewayError('GW_ERR_RESOURCE_NOT_FOUND', [name], { data: { uri: name } })
   }
+}
+
+function unlistedRoute (upstream: Upstream, target: string): Route {
+  return { upstream, target, entry: undefined, taskSupport: 'forbidden', nativeTaskSupport: undefined, unlisted: true }
 }
 
 export function describeCollisions (collisions: readonly Collision[]): string {

@@ -2,6 +2,7 @@ import { z } from 'zod'
 import { duration, size } from './units.ts'
 import { openListenerProblems } from './open-listener.ts'
 import { originEntryProblem } from './origin-entry.ts'
+import { authSchema } from './auth-schema.ts'
 
 /**
  * The one source of truth for the gateway's configuration: validation, defaults, the `Config` type and
@@ -60,6 +61,8 @@ const upstreamCommon = {
   toolSettings: z.record(z.string(), toolSettingsSchema).prefault({})
     .describe('settings per tool, by the upstream\'s own tool name'),
   resume: resumeSchema,
+  instructions: z.boolean().prefault(true)
+    .describe('pass the `instructions` this upstream gives in its handshake on to clients (with those of the other upstreams, each under a heading naming it); `false` leaves them out'),
   taskSupport: taskSupportSchema.prefault('optional')
     .describe('whether this upstream\'s tools may (`optional`), must (`required`) or must not (`forbidden`) be called as tasks; `required` breaks clients that cannot do tasks'),
   sessions: z.enum(['per-client', 'shared', 'per-call']).prefault('per-client')
@@ -172,6 +175,8 @@ const serverSchema = z.strictObject({
     .describe('where the client address (per-address rate limit, logs) comes from: `false` the socket; `true` the first X-Forwarded-For entry; a number: that many proxy hops are trusted; a list: proxies with these addresses or CIDR ranges are trusted'),
   tls: tlsSchema.optional()
     .describe('serve HTTPS instead of HTTP with this certificate; the files are read at start; default: plain HTTP'),
+  instructions: z.union([z.string().min(1), z.literal(false)]).optional()
+    .describe('the `instructions` clients get in the initialize (and server/discover) result: a text replaces those of the upstreams; `false` sends none; default: the upstreams\' own (one upstream: its text unchanged; several: each one\'s under a heading naming it, see upstreams.md)'),
 }).describe('the MCP listener that clients connect to')
 
 const loggingSchema = z.strictObject({
@@ -195,51 +200,14 @@ const tasksSchema = z.strictObject({
     .refine((ms) => ms >= 1000, 'must be at least 1s').prefault('10s'),
   decide: z.union([
     z.literal('always'),
-    z.strictObject({ after: duration('how long a call may take and still be answered synchronously; a call still running then becomes a task') }),
+    z.strictObject({
+      after: duration('how long a call may take and still be answered synchronously; a call still running then becomes a task'),
+      input: z.enum(['task', 'round']).prefault('task')
+        .describe('what becomes of a call of an `optional` tool that asks for input within `after`: `task`: it becomes a task at once, and the input is the task\'s (`tasks/get`, `tasks/update`); `round`: the input comes back as `input_required` first (MRTR) and each retry gets the window again. A tool that runs only as a task always gets its input rounds first'),
+    }),
   ]).prefault({ after: '500ms' })
-    .describe('for 2026-07-28 clients that declare the tasks extension: `always` returns a task for every task-eligible call; `{ after: <duration> }` answers synchronously when the call ends within that time (input it asks for meanwhile comes back as `input_required` first) and returns a task otherwise'),
+    .describe('for 2026-07-28 clients that declare the tasks extension: `always` returns a task for every task-eligible call; `{ after: <duration> }` answers synchronously when the call ends within that time without asking for input, and returns a task otherwise (see `input`). A tool that runs only as a task (its taskSupport, the gateway\'s or the upstream\'s own, is `required`) is never answered synchronously: input it asks for within the window comes back as `input_required` first, and the round in which it no longer asks becomes the task'),
 }).describe('tasks: retention, limits, and when a 2026-07-28 call becomes one')
-
-/** The asymmetric JWS algorithms an access token may be signed with (the gateway holds public keys only). */
-const JWT_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA', 'Ed25519'] as const
-
-const authSchema = z.strictObject({
-  tokens: z.array(z.strictObject({
-    principal: z.string().min(1)
-      .refine((name) => !name.startsWith('oauth:') && name !== 'anonymous' && !name.startsWith('anonymous:'), 'oauth:… names OAuth subjects and anonymous… callers without auth: choose another name')
-      .describe('the name the token authenticates as; sessions and tasks belong to it; several tokens may share one. Names starting with `oauth:` or `anonymous` are refused: they belong to OAuth subjects and to callers without auth'),
-    sha256: z.string().regex(/^[0-9a-fA-F]{64}$/, 'must be the hex SHA-256 of the token (64 hex digits), never the token itself')
-      .describe('hex SHA-256 of the bearer token (64 hex digits; write them in lower case), never the token itself'),
-    scopes: z.array(z.string().min(1)).prefault([])
-      .describe('scopes the token carries, matched against auth.permissions'),
-  })).prefault([])
-    .describe('static bearer tokens; with no tokens and no oauth, auth is off and every session is its own principal'),
-  permissions: z.array(z.strictObject({
-    scope: z.string().min(1).describe('a scope of the caller\'s token (static token scopes, or the JWT `scope`/`scp` claim)'),
-    upstreams: z.array(z.string().min(1)).prefault([])
-      .describe('upstream names (`*` is a wildcard) whose tools, prompts and resources the scope grants'),
-    tools: z.array(z.string().min(1)).prefault([])
-      .describe('tool names as clients see them, prefix included (`demo__echo`, `search__*`), that the scope grants'),
-  }).refine((rule) => rule.upstreams.length + rule.tools.length > 0, 'grant at least one upstream or tool'))
-    .prefault([])
-    .describe('what each scope grants; empty: every caller may use every upstream and tool. Entries a caller may not use are neither listed nor callable. Needs tokens or oauth'),
-  oauth: z.strictObject({
-    issuer: z.string().url().describe('the authorization server: the `iss` every access token must carry'),
-    jwksUri: z.string().url().describe('the issuer\'s published signing keys (JWKS); cached 10 minutes and fetched again for a key id not seen yet'),
-    resource: z.string().url().describe('this MCP endpoint\'s public URL (`https://gateway.example.com/mcp`): the resource in the protected resource metadata, and the default audience'),
-    audience: z.array(z.string().min(1)).min(1).optional()
-      .describe('accepted `aud` values; default: `resource`'),
-    principalClaim: z.string().min(1).prefault('sub').describe('the token claim that names the principal'),
-    scopesSupported: z.array(z.string().min(1)).prefault([]).describe('scopes advertised in the protected resource metadata'),
-    requiredScopes: z.array(z.string().min(1)).prefault([]).describe('scopes every token must carry (403 insufficient_scope otherwise)'),
-    clockTolerance: duration('accepted clock difference for `exp` and `nbf`').prefault('30s'),
-    jwksCooldown: duration('least time between two fetches of the JWKS, failed fetches included, so neither tokens with made-up key ids nor a failing issuer make the gateway ask it more often').prefault('30s'),
-    algorithms: z.array(z.enum(JWT_ALGORITHMS)).min(1).prefault([...JWT_ALGORITHMS])
-      .describe('signature algorithms (`alg`) accepted; any other (`none`, `HS256`, …) gets 401 invalid_token (GW_ERR_AUTH_REJECTED)'),
-    requireTyp: z.boolean().prefault(false)
-      .describe('require the RFC 9068 header `typ: at+jwt` (set it when the issuer types its access tokens so); off: no `typ`, `JWT` or `at+jwt`'),
-  }).optional().describe('the gateway as an OAuth 2.1 resource server: JWT access tokens verified against the issuer\'s keys'),
-}).describe('who may call the gateway: static bearer tokens, OAuth access tokens, and what each scope grants')
 
 const bucketSchema = z.strictObject({
   rate: z.number().positive().describe('tokens added per second: the sustained rate allowed'),

@@ -7,22 +7,31 @@ import { GatewayError, RpcError } from '../errors.ts'
 import type { JsonObject } from '../wire/jsonrpc.ts'
 import { sessionOf, type Handler, type MethodTable, type RequestContext } from './context.ts'
 import { paginate } from './pagination.ts'
+import { isOptionalMethod, offersMethod, type ServerFeatures } from '../catalog/server-profile.ts'
+import type { Upstream } from '../upstream/upstream.ts'
 import { requireObject, requireString, withoutProgressToken } from '../wire/params.ts'
 
 export interface MethodTableDeps {
   catalog: Catalog
   subscriptions: ResourceSubscriptions
   pageSize: number
+  /** The configured upstreams (a reload changes the array in place). */
+  upstreams: readonly Upstream[]
 }
 
 const LOG_LEVELS = new Set(['debug', 'info', 'notice', 'warning', 'error', 'critical', 'alert', 'emergency'])
 
 /**
- * Forwards a read-type request to the upstream a route names, with the route's own name or URI, on the
+ * Forwards a read-type request to an upstream (with the name or URI the upstream knows, `rename`), on the
  * client's upstream session (with the caller's own Authorization header where it is forwarded).
  */
-async function forward (route: Route, method: string, params: JsonObject, ctx: RequestContext, rename: JsonObject): Promise<JsonObject> {
-  const upstream = route.upstream
+async function forward (
+  upstream: Upstream,
+  method: string,
+  params: JsonObject,
+  ctx: RequestContext,
+  rename: JsonObject,
+): Promise<JsonObject> {
   const timeout = upstream.config.timeouts.request
   ctx.trace?.target(upstream.name, undefined)
   try {
@@ -42,6 +51,18 @@ async function forward (route: Route, method: string, params: JsonObject, ctx: R
   }
 }
 
+/**
+ * Sets the client's log level on its session of every upstream that offers logging and that the caller may use
+ * (opening the session if needed, as the client's own session would exist without the gateway).
+ */
+async function setLevel (upstreams: readonly Upstream[], params: JsonObject, ctx: RequestContext): Promise<void> {
+  const logging = upstreams.filter((upstream) => upstream.state === 'ready' && upstream.offered?.capabilities.logging !== undefined &&
+    ctx.caller.access.upstream(upstream.name))
+  await Promise.all(logging.map(async (upstream) => {
+    await forward(upstream, 'logging/setLevel', params, ctx, {})
+  }))
+}
+
 function lister (catalog: Catalog, kind: CatalogKind, key: string, pageSize: number): Handler {
   return async (params, ctx) => {
     const { page, nextCursor } = paginate((await catalog.view(ctx.client, ctx.caller)).list(kind, ctx.caller.access), params, pageSize)
@@ -58,9 +79,10 @@ export function buildMethodTable (deps: MethodTableDeps): MethodTable {
   const { catalog, subscriptions, pageSize } = deps
   const table = new Map<string, Handler>([
     ['ping', async () => ({})],
-    ['logging/setLevel', async (params) => {
+    ['logging/setLevel', async (params, ctx) => {
       const level = requireString(params, 'level')
       if (!LOG_LEVELS.has(level)) throw new GatewayError('GW_ERR_RPC_INVALID_PARAMS', [`'level' must be one of ${[...LOG_LEVELS].join(', ')}`])
+      await setLevel(deps.upstreams, params, ctx)
       return {}
     }],
     ['tools/list', lister(catalog, 'tools', 'tools', pageSize)],
@@ -71,7 +93,7 @@ export function buildMethodTable (deps: MethodTableDeps): MethodTable {
       const uri = requireString(params, 'uri')
       const route = (await catalog.view(ctx.client, ctx.caller)).resource(uri, ctx.caller.access)
       try {
-        return await forward(route, 'resources/read', params, ctx, {})
+        return await forward(route.upstream, 'resources/read', params, ctx, {})
       } catch (err) {
         // A resource the upstream does not have: name it in `data`, as SEP-2164 asks, when the upstream did not.
         if (err instanceof RpcError && (err.rpcCode === -32002 || err.rpcCode === -32602) && err.data === undefined) {
@@ -97,7 +119,7 @@ export function buildMethodTable (deps: MethodTableDeps): MethodTable {
       const view = await catalog.view(ctx.client, ctx.caller)
       if (ref.type === 'ref/prompt') {
         const route = view.prompt(requireString(ref, 'name'), ctx.caller.access)
-        return await forward(route, 'completion/complete', params, ctx, { ref: { ...ref, name: route.target } })
+        return await forward(route.upstream, 'completion/complete', params, ctx, { ref: { ...ref, name: route.target } })
       }
       if (ref.type === 'ref/resource') {
         const uri = requireString(ref, 'uri')
@@ -107,12 +129,29 @@ export function buildMethodTable (deps: MethodTableDeps): MethodTable {
         } catch {
           route = view.resource(uri, ctx.caller.access)
         }
-        return await forward(route, 'completion/complete', params, ctx, {})
+        return await forward(route.upstream, 'completion/complete', params, ctx, {})
       }
       throw new GatewayError('GW_ERR_RPC_INVALID_PARAMS', ["'ref.type' must be 'ref/prompt' or 'ref/resource'"])
     }],
   ])
   return table
+}
+
+/**
+ * The table with each method of an optional server capability (prompts, resources, subscriptions, completions,
+ * logging) refused with -32601 while no configured upstream offers that capability, as a server without it
+ * answers (see offersMethod).
+ */
+export function withOfferedMethods (table: MethodTable, features: () => Promise<ServerFeatures>): MethodTable {
+  const guarded = new Map(table)
+  for (const [method, handler] of table) {
+    if (!isOptionalMethod(method)) continue
+    guarded.set(method, async (params, ctx) => {
+      if (!offersMethod(await features(), method)) throw new GatewayError('GW_ERR_RPC_METHOD_NOT_FOUND', [method])
+      return await handler(params, ctx)
+    })
+  }
+  return guarded
 }
 
 export function lookupHandler (table: MethodTable, method: string): Handler {

@@ -5,7 +5,8 @@ import { HeldCalls } from '../calls/held-calls.ts'
 import { HomeRouting } from '../cluster/home-routing.ts'
 import type { Config, ServerConfig } from '../config/schema.ts'
 import type { MethodTable } from '../dispatch/context.ts'
-import { buildMethodTable } from '../dispatch/method-table.ts'
+import { buildMethodTable, withOfferedMethods } from '../dispatch/method-table.ts'
+import { serverFeatures, serverProfile, type ServerProfile } from '../catalog/server-profile.ts'
 import { registerCors } from '../http/cors.ts'
 import { guardConnections } from '../http/connection-guard.ts'
 import { registerHealthRoutes } from '../http/health-routes.ts'
@@ -48,7 +49,16 @@ export async function wireHttp (core: GatewayCore, configSource: (() => Promise<
   const routing = new HomeRouting({ homes, peers, access: (key) => live.access(key === '' ? [] : key.split(' ')), log, tracing })
   // With one process per store every client's home is this process: nothing is routed.
   const routed = (name: string, table: MethodTable): MethodTable => store.shared ? routing.route(name, table) : table
-  const base = buildMethodTable({ catalog, subscriptions, pageSize: config.server.pageSize })
+  const base = buildMethodTable({ catalog, subscriptions, pageSize: config.server.pageSize, upstreams })
+  // What the upstreams offer, as far as known once each one's first connect has ended (a reload changes them).
+  const profile = async (): Promise<ServerProfile> => {
+    await catalog.starting
+    return serverProfile(upstreams, live.config.server.instructions)
+  }
+  const offered = (table: MethodTable): MethodTable => withOfferedMethods(table, async () => {
+    await catalog.starting
+    return serverFeatures(upstreams)
+  })
   const held = new HeldCalls(config.server.inputHoldTimeout, hub.exchanges)
   const states = new RequestStateCodec(config.server.stateSecret, config.server.inputHoldTimeout)
   const retries = new RetryRouter({ processId, states, peers, log })
@@ -63,7 +73,7 @@ export async function wireHttp (core: GatewayCore, configSource: (() => Promise<
     },
     log,
     shutdown: shutdown.signal,
-    methods: routed('modern', buildModernMethods(base, {
+    methods: routed('modern', offered(buildModernMethods(base, {
       catalog,
       promptsGet: modernPromptsGet({ catalog, calls, held, retries }),
       toolsCall: modernToolsCall({ catalog, calls, held, retries, tasks, inputs, config: live.tasks }),
@@ -74,14 +84,16 @@ export async function wireHttp (core: GatewayCore, configSource: (() => Promise<
       tasks,
       inputs,
       listTtlMs: config.server.listCacheTtl,
-    })),
+      profile,
+    }))),
   })
   const legacy = new LegacyEndpoint({
     store,
     hub,
     broker,
     inflight,
-    methods: routed('legacy', withLegacyTaskMethods(base, { catalog, calls, tasks, delivery, bus: store.bus, pageSize: config.server.pageSize })),
+    methods: routed('legacy', offered(withLegacyTaskMethods(base, { catalog, calls, tasks, delivery, bus: store.bus, pageSize: config.server.pageSize }))),
+    profile,
     answerInput: (principal, response) => inputs.answer(principal, response),
     log,
     shutdown: shutdown.signal,

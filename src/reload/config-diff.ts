@@ -27,7 +27,7 @@ export interface ConfigDiff {
 
 /** Options read while the gateway runs; every other option of these sections is read once, at start. */
 const LIVE = {
-  server: ['reloadGrace', 'shutdownGrace'],
+  server: ['reloadGrace', 'shutdownGrace', 'instructions'],
   // Loggers made at start (per upstream, admin) keep the level they were made with: logging needs a restart.
   logging: [],
   tasks: ['defaultTtl', 'maxTtl', 'pollInterval', 'maxActivePerPrincipal', 'maxQueuedInputs', 'maxResultBytes', 'decide'],
@@ -36,7 +36,7 @@ const LIVE = {
 } as const
 
 /** Upstream options a running upstream takes in place (they shape its lists and calls, not its connection). */
-const RETUNABLE: ReadonlySet<string> = new Set(['tools', 'prompts', 'resources', 'toolSettings', 'taskSupport'])
+const RETUNABLE: ReadonlySet<string> = new Set(['tools', 'prompts', 'resources', 'toolSettings', 'taskSupport', 'instructions'])
 
 function same (a: unknown, b: unknown): boolean {
   return JSON.stringify(a) === JSON.stringify(b)

@@ -1,5 +1,6 @@
 import type { JSONRPCMessage, Transport, TransportSendOptions } from '@modelcontextprotocol/client'
 import type { JsonObject, RequestId } from '../wire/jsonrpc.ts'
+import { shieldErrorData } from './upstream-errors.ts'
 
 /** Server→client requests an upstream may send while a call runs. */
 export const INPUT_METHODS = ['elicitation/create', 'sampling/createMessage', 'roots/list'] as const
@@ -286,6 +287,7 @@ export class AttributingTransport implements Transport {
       const shape = message as MessageShape
       if (isResponse(shape)) {
         this.#calls.takeTask(message as unknown as JsonObject)
+        shieldErrorData(message as unknown as JsonObject)
         onResponse?.(message as unknown as JsonObject)
         const hand = (): void => {
           this.onmessage?.(message)

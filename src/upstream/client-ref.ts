@@ -17,7 +17,7 @@ export interface ClientRef {
   readonly key: string
   /** Who the client acts for. */
   readonly principal: string
-  /** The capabilities the client declared that an upstream session mirrors (elicitation, sampling, roots). */
+  /** The capabilities the client declared that an upstream session mirrors (elicitation, sampling, roots, client-side tasks). */
   readonly capabilities: ClientCapabilities
   /** `capabilities` in a canonical form: two clients with the same signature see the same lists. */
   readonly signature: string
@@ -25,13 +25,42 @@ export interface ClientRef {
 
 const MIRRORED = ['elicitation', 'sampling', 'roots'] as const
 
-/** The client capabilities an upstream session declares: exactly those the downstream client has. */
+function isObject (value: unknown): value is JsonObject {
+  return value !== undefined && value !== null && typeof value === 'object' && !Array.isArray(value)
+}
+
+/**
+ * The part of a client's `tasks` capability (2025-11-25) the gateway honours toward an upstream: listing and
+ * cancelling, and sampling and elicitation requests run as tasks (see client-side-tasks.ts). Undefined when
+ * none of it was declared. What the gateway cannot honour is not declared: the server would rely on it.
+ */
+function mirroredTasks (declared: unknown): JsonObject | undefined {
+  if (!isObject(declared)) return undefined
+  const tasks: JsonObject = {}
+  if (isObject(declared.list)) tasks.list = declared.list
+  if (isObject(declared.cancel)) tasks.cancel = declared.cancel
+  const asked = isObject(declared.requests) ? declared.requests : {}
+  const requests: JsonObject = {}
+  const { sampling, elicitation } = asked
+  if (isObject(sampling) && isObject(sampling.createMessage)) requests.sampling = { createMessage: sampling.createMessage }
+  if (isObject(elicitation) && isObject(elicitation.create)) requests.elicitation = { create: elicitation.create }
+  if (Object.keys(requests).length > 0) tasks.requests = requests
+  return Object.keys(tasks).length > 0 ? tasks : undefined
+}
+
+/**
+ * The client capabilities an upstream session declares: exactly those the downstream client has that the
+ * gateway can stand behind (elicitation, sampling, roots, and the client-side part of `tasks`). Extensions
+ * (the 2026-07-28 tasks extension among them) are the gateway's to declare per request, never mirrored.
+ */
 export function mirrorCapabilities (downstream: JsonObject | undefined): ClientCapabilities {
   const mirrored: JsonObject = {}
   for (const key of MIRRORED) {
     const value = downstream?.[key]
-    if (value !== undefined && value !== null && typeof value === 'object' && !Array.isArray(value)) mirrored[key] = value
+    if (isObject(value)) mirrored[key] = value
   }
+  const tasks = mirroredTasks(downstream?.tasks)
+  if (tasks !== undefined) mirrored.tasks = tasks
   return mirrored as ClientCapabilities
 }
 

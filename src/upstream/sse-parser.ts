@@ -9,6 +9,8 @@ export interface SseParserOptions {
   maxEventBytes?: number | undefined
   /** An event passed maxEventBytes (told once per event, with the bytes seen so far); it is not dispatched. */
   onTooLarge?: ((bytes: number) => void) | undefined
+  /** A `retry` field set the reconnection time (ms) a client of the stream should wait before it reconnects. */
+  onRetry?: ((ms: number) => void) | undefined
 }
 
 const LF = 0x0a
@@ -16,8 +18,8 @@ const CR = 0x0d
 
 /**
  * An incremental Server-Sent Events parser over Buffers (the WHATWG event-stream format: fields
- * `data`, `event`, `id`, comments, CR/LF/CRLF line ends). `retry` is ignored: reconnect timing is the
- * transport's own.
+ * `data`, `event`, `id`, `retry`, comments, CR/LF/CRLF line ends). A `retry` field is no part of an event: it
+ * is reported as it comes (`onRetry`), for the transport to wait that long before it reconnects.
  *
  * It works in time linear in its input, however the stream is cut: each byte is looked at once, when its
  * chunk arrives (the next CR and LF of a chunk are found once, not again for every line), the pieces of a
@@ -29,6 +31,7 @@ export class SseParser {
   readonly #onEvent: (event: ParsedSseEvent) => void
   readonly #maxEventBytes: number
   readonly #onTooLarge: ((bytes: number) => void) | undefined
+  readonly #onRetry: ((ms: number) => void) | undefined
   /** The pieces of the line not yet ended, and its length in bytes (counted even when the pieces are dropped). */
   #line: Buffer[] = []
   #lineBytes = 0
@@ -44,6 +47,7 @@ export class SseParser {
     this.#onEvent = onEvent
     this.#maxEventBytes = options.maxEventBytes ?? Number.POSITIVE_INFINITY
     this.#onTooLarge = options.onTooLarge
+    this.#onRetry = options.onRetry
   }
 
   push (chunk: Buffer): void {
@@ -110,6 +114,7 @@ export class SseParser {
     if (field === 'data') this.#data.push(value)
     else if (field === 'event') this.#event = value
     else if (field === 'id' && !value.includes('\0')) this.#id = value
+    else if (field === 'retry' && /^[0-9]+$/.test(value)) this.#onRetry?.(Number(value))
   }
 
   #dispatch (): void {

@@ -5,10 +5,11 @@ import { encodeHeaderValue, MCP_NAME_SOURCE } from '../wire/mcp-name.ts'
 import type { ArrivalInfo } from './call-attribution.ts'
 import { upstreamHttpError } from './http-dispatcher.ts'
 import { JsonStreamParser } from './json-stream-parser.ts'
-import { SseParser } from './sse-parser.ts'
+import { isResponse, readEventStream, streamCursor, type EventStreamOptions, type StreamCursor, type StreamHost, type WireMessage } from './sse-stream-reader.ts'
 import { followReplay, type Replayed, type ReplayAnswer } from './stream-replay.ts'
+import { MAX_RECONNECT_MS, resumeFailedResponse, resumeUntilAnswered } from './stream-resume.ts'
 import { decodeResumptionToken, encodeResumptionToken } from './resumption-token.ts'
-import { limitFor, tooLargeResponse, type ResponseLimit, type ResponseLimits, type ResponseTooLarge } from './response-limit.ts'
+import { limitFor, type ResponseLimit, type ResponseLimits } from './response-limit.ts'
 import type { RequestId } from '../wire/jsonrpc.ts'
 
 const PROTOCOL_VERSION_META_KEY = 'io.modelcontextprotocol/protocolVersion'
@@ -30,10 +31,12 @@ export interface StreamableHttpTransportOptions {
   limits: ResponseLimits
 }
 
-type Message = JSONRPCMessage & { id?: unknown, method?: unknown, params?: Record<string, unknown> }
+type Message = WireMessage
 
-function isResponse (message: Message): boolean {
-  return message.method === undefined && message.id !== undefined
+/** The 2026-07-28 protocol version a request carries in its `_meta`; undefined for a request of the 2025 era. */
+function modernVersionOf (msg: Message): string | undefined {
+  const version = (msg.params?._meta as Record<string, unknown> | undefined)?.[PROTOCOL_VERSION_META_KEY]
+  return typeof version === 'string' ? version : undefined
 }
 
 /**
@@ -57,6 +60,10 @@ export class StreamableHttpTransport implements Transport {
   readonly #idPrefix: string | undefined
   /** Close without ending the upstream session (DELETE): another process goes on using it. */
   #keepSession = false
+  /** What the SSE streams read here hand their messages to. */
+  readonly #host: StreamHost
+  /** Requests (by the SDK's id) whose closed response stream is being resumed: aborted when the request is cancelled. */
+  readonly #resuming = new Map<unknown, AbortController>()
 
   constructor (options: StreamableHttpTransportOptions) {
     this.#options = options
@@ -68,6 +75,12 @@ export class StreamableHttpTransport implements Transport {
     }
     // Every request in flight on the session listens to it: as many as the session's calls and reads.
     setMaxListeners(0, this.#closed.signal)
+    this.#host = {
+      closed: this.#closed.signal,
+      limits: options.limits,
+      deliver: (message, viaRequest) => { this.#deliver(message, viaRequest) },
+      onerror: (error) => { this.onerror?.(error) },
+    }
   }
 
   async start (): Promise<void> {}
@@ -94,6 +107,8 @@ export class StreamableHttpTransport implements Transport {
 
   async send (message: JSONRPCMessage, options?: TransportSendOptions): Promise<void> {
     const msg = message as Message
+    // A 2025-era request is cancelled with a notification (it has no request signal): its resumption ends with it.
+    if (msg.method === 'notifications/cancelled') this.#resuming.get(msg.params?.requestId)?.abort()
     if (options?.resumptionToken !== undefined && msg.id !== undefined) return await this.#replay(msg, options.resumptionToken, options)
     const headers = this.#headers('application/json, text/event-stream', options?.headers)
     headers['content-type'] = 'application/json'
@@ -113,7 +128,7 @@ export class StreamableHttpTransport implements Transport {
     const type = String(res.headers['content-type'] ?? '')
     if (res.statusCode === 202) {
       await res.body.dump()
-      if (msg.method === 'notifications/initialized') void this.#listen(0, undefined)
+      if (msg.method === 'notifications/initialized') void this.#listen(0, streamCursor(undefined))
       return
     }
     if (res.statusCode >= 400) {
@@ -132,9 +147,19 @@ export class StreamableHttpTransport implements Transport {
       const onEventId = onresumptiontoken === undefined
         ? undefined
         : (eventId: string) => { onresumptiontoken(encodeResumptionToken({ requestId, eventId })) }
+      const isRequest = msg.method !== undefined && msg.id !== undefined
+      const stream: EventStreamOptions = {
+        limit,
+        cursor: streamCursor(isRequest ? requestId : undefined),
+        viaRequest: msg.id as string | number | undefined,
+        requestSignal,
+        onEventId,
+      }
+      // A 2026-07-28 response stream is not resumable: when it breaks, the request is lost.
+      const resumable = isRequest && modernVersionOf(msg) === undefined
       // A stream the caller did not abort ended (a listen stream learns so that the upstream ended it); told
       // after the response that may have ended it, which is handed on a macrotask later (see #deliver).
-      void this.#readStream(res.body, undefined, limit, msg.id as string | number | undefined, requestSignal, onEventId).then(() => {
+      void this.#followStream(res.body, stream, resumable ? options : undefined).then(() => {
         setImmediate(() => { if (requestSignal?.aborted !== true && !this.#closed.signal.aborted) options?.onRequestStreamEnd?.() })
       })
       return
@@ -170,9 +195,8 @@ export class StreamableHttpTransport implements Transport {
   /** Modern-era requests carry their version, method and name in headers too. */
   #bodyDerivedHeaders (headers: Record<string, string>, msg: Message): void {
     if (typeof msg.method !== 'string' || msg.id === undefined) return
-    const meta = msg.params?._meta as Record<string, unknown> | undefined
-    const version = meta?.[PROTOCOL_VERSION_META_KEY]
-    if (typeof version !== 'string') return
+    const version = modernVersionOf(msg)
+    if (version === undefined) return
     headers['mcp-protocol-version'] = version
     headers['mcp-method'] = msg.method
     const field = MCP_NAME_SOURCE[msg.method]
@@ -269,7 +293,12 @@ export class StreamableHttpTransport implements Transport {
       replayed,
       gone: () => this.#closed.signal.aborted || options.requestSignal?.aborted === true,
       closed: this.#closed.signal,
-      read: async (body, last, quiet) => await this.#readStream(body, last, limit, replayed.to, options.requestSignal, quiet, replayed),
+      read: async (body, last, quiet) => {
+        const cursor = streamCursor(undefined, last)
+        const requestSignal = options.requestSignal
+        await readEventStream(this.#host, body, { limit, cursor, viaRequest: replayed.to, requestSignal, onEventId: quiet, replayed })
+        return cursor.lastEventId
+      },
       reopen: async (last, waited) => await this.#replayFrom(last, options, waited),
       deliver: (message) => { this.#deliver(message as Message) },
     })
@@ -288,75 +317,41 @@ export class StreamableHttpTransport implements Transport {
   }
 
   /**
-   * Reads one SSE body to its end (the response stream of request `viaRequest`, if any); returns the id of the
-   * last event seen. `onEventId` hears each event id; `replayed`: the stream replays the call `from`, handed on
-   * as `to` (see #replay). An event over `limit` ends the stream as soon as it passes it (the response is closed,
-   * the rest never read) and fails request `viaRequest`; on a stream of no request it is a transport error.
+   * Reads a request's SSE response stream. `resume` (the request's send options; a 2025-era request only):
+   * when the upstream closes the stream before the answer, after an event id, the stream is resumed on this
+   * session with GET and Last-Event-ID (SSE polling, see stream-resume.ts) until the answer comes, or the
+   * request fails with why it could not be.
    */
-  async #readStream (
-    body: AsyncIterable<Buffer>,
-    lastEventId: string | undefined,
-    limit: ResponseLimit,
-    viaRequest?: string | number,
-    requestSignal?: AbortSignal,
-    onEventId?: (eventId: string) => void,
-    replayed?: Replayed,
-  ): Promise<string | undefined> {
-    let last = lastEventId
-    let tooLarge: ResponseTooLarge | undefined
-    const parser = new SseParser((event) => {
-      if (event.id !== undefined) {
-        last = event.id
-        onEventId?.(event.id)
-      }
-      if (event.data === '' || (event.event !== undefined && event.event !== 'message')) return
-      try {
-        let message = JSON.parse(event.data) as Message
-        if (replayed !== undefined) {
-          // Notifications were passed on by the process that made the call; responses of other calls are not this one's.
-          if (message.method !== undefined && message.id === undefined) return
-          if (isResponse(message)) {
-            if (message.id !== replayed.from || replayed.answered) return
-            replayed.answered = true
-            message = { ...message, id: replayed.to }
-          }
-        }
-        this.#deliver(message, viaRequest)
-      } catch (err) {
-        this.onerror?.(new Error(`upstream sent an SSE event that is not JSON: ${(err as Error).message}`))
-      }
-    }, {
-      maxEventBytes: limit.bytes,
-      onTooLarge: (seen) => {
-        tooLarge = limit.exceeded(seen)
-        throw tooLarge
-      },
-    })
+  async #followStream (body: AsyncIterable<Buffer>, stream: EventStreamOptions, resume: TransportSendOptions | undefined): Promise<void> {
+    const { cursor, requestSignal, viaRequest } = stream
+    // Known from the start: a request cancelled while its first stream is open is not resumed once it closes.
+    const cancelled = resume === undefined ? undefined : new AbortController()
+    if (cancelled !== undefined) this.#resuming.set(viaRequest, cancelled)
     try {
-      for await (const chunk of body) parser.push(chunk)
-    } catch (err) {
-      if (this.#closed.signal.aborted || requestSignal?.aborted === true) return last
-      if (tooLarge === undefined) this.onerror?.(err instanceof Error ? err : new Error(String(err)))
-      else {
-        this.#options.limits.onTooLarge?.(tooLarge, viaRequest)
-        if (viaRequest === undefined) this.onerror?.(tooLarge)
-        else {
-          // A replay that failed its call is over: it is not opened again to read the same answer.
-          if (replayed !== undefined) replayed.answered = true
-          this.#deliver(tooLargeResponse(viaRequest, tooLarge) as Message)
-        }
-      }
+      await readEventStream(this.#host, body, stream)
+      if (resume === undefined || cancelled === undefined || cursor.answered || cursor.answerOf === undefined) return
+      const signal = AbortSignal.any([cancelled.signal, this.#closed.signal, ...(requestSignal === undefined ? [] : [requestSignal])])
+      await resumeUntilAnswered({
+        cursor,
+        signal,
+        open: async (lastEventId, opened) => await this.#replayFrom(lastEventId, resume, opened),
+        read: async (resumed) => { await readEventStream(this.#host, resumed, { ...stream, requestSignal: signal, endWithAnswer: true }) },
+        fail: (failure) => { this.#deliver(resumeFailedResponse(cursor.answerOf!, failure) as Message) },
+      })
+    } finally {
+      if (cancelled !== undefined && this.#resuming.get(viaRequest) === cancelled) this.#resuming.delete(viaRequest)
     }
-    return last
   }
 
-  /** The standalone GET stream; 405 means the server offers none. Reconnects with Last-Event-ID. */
-  async #listen (attempt: number, lastEventId: string | undefined): Promise<void> {
+  /**
+   * The standalone GET stream; 405 means the server offers none. Reconnects with Last-Event-ID, after the
+   * time the server asked for (`retry:`) or, without one, after 250 ms doubled for each failure in a row.
+   */
+  async #listen (attempt: number, cursor: StreamCursor): Promise<void> {
     if (this.#closed.signal.aborted) return
-    let last = lastEventId
     try {
       const headers = this.#headers('text/event-stream')
-      if (last !== undefined) headers['last-event-id'] = last
+      if (cursor.lastEventId !== undefined) headers['last-event-id'] = cursor.lastEventId
       const res = await this.#options.dispatcher.request({ origin: this.#options.url.origin, path: this.#path, method: 'GET', headers, signal: this.#closed.signal })
       if (res.statusCode === 405) {
         await res.body.dump()
@@ -366,7 +361,7 @@ export class StreamableHttpTransport implements Transport {
         await res.body.dump()
         throw new Error(`standalone SSE stream answered HTTP ${res.statusCode}`)
       }
-      last = await this.#readStream(res.body, last, limitFor(this.#options.limits, undefined))
+      await readEventStream(this.#host, res.body, { limit: limitFor(this.#options.limits, undefined), cursor })
       attempt = 0
     } catch (err) {
       if (this.#closed.signal.aborted) return
@@ -376,6 +371,7 @@ export class StreamableHttpTransport implements Transport {
       }
     }
     if (this.#closed.signal.aborted) return
-    setTimeout(() => { void this.#listen(attempt + 1, last) }, 250 * 2 ** attempt).unref()
+    const wait = Math.min((cursor.retryMs ?? 250) * 2 ** attempt, MAX_RECONNECT_MS)
+    setTimeout(() => { void this.#listen(attempt + 1, cursor) }, wait).unref()
   }
 }

@@ -2,7 +2,9 @@ import { ProtocolError, SdkError, SdkErrorCode } from '@modelcontextprotocol/cli
 import { GatewayError, RpcError, UpstreamHttpError, errorMessage } from '../errors.ts'
 import type { UpstreamConfig } from '../config/schema.ts'
 import { formatDuration } from '../config/units.ts'
+import type { JsonObject } from '../wire/jsonrpc.ts'
 import { responseTooLarge } from './response-limit.ts'
+import { streamResumeFailed } from './stream-resume.ts'
 
 /** Network failures by their `code` (undici's own, or Node's system errors undici passes on): timeouts, by the limit that ran out. */
 const TIMED_OUT: Readonly<Record<string, string>> = {
@@ -51,21 +53,47 @@ function fromNetworkCode (err: unknown, upstream: string, what: string): Gateway
   return undefined
 }
 
+/** Where an upstream error's own data waits while the SDK reads the error (see shieldErrorData). */
+const SHIELDED_DATA = 'io.mcp-task-gateway/data'
+
+/**
+ * Called with every response of an upstream before the SDK reads it. The SDK turns a -32002 error whose data
+ * names a `uri` (resource not found, in the 2025 protocol) into its own error of code -32602 with data
+ * `{ uri }` only; such an error's data is wrapped so that the SDK keeps the error as it came, and
+ * mapUpstreamError unwraps it: the client gets the code and data the upstream sent.
+ */
+export function shieldErrorData (response: JsonObject): void {
+  const error = response.error as JsonObject | null | undefined
+  const data = error?.data as JsonObject | null | undefined
+  if (error?.code !== -32002 || typeof data?.uri !== 'string') return
+  error.data = { [SHIELDED_DATA]: data }
+}
+
+/** An upstream error's data as the upstream sent it (see shieldErrorData). */
+function unshielded (data: unknown): unknown {
+  const wrapped = data as JsonObject | null | undefined
+  return typeof wrapped === 'object' && wrapped !== null && SHIELDED_DATA in wrapped ? wrapped[SHIELDED_DATA] : data
+}
+
 /**
  * Turns whatever an upstream request threw into the error the client sees: a JSON-RPC error from the
  * upstream keeps its code, message and data; HTTP error statuses, network failures (by their code, as
  * @fastify/reply-from maps undici's) and timeouts become gateway errors that name the upstream and keep
  * the cause; an answer over its size limit (not read to its end) becomes GW_ERR_UPSTREAM_RESPONSE_TOO_LARGE or, for a
- * task's call, GW_ERR_TASK_RESULT_TOO_LARGE. Nothing the upstream wrote outside a JSON-RPC error reaches the message.
+ * task's call, GW_ERR_TASK_RESULT_TOO_LARGE; a response stream the upstream closed and would not resume,
+ * GW_ERR_UPSTREAM_CONNECTION_LOST. Nothing the upstream wrote outside a JSON-RPC error reaches the message.
  */
 export function mapUpstreamError (err: unknown, upstream: string, what: string, timeoutMs: number, signal?: AbortSignal): Error {
   if (err instanceof GatewayError || err instanceof RpcError) return err
   const tooLarge = responseTooLarge(err)
   if (tooLarge !== undefined) return tooLarge.toGatewayError(upstream, what)
+  const lost = streamResumeFailed(err)
+  if (lost !== undefined) return new GatewayError('GW_ERR_UPSTREAM_CONNECTION_LOST', [upstream, what, lost.message], { cause: lost })
   if (signal?.aborted) {
     return new GatewayError('GW_ERR_REQUEST_CANCELLED', [errorMessage(signal.reason)], { cause: err })
   }
-  if (err instanceof ProtocolError) return new RpcError(err.code, err.message.replace(/^MCP error -?\d+: /, ''), err.data)
+  // The SDK keeps the upstream's message as it was sent (a server built on SDK v1 starts its own with "MCP error <code>: ").
+  if (err instanceof ProtocolError) return new RpcError(err.code, err.message, unshielded(err.data))
   if (err instanceof UpstreamHttpError) return fromHttpStatus(err, upstream, what)
   if (err instanceof SdkError) {
     switch (err.code) {

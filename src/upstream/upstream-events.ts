@@ -27,6 +27,12 @@ export interface UpstreamEvents {
   onOrphanNotification (upstream: Upstream, session: UpstreamSession, method: string, params: JsonObject): void
 }
 
+/** What an upstream announces about itself in its handshake (initialize or server/discover). */
+export interface UpstreamOffer {
+  readonly capabilities: JsonObject
+  readonly instructions: string | undefined
+}
+
 /** A session held for one use (a call, a read, a task, a subscription); `release` once done. */
 export interface SessionLease {
   readonly session: UpstreamSession

@@ -1,18 +1,19 @@
-import { Client, ProtocolError, type ClientCapabilities, type PriorDiscovery, type RequestOptions } from '@modelcontextprotocol/client'
+import { Client, type ClientCapabilities, type PriorDiscovery, type RequestOptions } from '@modelcontextprotocol/client'
 import { GATEWAY_INFO, TASKS_EXTENSION } from '../wire/versions.ts'
 import { z } from 'zod'
 import type { UpstreamConfig } from '../config/schema.ts'
-import { GatewayError, RpcError, isHandover, type WireError } from '../errors.ts'
+import { GatewayError, type WireError } from '../errors.ts'
 import type { Logger } from '../observability/logger.ts'
 import type { TraceParent } from '../observability/tracing.ts'
 import { withTraceMeta } from '../observability/trace-context.ts'
-import type { JsonObject, RequestId } from '../wire/jsonrpc.ts'
+import type { JsonObject } from '../wire/jsonrpc.ts'
 import type { ResumeAddress } from '../store/types.ts'
-import { AttributingTransport, CallRegistry, isInputMethod, untagged, type InflightCall, type InputMethod } from './call-attribution.ts'
+import { AttributingTransport, CallRegistry, type InflightCall, type InputMethod } from './call-attribution.ts'
 import type { UpstreamHttp } from './http-dispatcher.ts'
-import { ListenStream, withoutSubscriptionId } from './listen-stream.ts'
+import { ListenStream } from './listen-stream.ts'
 import { sessionLimits } from './response-limit.ts'
 import { createTransport } from './transport-factory.ts'
+import { UpstreamInbound } from './upstream-inbound.ts'
 import type { StreamableHttpTransport, StreamableHttpTransportOptions } from './streamable-http-transport.ts'
 
 export type ListKind = 'tools' | 'prompts' | 'resources'
@@ -72,9 +73,6 @@ export interface SessionRequestOptions {
 }
 
 const passthrough = z.looseObject({})
-function toProtocolError (err: unknown): unknown {
-  return err instanceof RpcError || err instanceof GatewayError ? new ProtocolError(err.rpcCode, err.message, err.data) : err
-}
 
 /**
  * One upstream session: an SDK client over its own connection (a spawned process for stdio, an
@@ -107,6 +105,8 @@ export class UpstreamSession {
   #lists: ListenStream | undefined
   /** The session's Streamable HTTP transport (undefined for stdio and SSE). */
   #http: StreamableHttpTransport | undefined
+  /** What the upstream sends its client, and the tasks the gateway runs for the upstream on the client's behalf. */
+  #inbound: UpstreamInbound | undefined
 
   private constructor (options: SessionOpenOptions, client: Client) {
     this.key = options.key
@@ -126,7 +126,8 @@ export class UpstreamSession {
       { capabilities, versionNegotiation: { mode: config.transport === 'sse' ? 'legacy' : config.era }, inputRequired: { autoFulfill: false } },
     )
     const session = new UpstreamSession(options, client)
-    session.#install(events)
+    session.#inbound = new UpstreamInbound(session, events)
+    session.#inbound.install()
     const created = createTransport(config, options.http, {
       onStderr: (line) => log.info({ stderr: line }, 'upstream stderr'),
       limits: sessionLimits(config.maxResponseBytes, session.calls, log, options.key),
@@ -140,6 +141,7 @@ export class UpstreamSession {
     )
     client.onclose = () => {
       session.#closed = true
+      session.#inbound?.clientTasks.close()
       events.onClosed(session)
     }
     client.onerror = (err) => {
@@ -300,6 +302,7 @@ export class UpstreamSession {
 
   close (): Promise<void> {
     this.#closed = true
+    this.#inbound?.clientTasks.close()
     this.#closing ??= Promise.all([this.#lists?.close(), this.client.close().catch(() => {})]).then(() => {})
     return this.#closing
   }
@@ -336,64 +339,5 @@ export class UpstreamSession {
         void this.close()
       },
     )
-  }
-
-  /**
-   * Gives a request of the upstream to the call it belongs to, else to the session's client. A request
-   * given to a call by guess goes to another when that call ends first, unless it stays answerable (see CallRegistry).
-   */
-  async #input (events: SessionEvents, method: InputMethod, params: JsonObject, signal: AbortSignal, id: RequestId): Promise<JsonObject> {
-    const plain = untagged(params)
-    try {
-      for (;;) {
-        const owner = this.calls.attribute(params)
-        if (owner === 'ambiguous') {
-          throw new ProtocolError(-32603, `calls of several clients are in flight on this upstream session, so the gateway cannot tell whose '${method}' this is (configure this upstream with sessions: per-client or per-call)`)
-        }
-        if (owner === 'none') return await events.onOrphanRequest(this, method, plain, signal)
-        const { call, exact } = owner
-        const ended = exact || call.sink.offersOutliveCall === true ? undefined : this.calls.ended(call)
-        call.waiting++
-        try {
-          return await call.sink.input(method, plain, ended === undefined ? signal : AbortSignal.any([signal, ended]), id)
-        } catch (err) {
-          if (ended === undefined || signal.aborted || !ended.aborted) throw err
-        } finally {
-          call.waiting--
-        }
-      }
-    } catch (err) {
-      // The task was handed over to another process, which answers the upstream: this one must not.
-      if (isHandover(err)) await new Promise((resolve) => { signal.addEventListener('abort', resolve, { once: true }) })
-      throw toProtocolError(err)
-    }
-  }
-
-  #notification (events: SessionEvents, method: string, params: JsonObject): void {
-    const owner = this.calls.attribute(params, method)
-    const plain = untagged(params)
-    if (typeof owner === 'object') owner.call.sink.notify(method, plain)
-    else if (method !== 'notifications/tasks/status') events.onOrphanNotification(this, method, plain)
-  }
-
-  #install (events: SessionEvents): void {
-    const client = this.client
-    // Every input request goes to the call's channel (or the client), which relays it when the client
-    // declared what it needs, else refuses it with GW_ERR_CLIENT_CAPABILITY_MISSING (and tells its client
-    // what was missing). No handler is registered per method: the SDK wraps those in checks of its own
-    // (an elicitation mode the session did not declare gets a -32602 of the SDK's) that would answer the
-    // upstream before the gateway could.
-    client.fallbackRequestHandler = async (request, ctx) => {
-      if (!isInputMethod(request.method)) throw new ProtocolError(-32601, `Method not found: ${request.method}`)
-      return await this.#input(events, request.method, (request.params ?? {}) as JsonObject, ctx.mcpReq.signal, ctx.mcpReq.id)
-    }
-    client.setNotificationHandler('notifications/tools/list_changed', () => events.onListChanged(this, 'tools'))
-    client.setNotificationHandler('notifications/prompts/list_changed', () => events.onListChanged(this, 'prompts'))
-    client.setNotificationHandler('notifications/resources/list_changed', () => events.onListChanged(this, 'resources'))
-    client.setNotificationHandler('notifications/resources/updated', (n) => events.onResourceUpdated(this, withoutSubscriptionId(untagged(n.params as JsonObject))))
-    client.setNotificationHandler('notifications/message', (n) => this.#notification(events, n.method, n.params as JsonObject))
-    client.fallbackNotificationHandler = async (n) => {
-      if (n.method === 'notifications/tasks/status') this.#notification(events, n.method, (n.params ?? {}) as JsonObject)
-    }
   }
 }

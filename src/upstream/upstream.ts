@@ -6,7 +6,7 @@ import { GatewayError, errorMessage } from '../errors.ts'
 import type { Logger } from '../observability/logger.ts'
 import { CallSlots } from './call-slots.ts'
 import { GATEWAY_CLIENT, GATEWAY_KEY, credentialTag, type ClientRef } from './client-ref.ts'
-import type { Purpose, SessionLease, UpstreamEvents, UpstreamState } from './upstream-events.ts'
+import type { Purpose, SessionLease, UpstreamEvents, UpstreamOffer, UpstreamState } from './upstream-events.ts'
 import { createUpstreamHttp, type UpstreamHttp } from './http-dispatcher.ts'
 import { UpstreamSession, type SessionAddress, type SessionEvents, type SessionOpenOptions } from './upstream-session.ts'
 import { connectFailure } from './upstream-errors.ts'
@@ -51,6 +51,7 @@ export class Upstream {
   readonly #http: UpstreamHttp | undefined
   #gateway: UpstreamSession | undefined
   #prior: PriorDiscovery | undefined
+  #offered: UpstreamOffer | undefined
   readonly #pool: SessionPool<UpstreamSession>
   /** Per-client and shared sessions, by slot key (see #slotKey). */
   readonly #clients: ClientSessions
@@ -112,6 +113,14 @@ export class Upstream {
     return session !== undefined && !session.closed && session.offersTasks
   }
 
+  /**
+   * What the upstream announced to the gateway's own session when it last connected (its server capabilities
+   * and instructions); kept while it is down; undefined until it has connected once.
+   */
+  get offered (): UpstreamOffer | undefined {
+    return this.#offered
+  }
+
   /** Why the upstream is not ready, when it is not. */
   get reason (): string | undefined {
     if (this.state === 'starting') return `connecting (first attempt, up to ${formatDuration(this.config.timeouts.connect)}: timeouts.connect)`
@@ -138,6 +147,8 @@ export class Upstream {
       const era = session.client.getProtocolEra?.()
       const discover = session.client.getDiscoverResult?.()
       this.#prior = era === 'modern' && discover ? { kind: 'modern', discover } : { kind: 'legacy' }
+      const instructions = session.client.getInstructions() ?? discover?.instructions
+      this.#offered = { capabilities: session.client.getServerCapabilities() ?? {}, instructions }
       this.#gateway = session
       this.#attempt = 0
       this.state = 'ready'

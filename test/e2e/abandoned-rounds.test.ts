@@ -58,8 +58,9 @@ describe('abandoned 2026-07-28 input rounds', () => {
   let gw: HeapGateway
 
   beforeAll(async () => {
-    // A wide decision window: every round comes back as input_required however slowly a loaded upstream asks.
-    gw = new HeapGateway({ upstreams: [demoStdio()], server: { inputHoldTimeout: '2s' }, tasks: { decide: { after: '60s' } } })
+    // A wide decision window whose input comes back in rounds: every round comes back as input_required
+    // however slowly a loaded upstream asks.
+    gw = new HeapGateway({ upstreams: [demoStdio()], server: { inputHoldTimeout: '2s' }, tasks: { decide: { after: '60s', input: 'round' } } })
     await gw.started()
   })
 

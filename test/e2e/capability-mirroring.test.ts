@@ -54,4 +54,21 @@ describe('capability mirroring', () => {
     await formOnly.close()
     await bare.close()
   })
+
+  it('asks a client that runs no tasks of its own the plain request when the upstream asks for a task anyway, and gives the upstream its answer', async () => {
+    const asked: Array<Record<string, unknown>> = []
+    const client = await connectV1(gw.url, {
+      capabilities: { sampling: {} },
+      onSample: (params) => {
+        asked.push(params)
+        return { role: 'assistant', content: { type: 'text', text: 'plainly sampled' }, model: 'm' }
+      },
+    })
+    const result = await client.callTool({ name: 's__sample_as_task', arguments: { prompt: 'hi' } })
+    expect(result.isError).toBeFalsy()
+    expect(JSON.parse(textOf(result))).toMatchObject({ role: 'assistant', content: { text: 'plainly sampled' }, model: 'm' })
+    expect(asked).toHaveLength(1)
+    expect(asked[0]).not.toHaveProperty('task')
+    await client.close()
+  })
 })

@@ -13,13 +13,16 @@ const ELICITATION = { elicitation: { form: {} } }
 const SERVING = 'serving a request another gateway process forwarded to the client\'s home'
 const STOPPED = 'stopped serving a forwarded request'
 
-/** The demo and the 2026 conformance fixture (multi-round MRTR, input before and after long work), over stdio. */
+/**
+ * The demo and the 2026 conformance fixture (multi-round MRTR, input before and after long work), over stdio; its
+ * task-supporting tools work 1.5 s (longer than the decision window) before they ask or end.
+ */
 const UPSTREAMS = `upstreams:
 ${demoStdioYaml()}
   - name: conf
     transport: stdio
     command: ${JSON.stringify(process.execPath)}
-    args: [${fixture('conformance-2026-upstream')}]
+    args: [${fixture('conformance-2026-upstream')}, '--work-ms', '1500']
 `
 
 /** The only input request of an input_required result, as [key, request]. */
@@ -70,7 +73,7 @@ describe('2026-07-28 clients of several gateway processes', () => {
 
   beforeAll(async () => {
     cluster = await startCluster(`logging: { level: debug }
-tasks: { pollInterval: 50ms, decide: { after: 500ms } }
+tasks: { pollInterval: 50ms, decide: { after: 500ms, input: round } }
 ${UPSTREAMS}`)
     p = cluster.processes
   })

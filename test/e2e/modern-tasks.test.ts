@@ -150,10 +150,10 @@ describe('tasks for 2026-07-28 clients', () => {
   })
 })
 
-/** `tasks.decide: { after }`: quick calls and input rounds stay synchronous; a call that keeps running becomes a task. */
+/** `tasks.decide: { after, input: round }`: quick calls and input rounds stay synchronous; a call that keeps running becomes a task. */
 describe('the decision window for 2026-07-28 tasks', () => {
   // Wide enough that a loaded machine still answers the quick calls within it; the long call outlasts it.
-  const gw = gatewayForSuite({ upstreams: [demoStdio()], tasks: { decide: { after: '2s' }, pollInterval: '50ms' } })
+  const gw = gatewayForSuite({ upstreams: [demoStdio()], tasks: { decide: { after: '2s', input: 'round' }, pollInterval: '50ms' } })
 
   it('answers a quick call directly, resolves input by MRTR first, and returns a task for a long call', async () => {
     // A plain call first, so an idle upstream connection is ready and the quick call is really quick.

@@ -11,6 +11,7 @@ import { loggerOptions } from '../../src/observability/logger.ts'
 import { startUpstream, type StartedUpstream } from '../fixtures/spawn-upstream.ts'
 import { connectV1, textOf } from '../helpers/clients.ts'
 import { demoStdio } from '../helpers/gateway.ts'
+import { ModernRaw } from '../helpers/modern-raw.ts'
 
 interface Held {
   url: string
@@ -78,7 +79,7 @@ describe('start-up', () => {
     upstream = undefined
   })
 
-  it('answers /healthz and /readyz while an upstream still connects, and lists wait for its first connect', async () => {
+  it('answers /healthz and /readyz while an upstream still connects, and lists and initialize wait for its first connect', async () => {
     upstream = await startUpstream('test/fixtures/v1-http-upstream.ts', ['--port', '0'])
     held = await heldProxy(new URL(upstream.url))
     const config = parseConfig({
@@ -94,11 +95,14 @@ describe('start-up', () => {
     const readyz = (await gateway.app.inject({ url: '/readyz' })).json<{ upstreams: Array<{ name: string, state: string, reason?: string }> }>()
     expect(readyz.upstreams.find((u) => u.name === 'late')).toMatchObject({ state: 'starting', reason: expect.stringContaining('connecting') })
 
-    const client = await connectV1(`${address}/mcp`)
-    const listed = client.listTools()
+    // initialize waits for it too: what it announces is what the upstreams offer (the late one has logging).
+    const connecting = connectV1(`${address}/mcp`)
+    const listed = new ModernRaw(`${address}/mcp`).result('tools/list')
     held.release()
-    const names = (await listed).tools.map((t) => t.name)
+    const names = ((await listed).tools as Array<{ name: string }>).map((t) => t.name)
     expect(names).toEqual(expect.arrayContaining(['demo__echo', 'late__add']))
+    const client = await connecting
+    expect(client.getServerCapabilities()?.logging).toEqual({})
     expect(textOf(await client.callTool({ name: 'late__add', arguments: { a: 2, b: 3 } }))).toBe('5')
     await client.close()
   })

@@ -46,10 +46,10 @@ describe.each(['stdio', 'streamable-http'] as const)('a stateful upstream over %
     await upstream?.close()
   })
 
-  it('accepts a subscription to a resource of an upstream that offers none, without asking it', async () => {
-    await alice.subscribeResource({ uri: 'notes://all' })
-    await alice.unsubscribeResource({ uri: 'notes://all' })
-    expect(gw.logs().some((line) => line.uri === 'notes://all' && String(line.msg).includes('upstream offers no resource subscriptions'))).toBe(true)
+  it('refuses resources/subscribe with -32601, as the upstream does, when no upstream offers resource subscriptions', async () => {
+    expect(alice.getServerCapabilities()?.resources).toEqual({ listChanged: true })
+    await expect(alice.subscribeResource({ uri: 'notes://all' })).rejects.toMatchObject({ code: -32601 })
+    await expect(alice.unsubscribeResource({ uri: 'notes://all' })).rejects.toMatchObject({ code: -32601 })
   })
 
   it('counts on for one client, over sequential and concurrent calls and a task, in one state', async () => {

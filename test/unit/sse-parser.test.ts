@@ -29,6 +29,15 @@ describe('SseParser', () => {
   it('waits for the blank line before dispatching', () => {
     expect(parse('data: partial\n')).toEqual([])
   })
+
+  it('reports the reconnection time a `retry` field asks for (digits only, as the event-stream format says), apart from the events', () => {
+    const retries: number[] = []
+    const events: ParsedSseEvent[] = []
+    const parser = new SseParser((event) => events.push(event), { onRetry: (ms) => retries.push(ms) })
+    parser.push(Buffer.from('id: p1\nretry: 5000\ndata: \n\nretry: 2s\n\nretry: 250\n\n'))
+    expect(retries).toEqual([5000, 250])
+    expect(events).toEqual([{ id: 'p1', data: '' }])
+  })
 })
 
 /** One event whose data is a JSON string of `bytes` bytes, as an upstream sends a large result. */

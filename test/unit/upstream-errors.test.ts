@@ -100,8 +100,9 @@ describe('mapUpstreamError: network failures by code', () => {
   it('keeps the SDK\'s timeouts and closed connections, the upstream\'s JSON-RPC errors and cancellation as they were', () => {
     expect(mapped(new SdkError(SdkErrorCode.RequestTimeout, 'Request timed out')).message).toBe("upstream 'search' did not answer tools/call 'find' within 5000ms")
     expectCode(mapped(new SdkError(SdkErrorCode.ConnectionClosed, 'Connection closed')), 'GW_ERR_UPSTREAM_CONNECTION_LOST')
+    // An SDK v1 server starts its messages with "MCP error <code>: ": the client sees that too, as it does directly.
     const relayed = mapUpstreamError(new ProtocolError(-32042, 'MCP error -32042: no such file', { path: 'x' }), 'search', 'tools/call', 5000)
-    expect(relayed).toEqual(new RpcError(-32042, 'no such file', { path: 'x' }))
+    expect(relayed).toEqual(new RpcError(-32042, 'MCP error -32042: no such file', { path: 'x' }))
     const controller = new AbortController()
     controller.abort(new Error('the client went away'))
     expect(mapUpstreamError(new undiciErrors.SocketError('other side closed'), 'search', 'tools/call', 5000, controller.signal)).toMatchObject({ code: 'GW_ERR_REQUEST_CANCELLED' })

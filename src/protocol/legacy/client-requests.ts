@@ -19,6 +19,14 @@ const SEQUENCE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$
 const PROCESS_ID = /^[A-Za-z0-9_-]+$/
 
 /**
+ * The `params` member of a relayed request: none when the upstream's were empty. The gateway reads a request
+ * without params as `{}`; the client gets it without, as servers send roots/list.
+ */
+function relayedParams (params: JsonObject): { params?: JsonObject } {
+  return Object.keys(params).length === 0 ? {} : { params }
+}
+
+/**
  * The gateway process named in a relayed request's id (`gw-<base64url process id>.<uuid>`); undefined
  * when the id is not one the gateway could have made (it then names no process, and nothing waits for it).
  */
@@ -75,7 +83,7 @@ export class ClientRequestBroker {
         resolve: (result) => { signal.removeEventListener('abort', onAbort); resolve(result) },
         reject: (err) => { signal.removeEventListener('abort', onAbort); reject(err) },
       })
-      emit({ jsonrpc: '2.0', id, method, params })
+      emit({ jsonrpc: '2.0', id, method, ...relayedParams(params) })
     })
   }
 

@@ -1,3 +1,4 @@
+import type { ServerProfile } from '../../catalog/server-profile.ts'
 import { GatewayError } from '../../errors.ts'
 import type { SessionRecord } from '../../store/types.ts'
 import type { JsonObject } from '../../wire/jsonrpc.ts'
@@ -5,18 +6,11 @@ import { GATEWAY_INFO, negotiateVersion } from '../../wire/versions.ts'
 
 const TASKS_PROTOCOL_VERSION = '2025-11-25'
 
-/** What the gateway offers to every legacy client, whatever its upstreams are. */
-export const SERVER_CAPABILITIES = {
-  tools: { listChanged: true },
-  prompts: { listChanged: true },
-  resources: { subscribe: true, listChanged: true },
-  completions: {},
-  logging: {},
-  tasks: {
-    list: {},
-    cancel: {},
-    requests: { tools: { call: {} } },
-  },
+/** What the gateway itself offers every 2025-11-25 client, whatever its upstreams are: tasks of tool calls. */
+export const TASKS_CAPABILITY = {
+  list: {},
+  cancel: {},
+  requests: { tools: { call: {} } },
 } as const
 
 function isObject (value: unknown): value is JsonObject {
@@ -48,12 +42,16 @@ export function checkStoredSizes (params: JsonObject, maxBytes: number): void {
   }
 }
 
-/** The new session and the InitializeResult for it. */
+/**
+ * The new session and the InitializeResult for it: the capabilities and instructions of `profile` (those of the
+ * upstreams), with the gateway's own tasks.
+ */
 export function initializeResult (
   params: JsonObject,
   sessionId: string,
   now: number,
   principal: string | undefined,
+  profile: ServerProfile,
 ): { result: JsonObject, session: SessionRecord } {
   const protocolVersion = negotiateVersion(params.protocolVersion)
   const session: SessionRecord = {
@@ -65,12 +63,13 @@ export function initializeResult (
     createdAt: now,
     lastSeenAt: now,
   }
-  const { tasks, ...withoutTasks } = SERVER_CAPABILITIES
+  // Tasks exist in the 2025-11-25 revision only.
+  const tasks = protocolVersion === TASKS_PROTOCOL_VERSION ? { tasks: TASKS_CAPABILITY } : {}
   const result: JsonObject = {
     protocolVersion,
-    // Tasks exist in the 2025-11-25 revision only.
-    capabilities: protocolVersion === TASKS_PROTOCOL_VERSION ? { ...withoutTasks, tasks } : withoutTasks,
+    capabilities: { ...profile.capabilities, ...tasks },
     serverInfo: GATEWAY_INFO,
+    ...(profile.instructions !== undefined && { instructions: profile.instructions }),
   }
   return { result, session }
 }

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http'
 import type { Caller } from '../../auth/access.ts'
+import type { ServerProfile } from '../../catalog/server-profile.ts'
 import type { MethodTable } from '../../dispatch/context.ts'
 import { lookupHandler } from '../../dispatch/method-table.ts'
 import { errorResponse, writeHttpError } from '../../wire/error-replies.ts'
@@ -38,6 +39,8 @@ export interface LegacyEndpointDeps {
   clientInfoBytes: number
   /** The bytes one principal (without auth: one client address) may store, its sessions included (limits.storedBytesPerPrincipal). */
   storedBytesPerPrincipal: number
+  /** What initialize announces: the upstreams' capabilities and instructions, once every upstream's first connect has ended. */
+  profile (): Promise<ServerProfile>
   /** Called when a session ends (DELETE), to release what it held. */
   onSessionClosed (sessionId: string): void
   /** A notification of the client for its upstream sessions (roots/list_changed). */
@@ -127,7 +130,7 @@ export class LegacyEndpoint {
     const account = caller.account ?? principal
     const now = Date.now()
     const id = randomUUID()
-    const { result, session } = initializeResult(params, id, now, principal)
+    const { result, session } = initializeResult(params, id, now, principal, await this.#deps.profile())
     await this.#deps.store.sessions.create(session, {
       ...(account !== undefined && { account, maxSessions: this.#deps.sessionsPerPrincipal }),
       maxStoredBytes: this.#deps.storedBytesPerPrincipal,

@@ -58,6 +58,8 @@ export function withLegacyTaskMethods (base: MethodTable, deps: LegacyTaskMethod
       if (support === 'required') throw new GatewayError('GW_ERR_TASK_REQUIRED', [name])
       return await calls.run(callTarget(route), params, liveOrigin(ctx))
     }
+    // A name no upstream lists is the upstream's to answer as a plain call; no task is made for it.
+    if (route.unlisted) throw new GatewayError('GW_ERR_TOOL_NOT_FOUND', [name])
     if (support === 'forbidden') throw new GatewayError('GW_ERR_TASK_FORBIDDEN', [name])
     optionalObject(params, 'arguments')
     const task = await tasks.create({

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import type { Catalog } from '../../catalog/catalog.ts'
 import type { ResourceSubscriptions } from '../../catalog/resource-subscriptions.ts'
+import type { ServerProfile } from '../../catalog/server-profile.ts'
 import type { Handler, MethodTable, RequestContext } from '../../dispatch/context.ts'
 import { optionalObject } from '../../wire/params.ts'
 import { BUS, subscribeTo } from '../../store/bus-channels.ts'
@@ -25,16 +26,9 @@ export interface ModernMethodDeps extends ModernTaskMethodDeps {
   tasks: TaskService
   /** How long clients may cache list results (the 2026-07-28 caching hints). */
   listTtlMs: number
+  /** What server/discover announces: the upstreams' capabilities and instructions (see ServerProfile). */
+  profile (): Promise<ServerProfile>
 }
-
-export const MODERN_CAPABILITIES = {
-  tools: { listChanged: true },
-  prompts: { listChanged: true },
-  resources: { subscribe: true, listChanged: true },
-  completions: {},
-  logging: {},
-  extensions: { [TASKS_EXTENSION]: {} },
-} as const
 
 function flag (filter: JsonObject, key: string): boolean {
   return filter[key] === true
@@ -80,13 +74,18 @@ export function buildModernMethods (base: MethodTable, deps: ModernMethodDeps): 
   // Methods the 2026-07-28 protocol no longer has (HTTP 404 with -32601).
   for (const method of ['resources/subscribe', 'resources/unsubscribe', 'ping', 'logging/setLevel']) table.delete(method)
 
-  table.set('server/discover', async () => ({
-    supportedVersions: [...MODERN_PROTOCOL_VERSIONS],
-    capabilities: MODERN_CAPABILITIES,
-    ttlMs: deps.listTtlMs,
-    cacheScope: 'public',
-    _meta: { [SERVER_INFO_KEY]: GATEWAY_INFO },
-  }))
+  table.set('server/discover', async () => {
+    const { capabilities, instructions } = await deps.profile()
+    return {
+      supportedVersions: [...MODERN_PROTOCOL_VERSIONS],
+      // The upstreams' capabilities, and the gateway's own tasks extension.
+      capabilities: { ...capabilities, extensions: { [TASKS_EXTENSION]: {} } },
+      ...(instructions !== undefined && { instructions }),
+      ttlMs: deps.listTtlMs,
+      cacheScope: 'public',
+      _meta: { [SERVER_INFO_KEY]: GATEWAY_INFO },
+    }
+  })
   for (const method of ['tools/list', 'prompts/list', 'resources/list', 'resources/templates/list', 'resources/read']) {
     const list = table.get(method)!
     // What a caller sees depends on its grants when auth.permissions is set, and on its capabilities and the

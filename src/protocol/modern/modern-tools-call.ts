@@ -42,8 +42,11 @@ interface TaskCandidate {
  * as `input_required` (MRTR) and the client's retry resumes the same upstream call through its signed
  * requestState, on the gateway process holding the call (see RetryRouter). When the client declares the
  * tasks extension, the gateway decides: with `tasks.decide: always` the call is a task from the start; with
- * `{ after }` a call that is still running (and not waiting for input) after that time becomes a task, so
- * input rounds are resolved before a task exists.
+ * `{ after }` a call that is still running after that time becomes a task, and so does one that asks for
+ * input within it (`input: task`, the default; with `input: round` the input comes back as `input_required`
+ * first). A tool that runs only as a task (the gateway's policy or the upstream says `required`) is never
+ * answered directly: input it asks for within the window comes back as rounds, and the round that ends or
+ * outlasts the window becomes the task (SEP-2663's MRTR-then-task composition).
  */
 export function modernToolsCall (deps: ModernToolsCallDeps): Handler {
   const { catalog, calls, held, retries } = deps
@@ -73,11 +76,18 @@ export function modernToolsCall (deps: ModernToolsCallDeps): Handler {
     const candidate = candidates.get(outcome.callId)
     candidates.delete(outcome.callId)
     if (!candidate) throw new Error('a running call without a task candidate')
-    const task = await deps.tasks.adopt(taskRequest(principal, candidate), (created) => ({
-      ...held.detach(outcome.callId, (method, params, signal, upstreamId) => deps.inputs.ask(created, method, params, signal, upstreamId)),
-      link: candidate.link,
-    }))
-    return renderCreateTaskResult(task)
+    try {
+      const task = await deps.tasks.adopt(taskRequest(principal, candidate), (created) => ({
+        ...held.detach(outcome.callId, (method, params, signal, upstreamId) =>
+          deps.inputs.ask(created, method, params, signal, upstreamId)),
+        link: candidate.link,
+      }))
+      return renderCreateTaskResult(task)
+    } catch (err) {
+      // No task took the call (the store refused it): nobody could answer it or collect its outcome.
+      held.abandon(outcome.callId, err)
+      throw err
+    }
   }
 
   // Runs in the process holding the call, whichever process the retry reached.
@@ -95,6 +105,7 @@ export function modernToolsCall (deps: ModernToolsCallDeps): Handler {
     const tasksDeclared = declaresTasks(capabilities)
     if (route.taskSupport === 'required' && !tasksDeclared) throw tasksCapabilityRequired()
     const eligible = tasksDeclared && route.taskSupport !== 'forbidden'
+    const taskOnly = eligible && (route.taskSupport === 'required' || route.nativeTaskSupport === 'required')
     const decide = deps.config.decide
     const { authorization, account } = ctx.caller
     const candidate: TaskCandidate = { route, params, capabilities, authorization, account, trace: ctx.trace }
@@ -110,7 +121,7 @@ export function modernToolsCall (deps: ModernToolsCallDeps): Handler {
       refused: (capability) => fail(capabilityRequired(capability)),
       notify: () => {},
       upstreamTask: link?.hooks,
-    }), ctx.signal, eligible && decide !== 'always' ? decide.after : undefined)
+    }), ctx.signal, eligible && decide !== 'always' ? { ms: decide.after, taskOnly, inputMakesTask: !taskOnly && decide.input === 'task' } : undefined)
     if (outcome.kind !== 'result') startedId = outcome.callId
     if (eligible && startedId !== undefined) candidates.set(startedId, candidate)
     return await render(outcome, principal)
