@@ -71,10 +71,11 @@ export type Attribution = { call: InflightCall, exact: boolean } | 'none' | 'amb
  * 2. else the call whose upstream task `_meta["io.modelcontextprotocol/related-task"]` names (or, for
  *    `notifications/tasks/status`, its `taskId`);
  * 3. else the call whose request `_meta.progressToken` names (a request's progress token is its id);
- * 4. else, on a transport with a response stream per request (Streamable HTTP, `exactOnly`), no call: the
- *    upstream sends what a call asks on that call's stream, so what comes on its session stream is the
- *    session's (the client's session stream gets it);
- * 5. else (stdio, HTTP+SSE: nothing on the wire names a call) the only call in flight;
+ * 4. else, on a transport with a response stream per request (Streamable HTTP) of a 2025-era client's session
+ *    (`exactOnly`), no call: the upstream sends what a call asks on that call's stream, so what comes on its
+ *    session stream is the session's (the client's session stream gets it);
+ * 5. else (stdio, HTTP+SSE: nothing on the wire names a call; a 2026-07-28 client, which can be asked only
+ *    during a call) the only call in flight;
  * 6. else, when every call in flight belongs to one client, the most recently started call that is not
  *    already waiting for an answer (an upstream usually asks soon after the call that asks starts; the
  *    newest call when all wait); calls of several clients: nobody (the upstream is refused).
@@ -98,7 +99,10 @@ export class CallRegistry {
    */
   readonly #endedRequests = new Set<RequestId>()
   #next = 1
-  /** The transport has a response stream per request (Streamable HTTP): nothing is given to a call by guess. */
+  /**
+   * Nothing is given to a call by guess: the transport has a response stream per request (Streamable HTTP) and the
+   * session's client has a session stream to be asked on (a 2025-era session).
+   */
   exactOnly = false
 
   get size (): number {
@@ -280,7 +284,6 @@ export class AttributingTransport implements Transport {
   constructor (inner: Transport, calls: CallRegistry, delayResponses: boolean, onResponse?: (response: JsonObject) => void) {
     this.#inner = inner
     this.#calls = calls
-    calls.exactOnly = inner.hasPerRequestStream === true
     inner.onclose = () => this.onclose?.()
     inner.onerror = (error) => this.onerror?.(error)
     inner.onmessage = (message, extra) => {

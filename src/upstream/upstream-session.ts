@@ -13,6 +13,7 @@ import type { UpstreamHttp } from './http-dispatcher.ts'
 import { ListenStream } from './listen-stream.ts'
 import { sessionLimits } from './response-limit.ts'
 import { createTransport } from './transport-factory.ts'
+import { sessionIdOf } from './client-ref.ts'
 import { UpstreamInbound } from './upstream-inbound.ts'
 import type { StreamableHttpTransport, StreamableHttpTransportOptions } from './streamable-http-transport.ts'
 
@@ -139,6 +140,9 @@ export class UpstreamSession {
       created.delayResponses,
       (response) => session.#completeResult(events, response),
     )
+    // Over Streamable HTTP what is not on a call's stream is the session's, and a 2025-era client has a session
+    // stream to get it on: no guesses. (A 2026-07-28 client can be asked only during a call: it gets the guess.)
+    session.calls.exactOnly = created.transport.hasPerRequestStream === true && sessionIdOf(options.key) !== undefined
     client.onclose = () => {
       session.#closed = true
       session.#inbound?.clientTasks.close()

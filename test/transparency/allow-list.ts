@@ -142,22 +142,6 @@ export const ALLOW_LIST: AllowEntry[] = [
 
   // ——— Expected to go away with issue 28 item 1 (delete each entry with its fix) ———
   {
-    server: EVERYTHING,
-    era: '2025-11-25',
-    item: 'notifications',
-    reason: 'The server\'s roots/list of session start, arriving during a short call, is given to that call; when the call ends the gateway cancels it (the client gets notifications/cancelled) and asks again.',
-    goesAwayWith: [1],
-    sometimes: true,
-  },
-  {
-    server: EVERYTHING,
-    era: '2025-11-25',
-    item: 'requests/roots/list',
-    reason: 'The same: the client is asked for its roots twice.',
-    goesAwayWith: [1],
-    sometimes: true,
-  },
-  {
     server: 'filesystem',
     era: '2026-07-28',
     item: 'tools/call/*#progress',
