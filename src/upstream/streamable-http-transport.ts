@@ -16,6 +16,8 @@ const PROTOCOL_VERSION_META_KEY = 'io.modelcontextprotocol/protocolVersion'
 
 /** Reconnect attempts of the standalone GET stream before the transport reports an error. */
 const GET_RETRIES = 3
+/** How long the session's initialized notification waits for the server to answer the standalone stream's GET. */
+const OPEN_WAIT_MS = 2000
 
 export interface StreamableHttpTransportOptions {
   url: URL
@@ -110,6 +112,7 @@ export class StreamableHttpTransport implements Transport {
     // A 2025-era request is cancelled with a notification (it has no request signal): its resumption ends with it.
     if (msg.method === 'notifications/cancelled') this.#resuming.get(msg.params?.requestId)?.abort()
     if (options?.resumptionToken !== undefined && msg.id !== undefined) return await this.#replay(msg, options.resumptionToken, options)
+    if (msg.method === 'notifications/initialized') await this.#listenFirst()
     const headers = this.#headers('application/json, text/event-stream', options?.headers)
     headers['content-type'] = 'application/json'
     this.#bodyDerivedHeaders(headers, msg)
@@ -128,7 +131,6 @@ export class StreamableHttpTransport implements Transport {
     const type = String(res.headers['content-type'] ?? '')
     if (res.statusCode === 202) {
       await res.body.dump()
-      if (msg.method === 'notifications/initialized') void this.#listen(0, streamCursor(undefined))
       return
     }
     if (res.statusCode >= 400) {
@@ -344,15 +346,30 @@ export class StreamableHttpTransport implements Transport {
   }
 
   /**
+   * Opens the standalone stream before the server learns that the session is initialized, and waits until the
+   * server answered it (at most OPEN_WAIT_MS): what the server sends at once (server-everything asks for roots)
+   * has a stream to go to, where an SDK server drops it while none is open.
+   */
+  async #listenFirst (): Promise<void> {
+    let timer: NodeJS.Timeout | undefined
+    await new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, OPEN_WAIT_MS)
+      void this.#listen(0, streamCursor(undefined), resolve)
+    })
+    clearTimeout(timer)
+  }
+
+  /**
    * The standalone GET stream; 405 means the server offers none. Reconnects with Last-Event-ID, after the
    * time the server asked for (`retry:`) or, without one, after 250 ms doubled for each failure in a row.
    */
-  async #listen (attempt: number, cursor: StreamCursor): Promise<void> {
-    if (this.#closed.signal.aborted) return
+  async #listen (attempt: number, cursor: StreamCursor, answered?: () => void): Promise<void> {
+    if (this.#closed.signal.aborted) return answered?.()
     try {
       const headers = this.#headers('text/event-stream')
       if (cursor.lastEventId !== undefined) headers['last-event-id'] = cursor.lastEventId
       const res = await this.#options.dispatcher.request({ origin: this.#options.url.origin, path: this.#path, method: 'GET', headers, signal: this.#closed.signal })
+      answered?.()
       if (res.statusCode === 405) {
         await res.body.dump()
         return
@@ -364,6 +381,7 @@ export class StreamableHttpTransport implements Transport {
       await readEventStream(this.#host, res.body, { limit: limitFor(this.#options.limits, undefined), cursor })
       attempt = 0
     } catch (err) {
+      answered?.()
       if (this.#closed.signal.aborted) return
       if (attempt >= GET_RETRIES) {
         this.onerror?.(err instanceof Error ? err : new Error(String(err)))
