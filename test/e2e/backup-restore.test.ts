@@ -1,5 +1,6 @@
-import { spawn } from 'node:child_process'
+import { execFile, spawn } from 'node:child_process'
 import { once } from 'node:events'
+import { promisify } from 'node:util'
 import { copyFileSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -12,13 +13,18 @@ import { sha256Hex } from '../../src/auth/bearer-tokens.ts'
 import { REPO_ROOT } from '../fixtures/spawn-upstream.ts'
 import { GATEWAY_MAIN } from '../helpers/built.ts'
 import { demoStdioYaml, startGatewayProcess, stopAll, writeConfig, type GatewayProcess } from '../helpers/process.ts'
+import { privateRedis, stopRedis, type PrivateRedis } from '../helpers/private-redis.ts'
 import { runTask } from '../helpers/tasks.ts'
+import { until } from '../helpers/until.ts'
 
 const TOKEN = 'backup-test-token'
 
-function config (database: string): string {
+const STATE_SECRET = 'the secret every gateway process of this test shares'
+
+function config (database: string, store = `{ kind: sqlite, path: ${JSON.stringify(database)} }`): string {
   return `
-store: { kind: sqlite, path: ${JSON.stringify(database)} }
+store: ${store}
+server: { stateSecret: ${STATE_SECRET} }
 logging: { level: info }
 auth:
   tokens: [{ principal: ops, sha256: ${sha256Hex(TOKEN)} }]
@@ -78,10 +84,17 @@ function load (client: Client): { completed: Completed[], stop: () => Promise<vo
 
 const gateways: GatewayProcess[] = []
 const clients: Client[] = []
+const redises: PrivateRedis[] = []
 afterEach(async () => {
   await Promise.all(clients.splice(0).map(async (client) => await client.close()))
   await stopAll(gateways.splice(0))
+  await Promise.all(redises.splice(0).map(stopRedis))
 })
+
+/** `redis-cli` as the operator runs it (docs/operations.md, Backup and restore). */
+async function redisCli (url: string, ...args: string[]): Promise<string> {
+  return (await promisify(execFile)('redis-cli', ['-u', url, ...args])).stdout
+}
 
 describe('backup and restore of a SQLite store', () => {
   it('a backup taken under load restores to a gateway that serves every task completed before it, with its result', async () => {
@@ -164,5 +177,56 @@ describe('the backup command', () => {
     expect(redis.stderr).toContain('back it up with Redis itself (BGSAVE')
     const memory = await backupCommand(writeConfig(`store: { kind: memory }\nupstreams:\n${demoStdioYaml()}\n`), join(dir, 'm.db'))
     expect(memory.stderr).toContain('nothing to back up')
+  })
+})
+
+describe('backup and restore of a Redis store', () => {
+  it('BGSAVE under load, its dump.rdb copied and a new Redis started on the copy: the gateway serves every task completed before it', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'gw-backup-redis-'))
+    const live = await privateRedis('noeviction', undefined, ['--dir', dir])
+    redises.push(live)
+    const file = writeConfig(config('', `{ kind: redis, url: ${JSON.stringify(live.url)}, prefix: 'gw:' }`))
+    const first = await startGatewayProcess(file)
+    gateways.push(first)
+    const client = await connect(first.url)
+    clients.push(client)
+
+    const tasks = load(client)
+    await tasks.next(20)
+    const before = [...tasks.completed]
+    // The recipe: BGSAVE, wait until it is done and succeeded, copy the file it wrote.
+    expect(await redisCli(live.url, 'BGSAVE')).toMatch(/Background saving started/)
+    const saved = await until('the BGSAVE is done', async () => {
+      const info = await redisCli(live.url, 'INFO', 'persistence')
+      return info.includes('rdb_bgsave_in_progress:0') ? info : undefined
+    })
+    expect(saved).toContain('rdb_last_bgsave_status:ok')
+    const backup = join(dir, 'backup.rdb')
+    copyFileSync(join(dir, 'dump.rdb'), backup)
+    await tasks.next(4)
+    await tasks.stop()
+    const after = await runTask(client, 'demo__echo', { text: 'after the backup' })
+
+    // The restore: a new Redis whose dump.rdb is the copy; the gateway pointed at it.
+    first.child.kill('SIGTERM')
+    expect((await first.exited)[0]).toBe(0)
+    await stopRedis(redises.pop())
+    const restoredDir = mkdtempSync(join(tmpdir(), 'gw-restored-redis-'))
+    copyFileSync(backup, join(restoredDir, 'dump.rdb'))
+    const restoredRedis = await privateRedis('noeviction', undefined, ['--dir', restoredDir])
+    redises.push(restoredRedis)
+    const restored = await startGatewayProcess(writeConfig(config('', `{ kind: redis, url: ${JSON.stringify(restoredRedis.url)}, prefix: 'gw:' }`)))
+    gateways.push(restored)
+    const reader = await connect(restored.url)
+    clients.push(reader)
+
+    expect(before.length).toBeGreaterThanOrEqual(20)
+    for (const task of before) {
+      expect(await reader.experimental.tasks.getTask(task.taskId)).toMatchObject({ taskId: task.taskId, status: 'completed' })
+      expect(await reader.experimental.tasks.getTaskResult(task.taskId, CallToolResultSchema)).toEqual(task.result)
+    }
+    await expect(reader.experimental.tasks.getTask(after.taskId!)).rejects.toMatchObject({ code: -32602 })
+    // A restored Redis keeps the store's epoch: nothing is reported lost.
+    expect(restored.lines.some((line) => line.includes('The store lost its data'))).toBe(false)
   })
 })
