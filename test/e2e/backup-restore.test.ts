@@ -183,7 +183,7 @@ describe('the backup command', () => {
 describe('backup and restore of a Redis store', () => {
   it('BGSAVE under load, its dump.rdb copied and a new Redis started on the copy: the gateway serves every task completed before it', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'gw-backup-redis-'))
-    const live = await privateRedis('noeviction', undefined, ['--dir', dir])
+    const live = await privateRedis('noeviction', undefined, undefined, ['--dir', dir])
     redises.push(live)
     const file = writeConfig(config('', `{ kind: redis, url: ${JSON.stringify(live.url)}, prefix: 'gw:' }`))
     const first = await startGatewayProcess(file)
@@ -213,7 +213,7 @@ describe('backup and restore of a Redis store', () => {
     await stopRedis(redises.pop())
     const restoredDir = mkdtempSync(join(tmpdir(), 'gw-restored-redis-'))
     copyFileSync(backup, join(restoredDir, 'dump.rdb'))
-    const restoredRedis = await privateRedis('noeviction', undefined, ['--dir', restoredDir])
+    const restoredRedis = await privateRedis('noeviction', undefined, undefined, ['--dir', restoredDir])
     redises.push(restoredRedis)
     const restored = await startGatewayProcess(writeConfig(config('', `{ kind: redis, url: ${JSON.stringify(restoredRedis.url)}, prefix: 'gw:' }`)))
     gateways.push(restored)
