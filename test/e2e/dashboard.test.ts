@@ -1,13 +1,15 @@
-// The live dashboard in a real browser (headless Debian Chromium through playwright-core): the page asks for the
-// admin token, shows the upstreams, a task as it appears, waits for input and completes (pushed by the server),
-// its detail with the timeline and the pending input request, a running task's elapsed time and last progress,
-// full dates with their time zone, a cancel, an upstream error and refusals with who was refused. Saves a screenshot.
+// The live dashboard in a real browser (headless Chromium through playwright-core; CHROMIUM_PATH, else chromium
+// on the PATH): the page asks for the admin token, shows the upstreams, a task as it appears, waits for input and
+// completes (pushed by the server), its detail with the timeline and the pending input request, a running task's
+// elapsed time and last progress, full dates with their time zone, a cancel, an upstream error and refusals with
+// who was refused. Saves a screenshot.
 import { mkdirSync } from 'node:fs'
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { chromium, type Browser, type Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { sha256Hex } from '../../src/auth/bearer-tokens.ts'
 import { TASK_STATUSES } from '../../src/wire/task-state.ts'
+import { chromiumPath } from '../helpers/chromium.ts'
 import { connectV1 } from '../helpers/clients.ts'
 import { demoStdio, startGateway, type RunningGateway } from '../helpers/gateway.ts'
 import { runTask, type StreamOutcome } from '../helpers/tasks.ts'
@@ -18,7 +20,8 @@ const ARTIFACTS = 'test-artifacts'
 const SHOWN_MS = 15_000
 
 const CHROMIUM = {
-  executablePath: '/usr/bin/chromium',
+  // Without a Chromium the file fails here, naming the package to install, before any gateway starts.
+  executablePath: chromiumPath(),
   args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
 }
 
