@@ -1,7 +1,7 @@
 import { timingSafeEqual } from 'node:crypto'
 import type { IncomingHttpHeaders } from 'node:http'
 import type { ServerOptions } from 'node:https'
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify'
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type LogController } from 'fastify'
 import { sha256Hex } from '../auth/bearer-tokens.ts'
 import type { AdminConfig } from '../config/schema.ts'
 import { sendHttpError } from '../wire/error-replies.ts'
@@ -40,9 +40,10 @@ export function sendAdminError (reply: FastifyReply, err: GatewayError, status =
  * gateway's error table. `tls` (from admin.tls) makes it HTTPS. Other parts of the gateway add routes to it
  * (see registerAdminRoutes) before it listens.
  */
-export function createAdminApp (config: AdminConfig, log: Logger, tls?: ServerOptions): FastifyInstance {
+export function createAdminApp (config: AdminConfig, log: Logger, tls?: ServerOptions, logController?: LogController): FastifyInstance {
   const options = {
     loggerInstance: log.child({ component: 'admin' }) as FastifyBaseLogger,
+    ...(logController !== undefined && { logController }),
     forceCloseConnections: true,
     bodyLimit: 64 * 1024,
   }

@@ -184,7 +184,11 @@ const loggingSchema = z.strictObject({
     .describe('lowest level that is logged; `silent` logs nothing'),
   redactHeaders: z.array(z.string().min(1)).prefault([])
     .describe('extra header names whose values are replaced by `[redacted]` in logs (authorization, proxy-authorization, cookie, set-cookie and x-api-key always are)'),
-}).describe('JSON lines on stdout (pino)')
+  format: z.enum(['json', 'pretty']).prefault('json')
+    .describe('`json`: one JSON object a line, for log collectors; `pretty`: one readable line per entry (time, level, message, fields), for a human at a terminal'),
+  probes: z.boolean().prefault(false)
+    .describe('write access lines for /healthz, /readyz and the metrics path too; off: probes and scrapes, which come every few seconds, leave no line'),
+}).describe('log lines on stdout (pino): JSON, or readable lines with `format: pretty`')
 
 const tasksSchema = z.strictObject({
   defaultTtl: duration('retention of a task when the client asks for none, counted from its creation').prefault('1h'),

@@ -355,6 +355,8 @@ export class Upstream {
   #markDown (reason: string): void {
     if (this.state === 'closed') return
     const wasReady = this.state === 'ready'
+    // One warning per change of state or of reason: retries that fail as the last one did log at debug.
+    const again = this.state === 'down' && this.lastError === reason
     this.state = 'down'
     this.lastError = reason
     const gateway = this.#gateway
@@ -363,7 +365,8 @@ export class Upstream {
     this.slots.rejectAll(this.#unavailable())
     for (const idle of this.#perCall.drain()) void idle.close()
     const delay = Math.min(this.config.restart.maxDelay, this.config.restart.initialDelay * 2 ** this.#attempt++)
-    this.#log.warn({ reason, retryInMs: delay }, wasReady ? 'upstream went down' : 'upstream unavailable')
+    if (again) this.#log.debug({ reason, retryInMs: delay }, 'upstream still unavailable')
+    else this.#log.warn({ reason, retryInMs: delay }, wasReady ? 'upstream went down' : 'upstream unavailable')
     if (wasReady) this.#events.onDown(this, reason)
     this.reconnects++
     this.#reconnectTimer = setTimeout(() => { void this.#connect() }, delay)
