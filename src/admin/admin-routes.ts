@@ -43,7 +43,7 @@ export function describeUpstream (upstream: Upstream): AdminUpstream {
     ...(upstream.reason !== undefined && { reason: upstream.reason }),
     ...(era !== undefined && { era }),
     sessions: load.sessions,
-    ...(upstream.config.transport === 'stdio' && { processes: load.sessions + (era === undefined ? 0 : 1) }),
+    ...(load.processes !== undefined && { processes: load.processes }),
     calls: { active: load.active, waiting: load.waiting, parked: load.parked },
   }
 }

@@ -280,6 +280,8 @@ const adminSchema = z.strictObject({
   tokenSha256: z.string().regex(/^[0-9a-fA-F]{64}$/, 'must be the hex SHA-256 of the admin token (64 hex digits), never the token itself')
     // eslint-disable-next-line no-template-curly-in-string
     .describe('hex SHA-256 of the bearer token every admin request must carry (64 hex digits), never the token itself; made like auth.tokens[].sha256, best from the environment (`tokenSha256: ${ADMIN_TOKEN_SHA256}`)'),
+  readTokenSha256: z.string().regex(/^[0-9a-fA-F]{64}$/, 'must be the hex SHA-256 of the read-only token (64 hex digits), never the token itself').optional()
+    .describe('hex SHA-256 of a read-only bearer token: it opens the metrics path (on this listener) and the admin API\'s GET routes (upstreams, tasks, events, the dashboard\'s data) but no cancel, drain or reload (403 GW_ERR_ADMIN_READ_ONLY); for a Prometheus scraper or a monitoring view; default: none'),
   dashboard: z.boolean().prefault(true)
     .describe('serve the live dashboard at /admin/dashboard; its page and script hold no data and load without the token, which the page asks for'),
   tls: tlsSchema.optional()

@@ -94,10 +94,15 @@ export class Upstream {
     return this.#clients.values()
   }
 
-  /** Sessions open (or opening); calls running, waiting for a call slot, or waiting on their client without one (parked). */
-  get load (): { sessions: number, active: number, waiting: number, parked: number } {
+  /**
+   * Client sessions open (or opening); for stdio, the processes running (the gateway's own session's and one per
+   * client session; undefined for HTTP); calls running, waiting for a call slot, or waiting on their client without one (parked).
+   */
+  get load (): { sessions: number, processes: number | undefined, active: number, waiting: number, parked: number } {
     const { active, waiting, parked } = this.slots
-    return { sessions: this.#pool.size, active, waiting, parked }
+    const sessions = this.#pool.size
+    const processes = this.config.transport === 'stdio' ? sessions + (this.era === undefined ? 0 : 1) : undefined
+    return { sessions, processes, active, waiting, parked }
   }
 
   /** The protocol era the gateway's own session speaks (`modern`: 2026-07-28); undefined while it is not open. */
