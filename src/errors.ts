@@ -94,6 +94,7 @@ export const ERRORS = {
 
   GW_ERR_ADMIN_TOKEN_MISSING: { status: 401, rpc: -32001, message: 'Unauthorized: the admin API needs Authorization: Bearer <admin token> (the token whose SHA-256 is admin.tokenSha256)' },
   GW_ERR_ADMIN_TOKEN_INVALID: { status: 401, rpc: -32001, message: 'Unauthorized: the bearer token is not the admin token (its SHA-256 must equal admin.tokenSha256)' },
+  GW_ERR_ADMIN_READ_ONLY: { status: 403, rpc: -32001, message: 'Forbidden: the read-only token (admin.readTokenSha256) opens the metrics and the GET routes of the admin API only; %s %s needs the admin token' },
   GW_ERR_ADMIN_BAD_REQUEST: { status: 400, rpc: -32602, message: 'Bad Request: %s' },
   GW_ERR_ADMIN_NOT_FOUND: { status: 404, rpc: -32601, message: 'Not Found: %s %s is not a route of the admin API' },
   GW_ERR_ADMIN_TASK_NOT_FOUND: { status: 404, rpc: -32602, message: "Not Found: task '%s' does not exist or has passed its TTL" },

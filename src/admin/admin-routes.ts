@@ -1,5 +1,5 @@
 import type { ServerOptions } from 'node:https'
-import type { FastifyInstance } from 'fastify'
+import type { FastifyInstance, LogController } from 'fastify'
 import type { AdminConfig } from '../config/schema.ts'
 import type { Logger } from '../observability/logger.ts'
 import type { RecentProblems } from '../observability/recent-problems.ts'
@@ -43,7 +43,7 @@ export function describeUpstream (upstream: Upstream): AdminUpstream {
     ...(upstream.reason !== undefined && { reason: upstream.reason }),
     ...(era !== undefined && { era }),
     sessions: load.sessions,
-    ...(upstream.config.transport === 'stdio' && { processes: load.sessions + (era === undefined ? 0 : 1) }),
+    ...(load.processes !== undefined && { processes: load.processes }),
     calls: { active: load.active, waiting: load.waiting, parked: load.parked },
   }
 }
@@ -120,9 +120,10 @@ export function createAdmin (
   log: Logger,
   deps: AdminDeps,
   tls?: ServerOptions,
+  logController?: LogController,
 ): FastifyInstance | undefined {
   if (config === undefined) return undefined
-  const app = createAdminApp(config, log, tls)
+  const app = createAdminApp(config, log, tls, logController)
   registerAdminRoutes(app, deps)
   if (config.dashboard) registerDashboard(app)
   return app

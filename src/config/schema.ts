@@ -184,7 +184,11 @@ const loggingSchema = z.strictObject({
     .describe('lowest level that is logged; `silent` logs nothing'),
   redactHeaders: z.array(z.string().min(1)).prefault([])
     .describe('extra header names whose values are replaced by `[redacted]` in logs (authorization, proxy-authorization, cookie, set-cookie and x-api-key always are)'),
-}).describe('JSON lines on stdout (pino)')
+  format: z.enum(['json', 'pretty']).prefault('json')
+    .describe('`json`: one JSON object a line, for log collectors; `pretty`: one readable line per entry (time, level, message, fields), for a human at a terminal'),
+  probes: z.boolean().prefault(false)
+    .describe('write access lines for /healthz, /readyz and the metrics path too; off: probes and scrapes, which come every few seconds, leave no line'),
+}).describe('log lines on stdout (pino): JSON, or readable lines with `format: pretty`')
 
 const tasksSchema = z.strictObject({
   defaultTtl: duration('retention of a task when the client asks for none, counted from its creation').prefault('1h'),
@@ -276,6 +280,8 @@ const adminSchema = z.strictObject({
   tokenSha256: z.string().regex(/^[0-9a-fA-F]{64}$/, 'must be the hex SHA-256 of the admin token (64 hex digits), never the token itself')
     // eslint-disable-next-line no-template-curly-in-string
     .describe('hex SHA-256 of the bearer token every admin request must carry (64 hex digits), never the token itself; made like auth.tokens[].sha256, best from the environment (`tokenSha256: ${ADMIN_TOKEN_SHA256}`)'),
+  readTokenSha256: z.string().regex(/^[0-9a-fA-F]{64}$/, 'must be the hex SHA-256 of the read-only token (64 hex digits), never the token itself').optional()
+    .describe('hex SHA-256 of a read-only bearer token: it opens the metrics path (on this listener) and the admin API\'s GET routes (upstreams, tasks, events, the dashboard\'s data) but no cancel, drain or reload (403 GW_ERR_ADMIN_READ_ONLY); for a Prometheus scraper or a monitoring view; default: none'),
   dashboard: z.boolean().prefault(true)
     .describe('serve the live dashboard at /admin/dashboard; its page and script hold no data and load without the token, which the page asks for'),
   tls: tlsSchema.optional()

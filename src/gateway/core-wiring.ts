@@ -96,6 +96,7 @@ export async function wireCore (config: Config, given: { logger?: Logger, store?
       streams: () => hub.size,
       running: (taskId: string): boolean => runner.has(taskId),
       runningCount: (): number => runner.size,
+      storeReady: async (): Promise<boolean> => (await backend.health()).ok,
     }, problems)
     : undefined
   // On a shared store every message between processes is signed, and one that cannot be verified is refused.

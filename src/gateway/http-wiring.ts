@@ -14,6 +14,7 @@ import { upstreamSurvival } from '../tasks/survival.ts'
 import { registerHostOriginGuard } from '../http/host-origin-guard.ts'
 import { registerMcpRoute } from '../http/mcp-route.ts'
 import { registerMetricsRoute } from '../observability/metrics-route.ts'
+import { accessLog, PROBE_PATHS } from '../observability/access-log.ts'
 import type { JsonObject } from '../wire/jsonrpc.ts'
 import { LegacyEndpoint, touchInterval } from '../protocol/legacy/legacy-endpoint.ts'
 import { withLegacyTaskMethods } from '../protocol/legacy/task-methods.ts'
@@ -109,8 +110,10 @@ export async function wireHttp (core: GatewayCore, configSource: (() => Promise<
 
   // How often the two timeouts below are checked (Node's default, 30 s, would let a slow client hold on far longer).
   const connectionsCheckingInterval = Math.min(1000, config.limits.headersTimeout)
+  const metricsOn = (listener: 'main' | 'admin'): string[] => config.metrics.enabled && config.metrics.listener === listener ? [config.metrics.path] : []
   const fastifyOptions = {
     loggerInstance: log as FastifyBaseLogger,
+    logController: accessLog(config.logging.probes, [...PROBE_PATHS, ...metricsOn('main')]),
     bodyLimit: config.server.maxBodyBytes,
     requestIdHeader: 'x-request-id',
     forceCloseConnections: true,
@@ -161,7 +164,7 @@ export async function wireHttp (core: GatewayCore, configSource: (() => Promise<
     drain: () => { closing = true },
     reload: { source: configSource, apply: reload },
     survival: () => upstreams.map((upstream) => upstreamSurvival(upstream, core.catalog.nativeTools(upstream.name))),
-  }, tls.admin)
+  }, tls.admin, accessLog(config.logging.probes, metricsOn('admin')))
   if (metrics !== undefined && config.metrics.listener === 'admin' && admin !== undefined) registerMetricsRoute(admin, metrics, config.metrics.path)
 
   return { app, admin, reloader, held, drain: () => { closing = true } }

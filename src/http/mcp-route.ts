@@ -2,6 +2,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import type { ServerConfig } from '../config/schema.ts'
 import { GatewayError, errorMessage } from '../errors.ts'
 import { sendHttpError, writeHttpError } from '../wire/error-replies.ts'
+import { noteCaller } from '../wire/access-notes.ts'
 import type { LegacyEndpoint } from '../protocol/legacy/legacy-endpoint.ts'
 import { ANONYMOUS_CALLER, anonymousAccount, type Caller } from '../auth/access.ts'
 import type { Authenticator } from '../auth/bearer-tokens.ts'
@@ -137,6 +138,7 @@ export async function registerMcpRoute (app: FastifyInstance, options: McpRouteO
       caller = authenticator === undefined
         ? anonymous(request)
         : { ...await authenticator.authenticate(request.headers), address: request.ip }
+      noteCaller(reply.raw, caller.principal, caller.credential?.sha256)
       if (limiter !== undefined) await limiter.checkCaller(caller.principal, request.ip, request.body)
       await work(caller)
     } catch (err) {

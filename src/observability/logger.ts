@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto'
 import { pino, type DestinationStream, type Logger as PinoLogger, type LoggerOptions } from 'pino'
 import type { Config } from '../config/schema.ts'
+import { prettyDestination } from './pretty-log.ts'
 
 export type Logger = PinoLogger
 
@@ -86,7 +87,7 @@ function loggedHeaders (headers: Record<string, unknown> | undefined): Record<st
   return logged
 }
 
-export function loggerOptions (config: Config['logging']): LoggerOptions {
+export function loggerOptions (config: Pick<Config['logging'], 'level' | 'redactHeaders'>): LoggerOptions {
   return {
     level: config.level,
     base: { service: 'mcp-task-gateway' },
@@ -102,6 +103,8 @@ export function loggerOptions (config: Config['logging']): LoggerOptions {
   }
 }
 
-export function createLogger (config: Config['logging'], destination?: DestinationStream): Logger {
+/** The gateway's logger: JSON lines on `destination` (stdout by default), or readable ones with `format: pretty`. */
+export function createLogger (config: Pick<Config['logging'], 'level' | 'redactHeaders' | 'format'>, destination?: DestinationStream): Logger {
+  if (config.format === 'pretty') return pino(loggerOptions(config), prettyDestination(destination ?? process.stdout))
   return destination ? pino(loggerOptions(config), destination) : pino(loggerOptions(config))
 }

@@ -15,7 +15,14 @@ export interface MeteredUpstream {
   readonly name: string
   readonly state: typeof UPSTREAM_STATES[number]
   readonly config: { readonly transport: string }
-  readonly load: { readonly sessions: number, readonly active: number, readonly waiting: number, readonly parked: number }
+  readonly load: {
+    readonly sessions: number
+    /** Stdio only: the processes running (the gateway's own session's and one per client session). */
+    readonly processes: number | undefined
+    readonly active: number
+    readonly waiting: number
+    readonly parked: number
+  }
   /** Reconnect attempts scheduled since start. */
   readonly reconnects: number
 }
@@ -68,6 +75,8 @@ export interface MetricSources {
   running (taskId: string): boolean
   /** How many tasks this process runs. */
   runningCount (): number
+  /** Whether the store answers, as `/readyz` reports it. */
+  storeReady (): Promise<boolean>
 }
 
 /** The class of a failed upstream call: the gateway error code it maps to (a bounded set), lower-cased. */
@@ -147,6 +156,7 @@ export class GatewayMetrics {
         this.set({ status: 'input_required' }, waiting)
       },
     }))
+    this.#scraped.push(new Gauge({ name: 'gateway_store_up', help: 'whether the store answers (1) or not (0), as /readyz reports it', registers, async collect () { this.set(await sources.storeReady() ? 1 : 0) } }))
     this.#scraped.push(new Gauge({ name: 'gateway_sse_streams_open', help: 'SSE streams this process holds open', registers, collect () { this.set(sources.streams()) } }))
     const perUpstream = (name: string, help: string, read: (upstream: MeteredUpstream) => number | undefined): void => {
       this.#scraped.push(new Gauge({
@@ -166,7 +176,7 @@ export class GatewayMetrics {
     }
     perUpstream('gateway_upstream_up', 'whether the upstream is ready (1) or not (0)', (u) => u.state === 'ready' ? 1 : 0)
     perUpstream('gateway_upstream_sessions', 'upstream sessions open or opening', (u) => u.load.sessions)
-    perUpstream('gateway_upstream_processes', 'processes running for a stdio upstream (one per upstream session)', (u) => u.config.transport === 'stdio' ? u.load.sessions : undefined)
+    perUpstream('gateway_upstream_processes', 'processes running for a stdio upstream: the gateway\'s own session\'s and one per client upstream session (as the admin API counts them)', (u) => u.load.processes)
     perUpstream('gateway_upstream_calls_active', 'upstream calls holding a call slot', (u) => u.load.active)
     perUpstream('gateway_upstream_calls_queued', 'upstream calls waiting for a call slot (queue depth)', (u) => u.load.waiting)
     perUpstream('gateway_upstream_calls_parked', 'upstream calls waiting on their client for an answer, which hold no call slot', (u) => u.load.parked)

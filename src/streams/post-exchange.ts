@@ -1,6 +1,7 @@
 import type { OutgoingHttpHeader, ServerResponse } from 'node:http'
 import type { Caller } from '../auth/access.ts'
 import type { GatewayError } from '../errors.ts'
+import { noteErrorCode } from '../wire/access-notes.ts'
 import { errorResponse, writeHttpError } from '../wire/error-replies.ts'
 import type { RequestId, RpcMessage, RpcResponse } from '../wire/jsonrpc.ts'
 import { LazyAbort } from '../wire/lazy-abort.ts'
@@ -17,6 +18,13 @@ export interface ExchangeOptions {
   caller: Caller
   /** Told when the exchange was ended because its credential was revoked or expired (after `disconnected` aborted). */
   onRevoked?: ((err: GatewayError) => void) | undefined
+}
+
+/** The GW_ERR_* code a JSON-RPC error response carries in its `data` (see toWireError); undefined for any other. */
+function gatewayCodeOf (message: RpcResponse): string | undefined {
+  if (!('error' in message)) return undefined
+  const code = (message.error.data as { code?: unknown } | null | undefined)?.code
+  return typeof code === 'string' && code.startsWith('GW_ERR_') ? code : undefined
 }
 
 /**
@@ -77,6 +85,8 @@ export class PostExchange {
     if (this.#done) return
     this.#done = true
     this.#release?.()
+    const code = gatewayCodeOf(message)
+    if (code !== undefined) noteErrorCode(this.#res, code)
     if (this.#stream) {
       this.#stream.send(message)
       this.#options.hub.finishRequestStream(this.#stream)

@@ -110,11 +110,47 @@ export function mapUpstreamError (err: unknown, upstream: string, what: string, 
   return fromNetworkCode(err, upstream, what) ?? new GatewayError('GW_ERR_UPSTREAM_FAILED', [upstream, what, errorMessage(err)], { cause: err })
 }
 
-/** Why a connect failed, naming the option to change when it timed out. */
+/** Connect failures an operator can act on, by their network code: what to say instead of the library's text. */
+const CONNECT_FAILURES: Readonly<Record<string, string>> = {
+  ECONNREFUSED: 'connection refused',
+  ENOTFOUND: 'host name not found',
+  EAI_AGAIN: 'host name lookup failed for now',
+  EHOSTUNREACH: 'host unreachable',
+  ENETUNREACH: 'network unreachable',
+  ECONNRESET: 'connection reset',
+  UND_ERR_CONNECT_TIMEOUT: 'no connection within the connect timeout',
+}
+const CONNECT_FAILURE_CODE = new RegExp(`\\b(${Object.keys(CONNECT_FAILURES).join('|')})\\b`)
+
+/** The network code of a connect failure, from the `code` of any error on its cause chain, else from its message. */
+function connectFailureCode (err: unknown): string | undefined {
+  let current = err
+  for (let depth = 0; depth < 6 && current instanceof Error; depth++) {
+    const code = (current as { code?: unknown }).code
+    if (typeof code === 'string' && code in CONNECT_FAILURES) return code
+    const named = CONNECT_FAILURE_CODE.exec(current.message)?.[1]
+    if (named !== undefined) return named
+    current = current.cause
+  }
+  return undefined
+}
+
+/** An HTTP upstream's URL as a reason shows it: without credentials in it or the values of its query (they may hold a key). */
+function shownUrl (url: string): string {
+  const parsed = new URL(url)
+  return `${parsed.origin}${parsed.pathname}`
+}
+
+/**
+ * Why a connect failed, naming the option to change when it timed out, and for an HTTP upstream that could
+ * not be reached, what happened where (`connection refused at http://host:port/mcp (ECONNREFUSED)`).
+ */
 export function connectFailure (err: unknown, config: UpstreamConfig): string {
   if (err instanceof SdkError && err.code === SdkErrorCode.RequestTimeout) {
     const slow = config.transport === 'stdio' ? 'a server that starts slowly (one a package runner downloads first)' : 'a server that answers slowly'
     return `connect failed: the MCP handshake did not finish within ${formatDuration(config.timeouts.connect)} (timeouts.connect of upstream '${config.name}'); raise timeouts.connect for ${slow}`
   }
+  const code = config.transport === 'stdio' ? undefined : connectFailureCode(err)
+  if (code !== undefined && config.transport !== 'stdio') return `connect failed: ${CONNECT_FAILURES[code]!} at ${shownUrl(config.url)} (${code})`
   return `connect failed: ${errorMessage(err)}`
 }

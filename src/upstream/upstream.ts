@@ -94,10 +94,15 @@ export class Upstream {
     return this.#clients.values()
   }
 
-  /** Sessions open (or opening); calls running, waiting for a call slot, or waiting on their client without one (parked). */
-  get load (): { sessions: number, active: number, waiting: number, parked: number } {
+  /**
+   * Client sessions open (or opening); for stdio, the processes running (the gateway's own session's and one per
+   * client session; undefined for HTTP); calls running, waiting for a call slot, or waiting on their client without one (parked).
+   */
+  get load (): { sessions: number, processes: number | undefined, active: number, waiting: number, parked: number } {
     const { active, waiting, parked } = this.slots
-    return { sessions: this.#pool.size, active, waiting, parked }
+    const sessions = this.#pool.size
+    const processes = this.config.transport === 'stdio' ? sessions + (this.era === undefined ? 0 : 1) : undefined
+    return { sessions, processes, active, waiting, parked }
   }
 
   /** The protocol era the gateway's own session speaks (`modern`: 2026-07-28); undefined while it is not open. */
@@ -355,6 +360,8 @@ export class Upstream {
   #markDown (reason: string): void {
     if (this.state === 'closed') return
     const wasReady = this.state === 'ready'
+    // One warning per change of state or of reason: retries that fail as the last one did log at debug.
+    const again = this.state === 'down' && this.lastError === reason
     this.state = 'down'
     this.lastError = reason
     const gateway = this.#gateway
@@ -363,7 +370,8 @@ export class Upstream {
     this.slots.rejectAll(this.#unavailable())
     for (const idle of this.#perCall.drain()) void idle.close()
     const delay = Math.min(this.config.restart.maxDelay, this.config.restart.initialDelay * 2 ** this.#attempt++)
-    this.#log.warn({ reason, retryInMs: delay }, wasReady ? 'upstream went down' : 'upstream unavailable')
+    if (again) this.#log.debug({ reason, retryInMs: delay }, 'upstream still unavailable')
+    else this.#log.warn({ reason, retryInMs: delay }, wasReady ? 'upstream went down' : 'upstream unavailable')
     if (wasReady) this.#events.onDown(this, reason)
     this.reconnects++
     this.#reconnectTimer = setTimeout(() => { void this.#connect() }, delay)

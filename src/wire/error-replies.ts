@@ -1,6 +1,7 @@
 import type { ServerResponse } from 'node:http'
 import type { FastifyReply } from 'fastify'
 import { GatewayError, RpcError, type WireError } from '../errors.ts'
+import { noteErrorCode } from './access-notes.ts'
 import type { RpcErrorResponse } from './jsonrpc.ts'
 
 /**
@@ -36,9 +37,24 @@ function internalError (): GatewayError {
   return new GatewayError('GW_ERR_INTERNAL', ['unexpected failure'])
 }
 
-/** The JSON-RPC `error` object for any thrown value; unknown errors never leak their internals. */
+/**
+ * A gateway error's `data` as it goes out: its stable code (`GW_ERR_…`) first, then what the error carries
+ * itself (an object's fields; data of another shape, which no gateway error has, is left as it is).
+ */
+function dataWithCode (err: GatewayError): unknown {
+  const { data } = err
+  if (data === undefined) return { code: err.code }
+  if (typeof data !== 'object' || data === null || Array.isArray(data)) return data
+  return Object.assign({ code: err.code }, data, { code: err.code })
+}
+
+/**
+ * The JSON-RPC `error` object for any thrown value: a gateway error carries its code in `data.code`; an
+ * upstream's error goes as it came; unknown errors never leak their internals.
+ */
 export function toWireError (err: unknown): WireError {
-  if (err instanceof GatewayError || err instanceof RpcError) {
+  if (err instanceof GatewayError) return { code: err.rpcCode, message: err.message, data: dataWithCode(err) }
+  if (err instanceof RpcError) {
     const wire: WireError = { code: err.rpcCode, message: err.message }
     if (err.data !== undefined) wire.data = err.data
     return wire
@@ -48,6 +64,11 @@ export function toWireError (err: unknown): WireError {
 
 export function errorResponse (id: string | number | null, err: unknown): RpcErrorResponse {
   return { jsonrpc: '2.0', id, error: toWireError(err) }
+}
+
+/** The stable code an error goes out with (an unexpected one: GW_ERR_INTERNAL). */
+function codeOf (err: unknown): string {
+  return err instanceof GatewayError ? err.code : internalError().code
 }
 
 function adminErrorBody (err: unknown): AdminErrorBody {
@@ -74,11 +95,13 @@ export function httpErrorReply (err: unknown, options: HttpErrorOptions = {}): H
 /** Ends a raw response with the error (the MCP endpoint writes its responses itself once a request is read). */
 export function writeHttpError (res: ServerResponse, err: unknown, options?: HttpErrorOptions): void {
   const { status, headers, body } = httpErrorReply(err, options)
+  noteErrorCode(res, codeOf(err))
   res.writeHead(status, headers).end(body)
 }
 
 /** Answers a Fastify reply with the error (hooks and routes that have not taken over the raw response); return the reply. */
 export function sendHttpError (reply: FastifyReply, err: unknown, options?: HttpErrorOptions): FastifyReply {
   const { status, headers, body } = httpErrorReply(err, options)
+  noteErrorCode(reply.raw, codeOf(err))
   return reply.code(status).headers(headers).send(body)
 }

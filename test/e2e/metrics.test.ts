@@ -68,8 +68,9 @@ describe('Prometheus metrics on the main listener', () => {
     expect(value(after, callLatency) - value(before, callLatency)).toBe(1)
     expect(value(after, 'gateway_upstream_sessions{upstream="demo"}')).toBeGreaterThanOrEqual(1)
     expect(value(after, 'gateway_upstream_up{upstream="demo"}')).toBe(1)
-    // A stdio upstream runs one process per upstream session.
-    expect(value(after, 'gateway_upstream_processes{upstream="demo"}')).toBe(value(after, 'gateway_upstream_sessions{upstream="demo"}'))
+    // A stdio upstream runs one process per client upstream session, and one for the gateway's own session.
+    expect(value(after, 'gateway_upstream_processes{upstream="demo"}')).toBe(value(after, 'gateway_upstream_sessions{upstream="demo"}') + 1)
+    expect(value(after, 'gateway_store_up')).toBe(1)
     expect(after.has('gateway_sse_streams_open')).toBe(true)
     expect(value(after, 'gateway_store_operation_duration_seconds_count{backend="memory",operation="sessions.touch"}') +
       value(after, 'gateway_store_operation_duration_seconds_count{backend="memory",operation="sessions.get"}')).toBeGreaterThan(0)

@@ -12,7 +12,7 @@ import { until } from '../helpers/until.ts'
 
 type Json = Record<string, unknown>
 
-const STORE_DOWN = { code: -32603, message: 'the store is unavailable: Redis is unreachable' }
+const STORE_DOWN = { code: -32603, message: 'the store is unavailable: Redis is unreachable', data: { code: 'GW_ERR_STORE_UNAVAILABLE' } }
 
 async function readyz (gateway: GatewayProcess): Promise<{ status: number, body: Json }> {
   const res = await undiciFetch(new URL('/readyz', gateway.url))

@@ -196,6 +196,7 @@ describe('revocation: a reload ends what a removed, rotated or narrowed token ho
         error: {
           code: -32001,
           message: 'Unauthorized: the credential this exchange was opened with was revoked: a configuration reload removed or rotated it; authenticate again',
+          data: { code: 'GW_ERR_AUTH_REVOKED' },
         },
       }],
     })
@@ -312,7 +313,7 @@ describe('revocation: what an OAuth access token holds ends when the token expir
     expect(await rest(stream, () => false)).toEqual({ ended: true, messages: [] })
     expect(await rest(listening, () => false)).toEqual({
       ended: true,
-      messages: [{ jsonrpc: '2.0', id: 1, error: { code: -32001, message: 'Unauthorized: the access token has expired or is not valid yet; get a new one' } }],
+      messages: [{ jsonrpc: '2.0', id: 1, error: { code: -32001, message: 'Unauthorized: the access token has expired or is not valid yet; get a new one', data: { code: 'GW_ERR_AUTH_EXPIRED' } } }],
     })
     expect((await session.post({ jsonrpc: '2.0', id: 9, method: 'tools/list' })).status).toBe(401)
   }, 60_000)

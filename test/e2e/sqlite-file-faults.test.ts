@@ -72,7 +72,7 @@ describe('the sqlite file deleted or replaced under a running gateway', () => {
     expect(logged.detail).toMatch(/^the SQLite file '.*gateway\.db' was deleted while this gateway process had it open/)
     expect(await readiness(gateway)).toEqual({ status: 503, detail: logged.detail })
     const refused = await createTask(session)
-    expect(refused.error).toEqual({ code: -32603, message: `the store is unavailable: ${String(logged.detail)}` })
+    expect(refused.error).toEqual({ code: -32603, message: `the store is unavailable: ${String(logged.detail)}`, data: { code: 'GW_ERR_STORE_UNAVAILABLE' } })
     // What it already holds is still served.
     expect((await session.request('tasks/get', { taskId: before })).result).toMatchObject({ status: 'completed' })
   })
@@ -112,7 +112,7 @@ describe('a sqlite file on a full disk', () => {
     expect((await session.request('tasks/get', { taskId })).result).toEqual(task)
     expect((await session.request('tasks/result', { taskId })).result).toEqual(result.result)
     const refused = await createTask(session)
-    expect(refused.error).toEqual({ code: -32603, message: `the store is unavailable: ${String(logged.detail)}` })
+    expect(refused.error).toEqual({ code: -32603, message: `the store is unavailable: ${String(logged.detail)}`, data: { code: 'GW_ERR_STORE_UNAVAILABLE' } })
     // The task the killed process left running cannot be taken over (nothing can be written): it waits for the next start.
     await loggedLine(gateway, 'cannot be taken over while the store refuses writes')
     expect((await session.request('tasks/get', { taskId: runningId })).result).toMatchObject({ status: 'working' })

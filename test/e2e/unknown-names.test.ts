@@ -109,7 +109,7 @@ describe('names no upstream lists, with one upstream owning the namespace', () =
   it('refuses a 2025-11-25 task of an unknown tool itself: no task is made for a tool nobody lists', async () => {
     const session = await RawSession.open(gw.url, {}, { authorization: `Bearer ${TOKENS.whole}` })
     const reply = await session.request('tools/call', { name: 'no-such-tool', arguments: {}, task: { ttl: 60_000 } })
-    expect(reply.error).toEqual({ code: -32602, message: "Unknown tool: 'no-such-tool'" })
+    expect(reply.error).toEqual({ code: -32602, message: "Unknown tool: 'no-such-tool'", data: { code: 'GW_ERR_TOOL_NOT_FOUND' } })
     await session.close()
   })
 

@@ -137,7 +137,7 @@ describe('an HTTP upstream that fails', () => {
 
   it('answers an upstream 500 with GW_ERR_UPSTREAM_FAILED naming the status, and logs the upstream\'s body', async () => {
     const error = await failedCall('flaky__crash')
-    expect(error).toEqual({ code: rpcOf('GW_ERR_UPSTREAM_FAILED'), message: "upstream 'flaky' failed on tools/call 'crash': it answered HTTP 500" })
+    expect(error).toEqual({ code: rpcOf('GW_ERR_UPSTREAM_FAILED'), message: "upstream 'flaky' failed on tools/call 'crash': it answered HTTP 500", data: { code: 'GW_ERR_UPSTREAM_FAILED' } })
     const logged = gw.logs().filter((line) => line.msg === 'request failed').map((line) => JSON.stringify(line.err))
     expect(logged.some((err) => err.includes('password authentication failed'))).toBe(true)
   })
@@ -147,7 +147,7 @@ describe('an HTTP upstream that fails', () => {
     expect(error).toEqual({
       code: rpcOf('GW_ERR_UPSTREAM_OVERLOADED'),
       message: "upstream 'flaky' refused tools/call 'busy' for now (it answered HTTP 503: unavailable or overloaded); try again later",
-      data: { retryAfter: 7 },
+      data: { code: 'GW_ERR_UPSTREAM_OVERLOADED', retryAfter: 7 },
     })
   })
 
@@ -155,7 +155,8 @@ describe('an HTTP upstream that fails', () => {
     const error = await failedCall('flaky__throttled')
     expect(error.code).toBe(rpcOf('GW_ERR_UPSTREAM_OVERLOADED'))
     expect(error.message).toContain('HTTP 429')
-    expect(error).not.toHaveProperty('data')
+    // No Retry-After from the upstream: the data carries the code alone.
+    expect(error.data).toEqual({ code: 'GW_ERR_UPSTREAM_OVERLOADED' })
   })
 
   it('answers a connection the upstream drops under the call with GW_ERR_UPSTREAM_CONNECTION_LOST', async () => {
@@ -166,7 +167,7 @@ describe('an HTTP upstream that fails', () => {
 
   it('answers an upstream that never sends its response headers with GW_ERR_UPSTREAM_TIMEOUT', async () => {
     const error = await failedCall('flaky__silent')
-    expect(error).toEqual({ code: rpcOf('GW_ERR_UPSTREAM_TIMEOUT'), message: "upstream 'flaky' did not answer tools/call 'silent' within 300ms" })
+    expect(error).toEqual({ code: rpcOf('GW_ERR_UPSTREAM_TIMEOUT'), message: "upstream 'flaky' did not answer tools/call 'silent' within 300ms", data: { code: 'GW_ERR_UPSTREAM_TIMEOUT' } })
   })
 
   it('answers an upstream that refuses connections with GW_ERR_UPSTREAM_UNREACHABLE', async () => {
@@ -175,7 +176,7 @@ describe('an HTTP upstream that fails', () => {
     for (let i = 0; i < 2; i++) expect((await post('tools/call', { name: 'gone__echo', arguments: {} })).body.result).toBeDefined()
     await gone.close()
     const error = await failedCall('gone__echo')
-    expect(error).toEqual({ code: rpcOf('GW_ERR_UPSTREAM_UNREACHABLE'), message: "upstream 'gone' cannot be reached for tools/call 'echo' (ECONNREFUSED); the request was not sent" })
+    expect(error).toEqual({ code: rpcOf('GW_ERR_UPSTREAM_UNREACHABLE'), message: "upstream 'gone' cannot be reached for tools/call 'echo' (ECONNREFUSED); the request was not sent", data: { code: 'GW_ERR_UPSTREAM_UNREACHABLE' } })
   })
 
   it('stores a task\'s upstream failure without the upstream\'s body', async () => {
@@ -192,7 +193,7 @@ describe('an HTTP upstream that fails', () => {
     expect(reply.body.error).toEqual({
       code: rpcOf('GW_ERR_UPSTREAM_OVERLOADED'),
       message: "upstream 'flaky' refused tools/call 'busy' for now (it answered HTTP 503: unavailable or overloaded); try again later",
-      data: { retryAfter: 7 },
+      data: { code: 'GW_ERR_UPSTREAM_OVERLOADED', retryAfter: 7 },
     })
   })
 })

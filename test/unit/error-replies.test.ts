@@ -9,7 +9,7 @@ describe('httpErrorReply', () => {
   it('answers with the error\'s status and a JSON-RPC error response for the request', () => {
     const reply = httpErrorReply(new GatewayError('GW_ERR_SESSION_NOT_FOUND'), { id: 7 })
     expect(reply.status).toBe(404)
-    expect(JSON.parse(reply.body)).toEqual({ jsonrpc: '2.0', id: 7, error: { code: -32001, message: 'Session not found: it expired or was deleted; initialize a new session' } })
+    expect(JSON.parse(reply.body)).toEqual({ jsonrpc: '2.0', id: 7, error: { code: -32001, message: 'Session not found: it expired or was deleted; initialize a new session', data: { code: 'GW_ERR_SESSION_NOT_FOUND' } } })
     expect(reply.headers).toEqual({ 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(reply.body)) })
   })
 
@@ -36,7 +36,7 @@ describe('httpErrorReply', () => {
   it('answers an unexpected failure with 500 and no word of what it said', () => {
     const reply = httpErrorReply(Object.assign(new Error('password=hunter2'), { statusCode: 418, code: 'EACCES' }), { id: 1 })
     expect(reply.status).toBe(500)
-    expect(JSON.parse(reply.body).error).toEqual({ code: -32603, message: 'internal gateway error: unexpected failure' })
+    expect(JSON.parse(reply.body).error).toEqual({ code: -32603, message: 'internal gateway error: unexpected failure', data: { code: 'GW_ERR_INTERNAL' } })
     expect(reply.body).not.toContain('hunter2')
   })
 
@@ -54,7 +54,7 @@ describe('errorResponse', () => {
     expect(errorResponse('req-1', err)).toEqual({
       jsonrpc: '2.0',
       id: 'req-1',
-      error: { code: -32061, message: "upstream 'search' refused tools/call 'find' for now (it answered HTTP 429: unavailable or overloaded); try again later", data: { retryAfter: 5 } },
+      error: { code: -32061, message: "upstream 'search' refused tools/call 'find' for now (it answered HTTP 429: unavailable or overloaded); try again later", data: { code: 'GW_ERR_UPSTREAM_OVERLOADED', retryAfter: 5 } },
     })
   })
 })

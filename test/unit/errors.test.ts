@@ -76,8 +76,9 @@ describe('GatewayError', () => {
 describe('toWireError', () => {
   it('sends a GatewayError with its JSON-RPC code, message and data', () => {
     const err = new GatewayError('GW_ERR_RPC_INVALID_PARAMS', ["'name' must be a non-empty string"], { data: { field: 'name' } })
-    expect(toWireError(err)).toEqual({ code: -32602, message: "Invalid params: 'name' must be a non-empty string", data: { field: 'name' } })
-    expect(toWireError(new GatewayError('GW_ERR_SESSION_NOT_FOUND'))).not.toHaveProperty('data')
+    expect(toWireError(err)).toEqual({ code: -32602, message: "Invalid params: 'name' must be a non-empty string", data: { code: 'GW_ERR_RPC_INVALID_PARAMS', field: 'name' } })
+    // The stable code goes out in `data` too, where clients can branch on it.
+    expect(toWireError(new GatewayError('GW_ERR_SESSION_NOT_FOUND')).data).toEqual({ code: 'GW_ERR_SESSION_NOT_FOUND' })
   })
 
   it('passes an upstream RpcError through verbatim', () => {
@@ -97,7 +98,7 @@ describe('toWireError', () => {
     ]
     for (const err of unknown) {
       const wire = toWireError(err)
-      expect(wire).toEqual({ code: -32603, message: 'internal gateway error: unexpected failure' })
+      expect(wire).toEqual({ code: -32603, message: 'internal gateway error: unexpected failure', data: { code: 'GW_ERR_INTERNAL' } })
       expect(JSON.stringify(wire)).not.toContain('hunter2')
     }
   })

@@ -73,7 +73,7 @@ describe('a task outcome the store refuses', () => {
     const stored = await store.tasks.get(record.id, Date.now())
     expect(stored?.status).toBe('failed')
     expect(stored?.statusMessage).toBe(`the outcome could not be stored: the store is unavailable: ${OOM}; it was refused for its size while smaller writes were accepted`)
-    expect(stored?.outcome).toEqual({ error: { code: -32072, message: stored?.statusMessage } })
+    expect(stored?.outcome).toEqual({ error: { code: -32072, message: stored?.statusMessage, data: { code: 'GW_ERR_TASK_OUTCOME_NOT_STORED' } } })
   })
 
   it('fails the task with a statusMessage naming the store at shutdown, in one small write', async () => {
