@@ -157,7 +157,9 @@ upstreams:
     for (const task of tasks) {
       const final = await task.session.waitFor(task.id, ['completed', 'failed', 'cancelled'])
       expect(final.status, `task ${task.i}: ${JSON.stringify(final)}`).toBe('completed')
-      const report = JSON.stringify((await task.session.request('tasks/result', { taskId: task.id })).result)
+      const answer = await task.session.request('tasks/result', { taskId: task.id })
+      expect(answer.result, `task ${task.i}: ${JSON.stringify(answer)}`).toBeDefined()
+      const report = JSON.stringify(answer.result)
       expect(report).toContain(task.ambiguous ? `deploy ${task.i} (answer ${task.i})` : `Research Report: deploy ${task.i}`)
     }
     for (const call of calls) {
