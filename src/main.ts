@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 import { parseArgs } from 'node:util'
-import { configError, loadConfig } from './config/load.ts'
+import { configError, readConfig, type LoadedConfig } from './config/load.ts'
 import { preflight } from './config/preflight.ts'
 import { openListenerProblems } from './config/open-listener.ts'
 import type { Config } from './config/schema.ts'
@@ -20,7 +20,8 @@ Options:
       --host <address>     listen address, overrides server.host
       --port <number>      listen port, overrides server.port (0 picks a free port)
       --log-level <level>  fatal | error | warn | info | debug | trace | silent, overrides logging.level
-      --check              validate the configuration (and that stdio commands exist) and exit
+      --check              validate the configuration (and that stdio commands exist), list the
+                           GATEWAY_… environment variables it applies, and exit
   -h, --help               show this help
   -v, --version            print the version
 
@@ -107,30 +108,34 @@ async function main (): Promise<void> {
   }
   if (values.config === undefined) fail(`--config is required\n\n${HELP}`)
 
-  let config: Config
+  let loaded: LoadedConfig
   try {
-    config = withOverrides(await loadConfig(values.config), values)
+    loaded = await readConfig(values.config)
   } catch (err) {
     fail(err instanceof GatewayError ? err.message : errorMessage(err))
   }
+  const config = withOverrides(loaded.config, values)
   // The file was checked with its own server.host; --host may open the listener to other machines.
   const open = values.host === undefined ? [] : openListenerProblems(config, '--host (server.host)')
   if (open.length > 0) fail(configError(values.config, open).message)
   // What can be known without starting an upstream: fatal for --check; at start the upstream reports it.
-  const problems = preflight(config)
+  const problems = preflight(config, process.env, process.cwd(), loaded.written)
   if (values.check) {
     if (problems.length > 0) fail(configError(values.config, problems).message)
-    process.stdout.write(`${values.config}: configuration is valid (${config.upstreams.length} upstreams)\n`)
+    const applied = loaded.overrides.map((o) => `  ${o.variable} sets ${o.path}\n`).join('')
+    process.stdout.write(`${values.config}: configuration is valid (${config.upstreams.length} upstreams)\n${applied === '' ? '' : `from the environment:\n${applied}`}`)
     return
   }
 
   const log = createLogger(config.logging)
   for (const problem of problems) log.warn({ path: problem.path }, `configuration: ${problem.message}`)
+  if (loaded.overrides.length > 0) log.info({ overrides: loaded.overrides }, 'configuration: options set by GATEWAY_… environment variables')
   const file = values.config
   // The same file again, with the same command-line overrides (SIGHUP and POST /admin/reload).
   const configSource = async (): Promise<Config> => {
-    const next = withOverrides(await loadConfig(file), values)
-    for (const problem of preflight(next)) log.warn({ path: problem.path }, `configuration: ${problem.message}`)
+    const again = await readConfig(file)
+    const next = withOverrides(again.config, values)
+    for (const problem of preflight(next, process.env, process.cwd(), again.written)) log.warn({ path: problem.path }, `configuration: ${problem.message}`)
     return next
   }
   let gateway: Gateway
