@@ -122,6 +122,11 @@ describe('GATEWAY_… environment variables', () => {
     ])
   })
 
+  it('make a ${VAR} at the option they set unneeded', () => {
+    const config = parseConfigText(`server:\n  stateSecret: \${STATE_SECRET}\n${TWO_UPSTREAMS}`, { GATEWAY_SERVER__STATE_SECRET: 'sixteen-characters-or-more' })
+    expect(config.server.stateSecret).toBe('sixteen-characters-or-more')
+  })
+
   it('are listed with the options they set (never their values)', () => {
     const { overrides } = readConfigText(TWO_UPSTREAMS, { GATEWAY_SERVER__PORT: '9000', GATEWAY_UPSTREAMS__WEB_SEARCH__URL: 'http://10.0.0.5:9000/mcp' })
     expect(overrides).toEqual([
