@@ -2,6 +2,7 @@
 import { parseArgs } from 'node:util'
 import { configError, readConfig, type LoadedConfig } from './config/load.ts'
 import { preflight } from './config/preflight.ts'
+import { unreadVariables } from './config/env-overrides.ts'
 import { openListenerProblems } from './config/open-listener.ts'
 import type { Config } from './config/schema.ts'
 import { GatewayError, errorMessage } from './errors.ts'
@@ -123,6 +124,7 @@ async function main (): Promise<void> {
   if (values.check) {
     if (problems.length > 0) fail(configError(values.config, problems).message)
     const applied = loaded.overrides.map((o) => `  ${o.variable} sets ${o.path}\n`).join('')
+    for (const name of unreadVariables(process.env)) process.stderr.write(`note: ${name} is not read: the parts of an option's path are separated by __ (GATEWAY_SERVER__PORT)\n`)
     process.stdout.write(`${values.config}: configuration is valid (${config.upstreams.length} upstreams)\n${applied === '' ? '' : `from the environment:\n${applied}`}`)
     return
   }

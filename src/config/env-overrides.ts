@@ -204,6 +204,19 @@ export function applyEnvironment (tree: Record<string, unknown>, env: Env, cwd =
   return overlay
 }
 
+/**
+ * Variables that look meant for an option but are not read: `GATEWAY_<SECTION>_…` with one `_` where `__`
+ * belongs (`GATEWAY_SERVER_PORT`). Only `--check` mentions them, as a note: a Kubernetes service named
+ * `gateway-server` makes such names too.
+ */
+export function unreadVariables (env: Env): string[] {
+  const sections = [...optionsOf(configJsonSchema()).keys()]
+  return Object.keys(env).filter((name) => {
+    const rest = name.slice(ENV_PREFIX.length)
+    return name.toUpperCase().startsWith(ENV_PREFIX) && !rest.includes(SEPARATOR) && sections.some((section) => normalized(rest).startsWith(section) && normalized(rest) !== section && /_/.test(rest))
+  }).sort()
+}
+
 /** Whether a problem's path is an option the environment set (its problem from the file no longer applies). */
 export function overridden (path: string, overrides: readonly EnvOverride[]): boolean {
   return overrides.some((o) => inside(path, o.path))
