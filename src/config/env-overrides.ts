@@ -201,7 +201,30 @@ export function applyEnvironment (tree: Record<string, unknown>, env: Env, cwd =
     overlay.overrides.push({ variable, path })
     overlay.hidden.push(...hiddenStrings(variable, keys, read.value))
   }
+  for (const { variable, path } of overlay.overrides) {
+    const gap = firstGap(tree, setBy.has(path) ? keysOf(path) : [])
+    if (gap !== undefined) overlay.problems.push({ path: variable, message: `leaves ${gap} empty: an entry added by index follows the last one without a gap` })
+  }
   return overlay
+}
+
+/** The keys of a formatted path (`upstreams[2].url` → upstreams, 2, url). */
+function keysOf (path: string): Key[] {
+  return [...path.matchAll(/([^.[\]]+)|\[(\d+)\]/g)].map((m) => m[2] === undefined ? m[1]! : Number(m[2]))
+}
+
+/** The first entry missing before an index on the way to `keys`, as a path, or undefined. */
+function firstGap (tree: unknown, keys: readonly Key[]): string | undefined {
+  let node = tree
+  for (const [i, key] of keys.entries()) {
+    if (typeof key === 'number' && Array.isArray(node)) {
+      const list: unknown[] = node
+      const hole = Array.from({ length: key }, (_, j) => j).find((j) => !(j in list))
+      if (hole !== undefined) return formatPath([...keys.slice(0, i), hole])
+    }
+    node = (node as Record<Key, unknown> | undefined)?.[key]
+  }
+  return undefined
 }
 
 /**

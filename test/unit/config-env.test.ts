@@ -89,6 +89,11 @@ describe('GATEWAY_… environment variables', () => {
     expect(config.upstreams.map((u) => u.name)).toEqual(['demo', 'web-search', 'extra'])
   })
 
+  it('that leave a gap in a list are refused, naming the entry left empty', () => {
+    const problems = problemsOf(TWO_UPSTREAMS, { GATEWAY_UPSTREAMS__4__NAME: 'extra', GATEWAY_UPSTREAMS__4__TRANSPORT: 'sse', GATEWAY_UPSTREAMS__4__URL: 'http://127.0.0.1:9100/sse' })
+    expect(problems).toContainEqual({ path: 'GATEWAY_UPSTREAMS__4__NAME', message: 'leaves upstreams[2] empty: an entry added by index follows the last one without a gap' })
+  })
+
   it('with a name that is no option is an error naming the variable and the options there are', () => {
     const problems = problemsOf(TWO_UPSTREAMS, { GATEWAY_SERVER__PROT: '9000', GATEWAY_SERVR__PORT: '9000', GATEWAY_UPSTREAMS__NOPE__URL: 'http://x/mcp' })
     expect(problems).toEqual([
