@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 import { parseArgs } from 'node:util'
-import { configError, readConfig, type LoadedConfig } from './config/load.ts'
+import { configError, loadConfig, readConfig, type LoadedConfig } from './config/load.ts'
 import { preflight } from './config/preflight.ts'
 import { unreadVariables } from './config/env-overrides.ts'
 import { openListenerProblems } from './config/open-listener.ts'
@@ -11,10 +11,16 @@ import { createLogger, type Logger } from './observability/logger.ts'
 import { GATEWAY_INFO } from './wire/versions.ts'
 import { logRejectedReload } from './reload/reloader.ts'
 import { upstreamSurvival } from './tasks/survival.ts'
+import { backupStore } from './store/backup.ts'
 
 const HELP = `mcp-task-gateway ${GATEWAY_INFO.version}: one MCP endpoint in front of many MCP servers; any tool can run as a task.
 
 Usage: mcp-task-gateway --config <file> [options]
+       mcp-task-gateway backup --config <file> --to <new file>
+
+Commands:
+  backup                   copy the SQLite store of the configuration into a new file while a gateway
+                           may be running on it (a consistent snapshot; see docs/operations.md)
 
 Options:
   -c, --config <file>      YAML configuration (required; see config/gateway.example.yaml)
@@ -23,6 +29,7 @@ Options:
       --log-level <level>  fatal | error | warn | info | debug | trace | silent, overrides logging.level
       --check              validate the configuration (and that stdio commands exist), list the
                            GATEWAY_… environment variables it applies, and exit
+      --to <file>          backup: the file to write (never overwritten)
   -h, --help               show this help
   -v, --version            print the version
 
@@ -80,6 +87,23 @@ async function startFailed (log: Logger, gateway: Gateway | undefined, err: unkn
   fail(errorMessage(err), err instanceof GatewayError && err.code === 'GW_ERR_CONFIG_INVALID' ? 2 : 1)
 }
 
+/** `backup`: one line on stdout saying what was copied, or the reason on stderr (exit 1). */
+async function backup (configFile: string, to: string | undefined): Promise<void> {
+  if (to === undefined) fail('backup needs --to <new file>')
+  let config: Config
+  try {
+    config = await loadConfig(configFile)
+  } catch (err) {
+    fail(err instanceof GatewayError ? err.message : errorMessage(err))
+  }
+  try {
+    const copy = backupStore(config.store, to)
+    process.stdout.write(`${copy.target}: backup of the store taken at ${copy.takenAt.toISOString()} (${copy.tasks} tasks, ${copy.bytes} bytes, ${copy.ms} ms)\n`)
+  } catch (err) {
+    fail(`backup failed: ${errorMessage(err)}`, 1)
+  }
+}
+
 async function main (): Promise<void> {
   let parsed
   try {
@@ -90,15 +114,17 @@ async function main (): Promise<void> {
         port: { type: 'string' },
         'log-level': { type: 'string' },
         check: { type: 'boolean' },
+        to: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
         version: { type: 'boolean', short: 'v' },
       },
       strict: true,
+      allowPositionals: true,
     })
   } catch (err) {
     fail(`${errorMessage(err)}\n\n${HELP}`)
   }
-  const { values } = parsed
+  const { values, positionals } = parsed
   if (values.help) {
     process.stdout.write(HELP)
     return
@@ -108,6 +134,10 @@ async function main (): Promise<void> {
     return
   }
   if (values.config === undefined) fail(`--config is required\n\n${HELP}`)
+  const [command, ...extra] = positionals
+  if (command !== undefined && (command !== 'backup' || extra.length > 0)) fail(`unknown command '${positionals.join(' ')}'\n\n${HELP}`)
+  if (command === 'backup') return backup(values.config, values.to)
+  if (values.to !== undefined) fail('--to belongs to the backup command: mcp-task-gateway backup --config <file> --to <new file>')
 
   let loaded: LoadedConfig
   try {

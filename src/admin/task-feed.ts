@@ -1,15 +1,43 @@
 import { BUS, publishOn, subscribeTo, type PayloadOf } from '../store/bus-channels.ts'
 import type { SignalBus, TaskRecord } from '../store/types.ts'
+import type { JsonObject } from '../wire/jsonrpc.ts'
 import type { TaskEvents } from '../tasks/task-events.ts'
 import { summarize, type AdminTaskSummary } from './task-view.ts'
 
-/** What changed: the task was created, moved (status or statusMessage), or an input request was queued or settled. */
-export type TaskChange = 'created' | 'status' | 'input' | 'input_settled'
+/**
+ * What changed: the task was created, moved (status or statusMessage), an input request was queued or settled,
+ * or the upstream reported progress on its call.
+ */
+export type TaskChange = 'created' | 'status' | 'input' | 'input_settled' | 'progress'
+
+/** The last progress an upstream reported on a task's call (its notifications/progress), and when it came. */
+export interface TaskProgress {
+  progress: number
+  total?: number
+  message?: string
+  /** ISO 8601 time. */
+  at: string
+}
 
 /** One message of the feed: the task as the admin API lists it, after the change. */
 export interface TaskFeedMessage {
   change: TaskChange
   task: AdminTaskSummary
+  /** With `progress` messages. */
+  progress?: TaskProgress
+}
+
+/** A task's progress is announced at most this often: an upstream may report thousands of steps a second. */
+export const PROGRESS_EVERY_MS = 250
+
+function progressOf (params: JsonObject): TaskProgress | undefined {
+  if (typeof params.progress !== 'number') return undefined
+  return {
+    progress: params.progress,
+    ...(typeof params.total === 'number' && { total: params.total }),
+    ...(typeof params.message === 'string' && { message: params.message.slice(0, 200) }),
+    at: new Date().toISOString(),
+  }
 }
 
 /**
@@ -18,8 +46,10 @@ export interface TaskFeedMessage {
  * misses one reads the task again on the next), so the task's own path does not wait for it.
  */
 export function announceTaskChanges (events: TaskEvents, bus: SignalBus): TaskEvents {
-  const announce = (change: TaskChange, task: TaskRecord): void => {
-    const message: TaskFeedMessage = { change, task: summarize(task) }
+  /** When each running task's progress was last announced (forgotten when the task moves). */
+  const progressed = new Map<string, number>()
+  const announce = (change: TaskChange, task: TaskRecord, progress?: TaskProgress): void => {
+    const message: TaskFeedMessage = { change, task: summarize(task), ...(progress && { progress }) }
     void publishOn(bus, BUS.adminTasks, undefined, message as unknown as PayloadOf<typeof BUS.adminTasks>).catch(() => {})
   }
   return {
@@ -29,6 +59,7 @@ export function announceTaskChanges (events: TaskEvents, bus: SignalBus): TaskEv
     },
     status: (task) => {
       events.status(task)
+      progressed.delete(task.id)
       announce('status', task)
     },
     input: (task, input) => {
@@ -39,7 +70,14 @@ export function announceTaskChanges (events: TaskEvents, bus: SignalBus): TaskEv
       events.inputSettled(task, key)
       announce('input_settled', task)
     },
-    progress: (task, progress) => events.progress(task, progress),
+    progress: (task, params) => {
+      events.progress(task, params)
+      const now = Date.now()
+      const progress = progressOf(params)
+      if (progress === undefined || now - (progressed.get(task.id) ?? 0) < PROGRESS_EVERY_MS) return
+      progressed.set(task.id, now)
+      announce('progress', task, progress)
+    },
     notification: (task, method, params) => events.notification(task, method, params),
   }
 }

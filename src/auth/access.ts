@@ -46,6 +46,8 @@ export interface Caller {
    * `anonymous@<client address>` (anonymousAccount), so that one address cannot take what all callers share.
    */
   readonly account?: string | undefined
+  /** The client address of the request (server.trustProxy applied): who was refused, as the dashboard shows it. */
+  readonly address?: string | undefined
 }
 
 /** The account of a caller without auth: its client address (server.trustProxy applied). */

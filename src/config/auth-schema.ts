@@ -15,7 +15,7 @@ export const authSchema = z.strictObject({
       .refine((name) => !name.startsWith('oauth:') && name !== 'anonymous' && !name.startsWith('anonymous:'), 'oauth:… names OAuth subjects and anonymous… callers without auth: choose another name')
       .describe('the name the token authenticates as; sessions and tasks belong to it; several tokens may share one. Names starting with `oauth:` or `anonymous` are refused: they belong to OAuth subjects and to callers without auth'),
     sha256: z.string().regex(/^[0-9a-fA-F]{64}$/, 'must be the hex SHA-256 of the token (64 hex digits), never the token itself')
-      .describe('hex SHA-256 of the bearer token (64 hex digits; write them in lower case), never the token itself'),
+      .describe('hex SHA-256 of the bearer token (64 hex digits, in either case), never the token itself'),
     scopes: z.array(z.string().min(1)).prefault([])
       .describe('scopes the token carries, matched against auth.permissions'),
   })).prefault([])

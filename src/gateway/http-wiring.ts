@@ -64,6 +64,7 @@ export async function wireHttp (core: GatewayCore, configSource: (() => Promise<
   const retries = new RetryRouter({ processId, states, peers, log })
   const modern = new ModernEndpoint({
     hub,
+    problems: metrics && problems,
     toolSchema: (name, access, client) => {
       try {
         return catalog.peek(client).tool(name, access).entry?.inputSchema as JsonObject | undefined
@@ -89,6 +90,7 @@ export async function wireHttp (core: GatewayCore, configSource: (() => Promise<
   })
   const legacy = new LegacyEndpoint({
     store,
+    problems: metrics && problems,
     hub,
     broker,
     inflight,
@@ -143,6 +145,7 @@ export async function wireHttp (core: GatewayCore, configSource: (() => Promise<
     isClosing: () => closing,
     metrics,
     tracing,
+    problems: metrics && problems,
   })
   if (metrics !== undefined && config.metrics.listener === 'main') registerMetricsRoute(app, metrics, config.metrics.path)
 

@@ -5,6 +5,7 @@ import { sendHttpError, writeHttpError } from '../wire/error-replies.ts'
 import type { LegacyEndpoint } from '../protocol/legacy/legacy-endpoint.ts'
 import { ANONYMOUS_CALLER, anonymousAccount, type Caller } from '../auth/access.ts'
 import type { Authenticator } from '../auth/bearer-tokens.ts'
+import type { RecentProblems } from '../observability/recent-problems.ts'
 import { isModernMessage, MODERN_PROTOCOL_VERSIONS } from '../protocol/modern/envelope.ts'
 import type { RequestId } from '../wire/jsonrpc.ts'
 import type { ModernEndpoint } from '../protocol/modern/modern-endpoint.ts'
@@ -30,6 +31,8 @@ export interface McpRouteOptions {
   metrics?: GatewayMetrics | undefined
   /** Where requests are traced; undefined when tracing is off. */
   tracing?: GatewayTracing | undefined
+  /** The refusals and errors the dashboard lists: told who made the request each one ended. */
+  problems?: RecentProblems | undefined
 }
 
 /** A JSON body's media type, parameters (`; charset=utf-8`) allowed. */
@@ -83,6 +86,7 @@ export async function registerMcpRoute (app: FastifyInstance, options: McpRouteO
     const mapped = bodyError(err, maxBodyBytes)
     if (mapped) {
       metrics?.refused(mapped)
+      options.problems?.attribute(mapped, { principal: undefined, address: request.ip })
       return sendHttpError(reply, mapped)
     }
     request.log.error({ err }, 'unhandled request error')
@@ -96,7 +100,8 @@ export async function registerMcpRoute (app: FastifyInstance, options: McpRouteO
   const anonymous = (request: FastifyRequest): Caller => {
     const header = request.headers.authorization
     const authorization = options.passAuthorization ? header : undefined
-    return { principal: undefined, access: ANONYMOUS_CALLER.access, authorization, account: anonymousAccount(request.ip) }
+    const address = request.ip
+    return { principal: undefined, access: ANONYMOUS_CALLER.access, authorization, account: anonymousAccount(address), address }
   }
 
   /** `method` and `era` label the request in the metrics; it is timed until its response ends. */
@@ -123,15 +128,20 @@ export async function registerMcpRoute (app: FastifyInstance, options: McpRouteO
     if (trace !== undefined) reply.raw.on('close', () => { trace.end(reply.raw.statusCode) })
     // Read per request: a configuration reload may replace the limiter and the authenticator.
     const limiter = options.limiter
+    let caller: Caller | undefined
     try {
       if (options.isClosing()) throw new GatewayError('GW_ERR_SHUTTING_DOWN')
       // Per address before authentication (it guards the authenticator too), per principal after it.
       if (limiter !== undefined) await limiter.checkAddress(request.ip)
-      const caller = options.authenticator === undefined ? anonymous(request) : await options.authenticator.authenticate(request.headers)
+      const authenticator = options.authenticator
+      caller = authenticator === undefined
+        ? anonymous(request)
+        : { ...await authenticator.authenticate(request.headers), address: request.ip }
       if (limiter !== undefined) await limiter.checkCaller(caller.principal, request.ip, request.body)
       await work(caller)
     } catch (err) {
       trace?.failed(err)
+      options.problems?.attribute(err, { principal: caller?.principal, address: request.ip })
       if (!reply.raw.headersSent) {
         // Refusals answered here are those with their own status (429); the others are counted where they arise.
         if (err instanceof GatewayError && err.statusCode === 429) metrics?.refused(err)

@@ -1,4 +1,5 @@
 import { GatewayError, RpcError } from '../errors.ts'
+import { shownPrincipal } from './logger.ts'
 
 /** A refusal by a limit, or a failure of an upstream call or a store operation, as the dashboard lists it. */
 export interface Problem {
@@ -10,6 +11,20 @@ export interface Problem {
   /** What refused or failed: the limit's option, `upstream <name>` or `store <operation>`. */
   source: string
   message: string
+  /**
+   * Who made the request refused or failed, once its answer named them: the principal as logs show it (a session
+   * without auth by its fingerprint, `anonymous:sha256:<12 hex>`); absent when the request had none yet (refused
+   * before authentication) or the problem belongs to no request.
+   */
+  principal?: string
+  /** The client address of that request (server.trustProxy applied). */
+  address?: string
+}
+
+/** Who made a request, as its answer knows them. */
+export interface Requester {
+  principal: string | undefined
+  address: string | undefined
 }
 
 /** How often a (kind, code, source) happened since the process started. */
@@ -46,6 +61,8 @@ export class RecentProblems {
   readonly #ring: Problem[] = []
   readonly #counts = new Map<string, ProblemCount>()
   readonly #listeners = new Set<(problem: Problem) => void>()
+  /** The problem each recorded error became, until the error is answered (see `attribute`). */
+  readonly #byError = new WeakMap<object, Problem>()
 
   constructor (size = DEFAULT_RECENT_PROBLEMS) {
     this.#size = size
@@ -57,11 +74,26 @@ export class RecentProblems {
     const problem: Problem = { at: Date.now(), kind, code, source, message }
     this.#ring.push(problem)
     if (this.#ring.length > this.#size) this.#ring.shift()
+    if (typeof err === 'object' && err !== null) this.#byError.set(err, problem)
     const key = `${kind}\n${code}\n${source}`
     const count = this.#counts.get(key)
     if (count === undefined) this.#counts.set(key, { kind, code, source, count: 1 })
     else count.count++
     for (const listener of this.#listeners) listener(problem)
+  }
+
+  /**
+   * Names who made the request that `err` refused or failed, where the request is answered (the problem was
+   * recorded where the limit or the failure was met, which knows no request). Listeners hear of it with the
+   * next snapshot; an error recorded as no problem is left alone.
+   */
+  attribute (err: unknown, who: Requester): void {
+    if (typeof err !== 'object' || err === null) return
+    const problem = this.#byError.get(err)
+    if (problem === undefined) return
+    this.#byError.delete(err)
+    if (who.principal !== undefined) problem.principal = shownPrincipal(who.principal)
+    if (who.address !== undefined) problem.address = who.address
   }
 
   snapshot (): ProblemsSnapshot {

@@ -59,7 +59,7 @@ export const BUS = Object.freeze({
     z.object({ type: z.literal('notify'), clientKey: z.string(), method: z.string(), params: jsonObject }),
   ])),
   listChanged: channel('list-changed', 1, null, 'the lists every client starts from changed', z.object({ method: z.string() })),
-  adminTasks: channel('admin-tasks', 1, null, 'a task changed, for the admin dashboards of every process', z.object({ change: z.string(), task: jsonObject })),
+  adminTasks: channel('admin-tasks', 1, null, 'a task changed, for the admin dashboards of every process', z.object({ change: z.string(), task: jsonObject, progress: jsonObject.optional() })),
 })
 
 export type BusChannelName = keyof typeof BUS

@@ -105,16 +105,21 @@ ${demoStdioYaml()}
     const taskId = String(handle.taskId)
     const owner = logged(p[0]!, 'gateway listening', 'processId')
     const seen: string[] = []
+    const progress: Json[] = []
     for await (const event of events) {
       if (event.event !== 'task') continue
-      const { change, task } = JSON.parse(event.data) as { change: string, task: Json }
+      const message = JSON.parse(event.data) as { change: string, task: Json, progress?: Json }
+      const { change, task } = message
       if (task.id !== taskId) continue
       expect(task).toMatchObject({ owner, upstream: 'demo', tool: 'slow' })
       seen.push(`${change}:${String(task.status)}`)
+      if (message.progress !== undefined) progress.push(message.progress)
       if (task.status === 'completed') break
     }
     controller.abort()
-    expect(seen).toEqual(['created:working', 'status:completed'])
+    // The upstream's progress report on the call reaches the other process's dashboards too.
+    expect(seen).toEqual(['created:working', 'progress:working', 'status:completed'])
+    expect(progress).toEqual([{ progress: 1, total: 1, message: 'step 1/1', at: expect.any(String) }])
     expect((await admin(p[1]!, 'GET', `/admin/tasks/${taskId}`)).body.timeline).toEqual([
       { type: 'created', at: expect.any(String), process: owner },
       { type: 'status', at: expect.any(String), status: 'completed', statusMessage: null, process: owner, resultBytes: expect.any(Number) },

@@ -1,13 +1,15 @@
-// The live dashboard in a real browser (headless Debian Chromium through playwright-core): the page asks for the
-// admin token, shows the upstreams, a task as it appears, waits for input and completes (pushed by the server),
-// its detail with the timeline and the pending input request, a cancel, an upstream error and a refusal.
-// Saves a screenshot.
+// The live dashboard in a real browser (headless Chromium through playwright-core; CHROMIUM_PATH, else chromium
+// on the PATH): the page asks for the admin token, shows the upstreams, a task as it appears, waits for input and
+// completes (pushed by the server), its detail with the timeline and the pending input request, a running task's
+// elapsed time and last progress, full dates with their time zone, a cancel, an upstream error and refusals with
+// who was refused. Saves a screenshot.
 import { mkdirSync } from 'node:fs'
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { chromium, type Browser, type Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { sha256Hex } from '../../src/auth/bearer-tokens.ts'
 import { TASK_STATUSES } from '../../src/wire/task-state.ts'
+import { chromiumPath } from '../helpers/chromium.ts'
 import { connectV1 } from '../helpers/clients.ts'
 import { demoStdio, startGateway, type RunningGateway } from '../helpers/gateway.ts'
 import { runTask, type StreamOutcome } from '../helpers/tasks.ts'
@@ -18,7 +20,8 @@ const ARTIFACTS = 'test-artifacts'
 const SHOWN_MS = 15_000
 
 const CHROMIUM = {
-  executablePath: '/usr/bin/chromium',
+  // Without a Chromium the file fails here, naming the package to install, before any gateway starts.
+  executablePath: chromiumPath(),
   args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
 }
 
@@ -41,7 +44,8 @@ describe('the live dashboard in a browser', () => {
   beforeAll(async () => {
     gw = await startGateway({
       upstreams: [demoStdio()],
-      tasks: { pollInterval: '50ms' },
+      // One live task per principal: the second is refused, and the refusal names who asked.
+      tasks: { pollInterval: '50ms', maxActivePerPrincipal: 1 },
       server: { shutdownGrace: '100ms', maxBodyBytes: '16kb' },
       admin: { port: 0, tokenSha256: sha256Hex(ADMIN_TOKEN) },
     })
@@ -54,7 +58,8 @@ describe('the live dashboard in a browser', () => {
       },
     })
     browser = await chromium.launch(CHROMIUM)
-    page = await browser.newPage({ viewport: { width: 1280, height: 900 } })
+    // A zone that is not the machine's (UTC here): the page must say which zone its times are in.
+    page = await browser.newPage({ viewport: { width: 1280, height: 900 }, locale: 'en-US', timezoneId: 'Asia/Kolkata' })
     page.setDefaultTimeout(SHOWN_MS)
   })
 
@@ -138,6 +143,31 @@ describe('the live dashboard in a browser', () => {
     for (const question of asked) expect(question).toMatchObject({ message: 'Dashboard colour?' })
   })
 
+  it('shows how long a running task has run and the last progress its upstream reported, with full dates and their zone', async () => {
+    const running = runTask(client, 'demo__slow', { duration: 4000, steps: 4 }, { onprogress: () => {} })
+    const row = page.locator('#tasks tbody tr[data-status="working"]')
+    await row.waitFor()
+    const cells = row.locator('td')
+    // Status, tool, principal, created, updated, elapsed, last progress, message.
+    await expect.poll(async () => await cells.nth(6).textContent(), { timeout: SHOWN_MS }).toMatch(/^[1-3]\/4 · step [1-3]\/4 · /)
+    expect(await cells.nth(6).textContent()).toMatch(/GMT\+5:30$/)
+    const first = await cells.nth(5).textContent()
+    expect(first).toMatch(/^\d+ s$/)
+    // The elapsed time moves on by itself.
+    await expect.poll(async () => await cells.nth(5).textContent(), { timeout: SHOWN_MS }).not.toBe(first)
+    // Created: the date, the time and the zone, in the browser's zone.
+    expect(await cells.nth(3).textContent()).toMatch(/^[A-Z][a-z]{2} \d{1,2}, \d{4}, \d\d:\d\d:\d\d GMT\+5:30$/)
+    const created = await cells.nth(3).locator('time').getAttribute('datetime')
+    expect(await cells.nth(3).locator('time').getAttribute('title')).toBe(new Date(created!).toISOString())
+
+    const taskId = await row.getAttribute('data-task')
+    expect((await running).result).toBeDefined()
+    const done = page.locator(`#tasks tbody tr[data-task="${taskId}"][data-status="completed"] td`)
+    await done.first().waitFor()
+    expect(await done.nth(5).textContent()).toMatch(/^[4-9] s$/)
+    expect(await done.nth(6).textContent()).toBe('–')
+  })
+
   it('cancels a running task from its detail', async () => {
     const running = runTask(client, 'demo__slow', { duration: 60_000, steps: 1 })
     const row = page.locator('#tasks tbody tr[data-status="working"]')
@@ -179,10 +209,26 @@ describe('the live dashboard in a browser', () => {
     const count = page.locator('#problem-counts tbody tr', { hasText: 'maxBodyBytes' })
     await count.waitFor()
     expect(await count.locator('td').allTextContents()).toEqual(['refusal', 'GW_ERR_HTTP_BODY_TOO_LARGE', 'maxBodyBytes', '1'])
-    expect(await page.locator('#problem-recent tbody tr').first().textContent()).toContain('maxBodyBytes')
+    const tooLargeRow = page.locator('#problem-recent tbody tr').first()
+    expect(await tooLargeRow.textContent()).toContain('maxBodyBytes')
+    // Refused before anyone authenticated: the address only.
+    expect(await tooLargeRow.locator('td').nth(3).textContent()).toBe('from 127.0.0.1')
+
+    // A second live task of the same principal is refused: the panel names the principal (a session without
+    // auth by its fingerprint, as in the logs) and its address.
+    const slow = runTask(client, 'demo__slow', { duration: 60_000, steps: 1 })
+    await page.locator('#tasks tbody tr[data-status="working"]').waitFor()
+    const refused = await runTask(client, 'demo__echo', { text: 'one too many' })
+    expect(refused.error?.message).toMatch(/GW_ERR_TASK_LIMIT|at once|active/i)
+    const limitRow = page.locator('#problem-recent tbody tr', { hasText: 'maxActivePerPrincipal' }).first()
+    await limitRow.waitFor()
+    expect(await limitRow.locator('td').nth(3).textContent()).toMatch(/^anonymous:sha256:[0-9a-f]{12} from 127\.0\.0\.1$/)
+    const working = await page.locator('#tasks tbody tr[data-status="working"]').getAttribute('data-task')
+    await client.experimental.tasks.cancelTask(working!)
+    expect((await slow).statuses.at(-1)).toBe('cancelled')
 
     // The completed task's detail, for the record.
-    await page.locator('#tasks tbody tr[data-status="completed"] button').first().click()
+    await page.locator('#tasks tbody tr[data-status="completed"]', { hasText: 'demo / ask_user' }).locator('button').click()
     await page.locator('#timeline tbody tr[data-event="input"]').waitFor()
     mkdirSync(ARTIFACTS, { recursive: true })
     await page.screenshot({ path: `${ARTIFACTS}/dashboard.png`, fullPage: true })

@@ -23,12 +23,14 @@ export interface PrivateRedis {
 
 /**
  * A Redis of the test's own (no persistence, 2 MB of memory under `policy`) and a client of it. `port` reuses a
- * port (a restart of the same server).
+ * port (a restart of the same server); `password` makes it want one (`--requirepass`), which `url` then carries;
+ * `args` are further redis-server options (`--dir` for where BGSAVE writes).
  */
-export async function privateRedis (policy = 'noeviction', port?: number): Promise<PrivateRedis> {
+export async function privateRedis (policy = 'noeviction', port?: number, password?: string, args: string[] = []): Promise<PrivateRedis> {
   port ??= await freePort()
-  const server = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--maxmemory', '2mb', '--maxmemory-policy', policy], { stdio: 'ignore' })
-  const url = `redis://127.0.0.1:${port}`
+  const auth = password === undefined ? [] : ['--requirepass', password]
+  const server = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--maxmemory', '2mb', '--maxmemory-policy', policy, ...auth, ...args], { stdio: 'ignore' })
+  const url = `redis://${password === undefined ? '' : `:${encodeURIComponent(password)}@`}127.0.0.1:${port}`
   const client = new Redis(url, { lazyConnect: true, retryStrategy: () => 50 })
   client.on('error', () => {})
   await until('the private Redis answers', async () => await client.ping().catch(() => undefined))

@@ -99,6 +99,13 @@ export const ALLOW_LIST: AllowEntry[] = [
     reason: 'A 2026-07-28 client has no session stream: list changes and log messages outside a call come only on a subscriptions/listen stream (a client that opens none gets none); directly the SDK v2 client spoke 2025-11-25 with a session.',
   },
   {
+    server: 'everything-http',
+    era: '2025-11-25',
+    item: 'notifications',
+    reason: 'The server registers its conditional tools once initialized and says so (tools/list_changed) on its GET stream; a direct client opens that stream after notifications/initialized and most often loses the notification, the gateway opens it before (Timing) and relays it.',
+    sometimes: true,
+  },
+  {
     server: [EVERYTHING, 'filesystem'],
     era: '2026-07-28',
     item: 'requests/roots/list*',

@@ -356,6 +356,16 @@ describe('the command line', () => {
     expect(result.stdout).toContain('--check')
   })
 
+  it('names the backup command in the usage, and refuses a command it does not know or --to without backup', async () => {
+    expect((await cli(['--help'])).stdout).toContain('mcp-task-gateway backup --config <file> --to <new file>')
+    const unknown = await cli(['restore', '--config', EXAMPLE_FILE])
+    expect(unknown.code).toBe(2)
+    expect(unknown.stderr).toContain("unknown command 'restore'")
+    const stray = await cli(['--config', EXAMPLE_FILE, '--to', join(dir, 'x.db')])
+    expect(stray.code).toBe(2)
+    expect(stray.stderr).toContain('--to belongs to the backup command')
+  })
+
   it('--config with a missing file exits non-zero and names the file', async () => {
     const missing = join(dir, 'missing.yaml')
     const result = await cli(['--config', missing])

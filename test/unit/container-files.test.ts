@@ -1,12 +1,10 @@
-// The Dockerfile and compose.yaml as an operator runs them: pinned base images, an init process that reaps
-// orphaned stdio grandchildren, a health check on the configured port, and stop timeouts longer than the
-// gateway's shutdown grace; compose runs the gateway on Redis with the configuration it mounts.
+// The Dockerfile as an operator runs it: pinned base images, an init process that reaps orphaned stdio
+// grandchildren, a health check on the configured port, and a stop timeout longer than the gateway's shutdown
+// grace. compose.yaml: compose-file.test.ts.
 import { readFile } from 'node:fs/promises'
 import { fileURLToPath } from 'node:url'
 import { describe, expect, it } from 'vitest'
-import { parse } from 'yaml'
 import { parseConfigText } from '../../src/config/load.ts'
-import { parseDuration } from '../../src/config/units.ts'
 
 const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url))
 /** Docker's stop timeout when `docker run` / `docker stop` are given none. */
@@ -23,27 +21,6 @@ async function dockerfile (): Promise<Array<[string, string]>> {
     const [keyword, ...rest] = line.trim().split(/\s+/)
     return [keyword!.toUpperCase(), rest.join(' ')]
   })
-}
-
-/** Compose's `${VAR:-default}`, `${VAR:?message}` and `${VAR}` with the shell's environment `env`. */
-function composeValue (value: string, env: Record<string, string>): string {
-  return value.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)(?::([-?])([^}]*))?\}/g, (_m, name: string, kind: string | undefined, text: string | undefined) => {
-    if (env[name] !== undefined) return env[name]
-    if (kind === '-') return text ?? ''
-    throw new Error(`compose would refuse to start: ${name}: ${text ?? 'not set'}`)
-  })
-}
-
-interface Service {
-  image?: string
-  build?: unknown
-  environment?: Record<string, string>
-  ports?: string[]
-  volumes?: string[]
-  depends_on?: Record<string, { condition?: string }>
-  healthcheck?: { test: string[] }
-  stop_grace_period?: string
-  command?: string[]
 }
 
 describe('the Dockerfile', () => {
@@ -85,42 +62,5 @@ describe('the Dockerfile', () => {
     // The host comes from the environment, so the error names the variable rather than its value.
     expect(() => parseConfigText(text, env)).toThrow(/server\.host: the value of \$\{GATEWAY_HOST\} is reachable from other machines and auth is off.*server\.allowUnauthenticated: true/)
     expect(parseConfigText(text, { ...env, GATEWAY_ALLOW_UNAUTHENTICATED: 'true' }).server).toMatchObject({ host: '0.0.0.0', allowUnauthenticated: true })
-  })
-})
-
-describe('compose.yaml', () => {
-  it('runs the gateway on Redis, started once Redis answers, with the configuration it mounts', async () => {
-    const compose = parse(await read('compose.yaml')) as { services: Record<string, Service>, volumes?: Record<string, unknown> }
-    const { gateway, redis } = compose.services
-    expect(gateway?.build).toBeDefined()
-    expect(redis?.image).toMatch(/^redis:\d+\.\d+\.\d+-[a-z]+$/)
-    expect(redis?.healthcheck?.test.join(' ')).toContain('redis-cli ping')
-    expect(redis?.volumes?.some((v) => v.endsWith(':/data'))).toBe(true)
-    expect(gateway?.depends_on?.redis?.condition).toBe('service_healthy')
-
-    const shell = { GATEWAY_STATE_SECRET: 'a-secret-of-at-least-32-characters!!', REDIS_PASSWORD: 'another-secret-of-32-characters!!' }
-    const env = Object.fromEntries(Object.entries(gateway!.environment ?? {}).map(([k, v]) => [k, composeValue(String(v), shell)]))
-    expect(new URL(env.REDIS_URL!).host).toBe('redis:6379')
-    const mount = gateway!.volumes!.map((v) => v.split(':')).find(([, target]) => target === '/etc/mcp-task-gateway/gateway.yaml')
-    expect(mount).toBeDefined()
-    const config = parseConfigText(await read(mount![0]!.replace(/^\.\//, '')), env)
-    expect(config.store).toMatchObject({ kind: 'redis', url: env.REDIS_URL, password: shell.REDIS_PASSWORD })
-    expect(config.server).toMatchObject({ host: '0.0.0.0', port: Number(env.GATEWAY_PORT), stateSecret: shell.GATEWAY_STATE_SECRET })
-    expect(gateway!.ports?.map((p) => composeValue(p, shell))).toContain(`${env.GATEWAY_PORT}:${env.GATEWAY_PORT}`)
-
-    const check = gateway!.healthcheck!.test.join(' ')
-    expect(check).toContain('process.env.GATEWAY_PORT')
-    expect(check).toContain('/healthz')
-    expect(parseDuration(gateway!.stop_grace_period ?? '')).toBeGreaterThanOrEqual(config.server.shutdownGrace + CLOSE_MARGIN_MS)
-  })
-
-  it('protects Redis with a password, and says in so many words that the gateway it runs is open', async () => {
-    const text = await read('compose.yaml')
-    const { gateway, redis } = (parse(text) as { services: Record<string, Service & { environment?: Record<string, string> }> }).services
-    expect(() => composeValue(redis!.command!.join(' '), {})).toThrow(/REDIS_PASSWORD/)
-    expect(redis!.command!.map((part) => composeValue(part, { REDIS_PASSWORD: 'pw' }))).toEqual(expect.arrayContaining(['--requirepass', 'pw']))
-    expect(redis!.environment?.REDISCLI_AUTH).toContain('REDIS_PASSWORD')
-    expect(gateway!.environment?.GATEWAY_ALLOW_UNAUTHENTICATED).toBe('true')
-    expect(text).toMatch(/# OPEN GATEWAY: [^\n]*no auth[^]*GATEWAY_ALLOW_UNAUTHENTICATED: "true"/)
   })
 })

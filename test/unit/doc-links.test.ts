@@ -1,4 +1,4 @@
-// Every relative link in README.md and docs/*.md points at a file that exists and, with a #fragment, at a heading
+// Every relative link in README.md, CHANGELOG.md and docs/*.md points at a file that exists and, with a #fragment, at a heading
 // of that file, so the docs cannot rot when a section moves or is renamed. Three pages are written alongside
 // other changes (tracing, reload, dashboard): a link to one of them is accepted while the file does not exist,
 // and checked like any other once it does.
@@ -77,7 +77,7 @@ function readFromDisk (path: string): string | undefined {
 }
 
 function documentation (): Map<string, string> {
-  const files = ['README.md', ...readdirSync(join(ROOT, 'docs')).filter((name) => name.endsWith('.md')).map((name) => `docs/${name}`)]
+  const files = ['README.md', 'CHANGELOG.md', ...readdirSync(join(ROOT, 'docs')).filter((name) => name.endsWith('.md')).map((name) => `docs/${name}`)]
   return new Map(files.map((file) => [file, readFileSync(join(ROOT, file), 'utf8')]))
 }
 

@@ -22,6 +22,25 @@ describe('RecentProblems', () => {
     ])
   })
 
+  it('attribute() names who made the request on the problem its error became, a session without auth by its fingerprint', () => {
+    const problems = new RecentProblems()
+    const refused = new GatewayError('GW_ERR_TASK_LIMIT', [1, 1])
+    const failed = new RpcError(-32011, 'quota exceeded')
+    problems.record('refusal', 'maxActivePerPrincipal', refused)
+    problems.record('error', 'upstream demo', failed)
+    problems.attribute(refused, { principal: 'anonymous:the-session-id', address: '192.0.2.7' })
+    problems.attribute(failed, { principal: 'ops', address: undefined })
+    // An error that became no problem, and a second answer of the same one, change nothing.
+    problems.attribute(new Error('not recorded'), { principal: 'x', address: 'y' })
+    problems.attribute(refused, { principal: 'someone else', address: '198.51.100.1' })
+
+    const [upstream, limit] = problems.snapshot().recent
+    expect(limit).toMatchObject({ principal: expect.stringMatching(/^anonymous:sha256:[0-9a-f]{12}$/), address: '192.0.2.7' })
+    expect(JSON.stringify(limit)).not.toContain('the-session-id')
+    expect(upstream).toMatchObject({ principal: 'ops' })
+    expect(upstream).not.toHaveProperty('address')
+  })
+
   it('tells its listeners of each new problem until they stop, and shortens long messages', () => {
     const problems = new RecentProblems()
     const heard: string[] = []

@@ -29,20 +29,68 @@ function cell (content, attributes = {}) {
   return el('td', attributes, content instanceof window.Node ? content : document.createTextNode(content ?? ''))
 }
 
-/** A time of today as its time of day, else with its date; `precise` adds milliseconds (timelines). */
+/**
+ * A time in full, in the browser's locale and time zone, with the zone's name (`28 Nov 2026, 10:04:05 UTC`):
+ * a screenshot or a copied row says when, wherever it is read; the tooltip holds it in ISO 8601 (UTC).
+ * `precise` adds milliseconds (timelines).
+ */
 function time (iso, precise = false) {
   if (!iso) return el('span', { class: 'muted', text: '–' })
   const date = new Date(iso)
-  const today = date.toDateString() === new Date().toDateString()
   const text = date.toLocaleString([], {
     hour12: false,
+    year: 'numeric',
+    month: 'short',
+    day: 'numeric',
     hour: '2-digit',
     minute: '2-digit',
     second: '2-digit',
     ...(precise && { fractionalSecondDigits: 3 }),
-    ...(!today && { year: 'numeric', month: 'short', day: 'numeric' }),
+    timeZoneName: 'short',
   })
   return el('time', { datetime: iso, title: date.toISOString(), text })
+}
+
+/** A span of time as people say it: `45 s`, `3 min 05 s`, `2 h 07 min`, `3 d 4 h`. */
+export function duration (ms) {
+  const s = Math.max(0, Math.floor(ms / 1000))
+  if (s < 60) return `${s} s`
+  const m = Math.floor(s / 60)
+  if (m < 60) return `${m} min ${String(s % 60).padStart(2, '0')} s`
+  const h = Math.floor(m / 60)
+  if (h < 24) return `${h} h ${String(m % 60).padStart(2, '0')} min`
+  return `${Math.floor(h / 24)} d ${h % 24} h`
+}
+
+/**
+ * How long a task has run (still running: counted on by `tickElapsed` every second) or ran (ended: from its
+ * creation to its last move).
+ */
+function elapsed (task) {
+  if (TERMINAL_STATUSES.includes(task.status)) {
+    return el('span', { class: 'elapsed', title: 'from creation to its end', text: duration(Date.parse(task.lastUpdatedAt) - Date.parse(task.createdAt)) })
+  }
+  return el('span', { class: 'elapsed', 'data-since': task.createdAt, title: 'running for', text: duration(Date.now() - Date.parse(task.createdAt)) })
+}
+
+/** Moves every running task's elapsed time on to now. */
+export function tickElapsed () {
+  const now = Date.now()
+  for (const node of document.querySelectorAll('[data-since]')) node.textContent = duration(now - Date.parse(node.dataset.since))
+}
+
+/** The last progress the upstream reported on a running task (`2/5 · step 2/5 · 12 s ago`), as the feed brought it. */
+function progressText (task, progress) {
+  if (progress === undefined || TERMINAL_STATUSES.includes(task.status)) return el('span', { class: 'muted', text: '–' })
+  const amount = progress.total === undefined ? String(progress.progress) : `${progress.progress}/${progress.total}`
+  return el('span', { class: 'progress', title: `reported ${new Date(progress.at).toISOString()}` },
+    [amount, progress.message].filter(Boolean).join(' · '), ' · ', time(progress.at))
+}
+
+/** Who was refused: the principal as logs show it and the client address, each when the request named it. */
+function requester (problem) {
+  if (problem.principal === undefined && problem.address === undefined) return el('span', { class: 'muted', text: '–' })
+  return el('span', { class: 'who' }, [problem.principal, problem.address && `from ${problem.address}`].filter(Boolean).join(' '))
 }
 
 function badge (status) {
@@ -95,13 +143,13 @@ export function renderProblems (problems) {
   replaceRows($('problem-counts').tBodies[0], counts.map((c) => el('tr', {},
     cell(el('span', { class: `badge ${c.kind}`, text: c.kind })), cell(c.code), cell(c.source), cell(String(c.count), { class: 'num' }))))
   replaceRows($('problem-recent').tBodies[0], recent.map((p) => el('tr', {},
-    cell(time(new Date(p.at).toISOString())), cell(el('span', { class: `badge ${p.kind}`, text: p.kind })), cell(p.source), cell(p.message, { class: 'message' }))))
+    cell(time(new Date(p.at).toISOString())), cell(el('span', { class: `badge ${p.kind}`, text: p.kind })), cell(p.source), cell(requester(p)), cell(p.message, { class: 'message' }))))
 }
 
 // ── tasks ─────────────────────────────────────────────────────────────────────────────────────────────────
 
-/** The task list; `more` when the list was cut at its length. */
-export function renderTaskRows (tasks, openTask, more) {
+/** The task list; `more` when the list was cut at its length; `progress`: task id → its last reported progress. */
+export function renderTaskRows (tasks, openTask, more, progress) {
   replaceRows($('tasks').tBodies[0], tasks.map((task) => el('tr', { 'data-task': task.id, 'data-status': task.status, class: task.id === openTask ? 'open' : undefined },
     el('th', { scope: 'row' }, el('button', { type: 'button', class: 'link', 'data-open': task.id, 'aria-label': `Open task ${task.id}`, text: task.id.slice(0, 10) })),
     cell(badge(task.status)),
@@ -109,6 +157,8 @@ export function renderTaskRows (tasks, openTask, more) {
     cell(task.principal),
     cell(time(task.createdAt)),
     cell(time(task.lastUpdatedAt)),
+    cell(elapsed(task), { class: 'num' }),
+    cell(progressText(task, progress.get(task.id)), { 'data-progress': '' }),
     cell(task.statusMessage ?? '', { class: 'message' }),
   )))
   $('tasks-empty').hidden = tasks.length > 0
@@ -134,7 +184,7 @@ function outcomeText (task) {
 }
 
 /** A task as GET /admin/tasks/:id gives it: summary, timeline, input requests (and the cancel button while it runs). */
-export function renderTaskDetail (task) {
+export function renderTaskDetail (task, progress) {
   $('detail').hidden = false
   $('detail-title').textContent = `Task ${task.id}`
   $('cancel').hidden = TERMINAL_STATUSES.includes(task.status)
@@ -142,6 +192,7 @@ export function renderTaskDetail (task) {
   const facts = [
     ['Status', badge(task.status)], ['Message', task.statusMessage ?? '–'], ['Tool', `${task.upstream} / ${task.tool}`],
     ['Principal', task.principal], ['Era', task.era], ['Created', time(task.createdAt)], ['Updated', time(task.lastUpdatedAt)],
+    [TERMINAL_STATUSES.includes(task.status) ? 'Took' : 'Running for', elapsed(task)], ['Last progress', progressText(task, progress)],
     ['Runs on', processName(task.owner)], ['Result', outcomeText(task)],
   ]
   $('summary').replaceChildren(...facts.flatMap(([term, value]) => [el('dt', { text: term }), el('dd', {}, value)]))

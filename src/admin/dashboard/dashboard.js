@@ -2,8 +2,8 @@
 // once, kept in this tab's sessionStorage and sent in the Authorization header of every request, the event
 // stream included (read with fetch(), since EventSource cannot send headers); it never goes into a URL.
 
-import { TASK_STATUSES } from './task-states.js'
-import { $, renderProblems, renderTaskDetail, renderTaskRows, renderUpstreams, setProcess } from './dashboard-view.js'
+import { TASK_STATUSES, TERMINAL_STATUSES } from './task-states.js'
+import { $, renderProblems, renderTaskDetail, renderTaskRows, renderUpstreams, setProcess, tickElapsed } from './dashboard-view.js'
 
 const TOKEN_KEY = 'mcp-task-gateway.admin-token'
 /** Tasks shown (and read at connect): the newest ones. */
@@ -13,6 +13,8 @@ const state = {
   token: sessionStorage.getItem(TOKEN_KEY),
   /** id → task summary, as GET /admin/tasks lists them. */
   tasks: new Map(),
+  /** id → the last progress the feed reported for a running task (since the page opened). */
+  progress: new Map(),
   openTask: null,
   stream: null,
   retryMs: 1000,
@@ -115,6 +117,7 @@ async function dispatch (event, data) {
     if (state.openTask) await refreshTask(state.openTask).catch((err) => { if (err instanceof AuthError) throw err })
     setConnection('Live', 'live')
   } else if (event === 'task') {
+    if (data.change === 'progress' && data.progress) state.progress.set(data.task.id, data.progress)
     taskChanged(data.task)
   } else if (event === 'upstreams') {
     renderUpstreams(data.upstreams)
@@ -139,6 +142,7 @@ async function loadTasks () {
 }
 
 function taskChanged (task) {
+  if (TERMINAL_STATUSES.includes(task.status)) state.progress.delete(task.id)
   const known = state.tasks.get(task.id)
   // A change announced late (signals can overtake each other) never replaces a newer one.
   if (known && known.lastUpdatedAt > task.lastUpdatedAt) return
@@ -158,7 +162,7 @@ function renderTasks () {
     .filter((task) => !tool || `${task.upstream}/${task.tool}`.toLowerCase().includes(tool))
     .sort((a, b) => (a.createdAt < b.createdAt ? 1 : a.createdAt > b.createdAt ? -1 : a.id < b.id ? 1 : -1))
     .slice(0, TASK_ROWS)
-  renderTaskRows(rows, state.openTask, rows.length === TASK_ROWS)
+  renderTaskRows(rows, state.openTask, rows.length === TASK_ROWS, state.progress)
 }
 
 // ── one task ──────────────────────────────────────────────────────────────────────────────────────────────
@@ -176,7 +180,7 @@ async function showTask (id, focus = true) {
 
 function renderTask (task, focus) {
   state.openTask = task.id
-  renderTaskDetail(task)
+  renderTaskDetail(task, state.progress.get(task.id))
   if (focus) $('detail-title').focus()
 }
 
@@ -236,3 +240,6 @@ function start () {
 }
 
 start()
+
+// Running tasks' elapsed times move on every second, without a reload of the list.
+setInterval(tickElapsed, 1000)

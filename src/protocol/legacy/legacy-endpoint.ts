@@ -19,6 +19,7 @@ import { PostExchange } from '../../streams/post-exchange.ts'
 import { checkStoredSizes, initializeResult, validateInitialize } from './initialize.ts'
 import type { StreamHub } from '../../streams/stream-hub.ts'
 import { listChangeAnsweredBy } from '../../wire/list-changes.ts'
+import type { RecentProblems } from '../../observability/recent-problems.ts'
 
 export interface LegacyEndpointDeps {
   store: GatewayStore
@@ -45,6 +46,8 @@ export interface LegacyEndpointDeps {
   onSessionClosed (sessionId: string): void
   /** A notification of the client for its upstream sessions (roots/list_changed). */
   onClientNotification (clientKey: string, method: string, params: JsonObject): void
+  /** The refusals and errors the dashboard lists: told who made the request each one ended. */
+  problems?: RecentProblems | undefined
 }
 
 /** Records a session's use at most this often, and at least four times per idle timeout. */
@@ -213,6 +216,7 @@ export class LegacyEndpoint {
       } else {
         if (!(err instanceof GatewayError) || err.statusCode >= 500) deps.log.warn({ err, method: request.method, sessionId: session.id }, 'request failed')
         trace?.failed(err)
+        deps.problems?.attribute(err, { principal: session.principal, address: caller.address })
         exchange.respond(errorResponse(request.id, err))
       }
     } finally {

@@ -11,6 +11,7 @@ import { classifyMessage, progressTokenOf, resultMessage, type JsonObject, type 
 import { ExchangeContext } from '../../streams/exchange-context.ts'
 import { PostExchange } from '../../streams/post-exchange.ts'
 import type { StreamHub } from '../../streams/stream-hub.ts'
+import type { RecentProblems } from '../../observability/recent-problems.ts'
 import { checkHeaders, type ToolSchemaLookup } from './header-checks.ts'
 import { modernErrorStatus, readEnvelope, withoutEnvelope, type Envelope } from './envelope.ts'
 
@@ -24,6 +25,8 @@ export interface ModernEndpointDeps {
   shutdown: AbortSignal
   /** The input schema of a tool `access` may use, as `client` sees it; undefined for any other. */
   toolSchema (name: string, access: Access, client: ClientRef): ReturnType<ToolSchemaLookup>
+  /** The refusals and errors the dashboard lists: told who made the request each one ended. */
+  problems?: RecentProblems | undefined
 }
 
 /** The principal of a modern request without auth: no sessions exist, task ids act as bearer capabilities. */
@@ -107,6 +110,7 @@ export class ModernEndpoint {
       else exchange.respond(resultMessage(request.id, 'resultType' in result ? result : Object.assign({}, result, COMPLETE)))
     } catch (err) {
       trace?.failed(err)
+      deps.problems?.attribute(err, { principal, address: caller.address })
       if (exchange.isDisconnected) {
         exchange.abandon()
       } else if (modernErrorStatus(err) === 400 && !res.headersSent) {
