@@ -24,15 +24,18 @@ type JsonSchema = Record<string, unknown>
 /**
  * Durations and sizes are `number | string` in zod and parsed by a transform, which JSON Schema cannot
  * express; their string branch gets the pattern of the accepted spellings instead. They are recognised by
- * the unit hint that units.ts appends to their description.
+ * the unit hint that units.ts appends to their description. The only number a duration takes is 0 (any
+ * other needs a unit).
  */
 function addUnitPatterns (json: JsonSchema): void {
   const description = typeof json.description === 'string' ? json.description : ''
-  const pattern = description.includes('(duration:') ? DURATION_PATTERN : description.includes('(size:') ? SIZE_PATTERN : undefined
+  const isDuration = description.includes('(duration:')
+  const pattern = isDuration ? DURATION_PATTERN : description.includes('(size:') ? SIZE_PATTERN : undefined
   if (pattern === undefined || !Array.isArray(json.anyOf)) return
-  for (const branch of json.anyOf as JsonSchema[]) {
-    if (branch.type === 'string') branch.pattern = pattern
-  }
+  json.anyOf = (json.anyOf as JsonSchema[]).map((branch) => {
+    if (branch.type === 'string') return { ...branch, pattern }
+    return isDuration ? { const: 0 } : branch
+  })
 }
 
 /** The JSON Schema of what may be written in the YAML file (zod's input side: defaults, strings for durations). */

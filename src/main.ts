@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 import { parseArgs } from 'node:util'
-import { configError, loadConfig } from './config/load.ts'
+import { configError, loadConfig, readConfig, type LoadedConfig } from './config/load.ts'
 import { preflight } from './config/preflight.ts'
+import { unreadVariables } from './config/env-overrides.ts'
 import { openListenerProblems } from './config/open-listener.ts'
 import type { Config } from './config/schema.ts'
 import { GatewayError, errorMessage } from './errors.ts'
@@ -26,7 +27,8 @@ Options:
       --host <address>     listen address, overrides server.host
       --port <number>      listen port, overrides server.port (0 picks a free port)
       --log-level <level>  fatal | error | warn | info | debug | trace | silent, overrides logging.level
-      --check              validate the configuration (and that stdio commands exist) and exit
+      --check              validate the configuration (and that stdio commands exist), list the
+                           GATEWAY_… environment variables it applies, and exit
       --to <file>          backup: the file to write (never overwritten)
   -h, --help               show this help
   -v, --version            print the version
@@ -137,30 +139,35 @@ async function main (): Promise<void> {
   if (command === 'backup') return backup(values.config, values.to)
   if (values.to !== undefined) fail('--to belongs to the backup command: mcp-task-gateway backup --config <file> --to <new file>')
 
-  let config: Config
+  let loaded: LoadedConfig
   try {
-    config = withOverrides(await loadConfig(values.config), values)
+    loaded = await readConfig(values.config)
   } catch (err) {
     fail(err instanceof GatewayError ? err.message : errorMessage(err))
   }
+  const config = withOverrides(loaded.config, values)
   // The file was checked with its own server.host; --host may open the listener to other machines.
   const open = values.host === undefined ? [] : openListenerProblems(config, '--host (server.host)')
   if (open.length > 0) fail(configError(values.config, open).message)
   // What can be known without starting an upstream: fatal for --check; at start the upstream reports it.
-  const problems = preflight(config)
+  const problems = preflight(config, process.env, process.cwd(), loaded.written)
   if (values.check) {
     if (problems.length > 0) fail(configError(values.config, problems).message)
-    process.stdout.write(`${values.config}: configuration is valid (${config.upstreams.length} upstreams)\n`)
+    const applied = loaded.overrides.map((o) => `  ${o.variable} sets ${o.path}\n`).join('')
+    for (const name of unreadVariables(process.env)) process.stderr.write(`note: ${name} is not read: the parts of an option's path are separated by __ (GATEWAY_SERVER__PORT)\n`)
+    process.stdout.write(`${values.config}: configuration is valid (${config.upstreams.length} upstreams)\n${applied === '' ? '' : `from the environment:\n${applied}`}`)
     return
   }
 
   const log = createLogger(config.logging)
   for (const problem of problems) log.warn({ path: problem.path }, `configuration: ${problem.message}`)
+  if (loaded.overrides.length > 0) log.info({ overrides: loaded.overrides }, 'configuration: options set by GATEWAY_… environment variables')
   const file = values.config
   // The same file again, with the same command-line overrides (SIGHUP and POST /admin/reload).
   const configSource = async (): Promise<Config> => {
-    const next = withOverrides(await loadConfig(file), values)
-    for (const problem of preflight(next)) log.warn({ path: problem.path }, `configuration: ${problem.message}`)
+    const again = await readConfig(file)
+    const next = withOverrides(again.config, values)
+    for (const problem of preflight(next, process.env, process.cwd(), again.written)) log.warn({ path: problem.path }, `configuration: ${problem.message}`)
     return next
   }
   let gateway: Gateway

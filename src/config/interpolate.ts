@@ -1,4 +1,5 @@
 import { isPair, isScalar, isSeq, visit, type Document } from 'yaml'
+import { readSecretFile } from './secret-file.ts'
 
 /** One problem found in a configuration, with the YAML path it belongs to. */
 export interface ConfigProblem {
@@ -40,20 +41,34 @@ export function newInterpolation (): Interpolation {
   return { problems: [], missing: new Set(), interpolated: [] }
 }
 
-const VARIABLE = /\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g
+/** `${VAR}`, `${VAR:-default}`, or `${file:/run/secrets/x}` (the file's content: see secret-file.ts). */
+const VARIABLE = /\$\{(?:file:([^}]+)|([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?)\}/g
 
-const WHOLE_VARIABLE = /^\$\{[A-Za-z_][A-Za-z0-9_]*(?::-[^}]*)?\}$/
+const WHOLE_VARIABLE = /^\$\{(?:file:[^}]+|[A-Za-z_][A-Za-z0-9_]*(?::-[^}]*)?)\}$/
 
 /** A value that is exactly one `${…}` in a plain (unquoted) scalar may stand for a number or a boolean (`port: ${PORT:-8080}`). */
-function typed (text: string): string | number | boolean {
+export function typed (text: string): string | number | boolean {
   if (text === 'true' || text === 'false') return text === 'true'
   return /^-?\d+(\.\d+)?$/.test(text) ? Number(text) : text
 }
 
-/** Replaces `${VAR}` and `${VAR:-default}` in one string; a variable that is unset and has no default is a problem. */
+/**
+ * Replaces `${VAR}`, `${VAR:-default}` and `${file:…}` in one string; a variable that is unset and has no
+ * default, or a file that cannot be read, is a problem.
+ */
 function substitute (value: string, env: Env, path: string, found: Interpolation): string {
   const parts: Interpolated['parts'] = []
-  const replaced = value.replace(VARIABLE, (_match, name: string, fallback: string | undefined) => {
+  const replaced = value.replace(VARIABLE, (_match, file: string | undefined, name: string, fallback: string | undefined) => {
+    if (file !== undefined) {
+      const read = readSecretFile(file)
+      if ('value' in read) {
+        parts.push({ name: `file:${file}`, value: read.value })
+        return read.value
+      }
+      found.problems.push({ path, message: read.problem })
+      found.missing.add(path)
+      return ''
+    }
     const set = env[name]
     if (set !== undefined && set !== '') {
       parts.push({ name, value: set })

@@ -4,8 +4,10 @@ import type { z } from 'zod'
 import { GatewayError, errorMessage } from '../errors.ts'
 import { formatPath, hideInterpolated, interpolateDocument, interpolateTree, newInterpolation, type ConfigProblem, type Env, type Interpolation } from './interpolate.ts'
 import { configSchema, upstreamCommonSchema, upstreamVariants, type Config } from './schema.ts'
+import { applyEnvironment, overridden, type EnvOverride } from './env-overrides.ts'
 
 export { formatPath, type ConfigProblem } from './interpolate.ts'
+export type { EnvOverride } from './env-overrides.ts'
 
 /** Upstream names must be unique; checked on the raw tree so it is reported even when other fields are wrong. */
 function duplicateNames (tree: unknown): ConfigProblem[] {
@@ -56,9 +58,24 @@ function otherUpstreamProblems (tree: unknown, index: number): ConfigProblem[] {
     .map((issue) => ({ path: formatPath(['upstreams', index, ...issue.path]), message: describeIssue(issue) }))
 }
 
-/** Validates an interpolated tree; a path whose variable is missing gets no second problem from the schema. */
-function validate (tree: unknown, found: Interpolation, source: string): Config {
-  const problems = [...found.problems, ...duplicateNames(tree)]
+/** A configuration as loaded: the options in force, the GATEWAY_… variables that set some, and the tree as written. */
+export interface LoadedConfig {
+  config: Config
+  overrides: EnvOverride[]
+  /** What the file and the environment wrote, before defaults: what an option left out would not tell (see preflight). */
+  written: unknown
+}
+
+/**
+ * Applies the environment's options to an interpolated tree and validates it; a path whose variable or
+ * secret file is missing gets no second problem from the schema, and none at all when the environment sets it.
+ */
+function validate (tree: unknown, env: Env, found: Interpolation, source: string): LoadedConfig {
+  const overlay = tree !== null && typeof tree === 'object' && !Array.isArray(tree)
+    ? applyEnvironment(tree as Record<string, unknown>, env)
+    : { overrides: [], problems: [], hidden: [] }
+  for (const path of found.missing) if (overridden(path, overlay.overrides)) found.missing.delete(path)
+  const problems = [...found.problems.filter((p) => !overridden(p.path, overlay.overrides)), ...overlay.problems, ...duplicateNames(tree)]
   const result = configSchema.safeParse(tree)
   if (!result.success) {
     const covered = (path: string): boolean => [...found.missing].some((m) => path === m || path.startsWith(`${m}.`) || path.startsWith(`${m}[`))
@@ -72,15 +89,19 @@ function validate (tree: unknown, found: Interpolation, source: string): Config 
       }
     }
   }
-  if (problems.length > 0 || !result.success) throw configError(source, hideInterpolated(problems, found.interpolated))
-  return deepFreeze(result.data)
+  const hidden = [...found.interpolated, ...overlay.hidden]
+  if (problems.length > 0 || !result.success) throw configError(source, hideInterpolated(problems, hidden))
+  return { config: deepFreeze(result.data), overrides: overlay.overrides, written: tree }
 }
 
-/** Validates an already-parsed configuration tree; throws one GW_ERR_CONFIG_INVALID listing every problem. */
+/**
+ * Validates an already-parsed configuration tree, with the options the environment sets (GATEWAY_…__…);
+ * throws one GW_ERR_CONFIG_INVALID listing every problem.
+ */
 export function parseConfig (raw: unknown, env: Env = process.env, source = 'configuration'): Config {
   const found = newInterpolation()
   const tree = interpolateTree(raw ?? {}, env, found)
-  return validate(tree, found, source)
+  return validate(tree, env, found, source).config
 }
 
 export function configError (source: string, problems: readonly ConfigProblem[]): GatewayError {
@@ -88,8 +109,8 @@ export function configError (source: string, problems: readonly ConfigProblem[])
   return new GatewayError('GW_ERR_CONFIG_INVALID', [`${source}\n${lines}`], { data: problems })
 }
 
-/** Parses YAML text; syntax errors are reported with their line and column. */
-export function parseConfigText (text: string, env: Env = process.env, source = 'configuration'): Config {
+/** Parses YAML text, with the options the environment sets; syntax errors are reported with their line and column. */
+export function readConfigText (text: string, env: Env = process.env, source = 'configuration'): LoadedConfig {
   const doc = parseDocument(text, { prettyErrors: true })
   if (doc.errors.length > 0) {
     throw configError(source, doc.errors.map((e) => ({
@@ -99,15 +120,24 @@ export function parseConfigText (text: string, env: Env = process.env, source = 
   }
   const found = newInterpolation()
   interpolateDocument(doc, env, found)
-  return validate(doc.toJS() ?? {}, found, source)
+  return validate(doc.toJS() ?? {}, env, found, source)
 }
 
-export async function loadConfig (file: string, env: Env = process.env): Promise<Config> {
+export function parseConfigText (text: string, env: Env = process.env, source = 'configuration'): Config {
+  return readConfigText(text, env, source).config
+}
+
+/** Reads and validates a configuration file, with the options the environment sets. */
+export async function readConfig (file: string, env: Env = process.env): Promise<LoadedConfig> {
   let text: string
   try {
     text = await readFile(file, 'utf8')
   } catch (err) {
     throw new GatewayError('GW_ERR_CONFIG_READ', [file, errorMessage(err)], { cause: err })
   }
-  return parseConfigText(text, env, file)
+  return readConfigText(text, env, file)
+}
+
+export async function loadConfig (file: string, env: Env = process.env): Promise<Config> {
+  return (await readConfig(file, env)).config
 }

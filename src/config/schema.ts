@@ -1,6 +1,7 @@
 import { z } from 'zod'
 import { duration, size } from './units.ts'
 import { openListenerProblems } from './open-listener.ts'
+import { sharedPortProblems } from './listener-ports.ts'
 import { originEntryProblem } from './origin-entry.ts'
 import { authSchema } from './auth-schema.ts'
 
@@ -337,6 +338,7 @@ export const configSchema = z.strictObject({
   path: ['server', 'stateSecret'],
 }).superRefine((config, ctx) => {
   for (const problem of openListenerProblems(config)) ctx.addIssue({ code: 'custom', message: problem.message, path: ['server', 'host'] })
+  for (const problem of sharedPortProblems(config)) ctx.addIssue({ code: 'custom', message: problem.message, path: ['admin', 'port'] })
 })
 
 export type Config = z.output<typeof configSchema>

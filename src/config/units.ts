@@ -27,10 +27,19 @@ export function formatDuration (ms: number): string {
   return `${ms}ms`
 }
 
-/** A duration written as `500ms`, `30s`, `10m`, `1h`, `2d` or a number of milliseconds; parsed to milliseconds. */
+/** What to write instead of a bare number of a duration: it used to mean milliseconds, most who write one mean seconds. */
+function unitHint (value: number): string {
+  return `a duration needs a unit: write ${value}s or ${value * 1000}ms (a bare ${value} meant ${value} milliseconds; write ${value}ms to keep that)`
+}
+
+/** A duration written as `500ms`, `30s`, `10m`, `1h` or `2d` (a bare `0` too: it is the same in every unit); parsed to milliseconds. */
 export function duration (description: string) {
-  return z.union([z.number().int().nonnegative(), z.string()])
+  return z.union([z.number(), z.string()])
     .transform((value, ctx) => {
+      if (typeof value === 'number' && value !== 0) {
+        ctx.addIssue({ code: 'custom', message: Number.isFinite(value) && value > 0 ? unitHint(value) : `'${value}' is not a duration; write e.g. 500ms, 30s, 10m, 1h or 2d` })
+        return z.NEVER
+      }
       const ms = typeof value === 'number' ? value : parseDuration(value)
       if (ms === undefined) {
         ctx.addIssue({ code: 'custom', message: `'${String(value)}' is not a duration; write e.g. 500ms, 30s, 10m, 1h or 2d` })
@@ -42,7 +51,7 @@ export function duration (description: string) {
       }
       return ms
     })
-    .describe(`${description} (duration: 500ms, 30s, 10m, 1h, 2d, or milliseconds)`)
+    .describe(`${description} (duration: 500ms, 30s, 10m, 1h, 2d, or 0)`)
 }
 
 /** A size written as `512kb`, `4mb` or a number of bytes; parsed to bytes. */

@@ -1,5 +1,6 @@
-// `--check` checks what can be checked without starting an upstream: stdio commands and working directories
-// that do not exist, and upstreams whose names are certain to collide.
+// `--check` checks what can be checked without starting an upstream: stdio commands, their scripts and working
+// directories that do not exist, upstreams whose names are certain to collide, permissions and listeners that
+// cannot work as written, and which GATEWAY_… environment variables it applied.
 import { execFile, execFileSync } from 'node:child_process'
 import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
@@ -23,10 +24,10 @@ describe('--check', () => {
   })
 
   /** Runs `src/main.ts --check` on a YAML text with a small, known environment. */
-  async function check (yaml: string): Promise<{ code: number, stdout: string, stderr: string }> {
+  async function check (yaml: string, variables: Record<string, string> = {}): Promise<{ code: number, stdout: string, stderr: string }> {
     const file = join(dir, `gateway-${Math.random().toString(36).slice(2)}.yaml`)
     await writeFile(file, yaml)
-    const env = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? tmpdir() }
+    const env = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? tmpdir(), ...variables }
     try {
       const { stdout, stderr } = await execFileAsync(process.execPath, [GATEWAY_MAIN, '--config', file, '--check'], { cwd: REPO_ROOT, env, timeout: 20_000 })
       return { code: 0, stdout, stderr }
@@ -116,15 +117,103 @@ describe('--check', () => {
     const script = join(dir, 'run-server')
     await writeFile(script, '#!/bin/sh\n')
     await chmod(script, 0o755)
+    const other = join(dir, 'other.js')
+    await writeFile(other, '')
     const result = await check([
       'upstreams:',
       "  - { name: one, prefix: '', transport: stdio, command: node, args: [dist/demo/main.js] }",
-      "  - { name: two, prefix: '', transport: stdio, command: node, args: [other.js] }",
+      `  - { name: two, prefix: '', transport: stdio, command: node, args: [${JSON.stringify(other)}] }`,
       `  - { name: three, transport: stdio, command: ./run-server, cwd: ${JSON.stringify(dir)} }`,
       '',
     ].join('\n'))
     expect(result.stderr).toBe('')
     expect(result.code).toBe(0)
     expect(result.stdout).toContain('configuration is valid (3 upstreams)')
+  })
+
+  it('fails on a permission naming an upstream that does not exist, or a pattern that matches none', async () => {
+    const result = await check([
+      'auth:',
+      `  tokens: [{ principal: alice, sha256: ${'a'.repeat(64)}, scopes: [read] }]`,
+      '  permissions:',
+      '    - { scope: read, upstreams: [demo, serach, "web-*"] }',
+      'upstreams:',
+      '  - { name: demo, transport: stdio, command: node }',
+      '  - { name: search, transport: stdio, command: node, args: [-e, "0"] }',
+      '',
+    ].join('\n'))
+    expect(result.code).toBe(2)
+    expect(result.stderr).toContain("auth.permissions[0].upstreams[1]: no upstream is named 'serach' (upstreams: demo, search)")
+    expect(result.stderr).toContain("auth.permissions[0].upstreams[2]: 'web-*' matches no upstream (upstreams: demo, search)")
+    expect(result.stderr).not.toContain('upstreams[0]:')
+  })
+
+  it('fails on metrics written for the admin listener when no admin listener is configured', async () => {
+    const upstream = 'upstreams:\n  - { name: a, transport: stdio, command: node }\n'
+    const failed = await check(`metrics: { path: /prom }\n${upstream}`)
+    expect(failed.code).toBe(2)
+    expect(failed.stderr).toContain('metrics.listener: metrics are served on the admin listener (listener: admin, the default), and no admin listener is configured')
+    for (const fine of ['', 'metrics: { enabled: false }\n', 'metrics: { listener: main }\n', `admin: { port: 0, tokenSha256: ${'a'.repeat(64)} }\nmetrics: { path: /prom }\n`]) {
+      const result = await check(`${fine}${upstream}`)
+      expect(result.stderr, fine).toBe('')
+      expect(result.code, fine).toBe(0)
+    }
+  })
+
+  it('fails on an admin port equal to the MCP port on the same host, or on a wildcard address', async () => {
+    const upstream = 'upstreams:\n  - { name: a, transport: stdio, command: node }\n'
+    const admin = (host: string, port: number): string => `admin: { host: ${JSON.stringify(host)}, port: ${port}, tokenSha256: ${'a'.repeat(64)} }\n`
+    const same = await check(`server: { port: 9000 }\n${admin('127.0.0.1', 9000)}${upstream}`)
+    expect(same.code).toBe(2)
+    expect(same.stderr).toContain("admin.port: 9000 is the MCP listener's port too (server.port) on 127.0.0.1")
+    const wildcard = await check(`server: { port: 9000 }\n${admin('0.0.0.0', 9000)}${upstream}`)
+    expect(wildcard.code).toBe(2)
+    expect(wildcard.stderr).toContain('admin.port: 9000 is the MCP listener')
+    for (const fine of [`server: { port: 0 }\n${admin('127.0.0.1', 0)}`, `server: { port: 9000 }\n${admin('127.0.0.2', 9000)}`, `server: { port: 9000 }\n${admin('127.0.0.1', 9001)}`]) {
+      const result = await check(`${fine}${upstream}`)
+      expect(result.stderr, fine).toBe('')
+      expect(result.code, fine).toBe(0)
+    }
+  })
+
+  it('fails on the script of a node or python upstream that does not exist; leaves flags, package names and code alone', async () => {
+    const result = await check([
+      'upstreams:',
+      '  - { name: a, transport: stdio, command: node, args: [dist/no-such-server.js] }',
+      `  - { name: b, transport: stdio, command: python3, args: [-u, ${JSON.stringify(join(dir, 'server.py'))}, --port, "1"] }`,
+      '  - { name: c, transport: stdio, command: node, args: [--enable-source-maps, ./missing/main.mjs, ./data] }',
+      '  - { name: d, transport: stdio, command: npx, args: [-y, "@modelcontextprotocol/server-memory", ./not-a-script.js] }',
+      '  - { name: e, transport: stdio, command: node, args: [-e, "require(\'./x.js\')", ./y.js] }',
+      '  - { name: f, transport: stdio, command: python3, args: [-m, mcp_server_time, ./z.py] }',
+      '  - { name: g, transport: stdio, command: node, args: [--import, tsx, dist/demo/main.js] }',
+      '',
+    ].join('\n'))
+    expect(result.code).toBe(2)
+    expect(result.stderr).toContain("upstreams[0].args[0]: the script 'dist/no-such-server.js' does not exist (relative to the gateway's working directory)")
+    expect(result.stderr).toContain(`upstreams[1].args[1]: the script '${join(dir, 'server.py')}' does not exist`)
+    expect(result.stderr).toContain("upstreams[2].args[1]: the script './missing/main.mjs' does not exist")
+    expect(result.stderr).not.toMatch(/upstreams\[[3-6]\]/)
+  })
+
+  it('refuses a duration written as a bare number, and says what to write', async () => {
+    const result = await check('server: { shutdownGrace: 15 }\nupstreams:\n  - { name: a, transport: stdio, command: node }\n')
+    expect(result.code).toBe(2)
+    expect(result.stderr).toContain('server.shutdownGrace: a duration needs a unit: write 15s or 15000ms')
+  })
+
+  it('says which GATEWAY_… variables it applied to which options, and fails on one that names no option', async () => {
+    const upstream = 'upstreams:\n  - { name: a, transport: stdio, command: node }\n'
+    const applied = await check(upstream, { GATEWAY_SERVER__PORT: '9000', GATEWAY_UPSTREAMS__A__ARGS: '[dist/demo/main.js]' })
+    expect(applied.stderr).toBe('')
+    expect(applied.code).toBe(0)
+    expect(applied.stdout).toContain('GATEWAY_SERVER__PORT sets server.port')
+    expect(applied.stdout).toContain('GATEWAY_UPSTREAMS__A__ARGS sets upstreams[0].args')
+    expect(applied.stdout).not.toContain('9000')
+    const unread = await check(upstream, { GATEWAY_SERVER_PORT: '9000', GATEWAY_SERVICE_HOST: '10.0.0.1' })
+    expect(unread.code).toBe(0)
+    expect(unread.stderr).toBe("note: GATEWAY_SERVER_PORT is not read: the parts of an option's path are separated by __ (GATEWAY_SERVER__PORT)\n")
+    const typo = await check(upstream, { GATEWAY_SERVER__PORTT: '9000' })
+    expect(typo.code).toBe(2)
+    expect(typo.stderr).toContain("GATEWAY_SERVER__PORTT: 'PORTT' is no option of server")
   })
 })

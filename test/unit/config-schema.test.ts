@@ -47,13 +47,13 @@ describe('config/gateway.schema.json', () => {
     expect(committed, 'config/gateway.schema.json is stale: run npm run config:schema').toBe(renderConfigJsonSchema())
   })
 
-  it('describes the input side: durations and sizes as strings with a pattern or as numbers, with their defaults', () => {
+  it('describes the input side: durations as strings with a pattern (or 0), sizes as strings with a pattern or as numbers, with their defaults', () => {
     const schema = configJsonSchema() as { properties: Record<string, { properties: Record<string, JsonSchema> }> }
     const server = schema.properties.server!.properties
     expect(server.sessionIdleTimeout).toMatchObject({
       default: '1h',
       description: expect.stringContaining('delete a session unused for this long'),
-      anyOf: [{ type: 'integer', minimum: 0 }, { type: 'string', pattern: DURATION_PATTERN }],
+      anyOf: [{ const: 0 }, { type: 'string', pattern: DURATION_PATTERN }],
     })
     expect(server.maxBodyBytes).toMatchObject({ default: '4mb', anyOf: [{ type: 'integer' }, { type: 'string', pattern: SIZE_PATTERN }] })
     expect(server.port).toMatchObject({ type: 'integer', default: 8080 })
@@ -88,11 +88,12 @@ describe('the JSON Schema and the loader agree', () => {
 
   it.each([
     ['a minimal configuration', { upstreams: [upstream] }, true],
-    ['durations and sizes as strings and numbers', { server: { maxBodyBytes: '512kb', sseKeepAlive: 5000 }, upstreams: [{ ...upstream, timeouts: { call: '2 h' } }] }, true],
+    ['durations and sizes as strings and numbers', { server: { maxBodyBytes: 524_288, sseKeepAlive: '5s', shutdownGrace: 0 }, upstreams: [{ ...upstream, timeouts: { call: '2 h' } }] }, true],
+    ['a duration as a bare number other than 0', { server: { shutdownGrace: 15 }, upstreams: [upstream] }, false],
     ['an unknown option', { upstreams: [{ ...upstream, timeout: '5s' }] }, false],
     ['an unknown section', { upstreams: [upstream], plugins: {} }, false],
     ['tasks, auth and task settings', {
-      tasks: { defaultTtl: '10m', maxTtl: '2d', pollInterval: 500, maxActivePerPrincipal: 5, maxQueuedInputs: 2, sweepInterval: '1m' },
+      tasks: { defaultTtl: '10m', maxTtl: '2d', pollInterval: '500ms', maxActivePerPrincipal: 5, maxQueuedInputs: 2, sweepInterval: '1m' },
       auth: { tokens: [{ principal: 'alice', sha256: 'ab'.repeat(32) }] },
       upstreams: [{ ...upstream, taskSupport: 'required', toolSettings: { job: { taskSupport: 'forbidden', idempotent: true } } }],
     }, true],

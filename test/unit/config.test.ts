@@ -138,7 +138,6 @@ describe('durations and sizes', () => {
     ['2d', 172_800_000],
     ['1.5s', 1500],
     ['"2 H"', 7_200_000],
-    ['250', 250],
     ['0', 0],
   ])('duration %s is %i ms', (written, ms) => {
     expect(parseConfigText(withUpstream(`timeouts: { call: ${written} }`), {}).upstreams[0]!.timeouts.call).toBe(ms)
@@ -147,6 +146,11 @@ describe('durations and sizes', () => {
   it.each(['10 parsecs', '"-5s"', '"1 week"', '"1h30m"'])('rejects duration %s and says what to write', (written) => {
     const { problems } = problemsOf(withUpstream(`timeouts: { call: ${written} }`))
     expect(problems).toEqual([{ path: 'upstreams[0].timeouts.call', message: expect.stringContaining('write e.g. 500ms, 30s, 10m, 1h or 2d') }])
+  })
+
+  it('rejects a bare number other than 0 (it used to mean milliseconds), saying how to write it with a unit', () => {
+    expect(problemsOf(withUpstream('idleTimeout: 15')).problems).toEqual([{ path: 'upstreams[0].idleTimeout', message: 'a duration needs a unit: write 15s or 15000ms (a bare 15 meant 15 milliseconds; write 15ms to keep that)' }])
+    expect(problemsOf('server:\n  shutdownGrace: ${GRACE}\n' + withUpstream(), { GRACE: '30' }).problems).toEqual([{ path: 'server.shutdownGrace', message: expect.stringContaining('a duration needs a unit') }])
   })
 
   it('rejects negative numbers and durations too long for a timer', () => {
