@@ -102,7 +102,7 @@ describe('Redis keys over many short-lived tasks and sessions', () => {
       // requests stop for a while, awaiting twenty task creations, is idle to the gateway), and no later than
       // the tasks' TTL, so the run ends when the tasks expire.
       server: { sessionIdleTimeout: '20s', stateSecret: STATE_SECRET },
-      tasks: { defaultTtl: TTL_MS, maxTtl: TTL_MS, sweepInterval: '200ms', pollInterval: '50ms', decide: 'always', maxActivePerPrincipal: 1000 },
+      tasks: { defaultTtl: `${TTL_MS}ms`, maxTtl: `${TTL_MS}ms`, sweepInterval: '200ms', pollInterval: '50ms', decide: 'always', maxActivePerPrincipal: 1000 },
       // A client's upstream session (and with it the record of which process serves the client) ends with the
       // client's session, or once unused for idleTimeout (2026-07-28 clients have no session to end).
       upstreams: [{ name: 'demo', transport: 'streamable-http', url: demo.url, maxConcurrentCalls: 64, idleTimeout: '1s' }],
