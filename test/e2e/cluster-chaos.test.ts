@@ -1,4 +1,3 @@
-import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startUpstream, type StartedUpstream } from '../fixtures/spawn-upstream.ts'
 import { DEMO_MAIN } from '../helpers/built.ts'
@@ -6,15 +5,16 @@ import { startCluster, type Cluster } from '../helpers/cluster.ts'
 import { startGateway, type RunningGateway } from '../helpers/gateway.ts'
 import { ModernRaw } from '../helpers/modern-raw.ts'
 import { legacyTask, RawSession } from '../helpers/raw-session.ts'
-import { REDIS_URL } from '../helpers/redis.ts'
+import { SHARED_KINDS } from '../helpers/shared-store.ts'
 import { until } from '../helpers/until.ts'
+import type { GatewayStore } from '../../src/store/types.ts'
 
 type Json = Record<string, unknown>
 
 const LEASE_MS = 2000
 /** Failover bound: the lease lapses, then a survivor's next scan (every lease/5) takes the tasks over. */
 const FAILOVER_MS = LEASE_MS + LEASE_MS / 5
-/** Room for the machine: process scheduling, Redis round trips, the survivor's first scan after the kill. */
+/** Room for the machine: process scheduling, store round trips, the survivor's first scan after the kill. */
 const SLACK_MS = 1500
 /** Far longer than the test runs. */
 const LONG_MS = 600_000
@@ -57,13 +57,14 @@ function legacyStatus (reply: Json): Json {
  * replayable calls, runs the idempotent tool again, and fails the rest; nothing that had completed is lost; the
  * survivors log no unhandled error.
  */
-describe('chaos: one of three gateway processes killed with SIGKILL under 340 tasks', () => {
+describe.each(SHARED_KINDS)('chaos: one of three gateway processes on %s killed with SIGKILL under 340 tasks', (kind) => {
   let demo: StartedUpstream
   let modernUpstream: RunningGateway
   let everything: StartedUpstream
   let replayable: StartedUpstream
   let cluster: Cluster
-  let redis: Redis
+  /** The processes' store, read by the test: what each task records, and who owns it. */
+  let store: GatewayStore
 
   beforeAll(async () => {
     ;[demo, everything, replayable] = await Promise.all([
@@ -107,12 +108,12 @@ upstreams:
     url: ${JSON.stringify(replayable.url)}
     maxConcurrentCalls: 400
   - { name: m, transport: streamable-http, url: ${JSON.stringify(modernUpstream.url)}, era: auto, maxConcurrentCalls: 400, prompts: { deny: ['*'] }, resources: { deny: ['*'] } }
-`)
-    redis = new Redis(REDIS_URL)
+`, { store: kind })
+    store = await cluster.store.open()
   }, 60_000)
 
   afterAll(async () => {
-    await redis?.quit()
+    await store?.close()
     await cluster?.close()
     await modernUpstream?.close()
     await demo?.close()
@@ -234,8 +235,8 @@ upstreams:
     }))
     // Each call's stream is recorded as replayable before the kill (a call killed before that is lost).
     await until('every replayable call recorded', async () => {
-      const stored = await Promise.all(tracked.filter((t) => t.replayed === true).map(async (t) => await redis.hget(`${cluster.prefix}task:${t.id}`, 'res')))
-      return stored.every((res) => res?.includes('"stream"') === true) ? true : undefined
+      const stored = await Promise.all(tracked.filter((t) => t.replayed === true).map(async (t) => await store.tasks.get(t.id, Date.now())))
+      return stored.every((task) => task?.resume?.kind === 'stream') ? true : undefined
     })
     // Read in parallel batches: one by one, a loaded machine took so long that every task had ended before the kill.
     for (let start = 0; start < tracked.length; start += 25) {
@@ -247,16 +248,16 @@ upstreams:
     // A client's tasks run on its home process: the victim is the process running the most long tasks (the two
     // clients that have them live on at most two processes, so it runs at least 20), and others besides.
     const ids = cluster.processes.map((process) => (JSON.parse(process.lines.find((line) => line.includes('"gateway listening"'))!) as Json).processId as string)
-    const owners = await Promise.all(tracked.map(async (t) => await redis.hget(`${cluster.prefix}task:${t.id}`, 'owner')))
+    const owners = await Promise.all(tracked.map(async (t) => (await store.tasks.get(t.id, Date.now()))?.owner))
     const longRunning = ids.map((id) => tracked.filter((t, n) => t.long && owners[n] === id).length)
     const victimIndex = longRunning.indexOf(Math.max(...longRunning))
     const victimId = ids[victimIndex]!
-    expect(await redis.zscore(`${cluster.prefix}owners`, victimId)).not.toBeNull()
+    expect(await store.leases.alive(victimId, Date.now())).toBe(true)
     const killedAt = Date.now()
     await cluster.kill(victimIndex)
-    // What the victim left behind, read from Redis before any survivor can have taken it over.
-    const stored = await Promise.all(tracked.map(async (t) => await redis.hmget(`${cluster.prefix}task:${t.id}`, 'owner', 'status')))
-    const orphans = tracked.filter((_, n) => stored[n]![0] === victimId && !TERMINAL.has(stored[n]![1] ?? ''))
+    // What the victim left behind, read from the store before any survivor can have taken it over.
+    const stored = await Promise.all(tracked.map(async (t) => await store.tasks.get(t.id, Date.now())))
+    const orphans = tracked.filter((_, n) => stored[n]?.owner === victimId && !TERMINAL.has(stored[n]?.status ?? ''))
     // The questions of the upstream's own tasks, asked before the kill, are answered now, through any process.
     const answeringNatives = [
       ...tracked.filter((t) => t.native).map(async (task) => { await answer(task, { interpretation: 'after the kill' }) }),

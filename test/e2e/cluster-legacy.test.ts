@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { startCluster, type Cluster } from '../helpers/cluster.ts'
+import { SHARED_KINDS } from '../helpers/shared-store.ts'
 import { connectV1, textOf } from '../helpers/clients.ts'
 import { demoStdioYaml, type GatewayProcess } from '../helpers/process.ts'
 import { next, RawSession } from '../helpers/raw-session.ts'
@@ -49,11 +50,11 @@ async function createTask (session: RawSession, name: string, args: Json, meta: 
 }
 
 /**
- * Three gateway processes on one Redis behind a round-robin balancer with no affinity, serving
+ * Three gateway processes on one shared store (Redis, then PostgreSQL) behind a round-robin balancer with no affinity, serving
  * 2025-11-25 (initialize) sessions: whatever process a request lands on, relayed requests get their
  * answers, cancellations reach the running call, and a task's messages reach the client's streams.
  */
-describe('2025-era sessions across three gateway processes behind a round-robin balancer', () => {
+describe.each(SHARED_KINDS)('2025-era sessions across three gateway processes on %s behind a round-robin balancer', (kind) => {
   let cluster: Cluster
   let p: [string, string, string]
   let client: Client
@@ -71,7 +72,7 @@ ${demoStdioYaml('single')}
     maxConcurrentCalls: 1
     tools: { allow: [slow, ask_user] }
     resources: { deny: ['*'] }
-`)
+`, { store: kind })
     p = cluster.processes.map((g) => g.url) as [string, string, string]
     client = await connectV1(cluster.url, {
       onElicit: (params) => ({ action: 'accept', content: { name: answers.get(String(params.message)) ?? names.shift() ?? `unnamed (asked: ${String(params.message)})` } }),

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { fixture } from '../helpers/built.ts'
 import { startCluster, type Cluster } from '../helpers/cluster.ts'
+import { SHARED_KINDS } from '../helpers/shared-store.ts'
 import { demoStdioYaml, loggedLine, type GatewayProcess } from '../helpers/process.ts'
 import { ModernRaw } from '../helpers/modern-raw.ts'
 import { readSse } from '../helpers/sse.ts'
@@ -63,18 +64,18 @@ async function listen (
 }
 
 /**
- * Three gateway processes on one Redis behind a round-robin balancer without affinity: a 2026-07-28 call
+ * Three gateway processes on one shared store (Redis, then PostgreSQL) behind a round-robin balancer without affinity: a 2026-07-28 call
  * waiting for input is held by the process that started it, and its retries and task requests work from
  * any process.
  */
-describe('2026-07-28 clients of several gateway processes', () => {
+describe.each(SHARED_KINDS)('2026-07-28 clients of several gateway processes on %s', (kind) => {
   let cluster: Cluster
   let p: GatewayProcess[]
 
   beforeAll(async () => {
     cluster = await startCluster(`logging: { level: debug }
 tasks: { pollInterval: 50ms, decide: { after: 500ms, input: round } }
-${UPSTREAMS}`)
+${UPSTREAMS}`, { store: kind })
     p = cluster.processes
   })
 
@@ -197,14 +198,14 @@ const LEASE_MS = 2000
 const LOST_WITHIN_MS = 4 * LEASE_MS + 5000
 
 /** A retry for a call whose process died gets GW_ERR_PEER_LOST, never a hang. */
-describe('2026-07-28 retries when the process holding the call is lost', () => {
+describe.each(SHARED_KINDS)('2026-07-28 retries on %s when the process holding the call is lost', (kind) => {
   let cluster: Cluster
   let p: GatewayProcess[]
 
   beforeAll(async () => {
     cluster = await startCluster(`logging: { level: debug }
 tasks: { pollInterval: 50ms, ownerLease: ${LEASE_MS}ms }
-${UPSTREAMS}`)
+${UPSTREAMS}`, { store: kind })
     p = cluster.processes
   })
 

@@ -1,4 +1,3 @@
-import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startUpstream, type StartedUpstream } from '../fixtures/spawn-upstream.ts'
 import { startCluster, type Cluster } from '../helpers/cluster.ts'
@@ -7,8 +6,9 @@ import { DEMO_MAIN } from '../helpers/built.ts'
 import { startGateway, type RunningGateway } from '../helpers/gateway.ts'
 import type { GatewayProcess } from '../helpers/process.ts'
 import { legacyTask, next, RawSession } from '../helpers/raw-session.ts'
-import { REDIS_URL } from '../helpers/redis.ts'
+import { SHARED_KINDS } from '../helpers/shared-store.ts'
 import { until } from '../helpers/until.ts'
+import type { GatewayStore, TaskRecord } from '../../src/store/types.ts'
 
 type Json = Record<string, unknown>
 
@@ -16,15 +16,15 @@ const TOOL = 'ev__simulate-research-query'
 const TASKS = 50
 
 /**
- * A rolling deploy: three gateway processes on one Redis behind a round-robin balancer, in front of
- * @modelcontextprotocol/server-everything over Streamable HTTP, are replaced one after another (SIGTERM, then a
- * new process in its place) while 50 tasks run as the server's own tasks, half of them waiting for the user to
- * answer a question, 10 more as plain calls of an upstream that replays its call streams, and 10 as tasks of a
- * 2026-07-28 upstream with the tasks extension (the gateway itself, in front of the demo server). Every process
- * hands its tasks over as it stops; every task completes with the upstream's real result, each ran once
+ * A rolling deploy: three gateway processes on one shared store (Redis, then PostgreSQL) behind a round-robin
+ * balancer, in front of @modelcontextprotocol/server-everything over Streamable HTTP, are replaced one after another
+ * (SIGTERM, then a new process in its place) while 50 tasks run as the server's own tasks, half of them waiting for
+ * the user to answer a question, 10 more as plain calls of an upstream that replays its call streams, and 10 as
+ * tasks of a 2026-07-28 upstream with the tasks extension (the gateway itself, in front of the demo server). Every
+ * process hands its tasks over as it stops; every task completes with the upstream's real result, each ran once
  * upstream, and the questions asked before the deploy are answered after it.
  */
-describe('a rolling restart of all three processes while 50 tasks run', () => {
+describe.each(SHARED_KINDS)('a rolling restart of all three processes on %s while 50 tasks run', (kind) => {
   let everything: StartedUpstream
   let replayable: StartedUpstream
   let proxy: CountingProxy
@@ -33,7 +33,9 @@ describe('a rolling restart of all three processes while 50 tasks run', () => {
   let modern: RunningGateway
   let modernProxy: CountingProxy
   let cluster: Cluster
-  let redis: Redis
+  /** The processes' store, read by the test: what each task records for the process that takes it over. */
+  let store: GatewayStore
+  const stored = async (id: string): Promise<TaskRecord | null> => await store.tasks.get(id, Date.now())
 
   beforeAll(async () => {
     ;[everything, replayable] = await Promise.all([
@@ -60,12 +62,12 @@ upstreams:
     transport: streamable-http
     url: ${JSON.stringify(replayProxy.url)}
   - { name: m, transport: streamable-http, url: ${JSON.stringify(modernProxy.url)}, era: auto }
-`)
-    redis = new Redis(REDIS_URL)
+`, { store: kind })
+    store = await cluster.store.open()
   }, 90_000)
 
   afterAll(async () => {
-    redis?.disconnect()
+    await store?.close()
     await cluster?.close()
     await proxy?.close()
     await replayProxy?.close()
@@ -89,8 +91,8 @@ upstreams:
       return { i, session, asks, id }
     }))
     await until('every 2026-07-28 upstream task recorded, and each question asked', async () => {
-      const followed = await Promise.all(modernTasks.map(async (task) => await redis.hmget(`${cluster.prefix}task:${task.id}`, 'res', 'status')))
-      return followed.every(([res, status], n) => res?.includes('"native"') === true && (!modernTasks[n]!.asks || status === 'input_required')) ? true : undefined
+      const followed = await Promise.all(modernTasks.map(async (task) => await stored(task.id)))
+      return followed.every((task, n) => task?.resume?.kind === 'native' && (!modernTasks[n]!.asks || task.status === 'input_required')) ? true : undefined
     }, { timeoutMs: 60_000 })
     const tasks = await Promise.all(Array.from({ length: TASKS }, async (_, i) => {
       const session = sessions[i % sessions.length]!
@@ -105,13 +107,13 @@ upstreams:
     // Every task runs upstream, recorded where; every question is asked (and stored for its client). A task that
     // asks nothing may be over already on a loaded machine (its record is cleared as it ends): it is checked below.
     await until('every task recording its upstream task', async () => {
-      const stored = await Promise.all(tasks.map(async (task) => await redis.hmget(`${cluster.prefix}task:${task.id}`, 'res', 'status')))
-      const streams = await Promise.all(calls.map(async (call) => await redis.hmget(`${cluster.prefix}task:${call.id}`, 'res', 'status')))
-      const asked = stored.every(([res, status], n) => {
-        const recorded = res !== null && res !== ''
-        return tasks[n]!.ambiguous ? recorded && status === 'input_required' : recorded || status === 'completed'
+      const records = await Promise.all(tasks.map(async (task) => await stored(task.id)))
+      const streams = await Promise.all(calls.map(async (call) => await stored(call.id)))
+      const asked = records.every((task, n) => {
+        const recorded = task?.resume != null
+        return tasks[n]!.ambiguous ? recorded && task?.status === 'input_required' : recorded || task?.status === 'completed'
       })
-      return asked && streams.every(([res, status]) => res?.includes('"stream"') === true || status === 'completed') ? true : undefined
+      return asked && streams.every((call) => call?.resume?.kind === 'stream' || call?.status === 'completed') ? true : undefined
     }, { timeoutMs: 60_000 })
 
     const stopped: GatewayProcess[] = []
@@ -127,7 +129,7 @@ upstreams:
     // a task waiting for its answer runs through the whole deploy, so it was handed over at least once.
     expect(handedOver[0]).toBeGreaterThan(0)
     for (const task of tasks.filter((t) => t.ambiguous)) {
-      const timeline = (await redis.lrange(`${cluster.prefix}events:${task.id}`, 0, -1)).map((entry) => JSON.parse(entry) as Json)
+      const timeline = await store.tasks.timeline(task.id)
       expect(timeline.filter((event) => event.type === 'claimed').length, `task ${task.i}`).toBeGreaterThan(0)
     }
 

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { fixture } from '../helpers/built.ts'
 import { startCluster, type Cluster } from '../helpers/cluster.ts'
+import { SHARED_KINDS } from '../helpers/shared-store.ts'
 import { connectV1, textOf } from '../helpers/clients.ts'
 import { ModernRaw } from '../helpers/modern-raw.ts'
 import { runTask } from '../helpers/tasks.ts'
@@ -13,11 +14,11 @@ async function call (client: Client, name: string, args: Json = {}): Promise<str
 }
 
 /**
- * Three gateway processes on one Redis behind a round-robin balancer with no affinity, in front of a
+ * Three gateway processes on one shared store (Redis, then PostgreSQL) behind a round-robin balancer with no affinity, in front of a
  * stdio server that keeps state per process: every request of a client, whichever process it lands on,
  * reaches the one upstream session (one child process, on the client's home process) that serves it.
  */
-describe('a stateful stdio upstream behind three gateway processes', () => {
+describe.each(SHARED_KINDS)('a stateful stdio upstream behind three gateway processes on %s', (kind) => {
   let cluster: Cluster
   let alice: Client
 
@@ -28,7 +29,7 @@ upstreams:
     transport: stdio
     command: ${JSON.stringify(process.execPath)}
     args: [${fixture('stateful-upstream')}]
-`)
+`, { store: kind })
     alice = await connectV1(cluster.url)
   })
 

@@ -1,49 +1,46 @@
-import { randomUUID } from 'node:crypto'
-import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it, type TestContext } from 'vitest'
 import { startUpstream } from '../fixtures/spawn-upstream.ts'
 import { CountingProxy } from '../helpers/counting-proxy.ts'
 import { startGateway, type RunningGateway } from '../helpers/gateway.ts'
 import { loggedLine, stopAll, writeConfig, type GatewayProcess } from '../helpers/process.ts'
 import { legacyTask, next, RawSession } from '../helpers/raw-session.ts'
-import { purge, REDIS_URL, STATE_SECRET } from '../helpers/redis.ts'
-import { expectCompleted, recordedInRedis, startPair, startResumeUpstreams, type ResumeKind, type ResumeUpstreams } from '../helpers/resume.ts'
+import { STATE_SECRET } from '../helpers/redis.ts'
+import { SHARED_KINDS, sharedStore, type SharedKind, type SharedStore } from '../helpers/shared-store.ts'
+import { expectCompleted, recordedInStore, startPair, startResumeUpstreams, type ResumeKind, type ResumeUpstreams } from '../helpers/resume.ts'
 
 type Json = Record<string, unknown>
 
 const TOOL = 'ev__simulate-research-query'
 
 /**
- * Two gateway processes on one Redis; the one that runs the tasks is killed with SIGKILL mid-task, and the other
- * adopts them. In front of @modelcontextprotocol/server-everything over Streamable HTTP (`simulate-research-query`
- * runs as the server's own task, four stages of a second; its other tools are plain calls whose streams it
- * replays with its own event store) and of an upstream that replays its call streams (plain calls): the new owner
- * reaches the upstream tasks again, or reads the rest of the calls' streams, on the same upstream sessions, and
- * the client sees the tasks finish with the upstream's real results.
+ * Two gateway processes on one shared store (Redis, then PostgreSQL); the one that runs the tasks is killed with
+ * SIGKILL mid-task, and the other adopts them. In front of @modelcontextprotocol/server-everything over Streamable
+ * HTTP (`simulate-research-query` runs as the server's own task, four stages of a second; its other tools are plain
+ * calls whose streams it replays with its own event store) and of an upstream that replays its call streams (plain
+ * calls): the new owner reaches the upstream tasks again, or reads the rest of the calls' streams, on the same
+ * upstream sessions, and the client sees the tasks finish with the upstream's real results.
  *
- * The tests run concurrently: most of their time is spent waiting on leases and upstream stages. Each has its own
- * key prefix (its processes see no other test's tasks or leases) and its own counting proxies in front of the
- * shared upstreams (its counts are its own calls'); the one that restarts its upstream has an upstream of its own.
- * Their gateway processes connect only to the upstream the test calls, and those that connect to server-everything
- * start one pair at a time: on a loaded machine it takes seconds to open a session, and many at once outlast a start.
+ * The tests of one store run concurrently (the stores one after another): most of their time is spent waiting on
+ * leases and upstream stages. Each has its own key prefix or schema (its processes see no other test's tasks or
+ * leases) and its own counting proxies in front of the shared upstreams (its counts are its own calls'); the one
+ * that restarts its upstream has an upstream of its own. Their gateway processes connect only to the upstream the
+ * test calls, and those that connect to server-everything start one pair at a time: on a loaded machine it takes
+ * seconds to open a session, and many at once outlast a start.
  */
-describe.concurrent('running tasks survive the death of their gateway process', () => {
+describe.each(SHARED_KINDS)('running tasks on %s survive the death of their gateway process', (kind: SharedKind) => {
   let upstreams: ResumeUpstreams
-  let redis: Redis
 
   beforeAll(async () => {
     upstreams = await startResumeUpstreams()
-    redis = new Redis(REDIS_URL)
   }, 90_000)
 
   afterAll(async () => {
-    redis?.disconnect()
     await upstreams?.close()
   })
 
-  /** One test's own store prefix, counting proxies, config file and processes, all removed when the test ends. */
+  /** One test's own place in the store, counting proxies, config file and processes, all removed when the test ends. */
   interface Scenario {
-    prefix: string
+    store: SharedStore
     uses: 'ev' | 'rp'
     everythingProxy: CountingProxy
     replayProxy: CountingProxy
@@ -54,12 +51,12 @@ describe.concurrent('running tasks survive the death of their gateway process', 
 
   /** `uses`: the upstream the test's processes connect to (`ev` server-everything, `rp` the replaying upstream). */
   async function scenario (onTestFinished: TestContext['onTestFinished'], uses: 'ev' | 'rp', replayUrl = upstreams.replayable.url): Promise<Scenario> {
-    const prefix = `mcpgw-resume:${randomUUID()}:`
+    const store = sharedStore(kind, 'mcpgw-resume')
     const everythingProxy = new CountingProxy(upstreams.everything.url)
     const replayProxy = new CountingProxy(replayUrl)
     await Promise.all([everythingProxy.listen(), replayProxy.listen()])
     const file = writeConfig(`
-store: { kind: redis, url: ${JSON.stringify(REDIS_URL)}, prefix: ${JSON.stringify(prefix)} }
+store: ${store.yaml}
 server: { stateSecret: ${JSON.stringify(STATE_SECRET)} }
 tasks: { pollInterval: 50ms, ownerLease: 2s }
 upstreams:
@@ -67,12 +64,12 @@ ${uses === 'ev'
   ? `  - { name: ev, transport: streamable-http, url: ${JSON.stringify(everythingProxy.url)}, timeouts: { connect: 60s } }`
   : `  - { name: rp, transport: streamable-http, url: ${JSON.stringify(replayProxy.url)} }`}
 `)
-    const s: Scenario = { prefix, uses, everythingProxy, replayProxy, file, processes: [], inProcess: [] }
+    const s: Scenario = { store, uses, everythingProxy, replayProxy, file, processes: [], inProcess: [] }
     onTestFinished(async () => {
       await stopAll(s.processes)
       await Promise.all(s.inProcess.map(async (gw) => await gw.close()))
       await Promise.all([everythingProxy.close(), replayProxy.close()])
-      await purge(prefix)
+      await store.drop()
     })
     return s
   }
@@ -88,8 +85,13 @@ ${uses === 'ev'
   }
 
   /** Waits until the store says, for each task, how another process reaches its upstream work again. */
-  async function recorded (s: Scenario, taskIds: string[], kind: ResumeKind): Promise<void> {
-    await recordedInRedis(redis, s.prefix, taskIds, kind)
+  async function recorded (s: Scenario, taskIds: string[], resume: ResumeKind): Promise<void> {
+    const store = await s.store.open()
+    try {
+      await recordedInStore(store, taskIds, resume)
+    } finally {
+      await store.close()
+    }
   }
 
   /**
@@ -118,7 +120,7 @@ ${uses === 'ev'
     }
   }
 
-  it('SIGKILL of the owner mid-task: every task completes with its real report, none run twice upstream', async ({ onTestFinished }) => {
+  it.concurrent('SIGKILL of the owner mid-task: every task completes with its real report, none run twice upstream', async ({ onTestFinished }) => {
     const s = await scenario(onTestFinished, 'ev')
     const [a, b] = await pair(s)
     const session = await RawSession.open(a.url)
@@ -130,7 +132,7 @@ ${uses === 'ev'
     expect(s.everythingProxy.count('tools/call simulate-research-query')).toBe(10)
   })
 
-  it('a plain call whose stream the upstream replays (its own event store) completes after the kill, called once', async ({ onTestFinished }) => {
+  it.concurrent('a plain call whose stream the upstream replays (its own event store) completes after the kill, called once', async ({ onTestFinished }) => {
     const s = await scenario(onTestFinished, 'ev')
     const [a, b] = await pair(s)
     const session = await RawSession.open(a.url)
@@ -144,7 +146,7 @@ ${uses === 'ev'
     expect(s.everythingProxy.count('tools/call trigger-long-running-operation')).toBe(1)
   })
 
-  it('an elicitation the upstream task asked before the kill is answered through the process that adopted it', async ({ onTestFinished }) => {
+  it.concurrent('an elicitation the upstream task asked before the kill is answered through the process that adopted it', async ({ onTestFinished }) => {
     const s = await scenario(onTestFinished, 'ev')
     const [a, b] = await pair(s)
     const session = await RawSession.open(a.url, { elicitation: { form: {} } })
@@ -167,7 +169,7 @@ ${uses === 'ev'
     expect((await viaB.waitFor(taskId, ['completed', 'failed'])).status).toBe('completed')
   })
 
-  it('an elicitation answered after another process adopted the task reaches the upstream task', async ({ onTestFinished }) => {
+  it.concurrent('an elicitation answered after another process adopted the task reaches the upstream task', async ({ onTestFinished }) => {
     const s = await scenario(onTestFinished, 'ev')
     const [a, b] = await pair(s)
     const session = await RawSession.open(a.url, { elicitation: { form: {} } })
@@ -178,7 +180,7 @@ ${uses === 'ev'
     expect(JSON.stringify(result)).toContain('mercury (the planet)')
   })
 
-  it('plain calls, SIGKILL of the owner mid-call: every task completes with the call\'s real result, none called twice', async ({ onTestFinished }) => {
+  it.concurrent('plain calls, SIGKILL of the owner mid-call: every task completes with the call\'s real result, none called twice', async ({ onTestFinished }) => {
     const s = await scenario(onTestFinished, 'rp')
     const [a, b] = await pair(s)
     const session = await RawSession.open(a.url)
@@ -191,7 +193,7 @@ ${uses === 'ev'
     expect(s.replayProxy.count('notifications/cancelled')).toBe(0)
   })
 
-  it('plain calls: a question the call asked before the kill is answered through the process that adopted it', async ({ onTestFinished }) => {
+  it.concurrent('plain calls: a question the call asked before the kill is answered through the process that adopted it', async ({ onTestFinished }) => {
     const s = await scenario(onTestFinished, 'rp')
     const [a, b] = await pair(s)
     const session = await RawSession.open(a.url, { elicitation: { form: {} } })
@@ -203,7 +205,7 @@ ${uses === 'ev'
     expect(JSON.stringify(result)).toContain('report on tides: high at noon')
   })
 
-  it('plain calls: a task whose upstream forgot the call\'s session fails, saying why', async ({ onTestFinished }) => {
+  it.concurrent('plain calls: a task whose upstream forgot the call\'s session fails, saying why', async ({ onTestFinished }) => {
     // An upstream of its own: the test restarts it.
     let replayable = await startUpstream('test/fixtures/replayable-upstream.ts', ['--port', '0'])
     onTestFinished(async () => { await replayable.close() })
@@ -225,10 +227,9 @@ ${uses === 'ev'
     expect(result.error).toMatchObject({ code: -32603 })
   })
 
-  it('plain calls: a process shutting down hands the calls over without cancelling them upstream', async ({ onTestFinished }) => {
+  it.concurrent('plain calls: a process shutting down hands the calls over without cancelling them upstream', async ({ onTestFinished }) => {
     const s = await scenario(onTestFinished, 'rp')
-    const store = { kind: 'redis', url: REDIS_URL, prefix: s.prefix }
-    const config = { store, server: { stateSecret: STATE_SECRET }, tasks: { pollInterval: '50ms', ownerLease: '2s' }, upstreams: [{ name: 'rp', transport: 'streamable-http', url: s.replayProxy.url }] }
+    const config = { store: s.store.config, server: { stateSecret: STATE_SECRET }, tasks: { pollInterval: '50ms', ownerLease: '2s' }, upstreams: [{ name: 'rp', transport: 'streamable-http', url: s.replayProxy.url }] }
     const [a, b] = await Promise.all([startGateway(config), startGateway(config)])
     s.inProcess.push(a, b)
     const session = await RawSession.open(a.url)

@@ -1,9 +1,9 @@
-import { randomBytes, randomUUID } from 'node:crypto'
+import { randomBytes } from 'node:crypto'
 import { once } from 'node:events'
 import { createServer, request as httpRequest, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { startGatewayProcess, writeConfig, type GatewayProcess } from './process.ts'
-import { purge, REDIS_URL } from './redis.ts'
+import { sharedStore, type SharedKind, type SharedStore } from './shared-store.ts'
 import { keepIdleConnections } from './idle-connections.ts'
 
 /**
@@ -85,7 +85,8 @@ export interface Cluster {
   url: string
   balancer: RoundRobinBalancer
   processes: GatewayProcess[]
-  prefix: string
+  /** The store the processes share (a test reads what they stored through `store.open()`). */
+  store: SharedStore
   /** Kills one process with SIGKILL and takes it out of the balancer. */
   kill (index: number): Promise<void>
   /**
@@ -98,20 +99,22 @@ export interface Cluster {
 
 export interface ClusterOptions {
   count?: number
+  /** The store the processes share (default redis): a fresh key prefix or schema, removed at close. */
+  store?: SharedKind
   /** Entries of the `server` section (the helper adds a shared `stateSecret`). */
   server?: Record<string, unknown>
 }
 
 /**
- * `count` (default 3) real gateway processes (the CLI) on one Redis key prefix, sharing a requestState
- * secret, behind a round-robin balancer. `yaml` is the rest of the config (tasks, upstreams, …) without
- * `store` and `server`.
+ * `count` (default 3) real gateway processes (the CLI) on one shared store (a fresh Redis key prefix or
+ * PostgreSQL schema), sharing a requestState secret, behind a round-robin balancer. `yaml` is the rest of the
+ * config (tasks, upstreams, …) without `store` and `server`.
  */
 export async function startCluster (yaml: string, options: ClusterOptions = {}): Promise<Cluster> {
   const count = options.count ?? 3
-  const prefix = `mcpgw-cluster:${randomUUID()}:`
+  const store = sharedStore(options.store ?? 'redis', 'mcpgw-cluster')
   const server = { stateSecret: randomBytes(32).toString('hex'), ...options.server }
-  const file = writeConfig(`store: { kind: redis, url: ${JSON.stringify(REDIS_URL)}, prefix: ${JSON.stringify(prefix)} }
+  const file = writeConfig(`store: ${store.yaml}
 server: ${JSON.stringify(server)}
 ${yaml}
 `)
@@ -122,7 +125,7 @@ ${yaml}
     url,
     balancer,
     processes,
-    prefix,
+    store,
     kill: async (index) => {
       const victim = processes[index]!
       balancer.markDown(victim.url)
@@ -143,7 +146,7 @@ ${yaml}
       await balancer.close()
       for (const p of processes) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGTERM')
       await Promise.all(processes.map(async (p) => await p.exited))
-      await purge(prefix)
+      await store.drop()
     },
   }
 }

@@ -2,6 +2,7 @@ import Database from 'better-sqlite3'
 import type { Redis } from 'ioredis'
 import { startUpstream, type StartedUpstream } from '../fixtures/spawn-upstream.ts'
 import { expect } from 'vitest'
+import type { GatewayStore } from '../../src/store/types.ts'
 import { CountingProxy } from './counting-proxy.ts'
 import { startGatewayProcess, type GatewayProcess } from './process.ts'
 import type { RawSession } from './raw-session.ts'
@@ -19,6 +20,14 @@ export async function recordedInRedis (redis: Redis, prefix: string, taskIds: re
   await until(`every task recording its ${kind === 'native' ? 'upstream task' : 'replayable stream'}`, async () => {
     const stored = await Promise.all(taskIds.map(async (id) => await redis.hget(`${prefix}task:${id}`, 'res')))
     return stored.every((res) => names(res, kind)) ? true : undefined
+  })
+}
+
+/** The same through a store of the test's own on the processes' data (any kind: see shared-store.ts). */
+export async function recordedInStore (store: GatewayStore, taskIds: readonly string[], kind: ResumeKind): Promise<void> {
+  await until(`every task recording its ${kind === 'native' ? 'upstream task' : 'replayable stream'}`, async () => {
+    const stored = await Promise.all(taskIds.map(async (id) => await store.tasks.get(id, Date.now())))
+    return stored.every((task) => task?.resume?.kind === kind) ? true : undefined
   })
 }
 
