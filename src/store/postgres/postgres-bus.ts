@@ -4,14 +4,23 @@ import type { Logger } from '../../observability/logger.ts'
 import type { JsonObject } from '../../wire/jsonrpc.ts'
 import type { BusHandler, SignalBus } from '../types.ts'
 import { busStatements, encodeMessage, listenChannel, MAX_NOTIFY_BYTES, type BusStatements } from './postgres-bus-sql.ts'
+import { BusInbox } from './postgres-bus-inbox.ts'
 import { PgListener } from './postgres-listener.ts'
 
 export { busTables } from './postgres-bus-sql.ts'
 
 /** Channels per statement when the listener table is written (one channel per running task: thousands). */
 const CHANGE_BATCH = 1000
-/** How often processes that are gone and stored messages nobody read are deleted (also at every connection). */
+/**
+ * How often processes that are gone and stored messages nobody read are deleted (also at every connection). The
+ * sweep is also the LISTEN connection's check: one that fails or gets no answer is given up for a new one.
+ */
 const SWEEP_INTERVAL_MS = 60_000
+/**
+ * Longest wait for a connection or a statement on the LISTEN connection, unless the store's settings say: a
+ * connection that stops answering (a network that lost it) is then given up instead of waited on for ever.
+ */
+const TIMEOUT_MS = 15_000
 
 export interface PostgresBusOptions {
   /** For publishing. */
@@ -52,9 +61,7 @@ export class PostgresBus implements SignalBus {
   #round: Promise<void> | null = null
   /** The last publish on each channel still in progress: the next one waits for it (order per channel). */
   readonly #tails = new Map<string, Promise<unknown>>()
-  /** Payloads received while an earlier one (a stored message) is being read: delivered in order after it. */
-  readonly #inbox: string[] = []
-  #reading = false
+  readonly #inbox: BusInbox
   #sweeper: NodeJS.Timeout | undefined
   #closed = false
 
@@ -64,12 +71,22 @@ export class PostgresBus implements SignalBus {
     this.#log = options.log
     this.#sql = busStatements(options.schema)
     this.#channel = listenChannel(options.schema, options.processId)
+    this.#inbox = new BusInbox({
+      client: () => this.#listener.client,
+      sql: this.#sql,
+      handlers: (channel) => this.#handlers.get(channel),
+      log: options.log,
+    })
     this.#listener = new PgListener({
-      connection: options.connection,
+      connection: {
+        ...options.connection,
+        connectionTimeoutMillis: options.connection.connectionTimeoutMillis ?? TIMEOUT_MS,
+        query_timeout: options.connection.query_timeout ?? TIMEOUT_MS,
+      },
       channel: this.#channel,
       setup: async (client) => await this.#register(client),
       up: () => { this.#write() },
-      notified: (payload) => this.#received(payload),
+      notified: (payload) => this.#inbox.received(payload),
       log: options.log,
     })
   }
@@ -81,7 +98,7 @@ export class PostgresBus implements SignalBus {
     } catch (err) {
       throw new GatewayError('GW_ERR_STORE_UNAVAILABLE', [`the bus could not listen on PostgreSQL (${(err as Error).message})`], { cause: err })
     }
-    this.#sweeper = setInterval(() => { void this.#sweep(this.#listener.client) }, SWEEP_INTERVAL_MS)
+    this.#sweeper = setInterval(() => { void this.#check() }, SWEEP_INTERVAL_MS)
     this.#sweeper.unref()
   }
 
@@ -219,69 +236,16 @@ export class PostgresBus implements SignalBus {
     await this.#sweep(client)
   }
 
-  async #sweep (client: pg.Client | null): Promise<void> {
-    await client?.query(this.#sql.sweep).catch((err: unknown) => {
-      this.#log?.debug({ err: (err as Error).message }, 'the bus could not sweep its tables')
-    })
-  }
-
-  /** A notification: delivered at once, or after the payloads before it (a stored message is read first). */
-  #received (payload: string): void {
-    if (!this.#reading && payload.startsWith('[')) {
-      this.#deliver(payload)
-      return
-    }
-    this.#inbox.push(payload)
-    if (!this.#reading) void this.#readInbox()
-  }
-
-  async #readInbox (): Promise<void> {
-    this.#reading = true
-    for (let payload = this.#inbox.shift(); payload !== undefined; payload = this.#inbox.shift()) {
-      const text = payload.startsWith('[') ? payload : await this.#readStored(payload)
-      if (text !== undefined) this.#deliver(text)
-    }
-    this.#reading = false
-  }
-
-  /** The text of a stored message (counted as read: the last reader deletes it); undefined when it is gone. */
-  async #readStored (id: string): Promise<string | undefined> {
+  /** Sweeps on the LISTEN connection; one on which it fails is given up (the listener opens another). */
+  async #check (): Promise<void> {
     const client = this.#listener.client
-    if (!/^\d+$/.test(id) || client === null) return undefined
-    try {
-      const result = await client.query<{ body: string, remaining: number }>({ ...this.#sql.read, values: [id] })
-      const row = result.rows[0]
-      if (row === undefined) return undefined
-      if (row.remaining <= 0) client.query({ ...this.#sql.drop, values: [id] }).catch(() => {})
-      return row.body
-    } catch {
-      return undefined
-    }
+    if (client === null) return
+    await client.query(this.#sql.sweep).catch((err: unknown) => this.#listener.drop(client, err as Error))
   }
 
-  /**
-   * Hands a message to the channel's handlers. What is not `[channel, message]` was not written by a bus and is
-   * dropped; a message that is not a JSON object is handed on as {}, which the signed bus above refuses (and
-   * counts) as unsigned.
-   */
-  #deliver (text: string): void {
-    let parsed: unknown
-    try {
-      parsed = JSON.parse(text)
-    } catch {
-      return
-    }
-    if (!Array.isArray(parsed) || parsed.length !== 2 || typeof parsed[0] !== 'string') return
-    const handlers = this.#handlers.get(parsed[0])
-    if (!handlers) return
-    const message: unknown = parsed[1]
-    const object = typeof message === 'object' && message !== null && !Array.isArray(message) ? message as JsonObject : {}
-    for (const handler of [...handlers]) {
-      try {
-        handler(object)
-      } catch (err) {
-        this.#log?.error({ err }, 'a bus handler threw')
-      }
-    }
+  async #sweep (client: pg.Client): Promise<void> {
+    await client.query(this.#sql.sweep).catch((err: unknown) => {
+      this.#log?.warn({ err: (err as Error).message }, 'the bus could not delete the rows of processes that are gone')
+    })
   }
 }
