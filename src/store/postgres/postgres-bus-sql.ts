@@ -6,7 +6,7 @@ import pg from 'pg'
  *
  * - `bus_processes`: each bus instance (a gateway process), the PostgreSQL channel it LISTENs on, and the
  *   backend pid and start time of its LISTEN connection. A row counts only while that backend is alive
- *   (`pg_stat_activity` has the same pid and start time: a pid alone may have been reused);
+ *   (pg_stat_activity has the same pid and start time: a pid alone may have been reused);
  * - `bus_listeners`: which process has handlers for which bus channel (deleted with its process);
  * - `bus_messages`: the text of a message too long for a notification (NOTIFY carries less than 8000 bytes),
  *   until each process it was sent to has read it (or 5 minutes passed: a receiver died).
@@ -14,8 +14,8 @@ import pg from 'pg'
  * The tables are UNLOGGED: nothing on them has to outlive the connections that wrote it. A crash of the server
  * empties them and ends every LISTEN connection, and each bus registers all it listens to again on its new one.
  *
- * `pg_stat_activity` shows the pid and start time of another session only to its own role (or a member of
- * pg_read_all_stats): every process of a cluster connects as the same role.
+ * pg_stat_activity shows the start time of another session only to its own role (or to a member of
+ * pg_read_all_stats): every process of a cluster connects as the same role, or its publishes count nobody else.
  */
 
 /** A bus channel and a message travel as `[channel, message]` in JSON, in the notification or in bus_messages. */
@@ -91,10 +91,12 @@ export function busStatements (schema: string): BusStatements {
   const s = pg.escapeIdentifier(schema)
   // Statement names are per connection; two stores on two schemas may share a pool's connection.
   const tag = createHash('sha256').update(schema).digest('hex').slice(0, 12)
+  // pg_stat_get_activity(pid), what the pg_stat_activity view reads, looks up that one backend: no list of every
+  // backend to join with on each publish.
   const live = `FROM ${s}.bus_listeners l
       JOIN ${s}.bus_processes p ON p.process = l.process
-      JOIN pg_stat_activity a ON a.pid = p.pid AND a.backend_start = p.backend_start
-      WHERE l.channel = $1`
+      CROSS JOIN LATERAL pg_stat_get_activity(p.pid) a
+      WHERE l.channel = $1 AND a.backend_start = p.backend_start`
   return {
     publish: {
       name: `bus-publish-${tag}`,
@@ -113,7 +115,8 @@ export function busStatements (schema: string): BusStatements {
     forget: `DELETE FROM ${s}.bus_listeners WHERE process = $1`,
     change: {
       name: `bus-change-${tag}`,
-      text: `WITH dropped AS (DELETE FROM ${s}.bus_listeners WHERE process = $1 AND channel = ANY($2::text[]))
+      // A join with the channels, not `= ANY($2)`: a generic plan of that may read every row of the process.
+      text: `WITH dropped AS (DELETE FROM ${s}.bus_listeners l USING unnest($2::text[]) AS d (channel) WHERE l.process = $1 AND l.channel = d.channel)
         INSERT INTO ${s}.bus_listeners (channel, process) SELECT unnest($3::text[]), $1 ON CONFLICT DO NOTHING`,
     },
     read: {
