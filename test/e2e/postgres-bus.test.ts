@@ -11,6 +11,7 @@ import { BUS, publishOn, subscribeTo } from '../../src/store/bus-channels.ts'
 import type { JsonObject } from '../../src/wire/jsonrpc.ts'
 import { REPO_ROOT } from '../fixtures/spawn-upstream.ts'
 import { PgRoundTrips } from '../helpers/pg-round-trips.ts'
+import { TcpProxy } from '../helpers/tcp-proxy.ts'
 import { until } from '../helpers/until.ts'
 
 /** The machine's PostgreSQL (also on CI); POSTGRES_URL overrides it. */
@@ -257,6 +258,47 @@ describe('the signal bus on PostgreSQL', () => {
     const { rows: [after] } = await pool.query<{ pid: number }>(`SELECT pid FROM ${schema}.bus_processes p JOIN ${schema}.bus_listeners l USING (process) WHERE l.channel = 'task.v1:0'`)
     expect(after!.pid).not.toBe(before!.pid)
     expect(await rowCount(pool, `${schema}.bus_listeners`)).toBe(1501)
+    expect(lines.map((line) => line.msg)).toEqual([
+      expect.stringContaining('bus connection lost'),
+      expect.stringContaining('bus connection restored'),
+    ])
+  })
+
+  it('while PostgreSQL is unreachable, resolves publishes with 0 and subscribed() at once, and takes every subscription when it is back', async () => {
+    const { schema } = await freshSchema()
+    const proxy = await TcpProxy.start(POSTGRES_URL)
+    cleanups.push(async () => await proxy.close())
+    const through = `postgres://postgres@127.0.0.1:${proxy.port}/postgres`
+    const pool = new pg.Pool({ connectionString: through, max: 2 })
+    // An idle connection of the pool that is cut is reported here (the store listens the same way).
+    pool.on('error', () => {})
+    cleanups.push(async () => await pool.end())
+    const { log, lines, events } = capturingLogger()
+    const a = await startBus(schema)
+    const b = await startBus(schema, { pool, connection: { connectionString: through }, log })
+    const before = listen(b, 'before')
+    await b.subscribed()
+    expect(await a.publish('before', { n: 0 })).toBe(1)
+    await until('the first message arrived', () => before.messages.length === 1 || undefined)
+
+    const lost = loggedLine(events, 'bus connection lost')
+    await proxy.cut('refuse')
+    await lost
+    const during = listen(b, 'during')
+    await b.subscribed()
+    expect(await b.publish('during', { n: -1 })).toBe(0)
+    // The server notices by itself that b's connection is gone; nothing announces when.
+    await until('b is no longer counted', async () => await a.publish('before', { n: -1 }) === 0 || undefined)
+
+    const restored = loggedLine(events, 'bus connection restored')
+    await proxy.restore()
+    await restored
+    await b.subscribed()
+    expect(await a.publish('during', { n: 1 })).toBe(1)
+    expect(await a.publish('before', { n: 2 })).toBe(1)
+    expect(await b.publish('before', { n: 3 })).toBe(1)
+    await until('the messages arrived', () => (during.messages.length === 1 && before.messages.length === 3) || undefined, { describeLast: () => ` (${JSON.stringify([during.messages, before.messages])})` })
+    expect(before.messages).toEqual([{ n: 0 }, { n: 2 }, { n: 3 }])
     expect(lines.map((line) => line.msg)).toEqual([
       expect.stringContaining('bus connection lost'),
       expect.stringContaining('bus connection restored'),
