@@ -28,7 +28,8 @@ async function freshSchema (): Promise<{ schema: string, pool: pg.Pool }> {
   const pool = new pg.Pool({ connectionString: POSTGRES_URL, max: 4 })
   const schema = `bus_test_${randomUUID().replaceAll('-', '')}`
   await pool.query(`CREATE SCHEMA ${schema}`)
-  for (const statement of busTables(schema)) await pool.query(statement)
+  // Twice: the store runs them at every start.
+  for (const statement of [...busTables(schema), ...busTables(schema)]) await pool.query(statement)
   cleanups.push(async () => {
     await pool.query(`DROP SCHEMA ${schema} CASCADE`)
     await pool.end()
