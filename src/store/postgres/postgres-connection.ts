@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs'
 import pg from 'pg'
 import { GatewayError } from '../../errors.ts'
 import type { Logger } from '../../observability/logger.ts'
-import { isRetryable, unavailable } from './postgres-errors.ts'
+import { isLost, isRetryable, unavailable } from './postgres-errors.ts'
 
 /** What the store needs to reach PostgreSQL (store.* of the configuration). */
 export interface PostgresConnectionOptions {
@@ -82,12 +82,19 @@ export class PostgresRunner {
     this.pool.on('error', (err) => { log?.warn({ err: err.message }, 'a PostgreSQL connection of the pool was lost; the next statement opens another') })
   }
 
-  /** The rows of one statement; a `name` makes it a prepared statement, parsed once per connection. */
+  /**
+   * The rows of one statement; a `name` makes it a prepared statement, parsed once per connection. A read (a
+   * SELECT) that met a connection the server had ended (a restart, pg_terminate_backend) before the pool noticed
+   * runs once more, on another connection: it changed nothing. A write is told (the client tries again).
+   */
   async rows<R extends object = Record<string, unknown>> (text: string, values: unknown[] = [], name?: string): Promise<R[]> {
-    try {
-      return (await this.pool.query<R>({ text, values, ...(name !== undefined && { name }) })).rows
-    } catch (err) {
-      throw this.#unavailable(err)
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return (await this.pool.query<R>({ text, values, ...(name !== undefined && { name }) })).rows
+      } catch (err) {
+        if (attempt === 1 && text.startsWith('SELECT') && isLost(err)) continue
+        throw this.#unavailable(err)
+      }
     }
   }
 

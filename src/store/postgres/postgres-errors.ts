@@ -46,3 +46,10 @@ function describe (err: unknown, pool: PoolState | undefined): string {
 export function isRetryable (err: unknown): boolean {
   return err instanceof pg.DatabaseError && (err.code === '40P01' || err.code === '40001')
 }
+
+/** Whether the connection a statement ran on was ended under it (by the server, or the network), not the statement refused. */
+export function isLost (err: unknown): boolean {
+  if (err instanceof pg.DatabaseError) return UNREACHABLE.test(err.code ?? '')
+  const message = err instanceof Error ? err.message : ''
+  return /Connection terminated|ECONNRESET|EPIPE|Client has encountered a connection error/.test(message)
+}
