@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs'
 import pg from 'pg'
 import { GatewayError } from '../../errors.ts'
 import type { Logger } from '../../observability/logger.ts'
-import { isLost, isRetryable, unavailable } from './postgres-errors.ts'
+import { isLost, isRetryable, OutageLog, unavailable } from './postgres-errors.ts'
 
 /** What the store needs to reach PostgreSQL (store.* of the configuration). */
 export interface PostgresConnectionOptions {
@@ -71,6 +71,7 @@ export class PostgresRunner {
   readonly pool: pg.Pool
   readonly #size: number
   readonly #acquireMs: number
+  readonly #outage: OutageLog
 
   constructor (config: pg.ClientConfig, size: number, acquireMs: number, log?: Logger) {
     this.#size = size
@@ -79,7 +80,8 @@ export class PostgresRunner {
     this.pool = new pg.Pool({ ...config, max: size, connectionTimeoutMillis: acquireMs, idleTimeoutMillis: 0 })
     // An idle connection the server ended (a restart, pg_terminate_backend) leaves the pool; the next statement opens
     // another. Without a listener the error would end the process.
-    this.pool.on('error', (err) => { log?.warn({ err: err.message }, 'a PostgreSQL connection of the pool was lost; the next statement opens another') })
+    this.#outage = new OutageLog(log)
+    this.pool.on('error', (err) => { this.#outage.failed(err) })
   }
 
   /**
@@ -90,7 +92,9 @@ export class PostgresRunner {
   async rows<R extends object = Record<string, unknown>> (text: string, values: unknown[] = [], name?: string): Promise<R[]> {
     for (let attempt = 1; ; attempt++) {
       try {
-        return (await this.pool.query<R>({ text, values, ...(name !== undefined && { name }) })).rows
+        const { rows } = await this.pool.query<R>({ text, values, ...(name !== undefined && { name }) })
+        this.#outage.succeeded()
+        return rows
       } catch (err) {
         if (attempt === 1 && text.startsWith('SELECT') && isLost(err)) continue
         throw this.#unavailable(err)
@@ -116,6 +120,7 @@ export class PostgresRunner {
         const query: Query = async <R extends object>(text: string, values: unknown[] = []) => (await client.query<R>(text, values)).rows
         const result = await work(query)
         await client.query('COMMIT')
+        this.#outage.succeeded()
         return result
       } catch (err) {
         await client.query('ROLLBACK').catch((rollback: unknown) => { broken = rollback as Error })
@@ -147,6 +152,7 @@ export class PostgresRunner {
   }
 
   #unavailable (err: unknown): Error {
+    this.#outage.failed(err)
     return unavailable(err, { size: this.#size, acquireMs: this.#acquireMs, open: this.pool.totalCount })
   }
 }

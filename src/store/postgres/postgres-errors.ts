@@ -1,5 +1,6 @@
 import pg from 'pg'
 import { GatewayError } from '../../errors.ts'
+import type { Logger } from '../../observability/logger.ts'
 
 /** SQLSTATE classes and codes that mean the server is gone or going, not that a statement was wrong. */
 const UNREACHABLE = /^(08|57P0[1-3])/
@@ -52,4 +53,36 @@ export function isLost (err: unknown): boolean {
   if (err instanceof pg.DatabaseError) return UNREACHABLE.test(err.code ?? '')
   const message = err instanceof Error ? err.message : ''
   return /Connection terminated|ECONNRESET|EPIPE|Client has encountered a connection error/.test(message)
+}
+
+/**
+ * Logs an outage of PostgreSQL once when it begins (a statement or an idle connection met a lost connection, or
+ * none could be opened) and once when it ends (the next statement that succeeds), not once per failed statement.
+ */
+export class OutageLog {
+  readonly #log: Logger | undefined
+  #lostAt: number | undefined
+
+  constructor (log?: Logger) {
+    this.#log = log
+  }
+
+  /** Told of every failure: one that is not a lost server (a statement refused, a limit) is no outage. */
+  failed (err: unknown): void {
+    if (this.#lostAt !== undefined || !(isLost(err) || isUnreachable(err))) return
+    this.#lostAt = Date.now()
+    this.#log?.warn({ err: describe(err, undefined) }, 'PostgreSQL connection lost; requests that need the store fail until it is back')
+  }
+
+  succeeded (): void {
+    if (this.#lostAt === undefined) return
+    this.#log?.info({ downMs: Date.now() - this.#lostAt }, 'PostgreSQL connection restored')
+    this.#lostAt = undefined
+  }
+}
+
+/** A connection that could not be opened at all (refused, unresolvable, timed out). */
+function isUnreachable (err: unknown): boolean {
+  const code = (err as NodeJS.ErrnoException | undefined)?.code
+  return typeof code === 'string' && /^(ECONNREFUSED|ENOTFOUND|EAI_AGAIN|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH)$/.test(code)
 }

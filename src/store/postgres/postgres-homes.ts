@@ -1,7 +1,7 @@
 import type { HomeStore, LeaseStore } from '../types.ts'
 import type { PostgresRunner } from './postgres-connection.ts'
 
-/** How often a claim is tried again when its home changed hands between its two reads (a race with a release). */
+/** How often a claim is tried again when the home it lost to was released before it could read it. */
 const CLAIM_ATTEMPTS = 5
 
 /** `$n` milliseconds from now on the server's clock: every process agrees on when a home lapses. */
@@ -22,14 +22,17 @@ export class PostgresHomeStore implements HomeStore {
   async claim (client: string, from: string | null, to: string, ttlMs: number): Promise<string> {
     const s = this.#s
     for (let attempt = 1; ; attempt++) {
-      // Taken when there is no home, it lapsed, or it is `from` or already `to`; else the current home is read.
-      const [row] = await this.#db.rows<{ home: string }>(`WITH taken AS (INSERT INTO ${s}.homes AS h (client, home, expires_at)
-            VALUES ($1, $3, ${fromNow(4)})
-            ON CONFLICT (client) DO UPDATE SET home = excluded.home, expires_at = excluded.expires_at
-            WHERE h.expires_at <= clock_timestamp() OR h.home = $2 OR h.home = $3 RETURNING home)
-        SELECT home FROM taken UNION ALL SELECT home FROM ${s}.homes WHERE client = $1 AND NOT EXISTS (SELECT 1 FROM taken)`,
-      [client, from, to, Math.max(1, Math.round(ttlMs))])
-      if (row !== undefined || attempt === CLAIM_ATTEMPTS) return row?.home ?? to
+      // Taken when there is no home, it lapsed, or it is `from` or already `to` (a racing claim waits for the row's
+      // lock and then sees the winner's home: not `from` any more).
+      const [taken] = await this.#db.rows<{ home: string }>(`INSERT INTO ${s}.homes AS h (client, home, expires_at)
+          VALUES ($1, $3, ${fromNow(4)})
+        ON CONFLICT (client) DO UPDATE SET home = excluded.home, expires_at = excluded.expires_at
+          WHERE h.expires_at <= clock_timestamp() OR h.home = $2 OR h.home = $3
+        RETURNING home`, [client, from, to, Math.max(1, Math.round(ttlMs))], 'gw_home_claim')
+      if (taken !== undefined) return taken.home
+      // Another home holds it: read it in a statement of its own, which sees what the winner committed.
+      const [held] = await this.#db.rows<{ home: string }>(`SELECT home FROM ${s}.homes WHERE client = $1`, [client], 'gw_home_get')
+      if (held !== undefined || attempt === CLAIM_ATTEMPTS) return held?.home ?? to
     }
   }
 
