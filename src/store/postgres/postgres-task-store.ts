@@ -105,6 +105,8 @@ export class PostgresTaskStore implements TaskStore {
     const s = this.#s
     const outcome = patch.outcome === undefined ? null : JSON.stringify(patch.outcome)
     const ended = isTerminal(to)
+    // Without a budget to check before it, the move is one statement (the row's lock taken and the move made in it).
+    if (patch.maxStoredBytes === undefined || outcome === null) return await this.#move(id, sources, to, patch, now, outcome)
     return await this.#db.transaction(async (query) => {
       const [current] = await query<Current>(`SELECT status, owner, expires_at, account, octet_length(request) AS request_bytes,
         COALESCE(octet_length(outcome), 0) AS outcome_bytes FROM ${s}.tasks WHERE id = $1 FOR UPDATE`, [id])
@@ -134,6 +136,35 @@ export class PostgresTaskStore implements TaskStore {
       ])
       return row ? toTask(row) : null
     })
+  }
+
+  /** A move in one statement: the compare-and-set on the locked row, the bytes it frees or adds, its timeline entry. */
+  async #move (
+    id: string, sources: readonly TaskStatus[], to: TaskStatus, patch: TaskPatch, now: number, outcome: string | null,
+  ): Promise<TaskRecord | null> {
+    const s = this.#s
+    const [row] = await this.#db.rows<TaskRow>(`WITH current AS (SELECT id, account, octet_length(request) AS request_bytes,
+          COALESCE(octet_length(outcome), 0) AS outcome_bytes FROM ${s}.tasks
+          WHERE id = $1 AND status = ANY($10::text[]) AND ${live(9)} AND ($11::text IS NULL OR owner = $11) FOR UPDATE),
+        changed AS (SELECT id, account, (CASE WHEN $6 THEN -request_bytes ELSE 0 END) +
+          (CASE WHEN $5::text IS NULL THEN 0 ELSE $12 - outcome_bytes END) AS change FROM current),
+        moved AS (UPDATE ${s}.tasks AS t SET status = $2,
+            status_message = CASE WHEN $3 THEN $4 ELSE t.status_message END,
+            outcome = COALESCE($5, t.outcome),
+            request = CASE WHEN $6 THEN '{}' ELSE t.request END,
+            resume = CASE WHEN $6 THEN NULL WHEN $7 THEN $8 ELSE t.resume END,
+            last_updated_at = $9, bytes = t.bytes + changed.change
+          FROM changed WHERE t.id = changed.id RETURNING ${TASK_FIELDS.split(', ').map((field) => `t.${field}`).join(', ')}),
+        counted AS (UPDATE ${s}.accounts AS a SET bytes = a.bytes + changed.change FROM changed
+          WHERE a.account = changed.account AND changed.change <> 0),
+        ${appendEvent(s, '$1::text', 13, 14, 'moved')}
+      SELECT * FROM moved`, [
+      id, to, patch.statusMessage !== undefined, patch.statusMessage ?? null, outcome, isTerminal(to), patch.resume !== undefined,
+      patch.resume == null ? null : JSON.stringify(patch.resume), now, sources, patch.asOwner ?? null,
+      outcome === null ? 0 : Buffer.byteLength(outcome), JSON.stringify(statusEvent(to, patch, now, outcome ?? undefined)),
+      TIMELINE_LIMIT - 1,
+    ], 'gw_task_move')
+    return row ? toTask(row) : null
   }
 
   async countActive (account: string, now: number, atMost = Number.MAX_SAFE_INTEGER): Promise<number> {
