@@ -102,7 +102,7 @@ export const ERRORS = {
 
   GW_ERR_STORE_SCHEMA: { status: 500, rpc: -32603, message: 'store schema version %s is newer than this gateway supports (%s); upgrade the gateway' },
   GW_ERR_STORE_UNAVAILABLE: { status: 503, rpc: -32603, message: 'the store is unavailable: %s', retryAfter: 1 },
-  GW_ERR_STORE_LOCKED: { status: 500, rpc: -32603, message: "store file '%s' is in use by the gateway process with pid %s on host %s since %s; stop that process first (one gateway process per SQLite file; use the redis store to run several)" },
+  GW_ERR_STORE_LOCKED: { status: 500, rpc: -32603, message: "store file '%s' is in use by the gateway process with pid %s on host %s since %s; stop that process first (one gateway process per SQLite file; use the redis or postgres store to run several)" },
 
   GW_ERR_PEER_LOST: { status: 503, rpc: -32603, message: 'the gateway process holding this %s is gone; start the request again' },
   GW_ERR_SHUTTING_DOWN: { status: 503, rpc: -32603, message: 'the gateway is shutting down; retry on another instance' },

@@ -1,6 +1,7 @@
 import { fileURLToPath } from 'node:url'
 import { build } from 'esbuild'
 import { Redis } from 'ioredis'
+import pg from 'pg'
 import type { TestProject } from 'vitest/node'
 import { buildDist, writeWhenChanged } from '../scripts/build.ts'
 import { COMPILED_FIXTURES, FIXTURES_OUT } from './helpers/built.ts'
@@ -9,19 +10,24 @@ declare module 'vitest' {
   export interface ProvidedContext {
     /** Why the tests that need Redis cannot run (null when Redis answered PING). */
     redisProblem: string | null
+    /** Why the tests that need PostgreSQL cannot run (null when it answered a query). */
+    postgresProblem: string | null
   }
 }
 
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
+const POSTGRES_URL = process.env.POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres'
 
 /**
- * Before any test file runs: builds what tests start as child processes, and asks Redis for a PING once. A
- * file that needs Redis (it imports test/helpers/redis.ts) then fails at once with what to start, instead of
- * every test timing out.
+ * Before any test file runs: builds what tests start as child processes, and asks Redis for a PING and
+ * PostgreSQL for a `SELECT 1` once. A file that needs one of them (it imports test/helpers/redis.ts or
+ * test/helpers/postgres.ts) then fails at once with what to start, instead of every test timing out.
  */
 export default async function setup (project: TestProject): Promise<void> {
   await Promise.all([buildDist(), compileFixtures()])
-  project.provide('redisProblem', await redisProblem())
+  const [redis, postgres] = await Promise.all([redisProblem(), postgresProblem()])
+  project.provide('redisProblem', redis)
+  project.provide('postgresProblem', postgres)
 }
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url))
@@ -64,5 +70,21 @@ async function redisProblem (): Promise<string | null> {
       '`docker run --rm -p 6379:6379 redis:7`; see docs/development.md.'
   } finally {
     redis.disconnect()
+  }
+}
+
+async function postgresProblem (): Promise<string | null> {
+  const client = new pg.Client({ connectionString: POSTGRES_URL, connectionTimeoutMillis: 2000 })
+  client.on('error', () => {})
+  try {
+    await client.connect()
+    await client.query('SELECT 1')
+    return null
+  } catch (err) {
+    return `this test file needs a PostgreSQL server at ${POSTGRES_URL} (set POSTGRES_URL for another one), ` +
+      `and none answered (${(err as Error).message.replace(/\.$/, '')}). Start one, for example with \`pg_ctlcluster 15 main start\` ` +
+      'or `docker run --rm -p 5432:5432 -e POSTGRES_HOST_AUTH_METHOD=trust postgres:15`; see docs/development.md.'
+  } finally {
+    await client.end().catch(() => {})
   }
 }

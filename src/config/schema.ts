@@ -170,7 +170,7 @@ const serverSchema = z.strictObject({
   reloadGrace: duration('time calls and tasks running on an upstream that a configuration reload removes or replaces get to finish before they are cancelled (and fail) and the old upstream is closed').prefault('5m'),
   inputHoldTimeout: duration('how long a 2026-07-28 synchronous call waiting for input (input_required) is held for the client\'s retry').prefault('10m'),
   stateSecret: z.string().min(16, 'use at least 16 characters').optional()
-    .describe('key that signs requestState values and, through a key derived from it, every message between gateway processes; required with the redis store; give every gateway process the same one (from the environment); default: random per process'),
+    .describe('key that signs requestState values and, through a key derived from it, every message between gateway processes; required with the redis and postgres stores; give every gateway process the same one (from the environment); default: random per process'),
   listCacheTtl: duration('caching hint (`ttlMs`): how long 2026-07-28 clients may cache server/discover and list results').prefault('60s'),
   trustProxy: z.union([z.boolean(), z.number().int().min(1), z.array(z.string().min(1))]).prefault(false)
     .describe('where the client address (per-address rate limit, logs) comes from: `false` the socket; `true` the first X-Forwarded-For entry; a number: that many proxy hops are trusted; a list: proxies with these addresses or CIDR ranges are trusted'),
@@ -245,6 +245,9 @@ const limitsSchema = z.strictObject({
   clientInfoBytes: size('largest `capabilities` and largest `clientInfo` (each as JSON) an `initialize` may send; the session stores both for its life, so a larger one is refused with GW_ERR_CLIENT_INFO_TOO_LARGE (-32602) and no session is created').prefault('64kb'),
 }).describe('rate limits, and bounds on sessions, streams, connections and stored bytes')
 
+/** The `sslmode` values of a PostgreSQL url the store knows (see the url's description). */
+const POSTGRES_SSLMODES = ['disable', 'require', 'verify-full']
+
 const storeSchema = z.discriminatedUnion('kind', [
   z.strictObject({ kind: z.literal('memory').describe('kept in the process, lost on exit') }),
   z.strictObject({
@@ -269,6 +272,27 @@ const storeSchema = z.discriminatedUnion('kind', [
       .refine((ms) => ms >= 1000, 'must be at least 1s').prefault('30s'),
   }).refine((store) => store.caFile === undefined || store.url.startsWith('rediss://'), {
     message: 'caFile needs a rediss:// url (TLS)',
+    path: ['caFile'],
+  }),
+  z.strictObject({
+    kind: z.literal('postgres').describe('a PostgreSQL database that several gateway processes share'),
+    url: z.string().regex(/^postgres(ql)?:\/\//, 'must start with postgres:// (or postgresql://)').prefault('postgres://127.0.0.1:5432/postgres')
+      .refine((url) => POSTGRES_SSLMODES.includes(new URL(url).searchParams.get('sslmode') ?? 'disable'), 'sslmode must be disable, require or verify-full')
+      .describe('PostgreSQL URL: postgres://[user[:password]@]host[:port]/database[?sslmode=verify-full]; `sslmode=require` or `verify-full` turns TLS on, and both verify the server certificate and name (against the system CAs, or caFile); take the password from the environment'),
+    schema: z.string().regex(/^[a-z_][a-z0-9_]{0,62}$/, 'use lower-case letters, digits and _ (a plain SQL identifier, at most 63 characters)').prefault('mcp_task_gateway')
+      .describe('schema of the gateway\'s tables, created (with the tables) and migrated at start; processes that share tasks must use the same one'),
+    password: z.string().min(1).optional()
+      .describe('password when the url carries none; take it from the environment or a secret file, never write it inline'),
+    caFile: z.string().min(1).optional()
+      .describe('PEM file of the certificate authority that signed the PostgreSQL server certificate (TLS with a private CA; needs sslmode in the url)'),
+    poolSize: z.number().int().min(1).max(1000).prefault(10)
+      .describe('connections each gateway process keeps to PostgreSQL at most; every process adds this many to the server\'s max_connections budget'),
+    acquireTimeout: duration('longest a store operation waits for a free connection of the pool; then it is refused with GW_ERR_STORE_UNAVAILABLE saying the pool is exhausted (the client gets 503 with Retry-After), never queued without bound')
+      .refine((ms) => ms >= 1, 'must be at least 1ms').prefault('5s'),
+    messageMaxAge: duration('age bound of a signed message between gateway processes: one whose time is further than this from the receiver\'s clock (either way: it allows for clock skew between machines) is refused as stale; its nonce is remembered twice as long to refuse replays; at least 1s')
+      .refine((ms) => ms >= 1000, 'must be at least 1s').prefault('30s'),
+  }).refine((store) => store.caFile === undefined || new URL(store.url).searchParams.has('sslmode'), {
+    message: 'caFile needs TLS: add ?sslmode=verify-full to the url',
     path: ['caFile'],
   }),
 ]).describe('where sessions, tasks, their results and their input requests are kept')
@@ -333,8 +357,8 @@ export const configSchema = z.strictObject({
 }).refine((config) => config.metrics.listener !== 'main' || ![config.server.path, '/healthz', '/readyz'].includes(config.metrics.path), {
   message: 'is already served on the main listener (server.path, /healthz or /readyz): choose another path',
   path: ['metrics', 'path'],
-}).refine((config) => config.store.kind !== 'redis' || config.server.stateSecret !== undefined, {
-  message: 'is required with the redis store: every gateway process signs its messages to the others with a key derived from it, and refuses those it cannot verify; give every process the same secret (from the environment)',
+}).refine((config) => (config.store.kind !== 'redis' && config.store.kind !== 'postgres') || config.server.stateSecret !== undefined, {
+  message: 'is required with the redis and postgres stores: every gateway process signs its messages to the others with a key derived from it, and refuses those it cannot verify; give every process the same secret (from the environment)',
   path: ['server', 'stateSecret'],
 }).superRefine((config, ctx) => {
   for (const problem of openListenerProblems(config)) ctx.addIssue({ code: 'custom', message: problem.message, path: ['server', 'host'] })

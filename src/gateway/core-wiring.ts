@@ -104,7 +104,7 @@ export async function wireCore (config: Config, given: { logger?: Logger, store?
     ? backend
     : withSignedBus(backend, {
       key: busKey(config.server.stateSecret ?? ''),
-      maxAgeMs: config.store.kind === 'redis' ? config.store.messageMaxAge : BUS_MAX_AGE_MS,
+      maxAgeMs: 'messageMaxAge' in config.store ? config.store.messageMaxAge : BUS_MAX_AGE_MS,
       refused: refusalReporter(log, (reason, channel) => metrics?.busRefused(reason, channel)),
     })
   const store: GatewayStore = metrics === undefined ? signed : timedStore(signed, metrics)

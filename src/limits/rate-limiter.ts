@@ -58,14 +58,16 @@ function taskOperation (body: unknown): { method: string, taskId: unknown } | un
 
 /**
  * The request rate limits (`limits.requestsPerIp`, `requestsPerPrincipal`, `taskOpsPerPrincipal`,
- * `pollBurst`): token buckets in the store's RateLimitStore, so on Redis every gateway process draws from
- * the same buckets. Built only when at least one limit is on: with all off the route pays a null check.
+ * `pollBurst`): token buckets in the store's RateLimitStore, so on a shared store (Redis, PostgreSQL) every
+ * gateway process draws from the same buckets. Built only when at least one limit is on: with all off the
+ * route pays a null check.
  *
- * When the store fails (Redis unreachable or not answering), limits fail open: the request goes on
- * unlimited, and a warning is logged at most every 10 s. A rate check is never the reason a request fails;
- * when the request itself needs the store it fails there, with GW_ERR_STORE_UNAVAILABLE and its
- * Retry-After. The wait is bounded by the store's own command timeout (5 s for Redis), which every other
- * store call of the request has too; an unreachable Redis refuses at once (no offline queue).
+ * When the store fails (Redis or PostgreSQL unreachable or not answering), limits fail open: the request goes
+ * on unlimited, and a warning is logged at most every 10 s. A rate check is never the reason a request fails;
+ * when the request itself needs the store it fails there, with GW_ERR_STORE_UNAVAILABLE and its Retry-After.
+ * The wait is bounded by the store's own timeouts (5 s for a Redis command, store.acquireTimeout for a
+ * PostgreSQL connection), which every other store call of the request has too; an unreachable Redis refuses
+ * at once (no offline queue).
  */
 export class RateLimiter {
   readonly #store: RateLimitStore

@@ -15,6 +15,17 @@ export async function createStore (config: StoreConfig, log?: Logger): Promise<G
       await store.ready()
       return store
     }
+    case 'postgres': {
+      const { PostgresStore } = await import('./postgres/postgres-store.ts')
+      const store = new PostgresStore({ ...config, ...(log && { log }) })
+      try {
+        await store.ready()
+      } catch (err) {
+        await store.close()
+        throw err
+      }
+      return store
+    }
     case 'sqlite': {
       const { SqliteStore } = await import('./sqlite/sqlite-store.ts')
       const refusals = new WriteRefusals((refusal) => {

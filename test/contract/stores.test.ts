@@ -11,6 +11,7 @@ import type { TaskRecord } from '../../src/store/types.ts'
 import { Redis } from 'ioredis'
 import { RedisStore } from '../../src/store/redis/redis-store.ts'
 import { isolatedRedisStore, purge, REDIS_URL, sharedRedisStores } from '../helpers/redis.ts'
+import { isolatedPostgresStore, sharedPostgresStores } from '../helpers/postgres.ts'
 import { sessionStoreContract } from './session-store.contract.ts'
 import { taskInputStoreContract } from './task-input-store.contract.ts'
 import { taskStoreContract } from './task-store.contract.ts'
@@ -57,7 +58,21 @@ taskTimelineContract('redis', isolatedRedisStore)
 storedBytesContract('memory', async () => [new MemoryStore()])
 storedBytesContract('sqlite', async () => [new SqliteStore(dbFile())])
 storedBytesContract('redis, two processes', async () => await sharedRedisStores(2))
-rateLimitStoreContract({ memory: async () => new MemoryStore(), sqlite: async () => new SqliteStore(dbFile()), redis: isolatedRedisStore })
+sessionStoreContract('postgres', isolatedPostgresStore)
+taskStoreContract('postgres', isolatedPostgresStore)
+taskInputStoreContract('postgres', isolatedPostgresStore)
+ownershipContract('postgres', isolatedPostgresStore)
+homeStoreContract('postgres', isolatedPostgresStore)
+taskLimitContract('postgres, two processes', async () => await sharedPostgresStores(2))
+taskQueryContract('postgres', isolatedPostgresStore)
+taskTimelineContract('postgres', isolatedPostgresStore)
+storedBytesContract('postgres, two processes', async () => await sharedPostgresStores(2))
+rateLimitStoreContract({
+  memory: async () => new MemoryStore(),
+  sqlite: async () => new SqliteStore(dbFile()),
+  redis: isolatedRedisStore,
+  postgres: isolatedPostgresStore,
+})
 
 function task (id: string): TaskRecord {
   return {

@@ -53,8 +53,21 @@ describe('server.stateSecret with a shared store', () => {
     } catch (err) {
       caught = err
     }
-    expect(problems(caught)).toEqual([expect.stringMatching(/^server\.stateSecret: is required with the redis store/)])
+    expect(problems(caught)).toEqual([expect.stringMatching(/^server\.stateSecret: is required with the redis and postgres stores/)])
     expect(parseConfig({ store: { kind: 'redis' }, server: { stateSecret: 'sixteen characters or more' }, upstreams }).store.kind).toBe('redis')
+  })
+
+  it('is required with the postgres store too', () => {
+    let caught: unknown
+    try {
+      parseConfig({ store: { kind: 'postgres' }, upstreams })
+    } catch (err) {
+      caught = err
+    }
+    expect(problems(caught)).toEqual([expect.stringMatching(/^server\.stateSecret: is required with the redis and postgres stores/)])
+    expect(parseConfig({ store: { kind: 'postgres' }, server: { stateSecret: 'sixteen characters or more' }, upstreams }).store).toMatchObject({
+      kind: 'postgres', url: 'postgres://127.0.0.1:5432/postgres', schema: 'mcp_task_gateway', poolSize: 10, acquireTimeout: 5000,
+    })
   })
 
   it('is required when the gateway is given a store several processes share', async () => {

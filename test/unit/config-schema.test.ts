@@ -125,6 +125,18 @@ describe('store.caFile', () => {
     expect(parsed.success).toBe(false)
     expect(parsed.error?.issues).toMatchObject([{ path: ['store', 'caFile'], message: 'caFile needs a rediss:// url (TLS)' }])
   })
+
+  it('needs sslmode in a postgres url, and a postgres schema is a plain identifier', () => {
+    const upstreams = [{ name: 'a', transport: 'stdio', command: 'node' }]
+    const withCa = configSchema.safeParse({ store: { kind: 'postgres', url: 'postgres://db.internal/gw', caFile: 'ca.pem' }, server: { stateSecret: SECRET }, upstreams })
+    expect(withCa.error?.issues).toMatchObject([{ path: ['store', 'caFile'], message: 'caFile needs TLS: add ?sslmode=verify-full to the url' }])
+    const quoted = configSchema.safeParse({ store: { kind: 'postgres', schema: 'gw"; DROP' }, server: { stateSecret: SECRET }, upstreams })
+    expect(quoted.error?.issues).toMatchObject([{ path: ['store', 'schema'] }])
+    const tls = configSchema.safeParse({ store: { kind: 'postgres', url: 'postgres://db.internal/gw?sslmode=verify-full', caFile: 'ca.pem' }, server: { stateSecret: SECRET }, upstreams })
+    expect(tls.success).toBe(true)
+    const prefer = configSchema.safeParse({ store: { kind: 'postgres', url: 'postgres://db.internal/gw?sslmode=prefer' }, server: { stateSecret: SECRET }, upstreams })
+    expect(prefer.error?.issues).toMatchObject([{ path: ['store', 'url'], message: 'sslmode must be disable, require or verify-full' }])
+  })
 })
 
 describe('documentation of every option', () => {

@@ -249,8 +249,8 @@ describe('problems', () => {
     expect(problemsOf('upstreams:\n  - { name: a, transport: http, url: "http://x/" }\n').problems).toEqual([
       { path: 'upstreams[0].transport', message: expect.stringMatching(/stdio.*streamable-http.*sse/) },
     ])
-    expect(problemsOf(`store: { kind: postgres }\n${withUpstream()}`).problems).toEqual([
-      { path: 'store.kind', message: expect.stringMatching(/memory.*sqlite/) },
+    expect(problemsOf(`store: { kind: mysql }\n${withUpstream()}`).problems).toEqual([
+      { path: 'store.kind', message: expect.stringMatching(/memory.*sqlite.*redis.*postgres/) },
     ])
   })
 

@@ -1,0 +1,143 @@
+import { randomUUID } from 'node:crypto'
+import pg from 'pg'
+import { afterEach, describe, expect, it } from 'vitest'
+import { PostgresStore } from '../../src/store/postgres/postgres-store.ts'
+import { SCHEMA_VERSION } from '../../src/store/postgres/postgres-schema.ts'
+import type { TaskRecord } from '../../src/store/types.ts'
+import { dropSchema, freshSchema, POSTGRES_URL, sql, storeOptions } from '../helpers/postgres.ts'
+import { until } from '../helpers/until.ts'
+
+function task (overrides: Partial<TaskRecord> = {}): TaskRecord {
+  return {
+    id: randomUUID(),
+    principal: 'p',
+    sessionId: null,
+    era: 'modern',
+    status: 'working',
+    statusMessage: null,
+    createdAt: 1,
+    lastUpdatedAt: 1,
+    ttlMs: null,
+    pollIntervalMs: 1_000,
+    owner: 'gateway-a',
+    upstream: 'demo',
+    tool: 'echo',
+    request: { arguments: { text: 'x' } },
+    progressToken: null,
+    clientCapabilities: {},
+    outcome: null,
+    traceContext: null,
+    resume: null,
+    ...overrides,
+  }
+}
+
+/** What each test opened, closed and dropped after it. */
+const opened: PostgresStore[] = []
+const schemas: string[] = []
+
+function store (schema: string, options: Parameters<typeof storeOptions>[1] = {}): PostgresStore {
+  const created = new PostgresStore(storeOptions(schema, options))
+  opened.push(created)
+  return created
+}
+
+function schema (): string {
+  const name = freshSchema()
+  schemas.push(name)
+  return name
+}
+
+afterEach(async () => {
+  await Promise.all(opened.splice(0).map(async (s) => { await s.close() }))
+  for (const name of schemas.splice(0)) await dropSchema(name)
+})
+
+describe('postgres store', () => {
+  it('migrates a fresh schema once when two processes start on it at once, and both then share it', async () => {
+    const name = schema()
+    const [a, b] = [store(name), store(name)]
+    await Promise.all([a.ready(), b.ready()])
+    const steps = await sql(`SELECT version FROM "${name}".schema_migrations ORDER BY version`)
+    expect(steps.rows.map((row: { version: number }) => row.version)).toEqual(Array.from({ length: SCHEMA_VERSION }, (_, i) => i + 1))
+    const record = task()
+    await a.tasks.create(record)
+    expect(await b.tasks.get(record.id, 1)).toEqual(record)
+    // A later start finds the work done.
+    const c = store(name)
+    await c.ready()
+    expect(await c.tasks.get(record.id, 1)).toEqual(record)
+    expect((await sql(`SELECT count(*)::int AS n FROM "${name}".schema_migrations`)).rows[0].n).toBe(SCHEMA_VERSION)
+  })
+
+  it('refuses a schema a newer gateway migrated, and leaves it untouched', async () => {
+    const name = schema()
+    await sql(`CREATE SCHEMA "${name}"`)
+    await sql(`CREATE TABLE "${name}".schema_migrations (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`)
+    await sql(`INSERT INTO "${name}".schema_migrations (version) VALUES ($1)`, [SCHEMA_VERSION + 1])
+    await expect(store(name).ready()).rejects.toMatchObject({ code: 'GW_ERR_STORE_SCHEMA' })
+    const tables = await sql('SELECT table_name FROM information_schema.tables WHERE table_schema = $1', [name])
+    expect(tables.rows).toEqual([{ table_name: 'schema_migrations' }])
+  })
+
+  it('reports a closed store with its own code, never the driver\'s message, and keeps the driver error as the cause', async () => {
+    const closed = store(schema())
+    await closed.ready()
+    await closed.close()
+    for (const attempt of [closed.tasks.get('t1', 1), closed.sessions.get('s1'), closed.leases.lapsed(1), closed.tasks.create(task())]) {
+      const failure = await attempt.catch((err: unknown) => err)
+      expect(failure).toMatchObject({ code: 'GW_ERR_STORE_UNAVAILABLE', message: 'the store is unavailable: the store was closed' })
+      expect((failure as Error).cause).toBeInstanceOf(Error)
+    }
+    expect(await closed.health()).toMatchObject({ ok: false, kind: 'postgres', detail: 'the store is unavailable: the store was closed' })
+  })
+
+  it('refuses an operation that gets no connection within acquireTimeout, saying the pool is exhausted, and works once one is free', async () => {
+    const name = schema()
+    const small = store(name, { poolSize: 1, acquireTimeout: 200 })
+    await small.ready()
+    const record = task()
+    await small.tasks.create(record)
+    // Another client holds the task's row: the store's one connection waits for it inside a move.
+    const holder = new pg.Client({ connectionString: POSTGRES_URL })
+    await holder.connect()
+    try {
+      await holder.query('BEGIN')
+      await holder.query(`SELECT 1 FROM "${name}".tasks WHERE id = $1 FOR UPDATE`, [record.id])
+      const move = small.tasks.transition(record.id, ['working'], 'completed', { outcome: { result: { content: [] } } }, 2)
+      await until('the move waits for the row', async () => {
+        const waiting = await sql("SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1", [`%"${name}".tasks%`])
+        return waiting.rowCount! > 0 ? true : undefined
+      })
+      const refused = await small.tasks.get(record.id, 2).catch((err: unknown) => err)
+      expect(refused).toMatchObject({
+        code: 'GW_ERR_STORE_UNAVAILABLE',
+        message: 'the store is unavailable: the pool of 1 PostgreSQL connections is exhausted: none came free within 0.2 s (store.poolSize, store.acquireTimeout)',
+      })
+      expect(await small.health()).toMatchObject({ ok: false, detail: expect.stringContaining('is exhausted') })
+      await holder.query('COMMIT')
+      expect(await move).toMatchObject({ status: 'completed' })
+      expect(await small.tasks.get(record.id, 2)).toMatchObject({ status: 'completed' })
+    } finally {
+      await holder.end()
+    }
+  })
+
+  it('replaces connections the server ended by itself: the next operations work', async () => {
+    const application = `gw-test-${randomUUID()}`
+    const name = schema()
+    const killed = store(name, { url: `${POSTGRES_URL}?application_name=${application}`, poolSize: 2 })
+    await killed.ready()
+    const record = task()
+    await killed.tasks.create(record)
+    const ended = await sql('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [application])
+    expect(ended.rowCount).toBe(2)
+    await until('the ended connections are gone', async () => {
+      const left = await sql('SELECT 1 FROM pg_stat_activity WHERE application_name = $1', [application])
+      return left.rowCount === 0 ? true : undefined
+    })
+    expect(await killed.tasks.get(record.id, 1)).toEqual(record)
+    expect(await killed.tasks.transition(record.id, ['working'], 'input_required', { statusMessage: 'asking' }, 2)).toMatchObject({ status: 'input_required' })
+    expect(await killed.health()).toEqual({ ok: true, kind: 'postgres' })
+  })
+})
