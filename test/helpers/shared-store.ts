@@ -1,12 +1,14 @@
 import { randomUUID } from 'node:crypto'
+import { PostgresStore } from '../../src/store/postgres/postgres-store.ts'
 import { RedisStore } from '../../src/store/redis/redis-store.ts'
 import type { GatewayStore } from '../../src/store/types.ts'
+import { dropSchema, freshSchema, POSTGRES_URL, storeOptions } from './postgres.ts'
 import { purge, REDIS_URL } from './redis.ts'
 
 /** The stores several gateway processes can share: the multi-process tests run on each. */
-export type SharedKind = 'redis'
+export type SharedKind = 'redis' | 'postgres'
 
-export const SHARED_KINDS: readonly SharedKind[] = ['redis']
+export const SHARED_KINDS: readonly SharedKind[] = ['redis', 'postgres']
 
 /** One test's own place in a shared store: a Redis key prefix, or a PostgreSQL schema. */
 export interface SharedStore {
@@ -21,20 +23,30 @@ export interface SharedStore {
   drop (): Promise<void>
 }
 
-/** A fresh place in a shared store of `kind`, under a name starting with `name`. */
+/** A fresh place in a shared store of `kind`: a key prefix starting with `name`, or a schema of its own. */
 export function sharedStore (kind: SharedKind, name = 'mcpgw-test'): SharedStore {
+  if (kind === 'postgres') {
+    const schema = freshSchema()
+    const open = (): PostgresStore => new PostgresStore(storeOptions(schema))
+    return place({ kind, url: POSTGRES_URL, schema }, open, async () => { await dropSchema(schema) })
+  }
   const prefix = `${name}:${randomUUID()}:`
-  const config = { kind, url: REDIS_URL, prefix }
+  return place({ kind, url: REDIS_URL, prefix }, () => new RedisStore({ url: REDIS_URL, prefix }), async () => { await purge(prefix) })
+}
+
+type Opener = () => GatewayStore & { ready (): Promise<void> }
+
+function place (config: { kind: SharedKind } & Record<string, string>, store: Opener, drop: () => Promise<void>): SharedStore {
   return {
-    kind,
+    kind: config.kind,
     config,
     yaml: `{ ${Object.entries(config).map(([key, value]) => `${key}: ${JSON.stringify(value)}`).join(', ')} }`,
     open: async () => {
-      const store = new RedisStore({ url: REDIS_URL, prefix })
-      await store.ready()
-      return store
+      const opened = store()
+      await opened.ready()
+      return opened
     },
-    drop: async () => { await purge(prefix) },
+    drop,
   }
 }
 
