@@ -115,6 +115,11 @@ export class PostgresRunner {
         throw this.#unavailable(err)
       }
       let broken: Error | undefined
+      // While checked out, a connection's errors (the server ending it: a restart, kill -9, pg_terminate_backend)
+      // are emitted on it, no longer on the pool: without a listener one would end the process. The statement in
+      // flight fails with the error too; the connection is then closed instead of going back to the pool.
+      const lost = (err: Error): void => { broken = err }
+      client.on('error', lost)
       try {
         await client.query('BEGIN')
         const query: Query = async <R extends object>(text: string, values: unknown[] = []) => (await client.query<R>(text, values)).rows
@@ -127,6 +132,7 @@ export class PostgresRunner {
         if (isRetryable(err) && attempt < RETRIES) continue
         throw this.#unavailable(err)
       } finally {
+        client.off('error', lost)
         client.release(broken)
       }
     }
