@@ -13,6 +13,7 @@ import { sha256Hex } from '../../src/auth/bearer-tokens.ts'
 import { REPO_ROOT } from '../fixtures/spawn-upstream.ts'
 import { GATEWAY_MAIN } from '../helpers/built.ts'
 import { demoStdioYaml, startGatewayProcess, stopAll, writeConfig, type GatewayProcess } from '../helpers/process.ts'
+import { dropSchema, freshSchema, POSTGRES_URL } from '../helpers/postgres.ts'
 import { privateRedis, stopRedis, type PrivateRedis } from '../helpers/private-redis.ts'
 import { runTask } from '../helpers/tasks.ts'
 import { until } from '../helpers/until.ts'
@@ -231,5 +232,51 @@ describe('backup and restore of a Redis store', () => {
     await expect(reader.experimental.tasks.getTask(after.taskId!)).rejects.toMatchObject({ code: -32602 })
     // A restored Redis keeps the store's epoch: nothing is reported lost.
     expect(restored.lines.some((line) => line.includes('The store lost its data'))).toBe(false)
+  })
+})
+
+describe('backup and restore of a PostgreSQL store', () => {
+  it('pg_dump of the schema under load, the schema dropped and pg_restore run: the gateway serves every task completed before the dump', async () => {
+    const run = promisify(execFile)
+    const dir = mkdtempSync(join(tmpdir(), 'gw-backup-postgres-'))
+    const schema = freshSchema()
+    const file = writeConfig(config('', `{ kind: postgres, url: ${JSON.stringify(POSTGRES_URL)}, schema: ${schema} }`))
+    try {
+      const first = await startGatewayProcess(file)
+      gateways.push(first)
+      const client = await connect(first.url)
+      clients.push(client)
+
+      const tasks = load(client)
+      await tasks.next(20)
+      const before = [...tasks.completed]
+      // The recipe: pg_dump of the store's schema, in the custom format, while the gateway goes on.
+      const dump = join(dir, 'gateway.dump')
+      await run('pg_dump', [POSTGRES_URL, `--schema=${schema}`, '--format=custom', `--file=${dump}`])
+      await tasks.next(4)
+      await tasks.stop()
+      const after = await runTask(client, 'demo__echo', { text: 'after the backup' })
+
+      // The restore: stop the gateway, drop the schema, pg_restore the dump, start the gateway again.
+      first.child.kill('SIGTERM')
+      expect((await first.exited)[0]).toBe(0)
+      await run('psql', ['-X', '-v', 'ON_ERROR_STOP=1', '-d', POSTGRES_URL, '-c', `DROP SCHEMA ${schema} CASCADE`])
+      await run('pg_restore', [`--dbname=${POSTGRES_URL}`, dump])
+      const restored = await startGatewayProcess(file)
+      gateways.push(restored)
+      const reader = await connect(restored.url)
+      clients.push(reader)
+
+      expect(before.length).toBeGreaterThanOrEqual(20)
+      for (const task of before) {
+        expect(await reader.experimental.tasks.getTask(task.taskId)).toMatchObject({ taskId: task.taskId, status: 'completed' })
+        expect(await reader.experimental.tasks.getTaskResult(task.taskId, CallToolResultSchema)).toEqual(task.result)
+      }
+      await expect(reader.experimental.tasks.getTask(after.taskId!)).rejects.toMatchObject({ code: -32602 })
+    } finally {
+      await Promise.all(clients.splice(0).map(async (client) => await client.close()))
+      await stopAll(gateways.splice(0))
+      await dropSchema(schema)
+    }
   })
 })
