@@ -1,7 +1,8 @@
 // `npm run bench:page`: runs `npm run bench` with its default settings (BENCH_* variables are not passed on, but
-// for BENCH_REDIS_URL, which says where Redis is) and writes docs/benchmarks.md from its results JSON: the machine,
-// the settings, the floors, every budget with its ratio and PASS/FAIL, the stdio peers and a history of runs, whose
-// rows (one per run: date, git revision, the main ratios) are kept in docs/benchmarks-history.json beside the page.
+// for BENCH_REDIS_URL and BENCH_POSTGRES_URL, which say where Redis and PostgreSQL are) and writes
+// docs/benchmarks.md from its results JSON: the machine, the settings, the floors, every budget with its ratio and
+// PASS/FAIL, the stdio peers and a history of runs, whose rows (one per run: date, git revision, the main ratios)
+// are kept in docs/benchmarks-history.json beside the page.
 //
 //   npm run bench:page                                  # run the bench, then write the page and add the run to the history
 //   npm run bench:page -- --from <results.json>         # write the page from an existing results file, without running the bench
@@ -68,12 +69,14 @@ const MAIN_RATIOS: ReadonlyArray<{ id: string, label: string, unit: '×' | '%', 
   { id: 'get.sqlite', label: 'tasks/get sqlite', unit: '%', of: (r) => r.sections['task-get']?.data.sqlite?.ratioToFloor },
   { id: 'get2026.memory', label: 'tasks/get memory 2026', unit: '%', of: (r) => r.sections['task-get']?.data['memory 2026-07-28']?.ratioToFloor },
   { id: 'get2026.sqlite', label: 'tasks/get sqlite 2026', unit: '%', of: (r) => r.sections['task-get']?.data['sqlite 2026-07-28']?.ratioToFloor },
-  { id: 'get.cluster', label: 'tasks/get 3 processes', unit: '%', of: (r) => r.sections['task-cluster']?.data.ratios?.tasksGetToFloor },
+  { id: 'get.cluster', label: 'tasks/get 3 processes', unit: '%', of: (r) => r.sections['task-cluster']?.data.redis?.ratios?.tasksGetToFloor },
+  { id: 'get.cluster.postgres', label: 'tasks/get 3 processes postgres', unit: '%', of: (r) => r.sections['task-cluster']?.data.postgres?.ratios?.tasksGetToFloor },
   { id: 'create.memory', label: 'create p99 memory', unit: '×', of: (r) => r.sections['task-create']?.data.p99RatioToTasksGet?.memory },
   { id: 'create.sqlite', label: 'create p99 sqlite', unit: '×', of: (r) => r.sections['task-create']?.data.p99RatioToTasksGet?.sqlite },
   { id: 'create2026.memory', label: 'create p99 memory 2026', unit: '×', of: (r) => r.sections['task-create']?.data.p99RatioToTasksGet?.['memory 2026-07-28'] },
   { id: 'create2026.sqlite', label: 'create p99 sqlite 2026', unit: '×', of: (r) => r.sections['task-create']?.data.p99RatioToTasksGet?.['sqlite 2026-07-28'] },
-  { id: 'create.cluster', label: 'create p99 3 processes', unit: '×', of: (r) => r.sections['task-cluster']?.data.ratios?.createP99ToTasksGetP99 },
+  { id: 'create.cluster', label: 'create p99 3 processes', unit: '×', of: (r) => r.sections['task-cluster']?.data.redis?.ratios?.createP99ToTasksGetP99 },
+  { id: 'create.cluster.postgres', label: 'create p99 3 processes postgres', unit: '×', of: (r) => r.sections['task-cluster']?.data.postgres?.ratios?.createP99ToTasksGetP99 },
 ]
 
 function cell (text: string): string {
@@ -102,7 +105,7 @@ function millis (value: unknown): string {
 function settingsSummary (settings: Json): string {
   const defaults: Json = readSettings({})
   const differing = Object.keys(defaults)
-    .filter((key) => !NOT_SHOWN.has(key) && key !== 'redisUrl' && JSON.stringify(settings[key]) !== JSON.stringify(defaults[key]))
+    .filter((key) => !NOT_SHOWN.has(key) && key !== 'redisUrl' && key !== 'postgresUrl' && JSON.stringify(settings[key]) !== JSON.stringify(defaults[key]))
     .map((key) => `${key}=${Array.isArray(settings[key]) ? settings[key].join(',') : String(settings[key])}`)
   return differing.length === 0 ? 'default' : differing.join(' ')
 }
@@ -146,7 +149,7 @@ function settingsPart (results: Results): string {
   const shown = (value: unknown): string => value === undefined ? '—' : Array.isArray(value) ? (value.length === 0 ? '—' : value.join(', ')) : String(value)
   const rows = Object.keys(defaults).filter((key) => !NOT_SHOWN.has(key)).map((key) => {
     const value = results.settings[key]
-    const differs = key !== 'redisUrl' && JSON.stringify(value) !== JSON.stringify(defaults[key])
+    const differs = key !== 'redisUrl' && key !== 'postgresUrl' && JSON.stringify(value) !== JSON.stringify(defaults[key])
     return [key, shown(value), differs ? `not the default (${shown(defaults[key])})` : '']
   })
   const summary = settingsSummary(results.settings)
@@ -182,8 +185,9 @@ function floors (results: Results): string {
     const p99 = Object.entries(create).filter(([, v]) => v?.get?.latency?.p99 !== undefined).map(([key, v]) => `${key} ${millis(v.get.latency.p99)}`)
     rows.push(['tasks/get at c=1', 'task-create', 'the same gateway, client and tasks in flight, reading instead of creating: the floor of task creation p99', `p99 ${p99.join('; ')}`])
   }
-  if (cluster !== undefined && cluster.skipped !== true) {
-    rows.push(['three bare Fastify routes', 'task-cluster', 'one per gateway process, requests round robin over them as over the three gateways', rate(cluster.floor?.perSecond)])
+  for (const store of ['redis', 'postgres'] as const) {
+    if (cluster?.[store] === undefined) continue
+    rows.push([`three bare Fastify routes (${store})`, 'task-cluster', 'one per gateway process, requests round robin over them as over the three gateways', rate(cluster[store].floor?.perSecond)])
   }
   return '## Floors\n\nEvery budget is a ratio to a floor measured in the same run, on the same machine, by the same load generator (its own process).\n\n' +
     markdownTable(['floor', 'section', 'what it is', 'measured'], rows)
@@ -243,11 +247,14 @@ function renderPage (results: Results, history: History, historyFile: string): s
   ].join('\n\n') + '\n'
 }
 
-/** Runs the bench with its default settings (BENCH_REDIS_URL passed on) and returns its results file. */
+/** The variables that say where the servers are, passed on to the bench. */
+const SERVERS = new Set(['BENCH_REDIS_URL', 'BENCH_POSTGRES_URL'])
+
+/** Runs the bench with its default settings (BENCH_REDIS_URL and BENCH_POSTGRES_URL passed on) and returns its results file. */
 async function runBench (dir: string): Promise<string> {
   const out = join(dir, 'results.json')
-  const env = Object.fromEntries(Object.entries(process.env).filter(([key]) => !key.startsWith('BENCH_') || key === 'BENCH_REDIS_URL'))
-  const ignored = Object.keys(process.env).filter((key) => key.startsWith('BENCH_') && key !== 'BENCH_REDIS_URL')
+  const env = Object.fromEntries(Object.entries(process.env).filter(([key]) => !key.startsWith('BENCH_') || SERVERS.has(key)))
+  const ignored = Object.keys(process.env).filter((key) => key.startsWith('BENCH_') && !SERVERS.has(key))
   if (ignored.length > 0) process.stderr.write(`bench:page: runs with the default settings; ignoring ${ignored.join(', ')}\n`)
   const child = spawn(process.execPath, ['--import', 'tsx', join(REPO_ROOT, 'bench', 'run.ts')], { cwd: REPO_ROOT, stdio: 'inherit', env: { ...env, BENCH_OUT: out } })
   const code = await new Promise<number | null>((resolve, reject) => {

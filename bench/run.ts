@@ -10,8 +10,9 @@
 // BENCH_GATEWAY_NODE_ARGS (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"), BENCH_STORE (memory | sqlite),
 // BENCH_MAX_CONCURRENT_CALLS, BENCH_TASKS_IN_FLIGHT (1000), BENCH_TASK_CREATES (2000),
 // BENCH_MEMORY_TASKS (10000), BENCH_REDIS_URL (the Redis of the redis-store measurements; default
-// REDIS_URL, else redis://127.0.0.1:6379; without one they are skipped), BENCH_STORES (comma-separated
-// stores of the task sections: memory, sqlite, redis; default all three), BENCH_SECTIONS
+// REDIS_URL, else redis://127.0.0.1:6379; without one they are skipped), BENCH_POSTGRES_URL (the same for
+// the postgres store; default POSTGRES_URL, else postgres://postgres@127.0.0.1:5432/postgres), BENCH_STORES
+// (comma-separated stores of the task sections: memory, sqlite, redis, postgres; default all four), BENCH_SECTIONS
 // (comma-separated ids), BENCH_PROFILE_DIR (write V8 CPU profiles of the gateway during the measured
 // windows; summarise with bench/tools/cpuprofile-top.ts), BENCH_METRICS (on | off: metrics of the gateways;
 // section metrics-cost measures both; section tracing-cost measures tracing on vs off), BENCH_OUT (results file).
@@ -21,7 +22,7 @@ import { cpus, loadavg } from 'node:os'
 import { dirname } from 'node:path'
 import { startGateway, type GatewayHandle } from './lib/gateway.ts'
 import { closeAll, startDemoUpstream } from './lib/processes.ts'
-import { printableRedisUrl } from './lib/redis.ts'
+import { printableUrl } from './lib/redis.ts'
 import { readSettings } from './lib/settings.ts'
 import { renderTable } from './lib/stats.ts'
 import type { BenchContext, Check, SectionResult } from './lib/types.ts'
@@ -74,7 +75,7 @@ async function main (): Promise<void> {
   if (environment.loadavg[0]! > 0.5) process.stdout.write('warning: the machine is already busy (1-minute load average > 0.5); numbers will be noisy\n')
   process.stdout.write(`settings: calls=${settings.calls} warmup=${settings.warmup} seconds=${settings.seconds} concurrency=${settings.concurrency} ` +
     `rounds=${settings.rounds} gateway=${settings.gatewayMode} log-level=${settings.gatewayLogLevel} store=${settings.store} ` +
-    `tasks-in-flight=${settings.tasksInFlight} task-creates=${settings.taskCreates} memory-tasks=${settings.memoryTasks} redis=${printableRedisUrl(settings.redisUrl)}` +
+    `tasks-in-flight=${settings.tasksInFlight} task-creates=${settings.taskCreates} memory-tasks=${settings.memoryTasks} redis=${printableUrl(settings.redisUrl)} postgres=${printableUrl(settings.postgresUrl)}` +
     `${settings.maxConcurrentCalls === undefined ? '' : ` maxConcurrentCalls=${settings.maxConcurrentCalls}`}` +
     `${settings.gatewayNodeArgs.length > 0 ? ` node-args="${settings.gatewayNodeArgs.join(' ')}"` : ''}` +
     `${settings.profileDir === undefined ? '' : ` profile-dir=${settings.profileDir}`}\n\n`)
@@ -116,7 +117,7 @@ async function main (): Promise<void> {
   process.stdout.write(`\n  ${failed === 0 ? 'all measured budgets met' : `${failed} of ${checks.length} budgets missed`} (the bench reports; it does not gate)\n`)
 
   await mkdir(dirname(settings.out), { recursive: true })
-  await writeFile(settings.out, JSON.stringify({ environment, settings: { ...settings, redisUrl: printableRedisUrl(settings.redisUrl) }, checks, sections: results }, null, 2) + '\n')
+  await writeFile(settings.out, JSON.stringify({ environment, settings: { ...settings, redisUrl: printableUrl(settings.redisUrl), postgresUrl: printableUrl(settings.postgresUrl) }, checks, sections: results }, null, 2) + '\n')
   process.stdout.write(`\nresults: ${settings.out}\n`)
 }
 

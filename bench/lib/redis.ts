@@ -17,7 +17,7 @@ export interface BenchRedisStore {
 let reachable: Promise<boolean> | undefined
 
 /** `url` without its password, for the report. */
-export function printableRedisUrl (url: string): string {
+export function printableUrl (url: string): string {
   try {
     const parsed = new URL(url)
     if (parsed.password !== '') parsed.password = '***'

@@ -1,9 +1,9 @@
 // Bench settings, all overridable through the environment. Defaults keep a full run to a few minutes
 // on two cores: a few seconds of start-up, 3 × BENCH_CALLS sequential calls and 3 × BENCH_SECONDS of load
 // (direct, forwarder floor, gateway), then the task sections (3 × BENCH_TASK_CREATES creations and as many
-// tasks/get, 3 × BENCH_SECONDS of tasks/get plus the Fastify floor's windows: memory, sqlite and redis store;
-// the same again on three processes sharing Redis; 3 × BENCH_MEMORY_TASKS creations for the memory
-// measurement).
+// tasks/get, 3 × BENCH_SECONDS of tasks/get plus the Fastify floor's windows: memory, sqlite, redis and
+// postgres store; the same again on three processes sharing Redis, then PostgreSQL; 4 × BENCH_MEMORY_TASKS
+// creations for the memory measurement).
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 
@@ -45,10 +45,15 @@ export interface Settings {
    */
   redisUrl: string
   /**
-   * Stores the task-create and task-get sections measure (BENCH_STORES, comma separated: memory, sqlite,
-   * redis); undefined measures memory, sqlite and, when Redis answers, redis.
+   * PostgreSQL for the postgres-store measurements (BENCH_POSTGRES_URL, else POSTGRES_URL, else the machine's);
+   * each gateway gets a fresh schema, dropped afterwards.
    */
-  stores: Array<'memory' | 'sqlite' | 'redis'> | undefined
+  postgresUrl: string
+  /**
+   * Stores the task sections measure (BENCH_STORES, comma separated: memory, sqlite, redis, postgres); undefined
+   * measures memory, sqlite and, when their servers answer, redis and postgres.
+   */
+  stores: Array<'memory' | 'sqlite' | 'redis' | 'postgres'> | undefined
   /** Section ids to run (BENCH_SECTIONS, comma separated); undefined runs every registered section. */
   sections: string[] | undefined
   /** When set, sections write V8 CPU profiles of the gateway's measured windows here (BENCH_PROFILE_DIR). */
@@ -105,7 +110,8 @@ export function readSettings (env: NodeJS.ProcessEnv = process.env): Settings {
     taskCreates: integer(env, 'BENCH_TASK_CREATES', 2000, 1),
     memoryTasks: integer(env, 'BENCH_MEMORY_TASKS', 10_000, 1),
     redisUrl: env.BENCH_REDIS_URL ?? env.REDIS_URL ?? 'redis://127.0.0.1:6379',
-    stores: stores === undefined || stores === '' ? undefined : stores.split(',').map((s) => oneOf({ BENCH_STORES: s.trim() }, 'BENCH_STORES', ['memory', 'sqlite', 'redis'] as const, 'memory')),
+    postgresUrl: env.BENCH_POSTGRES_URL ?? env.POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres',
+    stores: stores === undefined || stores === '' ? undefined : stores.split(',').map((s) => oneOf({ BENCH_STORES: s.trim() }, 'BENCH_STORES', ['memory', 'sqlite', 'redis', 'postgres'] as const, 'memory')),
     sections: sections === undefined || sections === '' ? undefined : sections.split(',').map((s) => s.trim()).filter((s) => s !== ''),
     profileDir: env.BENCH_PROFILE_DIR === '' ? undefined : env.BENCH_PROFILE_DIR,
     metrics: oneOf(env, 'BENCH_METRICS', ['on', 'off'] as const, 'on'),

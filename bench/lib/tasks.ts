@@ -1,6 +1,6 @@
 // Shared by the task sections (bench/sections/task-*.ts): gateways configured for thousands of tasks,
 // creating tasks that stay in flight, measured windows with the gateway's own stats, CPU profiles of
-// those windows, and the gateways (memory, sqlite and, when Redis answers, redis store) that
+// those windows, and the gateways (memory, sqlite and, when their servers answer, redis and postgres store) that
 // task-create sets up with BENCH_TASKS_IN_FLIGHT tasks in flight and task-get reuses.
 import { mkdir } from 'node:fs/promises'
 import { join } from 'node:path'
@@ -9,22 +9,55 @@ import type { LoadRun } from './load.ts'
 import { McpHttpSession, type TaskClient } from './mcp-http.ts'
 import { ModernHttpClient } from './modern-http.ts'
 import { procCpuMs } from './processes.ts'
-import { BENCH_STATE_SECRET, freshRedisStore, printableRedisUrl, redisReachable, type RedisStoreConfig } from './redis.ts'
+import { freshPostgresStore, postgresReachable, type PostgresStoreConfig } from './postgres.ts'
+import { BENCH_STATE_SECRET, freshRedisStore, printableUrl, redisReachable, type RedisStoreConfig } from './redis.ts'
 import type { BenchContext } from './types.ts'
 
-export type StoreKind = 'memory' | 'sqlite' | 'redis'
+export type StoreKind = 'memory' | 'sqlite' | 'redis' | 'postgres'
 /** The stores design.md §4 states its budgets for. */
 export const STORES: readonly StoreKind[] = ['memory', 'sqlite']
+/** The stores several gateway processes share, measured when their servers answer. */
+export type SharedStoreKind = 'redis' | 'postgres'
+export const SHARED_STORES: readonly SharedStoreKind[] = ['redis', 'postgres']
 
-/** The stores the task-create and task-get sections measure: the budget stores, and redis when it answers (numbers only, no budget). */
-export async function measuredStores (ctx: BenchContext): Promise<StoreKind[]> {
-  if (ctx.settings.stores !== undefined) return ctx.settings.stores
-  return await redisReachable(ctx.settings.redisUrl) ? [...STORES, 'redis'] : [...STORES]
+/** Whether the server of a shared store answers (asked once per run). */
+export async function sharedStoreReachable (ctx: BenchContext, store: SharedStoreKind): Promise<boolean> {
+  return store === 'redis' ? await redisReachable(ctx.settings.redisUrl) : await postgresReachable(ctx.settings.postgresUrl)
 }
 
-/** The note a section prints when Redis did not answer. */
-export function redisSkippedNote (ctx: BenchContext): string {
-  return `redis store not measured: no Redis answered at ${printableRedisUrl(ctx.settings.redisUrl)} (set BENCH_REDIS_URL)`
+/**
+ * The stores the task sections measure: the budget stores, and redis and postgres when their servers answer
+ * (numbers only, no budget), or those BENCH_STORES names.
+ */
+export async function measuredStores (ctx: BenchContext): Promise<StoreKind[]> {
+  if (ctx.settings.stores !== undefined) return ctx.settings.stores
+  const shared = await Promise.all(SHARED_STORES.map(async (store) => await sharedStoreReachable(ctx, store) ? [store] : []))
+  return [...STORES, ...shared.flat()]
+}
+
+/** The notes a section prints for the shared stores it did not measure because their server did not answer. */
+export function skippedStoreNotes (ctx: BenchContext, measured: readonly StoreKind[]): string[] {
+  if (ctx.settings.stores !== undefined) return []
+  return SHARED_STORES.filter((store) => !measured.includes(store)).map((store) => store === 'redis'
+    ? `redis store not measured: no Redis answered at ${printableUrl(ctx.settings.redisUrl)} (set BENCH_REDIS_URL)`
+    : `postgres store not measured: no PostgreSQL answered at ${printableUrl(ctx.settings.postgresUrl)} (set BENCH_POSTGRES_URL)`)
+}
+
+export interface SharedStorePlace {
+  /** The gateways' `store` section. */
+  config: RedisStoreConfig | PostgresStoreConfig
+  /** Removes what they stored (once; call it after they have closed). */
+  remove: () => Promise<void>
+}
+
+/** A fresh place in a shared store for one gateway or a group of them, and its removal once they have closed. */
+export function freshSharedStore (ctx: BenchContext, store: SharedStoreKind): SharedStorePlace {
+  if (store === 'redis') {
+    const redis = freshRedisStore(ctx.settings.redisUrl)
+    return { config: redis.config, remove: redis.purge }
+  }
+  const postgres = freshPostgresStore(ctx.settings.postgresUrl)
+  return { config: postgres.config, remove: postgres.drop }
 }
 
 export const LOOP_STALL_LIMIT_MS = 50
@@ -67,14 +100,14 @@ export interface TaskGatewayLimits {
  */
 export async function startTaskGateway (
   ctx: BenchContext,
-  store: StoreKind | RedisStoreConfig,
+  store: StoreKind | RedisStoreConfig | PostgresStoreConfig,
   limits: TaskGatewayLimits,
 ): Promise<GatewayHandle> {
-  if (store === 'redis') {
-    // A fresh key prefix, deleted once this gateway has closed.
-    const redis = freshRedisStore(ctx.settings.redisUrl)
-    const gateway = await startTaskGateway(ctx, redis.config, limits)
-    return { ...gateway, close: async () => { await gateway.close(); await redis.purge() } }
+  if (store === 'redis' || store === 'postgres') {
+    // A fresh key prefix or schema, removed once this gateway has closed.
+    const shared = freshSharedStore(ctx, store)
+    const gateway = await startTaskGateway(ctx, shared.config, limits)
+    return { ...gateway, close: async () => { await gateway.close(); await shared.remove() } }
   }
   return await ctx.startGateway({
     store,

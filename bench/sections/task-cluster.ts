@@ -1,5 +1,5 @@
-// Section "task-cluster": the redis store on three gateway processes sharing one Redis key prefix (a
-// fresh one, deleted afterwards). The bench client spreads its requests round robin over the three
+// Section "task-cluster": each shared store on three gateway processes sharing it: one Redis key prefix, then
+// one PostgreSQL schema (fresh ones, removed afterwards). The bench client spreads its requests round robin over the three
 // processes' URLs (each request straight to the next process, no balancer), all on one legacy session:
 // the store holds it, so every process serves it. BENCH_TASKS_IN_FLIGHT long-running tasks are put in
 // flight first (each process runs the ones it created), then BENCH_TASK_CREATES creations at concurrency
@@ -10,22 +10,24 @@
 // robin over them, measured before each round and after the last.
 // Budgets (design.md §4, as for one process): tasks/get ≥ 70 % of the floor's requests/s; creation p99 ≤ 2 ×
 // the same run's tasks/get p99, and ≤ 2 ms; no event-loop stall over 50 ms in any process.
-// Skipped when no Redis answers at BENCH_REDIS_URL.
-import { cpus } from 'node:os'
+// A store is skipped when its server does not answer (BENCH_REDIS_URL, BENCH_POSTGRES_URL). The tables and
+// checks are task-cluster-report.ts's.
 import { startFastifyFloor, type FloorHandle } from '../lib/floors.ts'
 import type { GatewayHandle, ProbeStats } from '../lib/gateway.ts'
 import { sequential, type LoadRun } from '../lib/load.ts'
 import { generate, type PreparedRequest } from '../lib/loadgen.ts'
 import { McpHttpSession, type TaskClient } from '../lib/mcp-http.ts'
 import { procCpuMs } from '../lib/processes.ts'
-import { BENCH_STATE_SECRET, freshRedisStore, redisCpuMs, redisReachable } from '../lib/redis.ts'
-import { concat, ms, summarize, type LatencySummary, type Table } from '../lib/stats.ts'
+import { postgresCpuMs } from '../lib/postgres.ts'
+import { BENCH_STATE_SECRET, redisCpuMs } from '../lib/redis.ts'
+import { concat, summarize } from '../lib/stats.ts'
 import {
-  CREATE_WARMUP, LONG_TASK, LOOP_STALL_LIMIT_MS, SLOW_TOOL, TASK_TTL_MS, closeSharedTaskGateways, createTasks, redisSkippedNote, split, us,
+  CREATE_WARMUP, LONG_TASK, SHARED_STORES, SLOW_TOOL, TASK_TTL_MS, closeSharedTaskGateways, createTasks, freshSharedStore, measuredStores,
+  skippedStoreNotes, split, type SharedStoreKind,
 } from '../lib/tasks.ts'
-import type { BenchContext, Check, Section, SectionResult } from '../lib/types.ts'
+import type { BenchContext, Section, SectionResult } from '../lib/types.ts'
+import { PROCESSES, report, SERVER_NAME, type FloorTotals, type Totals } from './task-cluster-report.ts'
 
-const PROCESSES = 3
 const WARMUP_MS = 1000
 /** Pre-built tasks/get requests at least (distinct JSON-RPC ids: none is reused while an earlier use may be in flight). */
 const PREPARED = 4096
@@ -62,17 +64,23 @@ class RoundRobin implements TaskClient {
   }
 }
 
-/** One measured window over every process: the client's run, each gateway's own stats, the upstream's and Redis's CPU. */
+/** One measured window over every process: the client's run, each gateway's own stats, the upstream's and the store server's CPU. */
 interface ClusterWindow {
   run: LoadRun
   gateways: Array<ProbeStats | undefined>
   served: number[]
   upstreamCpuMs: number | undefined
-  redisCpuMs: number | undefined
+  serverCpuMs: number | undefined
+}
+
+/** CPU time the store's server has used so far (ms; undefined when it cannot be read). */
+async function serverCpuMs (ctx: BenchContext, store: SharedStoreKind): Promise<number | undefined> {
+  return store === 'redis' ? await redisCpuMs(ctx.settings.redisUrl) : postgresCpuMs()
 }
 
 async function measure (
   ctx: BenchContext,
+  store: SharedStoreKind,
   gateways: GatewayHandle[],
   rr: RoundRobin,
   driver: () => Promise<LoadRun>,
@@ -80,10 +88,10 @@ async function measure (
   await Promise.all(gateways.map((g) => g.resetStats()))
   rr.reset()
   const upstreamBefore = procCpuMs(ctx.upstream.pid)
-  const redisBefore = await redisCpuMs(ctx.settings.redisUrl)
+  const serverBefore = await serverCpuMs(ctx, store)
   const run = await driver()
   const upstreamAfter = procCpuMs(ctx.upstream.pid)
-  const redisAfter = await redisCpuMs(ctx.settings.redisUrl)
+  const serverAfter = await serverCpuMs(ctx, store)
   const delta = (a: number | undefined, b: number | undefined): number | undefined => a === undefined || b === undefined ? undefined : b - a
   return {
     run,
@@ -91,20 +99,8 @@ async function measure (
     // The load generator sends its pre-built requests round robin over the processes: a third each.
     served: rr.served.some((n) => n > 0) ? [...rr.served] : rr.served.map((_, i) => Math.ceil((run.calls - i) / PROCESSES)),
     upstreamCpuMs: delta(upstreamBefore, upstreamAfter),
-    redisCpuMs: delta(redisBefore, redisAfter),
+    serverCpuMs: delta(serverBefore, serverAfter),
   }
-}
-
-interface Totals {
-  calls: number
-  elapsedMs: number
-  latency: LatencySummary
-  perSecond: number
-  clientCpuMs: number
-  /** Per process: requests served, CPU, worst event-loop delay. */
-  processes: Array<{ served: number, cpuMs: number | undefined, maxLoopDelayMs: number | undefined }>
-  upstreamCpuMs: number | undefined
-  redisCpuMs: number | undefined
 }
 
 function totals (windows: readonly ClusterWindow[]): Totals {
@@ -126,33 +122,35 @@ function totals (windows: readonly ClusterWindow[]): Totals {
         : Math.max(...windows.map((w) => w.gateways[i]!.maxLoopDelayMs)),
     })),
     upstreamCpuMs: sum(windows.map((w) => w.upstreamCpuMs)),
-    redisCpuMs: sum(windows.map((w) => w.redisCpuMs)),
+    serverCpuMs: sum(windows.map((w) => w.serverCpuMs)),
   }
 }
 
-function perCall (cpuMs: number | undefined, calls: number): string {
-  return us(cpuMs === undefined || calls === 0 ? undefined : cpuMs * 1000 / calls)
-}
-
-function busy (cpuMs: number | undefined, elapsedMs: number): string {
-  return cpuMs === undefined ? '—' : `${(cpuMs / elapsedMs * 100).toFixed(0)} %`
-}
-
-function gatewaysCpuMs (t: Totals): number | undefined {
-  return t.processes.some((p) => p.cpuMs === undefined) ? undefined : t.processes.reduce((n, p) => n + p.cpuMs!, 0)
-}
-
 async function run (ctx: BenchContext): Promise<SectionResult> {
-  const { settings } = ctx
-  if (!await redisReachable(settings.redisUrl)) return { tables: [], checks: [], notes: [redisSkippedNote(ctx)], data: { skipped: true } }
+  const measured = await measuredStores(ctx)
+  const stores = SHARED_STORES.filter((store) => measured.includes(store))
+  const skipped = skippedStoreNotes(ctx, measured)
+  if (stores.length === 0) return { tables: [], checks: [], notes: skipped, data: { skipped: true } }
   // The single-process task gateways (thousands of tasks) would otherwise still be running.
   await closeSharedTaskGateways()
+  const results: Partial<Record<SharedStoreKind, SectionResult>> = {}
+  for (const store of stores) results[store] = await runOn(ctx, store)
+  const all = Object.values(results)
+  return {
+    tables: all.flatMap((r) => r.tables),
+    checks: all.flatMap((r) => r.checks),
+    notes: [...all.flatMap((r) => r.notes), ...skipped],
+    data: Object.fromEntries(Object.entries(results).map(([store, r]) => [store, r.data])),
+  }
+}
 
+async function runOn (ctx: BenchContext, store: SharedStoreKind): Promise<SectionResult> {
+  const { settings } = ctx
   const maxTasks = settings.tasksInFlight + CREATE_WARMUP + settings.taskCreates + 1000
-  const redis = freshRedisStore(settings.redisUrl)
-  ctx.log(`task-cluster: starting ${PROCESSES} gateways on one Redis key prefix (up to ${maxTasks} tasks in flight)`)
+  const shared = freshSharedStore(ctx, store)
+  ctx.log(`task-cluster: starting ${PROCESSES} gateways on one ${SERVER_NAME[store]} (up to ${maxTasks} tasks in flight)`)
   const gateways = await Promise.all(Array.from({ length: PROCESSES }, () => ctx.startGateway({
-    store: redis.config,
+    store: shared.config,
     tasks: { maxActivePerPrincipal: maxTasks },
     upstream: { maxQueuedCalls: maxTasks },
     server: { shutdownGrace: 0, stateSecret: BENCH_STATE_SECRET },
@@ -184,9 +182,9 @@ async function run (ctx: BenchContext): Promise<SectionResult> {
     for (const [round, count] of split(settings.taskCreates, settings.rounds).entries()) {
       ctx.log(`task-cluster create round ${round + 1}: ${count} sequential creations, then as many tasks/get, ${ids.length} tasks in flight`)
       const before = ids.length
-      creates.push(await measure(ctx, gateways, rr, () => sequential(create, count)))
+      creates.push(await measure(ctx, store, gateways, rr, () => sequential(create, count)))
       inFlight.push([before, ids.length])
-      getsC1.push(await measure(ctx, gateways, rr, () => sequential(get, count)))
+      getsC1.push(await measure(ctx, store, gateways, rr, () => sequential(get, count)))
     }
 
     // tasks/get under load, from the load generator, against three bare Fastify routes answering the cluster's answer.
@@ -216,7 +214,7 @@ async function run (ctx: BenchContext): Promise<SectionResult> {
     for (let round = 0; round < settings.rounds; round++) {
       await measureFloor(`round ${round + 1}/${settings.rounds}`)
       ctx.log(`task-cluster tasks/get round ${round + 1}/${settings.rounds}: ${settings.concurrency} workers for ${(slice / 1000).toFixed(1)} s, ${ids.length} task ids`)
-      gets.push(await measure(ctx, gateways, rr, load(prepared, slice)))
+      gets.push(await measure(ctx, store, gateways, rr, load(prepared, slice)))
     }
     await measureFloor('closing floor window')
     // The tasks really are in flight: the first seeded one and the last measured one are still working.
@@ -224,6 +222,7 @@ async function run (ctx: BenchContext): Promise<SectionResult> {
       if (id !== undefined && await first.getTask(id) !== 'working') throw new Error(`task-cluster: task ${id} is not working any more (expected in flight)`)
     }
     return report(ctx, {
+      store,
       create: totals(creates),
       rounds: creates.map((w) => totals([w])),
       inFlight,
@@ -235,9 +234,9 @@ async function run (ctx: BenchContext): Promise<SectionResult> {
   } finally {
     await Promise.all(floors.map((f) => f.close()))
     for (const view of views.reverse()) await view.close()
-    ctx.log('task-cluster: closing the gateways (their tasks are cancelled by the shutdown) and deleting the Redis keys')
+    ctx.log(`task-cluster: closing the gateways (their tasks are cancelled by the shutdown) and removing what they stored in ${SERVER_NAME[store]}`)
     await Promise.all(gateways.map((g) => g.close()))
-    await redis.purge()
+    await shared.remove()
   }
 }
 
@@ -245,16 +244,6 @@ async function run (ctx: BenchContext): Promise<SectionResult> {
 interface FloorWindow {
   run: LoadRun
   cpuMs: number
-}
-
-interface FloorTotals {
-  calls: number
-  elapsedMs: number
-  perSecond: number
-  latency: LatencySummary
-  clientCpuMs: number
-  cpuMs: number
-  perWindowPerSecond: number[]
 }
 
 function floorTotals (windows: readonly FloorWindow[]): FloorTotals {
@@ -271,114 +260,8 @@ function floorTotals (windows: readonly FloorWindow[]): FloorTotals {
   }
 }
 
-interface Measured {
-  create: Totals
-  rounds: Totals[]
-  inFlight: Array<[number, number]>
-  /** tasks/get at concurrency 1 after each round's creations: the round-trip floor of the creation budget. */
-  getC1: Totals
-  get: Totals
-  floor: FloorTotals
-  template: { contentType: string, answer: Record<string, unknown> }
-}
-
-const GET_RATIO_LIMIT = 0.7
-const P99_RATIO_LIMIT = 2
-const P99_LIMIT_MS = 2
-
-function checksOf (m: Measured, concurrency: number): Check[] {
-  const getRatio = m.get.perSecond / m.floor.perSecond
-  const createP99 = m.create.latency.p99
-  const getP99 = m.getC1.latency.p99
-  const loop = [m.create, m.getC1, m.get].flatMap((t) => t.processes.map((p) => p.maxLoopDelayMs ?? Number.NaN))
-  const stall = Math.max(...loop)
-  return [
-    {
-      budget: `tasks/get throughput, ${PROCESSES} processes on Redis${concurrency === 64 ? '' : ` (${concurrency} workers)`}`,
-      limit: `≥ ${GET_RATIO_LIMIT * 100} % of ${PROCESSES} Fastify floors`,
-      measured: `${(getRatio * 100).toFixed(0)} % (gateways ${m.get.perSecond.toFixed(0)}/s vs floors ${m.floor.perSecond.toFixed(0)}/s)`,
-      pass: getRatio >= GET_RATIO_LIMIT,
-    },
-    {
-      budget: `task creation p99, ${PROCESSES} processes on Redis`,
-      limit: `≤ ${P99_RATIO_LIMIT} × tasks/get p99`,
-      measured: `${(createP99 / getP99).toFixed(2)} × (create ${ms(createP99)} ms vs tasks/get ${ms(getP99)} ms)`,
-      pass: createP99 / getP99 <= P99_RATIO_LIMIT,
-    },
-    { budget: `task creation p99, ${PROCESSES} processes on Redis, absolute`, limit: `≤ ${P99_LIMIT_MS} ms`, measured: `${ms(createP99)} ms`, pass: createP99 <= P99_LIMIT_MS },
-    {
-      budget: `event-loop stall in any of the ${PROCESSES} gateways`,
-      limit: `≤ ${LOOP_STALL_LIMIT_MS} ms`,
-      measured: Number.isNaN(stall) ? 'n/a' : `${stall.toFixed(1)} ms`,
-      pass: Number.isNaN(stall) ? undefined : stall <= LOOP_STALL_LIMIT_MS,
-    },
-  ]
-}
-
-function report (ctx: BenchContext, m: Measured): SectionResult {
-  const { settings } = ctx
-  const { create, rounds, inFlight, get, getC1, floor } = m
-  const span = `${inFlight[0]![0]}→${inFlight.at(-1)![1]}`
-  const row = (label: string, t: { latency: LatencySummary, perSecond: number }, flight: string): string[] => {
-    const l = t.latency
-    return [label, flight, ms(l.p50), ms(l.p90), ms(l.p99), ms(l.mean), ms(l.max), t.perSecond.toFixed(0)]
-  }
-  const createTable: Table = {
-    title: `task creation through ${PROCESSES} processes on one Redis, round robin, concurrency 1 (${settings.taskCreates} creations, ms); tasks/get at concurrency 1 as the round-trip floor`,
-    head: ['phase', 'in flight', 'p50', 'p90', 'p99', 'mean', 'max', 'req/s'],
-    rows: [
-      ...(rounds.length > 1 ? rounds.map((t, i) => row(`create, round ${i + 1}`, t, `${inFlight[i]![0]}→${inFlight[i]![1]}`)) : []),
-      row('create, all rounds', create, span),
-      row('tasks/get (floor)', getC1, String(inFlight.at(-1)![1])),
-    ],
-  }
-  const perProcess = get.perSecond / PROCESSES
-  const getTable: Table = {
-    title: `tasks/get through ${PROCESSES} processes on one Redis, ${settings.concurrency} workers of the load generator round robin (${settings.seconds} s, one session), against ${PROCESSES} bare Fastify routes`,
-    head: ['target', 'requests', 'requests/s', 'of floor', 'p50 ms', 'p99 ms', 'server µs', 'server busy', 'gateway loop max ms'],
-    rows: [
-      ['floor: 3 bare Fastify routes', String(floor.calls), floor.perSecond.toFixed(0), '100 %', ms(floor.latency.p50), ms(floor.latency.p99),
-        perCall(floor.cpuMs, floor.calls), busy(floor.cpuMs, floor.elapsedMs), '—'],
-      ['gateways (aggregate)', String(get.calls), get.perSecond.toFixed(0), `${(get.perSecond / floor.perSecond * 100).toFixed(0)} %`, ms(get.latency.p50),
-        ms(get.latency.p99), perCall(gatewaysCpuMs(get), get.calls), busy(gatewaysCpuMs(get), get.elapsedMs), ''],
-      ...get.processes.map((p, i) => [`gateway process ${i + 1}`, String(p.served), (p.served / (get.elapsedMs / 1000)).toFixed(0), '', '', '',
-        perCall(p.cpuMs, p.served), busy(p.cpuMs, get.elapsedMs), ms(p.maxLoopDelayMs, 1)]),
-    ],
-  }
-  const costTable: Table = {
-    title: 'CPU µs per request by process (gateways summed), and Redis (the whole server: other clients count too)',
-    head: ['phase', 'client µs', 'client busy', 'gateways µs', 'upstream µs', 'redis µs', 'redis busy'],
-    rows: [
-      ...([['create, all rounds (bench client)', create], ['tasks/get c=1 (bench client)', getC1], ['tasks/get (load generator)', get]] as const)
-        .map(([label, t]) => [label, perCall(t.clientCpuMs, t.calls), busy(t.clientCpuMs, t.elapsedMs), perCall(gatewaysCpuMs(t), t.calls),
-          perCall(t.upstreamCpuMs, t.calls), perCall(t.redisCpuMs, t.calls), busy(t.redisCpuMs, t.elapsedMs)]),
-      ['tasks/get on the floor (load generator)', perCall(floor.clientCpuMs, floor.calls), busy(floor.clientCpuMs, floor.elapsedMs), '', '', '', ''],
-    ],
-  }
-  const notes = [
-    `floor: ${PROCESSES} bare Fastify routes (own processes) answering the cluster's tasks/get answer (${m.template.contentType}), the very requests the gateways get, ` +
-      `round robin the same way; floor windows: ${floor.perWindowPerSecond.map((r) => r.toFixed(0)).join(', ')} requests/s (their spread is the drift of the machine)`,
-    `tasks/get ${get.perSecond.toFixed(0)}/s in aggregate, ${perProcess.toFixed(0)}/s per process; task creation p50 ${ms(create.latency.p50)} ms, p99 ${ms(create.latency.p99)} ms with ${span} tasks in flight`,
-    `${PROCESSES} gateway processes (${settings.gatewayMode}), one Redis, one demo upstream and the load generator share ${cpus().length} cores: the per-process rate is the aggregate divided by ${PROCESSES}, bounded by the machine rather than by one process`,
-    `one legacy session (one principal) for everything; each process runs the tasks it created (a third each), maxConcurrentCalls ${settings.maxConcurrentCalls ?? 16} per process hold an upstream connection, the rest wait in that process's queue`,
-    'creations and tasks/get at concurrency 1 are sent by the bench process itself (the same client for both); tasks/get under load and its floor by the load generator',
-  ]
-  return {
-    tables: [createTable, getTable, costTable],
-    checks: checksOf(m, settings.concurrency),
-    notes,
-    data: {
-      processes: PROCESSES,
-      ...m,
-      perProcessPerSecond: perProcess,
-      ratios: { tasksGetToFloor: get.perSecond / floor.perSecond, createP99ToTasksGetP99: create.latency.p99 / getC1.latency.p99 },
-      limits: { tasksGetRatio: GET_RATIO_LIMIT, p99Ratio: P99_RATIO_LIMIT, p99Ms: P99_LIMIT_MS },
-    },
-  }
-}
-
 export const taskClusterSection: Section = {
   id: 'task-cluster',
-  title: 'Three gateway processes on one Redis: task creation and tasks/get (against three bare Fastify routes), requests round robin over the processes',
+  title: 'Three gateway processes on one shared store (Redis, PostgreSQL): task creation and tasks/get (against three bare Fastify routes), requests round robin over the processes',
   run,
 }

@@ -1,9 +1,10 @@
 // Section "task-create": the latency of a task-augmented `tools/call` (2025-11-25 `params.task`) from
 // sending it to receiving the CreateTaskResult, at concurrency 1, while BENCH_TASKS_IN_FLIGHT
 // long-running tasks (demo `slow`, one hour) are in flight on the same principal, for the memory store,
-// the sqlite store (a fresh temp file) and, when Redis answers, the redis store (a fresh key prefix,
-// deleted afterwards). Every measured task stays in flight too, so the count grows from
-// BENCH_TASKS_IN_FLIGHT (+ warm-up) by BENCH_TASK_CREATES during the measurement.
+// the sqlite store (a fresh temp file) and, when their servers answer, the redis store (a fresh key prefix,
+// deleted afterwards) and the postgres store (a fresh schema, dropped afterwards). Every measured task stays in
+// flight too, so the count grows from BENCH_TASKS_IN_FLIGHT (+ warm-up) by BENCH_TASK_CREATES during the
+// measurement.
 // After each store's creations of a round, as many tasks/get at concurrency 1 on the same gateway and session:
 // the round-trip floor of the same run, the same client and the same tasks in flight.
 // The same again for a 2026-07-28 client of the same gateway (no session lookup: each request carries its
@@ -15,7 +16,7 @@ import { MODERN_VERSION } from '../lib/modern-http.ts'
 import { concat, ms, summarize, type LatencySummary, type Table } from '../lib/stats.ts'
 import {
   CREATE_WARMUP, LONG_TASK, LOOP_STALL_LIMIT_MS, SLOW_TOOL, TASK_TTL_MS, measureWindow, measuredStores, perCallUs, profileNotes,
-  profiled, redisSkippedNote, sharedTaskGateway, split, totalsOf, us, type StoreKind, type Window,
+  profiled, sharedTaskGateway, skippedStoreNotes, split, totalsOf, us, type StoreKind, type Window,
 } from '../lib/tasks.ts'
 import type { BenchContext, Check, Section, SectionResult } from '../lib/types.ts'
 
@@ -194,7 +195,8 @@ async function run (ctx: BenchContext): Promise<SectionResult> {
     `${MODERN_VERSION}: a client without session on the same gateway (one anonymous principal), its envelope and Mcp-Method/Mcp-Name headers on every request, ` +
       'the tasks extension declared; the gateway answers its tools/call with a task at once (tasks.decide: always), and it reads only its own tasks',
     `rounds alternate between the stores and protocols (${rounds.join(' + ')} creations each); latencies include the client's own request and parsing cost (about the "client µs"); "tasks/get (floor)" is the same round trip without creating anything`,
-    ...(!stores.includes('redis') ? [redisSkippedNote(ctx)] : ['redis store: one process here; three processes on one Redis in section task-cluster']),
+    ...skippedStoreNotes(ctx, stores),
+    ...stores.filter((s) => s === 'redis' || s === 'postgres').map((s) => `${s} store: one process here; three processes on one ${s === 'redis' ? 'Redis' : 'PostgreSQL'} in section task-cluster`),
     ...profileNotes(profiles),
   ]
   return {
@@ -213,6 +215,6 @@ async function run (ctx: BenchContext): Promise<SectionResult> {
 
 export const taskCreateSection: Section = {
   id: 'task-create',
-  title: 'Task creation latency with tasks in flight (memory, sqlite and redis store; 2025-11-25 and 2026-07-28 clients)',
+  title: 'Task creation latency with tasks in flight (memory, sqlite, redis and postgres store; 2025-11-25 and 2026-07-28 clients)',
   run,
 }

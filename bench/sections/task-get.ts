@@ -2,7 +2,7 @@
 // Fastify route (the gateway's Fastify, in a child process) answering a real `tasks/get` answer of the same
 // gateway. The load generator (its own process, bench/lib/loadgen.ts) runs BENCH_CONCURRENCY workers (64)
 // asking about existing task ids (round robin over the tasks in flight) for BENCH_SECONDS / BENCH_ROUNDS per
-// window: in each round the floor, then each store (memory, sqlite, and redis when it answers), and the floor
+// window: in each round the floor, then each store (memory, sqlite, and redis and postgres when they answer), and the floor
 // once more at the end, on the gateways task-create set up (started here when task-create did not run).
 // The same for a 2026-07-28 client (no session, the tasks extension declared) on the same gateways, against a
 // second Fastify floor answering the gateway's 2026-07-28 tasks/get answer.
@@ -257,6 +257,6 @@ async function run (ctx: BenchContext): Promise<SectionResult> {
 
 export const taskGetSection: Section = {
   id: 'task-get',
-  title: 'tasks/get throughput per gateway process against a bare Fastify route (memory, sqlite and redis store; 2025-11-25 and 2026-07-28 clients)',
+  title: 'tasks/get throughput per gateway process against a bare Fastify route (memory, sqlite, redis and postgres store; 2025-11-25 and 2026-07-28 clients)',
   run,
 }

@@ -5,7 +5,8 @@
 // while all of them are in flight for the client. Heap used and RSS are reported apart: heap is the
 // JS objects the gateway keeps per task; RSS adds native memory (sqlite page cache, sockets) and
 // memory V8 has not given back to the OS.
-// The redis store (when Redis answers) is measured too: its memory is reported, its stall checked.
+// The redis and postgres stores (when their servers answer) are measured too: their memory is reported, their
+// stall checked.
 // Budgets (design.md §4): ≤ 10 KB per task in flight beyond the idle process (memory and sqlite store); no
 // event-loop stall over 50 ms while the tasks are created, on every store.
 import { McpHttpSession } from '../lib/mcp-http.ts'
@@ -14,7 +15,7 @@ import { ms, type Table } from '../lib/stats.ts'
 import type { LoadRun } from '../lib/load.ts'
 import {
   LOOP_STALL_LIMIT_MS, QUICK_TASK, STORES, SLOW_TOOL, awaitTerminal, closeSharedTaskGateways, createTasks, measureWindow, mib,
-  measuredStores, profileNotes, profiled, redisSkippedNote, startTaskGateway, us, type StoreKind, type Window,
+  measuredStores, profileNotes, profiled, skippedStoreNotes, startTaskGateway, us, type StoreKind, type Window,
 } from '../lib/tasks.ts'
 import type { BenchContext, Check, Section, SectionResult } from '../lib/types.ts'
 
@@ -155,7 +156,9 @@ async function run (ctx: BenchContext): Promise<SectionResult> {
       : 'the gateway runs in the bench process (BENCH_GATEWAY=inprocess): its memory cannot be told apart, nothing is measured',
     `all tasks belong to one session (one principal); maxConcurrentCalls ${settings.maxConcurrentCalls ?? 16} of them hold an upstream connection, the rest wait in the upstream pool's queue`,
     'heap/task is the JS heap the gateway keeps per task (records, runner state, queue entries); RSS/task adds native memory and is noisy (V8 and malloc keep freed pages)',
-    ...(results.redis === undefined ? [redisSkippedNote(ctx)] : ['redis store: memory reported without a budget (design.md §4 states it for memory and sqlite); stall checked']),
+    ...skippedStoreNotes(ctx, stores),
+    ...stores.filter((s) => (s === 'redis' || s === 'postgres') && results[s] !== undefined)
+      .map((s) => `${s} store: memory reported without a budget (design.md §4 states it for memory and sqlite); stall checked`),
     ...profileNotes(profiles),
   ]
   return { tables: [memoryTable, costTable], checks, notes, data: { ...results, profiles } }
@@ -163,6 +166,6 @@ async function run (ctx: BenchContext): Promise<SectionResult> {
 
 export const taskMemorySection: Section = {
   id: 'task-memory',
-  title: 'Memory per task in flight (memory, sqlite and redis store)',
+  title: 'Memory per task in flight (memory, sqlite, redis and postgres store)',
   run,
 }
