@@ -30,8 +30,8 @@ FROM ${NODE_IMAGE}
 RUN apt-get update \
   && apt-get install -y --no-install-recommends tini \
   && rm -rf /var/lib/apt/lists/*
-# GATEWAY_PORT is the port config/gateway.yaml listens on and the port the health check asks; change both
-# together by setting it (-e GATEWAY_PORT=9000 -p 9000:9000). GATEWAY_SHUTDOWN_GRACE is server.shutdownGrace
+# GATEWAY_PORT is the port config/gateway.yaml listens on, and so the port the health check asks; change it
+# by setting it (-e GATEWAY_PORT=9000 -p 9000:9000). GATEWAY_SHUTDOWN_GRACE is server.shutdownGrace
 # of config/gateway.yaml: 7s leaves the gateway time to cancel what is left and mark those tasks before
 # `docker stop` sends SIGKILL after its default 10s (raise both together: docker stop -t, stop_grace_period).
 ENV NODE_ENV=production \
@@ -54,8 +54,10 @@ USER node
 VOLUME ["/app/data"]
 EXPOSE 8080
 STOPSIGNAL SIGTERM
-# No curl in the slim image: Node's fetch does the check, on the configured port.
+# The check reads the configuration file the gateway runs with (the path of CMD: mount yours there, or change
+# both) and asks /healthz on its port, over HTTPS when it has server.tls (the listener must present the
+# certificate of server.tls.cert). No curl in the slim image: it is Node, from dist/healthcheck.js.
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
-  CMD ["node", "-e", "fetch('http://127.0.0.1:' + process.env.GATEWAY_PORT + '/healthz').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
+  CMD ["node", "dist/healthcheck.js", "--config", "/etc/mcp-task-gateway/gateway.yaml"]
 ENTRYPOINT ["/usr/bin/tini", "--"]
 CMD ["node", "dist/main.js", "--config", "/etc/mcp-task-gateway/gateway.yaml"]

@@ -42,7 +42,11 @@ describe('the Dockerfile', () => {
   it('checks health on the port the configuration listens on, not a fixed one', async () => {
     const instructions = await dockerfile()
     const healthcheck = instructions.find(([k]) => k === 'HEALTHCHECK')?.[1] ?? ''
-    expect(healthcheck).toContain('process.env.GATEWAY_PORT')
+    // The check reads the file the gateway runs with (its port, and server.tls: healthcheck.test.ts).
+    const command = JSON.parse(/CMD (\[.*\])$/.exec(healthcheck)?.[1] ?? '[]') as string[]
+    const gateway = JSON.parse(instructions.find(([k]) => k === 'CMD')?.[1] ?? '[]') as string[]
+    expect(command.slice(0, 2)).toEqual(['node', 'dist/healthcheck.js'])
+    expect(command.slice(command.indexOf('--config'))).toEqual(gateway.slice(gateway.indexOf('--config')))
     expect(healthcheck).not.toMatch(/:8080\b/)
     const env = instructions.filter(([k]) => k === 'ENV').map(([, v]) => v).join(' ')
     const port = /GATEWAY_PORT=(\d+)/.exec(env)?.[1]
