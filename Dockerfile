@@ -5,6 +5,10 @@
 # so it starts only when GATEWAY_ALLOW_UNAUTHENTICATED=true says that serving the demo to anyone who reaches
 # the port is meant; mount a configuration with auth.tokens or auth.oauth for anything else.
 # compose.yaml runs it on Redis as an operator would: docker compose up
+# Without Docker, or without a container registry (buildah, and a Node 22 base image made from Debian's mirror
+# and the npm registry by scripts/node-base-image.sh; see docs/operations.md):
+#   buildah bud --format docker --build-arg NODE_IMAGE="$(scripts/node-base-image.sh)" \
+#     --build-arg NPM_REGISTRY="$(npm config get registry)" -t mcp-task-gateway .
 
 # The base image, pinned to an exact release (append @sha256:<digest> to pin the bytes too). Raise it on
 # purpose, with the tests, not by whatever the tag points at on build day.
@@ -16,8 +20,19 @@ RUN apt-get update \
   && apt-get install -y --no-install-recommends python3 make g++ \
   && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
+# Where `npm ci` fetches the packages: the public registry unless told (--build-arg NPM_REGISTRY=<url> for a
+# mirror). Proxies come in through the standard HTTP_PROXY, HTTPS_PROXY and NO_PROXY build arguments, which
+# Docker and buildah pass without a declaration. A registry behind a private CA: give its PEM as the build
+# secret npm-ca (--secret id=npm-ca,src=<file>); it is mounted for this step only and never stored in a layer.
+# Never pass a token here: build arguments stay in the image's history.
+ARG NPM_REGISTRY=https://registry.npmjs.org/
+# node-gyp builds native modules (better-sqlite3, when no prebuilt binary can be fetched) against the headers
+# that come with Node in /usr/local/include/node, instead of downloading them.
+ENV npm_config_nodedir=/usr/local
 COPY package.json package-lock.json ./
-RUN npm ci
+RUN --mount=type=secret,id=npm-ca \
+  if [ -s /run/secrets/npm-ca ]; then export npm_config_cafile=/run/secrets/npm-ca; fi \
+  && npm_config_registry="$NPM_REGISTRY" npm ci
 COPY tsconfig.json ./
 COPY scripts/build.ts ./scripts/
 COPY src ./src
