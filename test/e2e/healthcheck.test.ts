@@ -7,6 +7,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { describe, expect, it } from 'vitest'
+import { loadConfig } from '../../src/config/load.ts'
+import { checkHealth, healthTarget } from '../../src/http/health-probe.ts'
 import { REPO_ROOT } from '../fixtures/spawn-upstream.ts'
 import { demoStdioYaml, startGatewayProcess, stopAll, writeConfig } from '../helpers/process.ts'
 import { freePort } from '../helpers/private-redis.ts'
@@ -66,6 +68,8 @@ describe('the health check command', () => {
     try {
       expect(gateway.url).toBe(`https://127.0.0.1:${port}/mcp`)
       expect(await healthcheck(file)).toEqual({ code: 0, stderr: '' })
+      // The probe itself, in this process.
+      expect(await checkHealth(await healthTarget((await loadConfig(file)).server))).toBeUndefined()
     } finally {
       await stopAll([gateway])
     }
@@ -88,9 +92,12 @@ describe('the health check command', () => {
     const port = await freePort()
     const impostor = await startGatewayProcess(writeConfig(config(port, certificate(dir, 'other'))), ['--port', String(port)])
     try {
-      const checked = await healthcheck(writeConfig(config(port, certificate(dir, 'server'))))
+      const file = writeConfig(config(port, certificate(dir, 'server')))
+      const checked = await healthcheck(file)
       expect(checked.code).toBe(1)
-      expect(checked.stderr).toMatch(new RegExp(`^unhealthy: https://127\\.0\\.0\\.1:${port} presented a certificate \\(SHA-256 [0-9A-F:]+\\) other than server\\.tls\\.cert's`))
+      const mismatch = `https://127\\.0\\.0\\.1:${port} presented a certificate \\(SHA-256 [0-9A-F:]+\\) other than server\\.tls\\.cert's`
+      expect(checked.stderr).toMatch(new RegExp(`^unhealthy: ${mismatch}`))
+      expect(await checkHealth(await healthTarget((await loadConfig(file)).server))).toMatch(new RegExp(`^${mismatch}`))
     } finally {
       await stopAll([impostor])
     }
