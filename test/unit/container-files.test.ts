@@ -32,6 +32,12 @@ describe('the Dockerfile', () => {
     for (const image of froms) expect(image).toMatch(/^node:\d+\.\d+\.\d+-[a-z]+(-slim)?(@sha256:[0-9a-f]{64})?$/)
   })
 
+  it('is built on the same Node release by scripts/node-base-image.sh, where no registry has node images', async () => {
+    const pinned = /^ARG NODE_IMAGE=node:(\d+\.\d+\.\d+)-/m.exec(await read('Dockerfile'))?.[1]
+    expect(pinned).toBeDefined()
+    expect(/^NODE_VERSION=(\S+)$/m.exec(await read('scripts/node-base-image.sh'))?.[1]).toBe(pinned)
+  })
+
   it('runs the gateway under an init process that reaps orphans and forwards SIGTERM', async () => {
     const instructions = await dockerfile()
     expect(instructions.find(([k]) => k === 'ENTRYPOINT')?.[1]).toMatch(/^\["\/usr\/bin\/tini", "--"\]$/)
