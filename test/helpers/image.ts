@@ -1,5 +1,5 @@
 // The project's container image, built from its own Dockerfile and started as an operator would, with buildah
-// (Docker cannot run here, and no container registry is reachable): the Node 22 base image comes from
+// (neither a Docker daemon nor a container registry is needed): the Node 22 base image comes from
 // scripts/node-base-image.sh, built once and kept by buildah. Used by test/e2e/container-image.test.ts.
 import { execFile, spawn, type ChildProcess } from 'node:child_process'
 import { EventEmitter, once } from 'node:events'
@@ -79,7 +79,7 @@ export interface ImageConfig {
   user: string
   /** The image's VOLUME paths. */
   volumes: string[]
-  /** Bytes, as buildah reports them. */
+  /** Its size as buildah reports it, e.g. `450 MB`. */
   size: string
 }
 
