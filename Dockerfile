@@ -20,19 +20,20 @@ RUN apt-get update \
   && apt-get install -y --no-install-recommends python3 make g++ \
   && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
-# Where `npm ci` fetches the packages: the public registry unless told (--build-arg NPM_REGISTRY=<url> for a
-# mirror). Proxies come in through the standard HTTP_PROXY, HTTPS_PROXY and NO_PROXY build arguments, which
+# Where `npm ci` fetches the packages: npm's own default registry unless told (--build-arg NPM_REGISTRY=<url>
+# for a mirror). Proxies come in through the standard HTTP_PROXY, HTTPS_PROXY and NO_PROXY build arguments, which
 # Docker and buildah pass without a declaration. A registry behind a private CA: give its PEM as the build
 # secret npm-ca (--secret id=npm-ca,src=<file>); it is mounted for this step only and never stored in a layer.
 # Never pass a token here: build arguments stay in the image's history.
-ARG NPM_REGISTRY=https://registry.npmjs.org/
+ARG NPM_REGISTRY=
 # node-gyp builds native modules (better-sqlite3, when no prebuilt binary can be fetched) against the headers
 # that come with Node in /usr/local/include/node, instead of downloading them.
 ENV npm_config_nodedir=/usr/local
 COPY package.json package-lock.json ./
 RUN --mount=type=secret,id=npm-ca \
-  if [ -s /run/secrets/npm-ca ]; then export npm_config_cafile=/run/secrets/npm-ca; fi \
-  && npm_config_registry="$NPM_REGISTRY" npm ci
+  if [ -n "$NPM_REGISTRY" ]; then export npm_config_registry="$NPM_REGISTRY"; fi \
+  && if [ -s /run/secrets/npm-ca ]; then export npm_config_cafile=/run/secrets/npm-ca; fi \
+  && npm ci
 COPY tsconfig.json ./
 COPY scripts/build.ts ./scripts/
 COPY src ./src
