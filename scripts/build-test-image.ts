@@ -6,7 +6,7 @@
  *
  *   npx tsx scripts/build-test-image.ts
  */
-import { buildImage, IMAGE, nodeBaseImage } from '../test/helpers/image.ts'
+import { buildImage, IMAGE, nodeBaseImage } from '../test/helpers/image-build.ts'
 
 const started = performance.now()
 await buildImage(await nodeBaseImage())
