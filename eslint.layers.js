@@ -22,7 +22,7 @@ export const LAYERS = [
   ['admin'],
   ['gateway'],
   ['gateway.ts'],
-  ['main.ts'],
+  ['main.ts', 'healthcheck.ts'],
 ]
 
 /** The bundled demo upstream is a program of its own: nothing of the gateway imports it. */

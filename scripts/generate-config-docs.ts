@@ -184,7 +184,7 @@ function listed (names: string[]): string {
 
 /**
  * A union of objects told apart by one property (`kind`, `transport`): the options all variants share, then
- * those of each group of variants. A shared option whose default differs shows each variant's default.
+ * those of each group of variants. A shared option whose default or meaning differs shows each variant's.
  */
 function variantTables (variants: JsonSchema[], inherited: unknown): string[] {
   const propertyOf = (variant: JsonSchema, name: string): JsonSchema => properties(variant).find(([other]) => other === name)?.[1] ?? {}
@@ -217,7 +217,14 @@ function variantTables (variants: JsonSchema[], inherited: unknown): string[] {
     const first = rows[0]!
     const byDefault = new Map<string, string[]>()
     rows.forEach((row, i) => byDefault.set(row.default, [...(byDefault.get(row.default) ?? []), where[i]!]))
-    const merged = byDefault.size === 1 ? first : { ...first, default: [...byDefault].map(([value, which]) => `${value} (${which.join(', ')})`).join(', ') }
+    const byMeaning = new Map<string, string[]>()
+    rows.forEach((row, i) => byMeaning.set(row.meaning, [...(byMeaning.get(row.meaning) ?? []), where[i]!]))
+    const merged = {
+      ...first,
+      ...(byDefault.size > 1 && { default: [...byDefault].map(([value, which]) => `${value} (${which.join(', ')})`).join(', ') }),
+      // A shared option that means something else per variant (a url of another scheme) says what for each.
+      ...(byMeaning.size > 1 && { meaning: [...byMeaning].map(([text, which]) => `${which.map(code).join(', ')}: ${text}`).join('; ') }),
+    }
     const key = where.length === labels.length ? '' : where.join(',')
     groups.set(key, [...(groups.get(key) ?? []), merged])
   }

@@ -32,6 +32,12 @@ describe('the Dockerfile', () => {
     for (const image of froms) expect(image).toMatch(/^node:\d+\.\d+\.\d+-[a-z]+(-slim)?(@sha256:[0-9a-f]{64})?$/)
   })
 
+  it('is built on the same Node release by scripts/node-base-image.sh, where no registry has node images', async () => {
+    const pinned = /^ARG NODE_IMAGE=node:(\d+\.\d+\.\d+)-/m.exec(await read('Dockerfile'))?.[1]
+    expect(pinned).toBeDefined()
+    expect(/^NODE_VERSION=(\S+)$/m.exec(await read('scripts/node-base-image.sh'))?.[1]).toBe(pinned)
+  })
+
   it('runs the gateway under an init process that reaps orphans and forwards SIGTERM', async () => {
     const instructions = await dockerfile()
     expect(instructions.find(([k]) => k === 'ENTRYPOINT')?.[1]).toMatch(/^\["\/usr\/bin\/tini", "--"\]$/)
@@ -42,7 +48,11 @@ describe('the Dockerfile', () => {
   it('checks health on the port the configuration listens on, not a fixed one', async () => {
     const instructions = await dockerfile()
     const healthcheck = instructions.find(([k]) => k === 'HEALTHCHECK')?.[1] ?? ''
-    expect(healthcheck).toContain('process.env.GATEWAY_PORT')
+    // The check reads the file the gateway runs with (its port, and server.tls: healthcheck.test.ts).
+    const command = JSON.parse(/CMD (\[.*\])$/.exec(healthcheck)?.[1] ?? '[]') as string[]
+    const gateway = JSON.parse(instructions.find(([k]) => k === 'CMD')?.[1] ?? '[]') as string[]
+    expect(command.slice(0, 2)).toEqual(['node', 'dist/healthcheck.js'])
+    expect(command.slice(command.indexOf('--config'))).toEqual(gateway.slice(gateway.indexOf('--config')))
     expect(healthcheck).not.toMatch(/:8080\b/)
     const env = instructions.filter(([k]) => k === 'ENV').map(([, v]) => v).join(' ')
     const port = /GATEWAY_PORT=(\d+)/.exec(env)?.[1]
