@@ -130,10 +130,12 @@ describe('postgres store', () => {
     await killed.ready()
     const record = task()
     await killed.tasks.create(record)
-    const ended = await sql('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [application])
-    expect(ended.rowCount).toBe(2)
+    // The pool's two connections and the bus's LISTEN connection; the bus opens a new one by itself.
+    const ended = await sql('SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [application])
+    expect(ended.rowCount).toBe(3)
+    const pids = ended.rows.map((row: { pid: number }) => row.pid)
     await until('the ended connections are gone', async () => {
-      const left = await sql('SELECT 1 FROM pg_stat_activity WHERE application_name = $1', [application])
+      const left = await sql('SELECT 1 FROM pg_stat_activity WHERE pid = ANY($1)', [pids])
       return left.rowCount === 0 ? true : undefined
     })
     expect(await killed.tasks.get(record.id, 1)).toEqual(record)
