@@ -5,6 +5,7 @@ import type { DataLossWatch, StoreLoss } from '../store/data-loss.ts'
 import type { SignalBus, TaskRecord } from '../store/types.ts'
 import { toWireError } from '../wire/error-replies.ts'
 import type { TaskEvents } from './task-events.ts'
+import { announceStatus } from './task-moves.ts'
 
 /** Task ids remembered (known, then lost): bounded, the least recently seen go first. */
 const MAX_REMEMBERED = 10_000
@@ -82,7 +83,7 @@ export class LostTasks {
     for (const task of runningHere) {
       const message = new GatewayError('GW_ERR_TASK_LOST_BY_STORE', [task.id, reason]).message
       // Shown to its watchers as failed: the store no longer holds it, and no outcome will be stored for it.
-      events.status({ ...task, status: 'failed', statusMessage: message, outcome: { error: { ...toWireError(error), message } }, lastUpdatedAt: loss.at })
+      announceStatus({ events, bus }, { ...task, status: 'failed', statusMessage: message, outcome: { error: { ...toWireError(error), message } }, lastUpdatedAt: loss.at })
     }
     // A tasks/result waiting on a task run elsewhere reads it again, and ends with the error above.
     const ran = new Set(runningHere.map((task) => task.id))

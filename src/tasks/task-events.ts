@@ -8,7 +8,10 @@ import type { InputRecord, TaskRecord } from '../store/types.ts'
 export interface TaskEvents {
   /** The task was stored (the protocol side answers its creator itself; others may watch). */
   created? (task: TaskRecord): void
-  /** The task's status or statusMessage changed (it is already stored). */
+  /**
+   * The task moved (its status, its statusMessage or its record changed; it is already stored). Told by moveTask
+   * with every move, together with the wake-up on the bus: the protocol side renders it, it wakes nobody.
+   */
   status (task: TaskRecord): void
   /** The upstream asked the client something; the input is stored as pending. */
   input (task: TaskRecord, input: InputRecord): void

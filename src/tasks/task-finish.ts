@@ -4,10 +4,11 @@ import { restatement, type TaskStatus } from '../wire/task-state.ts'
 import { toWireError } from '../wire/error-replies.ts'
 import { isStoreUnavailable, whileStoreUnavailable, type StoreRetryOptions } from './store-retry.ts'
 import { capped, settle, storeOutcome, type Ending } from './task-outcome.ts'
+import { moveTask } from './task-moves.ts'
 import type { TaskRunnerDeps } from './task-runner.ts'
 
 /** What storing a task's outcome needs of the runner's dependencies. */
-export type TaskFinishDeps = Pick<TaskRunnerDeps, 'store' | 'log' | 'shutdown' | 'inputs' | 'events' | 'maxResultBytes' | 'storedBytesPerPrincipal'>
+export type TaskFinishDeps = Pick<TaskRunnerDeps, 'store' | 'log' | 'shutdown' | 'inputs' | 'events' | 'bus' | 'maxResultBytes' | 'storedBytesPerPrincipal'>
 
 /** The last stretch of a task's TTL kept for storing a small failure in place of an outcome that could not be stored. */
 const FAILURE_MARGIN_MS = 60_000
@@ -48,16 +49,11 @@ export async function finishTask (deps: TaskFinishDeps, task: TaskRecord, upstre
     },
   }
   let sizeRefusals = 0
-  let waitingShown = false
   /** Whether the store accepts a small write now: the task's statusMessage says its outcome waits to be stored. */
   const acceptsSmallWrite = async (refusal: GatewayError): Promise<boolean> => {
-    const { from, to } = restatement('working')
-    const shown = await store.transition(task.id, from, to, { statusMessage: `the outcome is waiting to be stored (${refusal.message}); retrying`, by: task.owner }, Date.now()).catch(() => null)
-    if (shown !== null && !waitingShown) {
-      waitingShown = true
-      deps.events.status(shown)
-    }
-    return shown !== null
+    const waiting = { statusMessage: `the outcome is waiting to be stored (${refusal.message}); retrying`, by: task.owner }
+    // Refused too: the store refuses every write, and the retry goes on as for the outcome.
+    return await moveTask(deps, task.id, restatement('working'), waiting).catch(() => null) !== null
   }
   let updated: TaskRecord | null | undefined
   try {
@@ -67,7 +63,7 @@ export async function finishTask (deps: TaskFinishDeps, task: TaskRecord, upstre
         if (current !== null && current.owner !== task.owner) return null
       }
       try {
-        return await storeOutcome(store, task, { status, statusMessage, outcome }, deps.storedBytesPerPrincipal, log)
+        return await storeOutcome(deps, task, { status, statusMessage, outcome }, deps.storedBytesPerPrincipal, log)
       } catch (err) {
         if (!isStoreUnavailable(err)) throw err
         sizeRefusals = await acceptsSmallWrite(err) ? sizeRefusals + 1 : 0
@@ -95,10 +91,7 @@ export async function finishTask (deps: TaskFinishDeps, task: TaskRecord, upstre
   }
   await whileStoreUnavailable(() => deps.inputs.expireAll(task.id, new GatewayError('GW_ERR_REQUEST_CANCELLED', ['the task ended before the client answered'])), { until: ttlEnd, signal: deps.shutdown })
     .catch((err: unknown) => log.warn({ ...about, err }, 'could not expire the unanswered input requests of a finished task'))
-  if (updated) {
-    log.info({ ...about, audit: 'task.finished' }, 'task finished')
-    deps.events.status(updated)
-  }
+  if (updated) log.info({ ...about, audit: 'task.finished' }, 'task finished')
   return updated?.status
 }
 
@@ -122,7 +115,7 @@ async function storeFailure (
   const error = new GatewayError('GW_ERR_TASK_OUTCOME_NOT_STORED', [why])
   const ending: Ending = { status: 'failed', statusMessage: error.message, outcome: { error: toWireError(error) } }
   try {
-    return await whileStoreUnavailable(() => storeOutcome(deps.store, task, ending, undefined, deps.log), { until, signal: deps.shutdown })
+    return await whileStoreUnavailable(() => storeOutcome(deps, task, ending, undefined, deps.log), { until, signal: deps.shutdown })
   } catch (err) {
     if (isStoreUnavailable(err)) return undefined
     throw err

@@ -5,6 +5,7 @@ import { BUS, publishOn, subscribeTo } from '../store/bus-channels.ts'
 import type { InputRecord, SignalBus, TaskRecord, TaskStore } from '../store/types.ts'
 import type { TaskEvents } from './task-events.ts'
 import { whileStoreUnavailable } from './store-retry.ts'
+import { moveTask, type TaskMoveDeps } from './task-moves.ts'
 import { RESUME, sourcesOf } from '../wire/task-state.ts'
 import { randomId } from '../wire/random-id.ts'
 
@@ -48,6 +49,8 @@ export class TaskInputs {
   readonly #processId: string
 
   readonly #budget: StoredBytesBudget
+  /** How this one moves a task (to input_required, and back). */
+  readonly #moves: TaskMoveDeps
 
   /** `budget`: the bytes one principal's tasks may store (limits.storedBytesPerPrincipal), read at each input. */
   constructor (
@@ -64,6 +67,7 @@ export class TaskInputs {
     this.#store = store
     this.#events = events
     this.#config = config
+    this.#moves = { store, events, bus }
   }
 
   /**
@@ -100,13 +104,10 @@ export class TaskInputs {
     if (upstreamRequestId !== undefined) input.upstreamRequestId = upstreamRequestId
     await this.#store.addInput(input, this.#config.maxQueuedInputs, this.#budget.storedBytesPerPrincipal)
     const answer = await this.#wait(input, signal, async () => {
-      const updated = await this.#store.transition(task.id, sourcesOf('input_required'), 'input_required', { statusMessage: describeInput(method, params), by: this.#processId, asOwner: task.owner }, now)
-      if (!updated) {
-        await this.#expire(input, new GatewayError('GW_ERR_INPUT_EXPIRED', [method]))
-      } else {
-        this.#events.status(updated)
-        this.#events.input(updated, input)
-      }
+      const asking = { statusMessage: describeInput(method, params), by: this.#processId, asOwner: task.owner }
+      const updated = await moveTask(this.#moves, task.id, { from: sourcesOf('input_required'), to: 'input_required' }, asking, now)
+      if (!updated) await this.#expire(input, new GatewayError('GW_ERR_INPUT_EXPIRED', [method]))
+      else this.#events.input(updated, input)
     })
     await this.#fence(task, input.key)
     return answer
@@ -225,11 +226,9 @@ export class TaskInputs {
     const pending = await this.#store.pendingInputs(input.taskId)
     const now = Date.now()
     const updated = pending.length === 0
-      ? await this.#store.transition(input.taskId, RESUME.from, RESUME.to, { statusMessage: message, by: this.#processId }, now)
+      ? await moveTask(this.#moves, input.taskId, RESUME, { statusMessage: message, by: this.#processId }, now)
       : null
     const task = updated ?? await this.#store.get(input.taskId, now)
-    if (!task) return
-    if (updated) this.#events.status(updated)
-    this.#events.inputSettled(task, input.key)
+    if (task) this.#events.inputSettled(task, input.key)
   }
 }

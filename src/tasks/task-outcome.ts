@@ -2,8 +2,9 @@ import { toWireError } from '../wire/error-replies.ts'
 import { GatewayError } from '../errors.ts'
 import type { Logger } from '../observability/logger.ts'
 import type { JsonObject } from '../wire/jsonrpc.ts'
-import type { TaskOutcome, TaskRecord, TaskStore } from '../store/types.ts'
+import type { TaskOutcome, TaskRecord } from '../store/types.ts'
 import { sourcesOf, type TaskStatus } from '../wire/task-state.ts'
+import { moveTask, type TaskMoveDeps } from './task-moves.ts'
 
 /** The text of a CallToolResult, for the statusMessage of a failed task (some clients show only that). */
 function errorText (result: JsonObject): string {
@@ -36,11 +37,12 @@ export interface Ending {
 /**
  * Moves the task to its end, within its principal's budget of stored bytes (limits.storedBytesPerPrincipal,
  * `maxStoredBytes`). An outcome that does not fit (the store refuses the move and changes nothing) fails the
- * task with GW_ERR_STORED_BYTES_LIMIT instead, a move that always fits: the task ends either way. Resolves
- * with the task after the move, or null when the task was no longer in a status it could end from.
+ * task with GW_ERR_STORED_BYTES_LIMIT instead, a move that always fits: the task ends either way. The move
+ * is announced (see moveTask). Resolves with the task after the move, or null when the task was no longer in
+ * a status it could end from.
  */
 export async function storeOutcome (
-  store: TaskStore,
+  moves: TaskMoveDeps,
   task: TaskRecord,
   ending: Ending,
   maxStoredBytes: number | undefined,
@@ -49,12 +51,12 @@ export async function storeOutcome (
   const { status, statusMessage, outcome } = ending
   try {
     const move = { statusMessage, outcome, by: task.owner, asOwner: task.owner, maxStoredBytes }
-    return await store.transition(task.id, sourcesOf(status), status, move, Date.now())
+    return await moveTask(moves, task.id, { from: sourcesOf(status), to: status }, move)
   } catch (err) {
     if (!(err instanceof GatewayError) || err.code !== 'GW_ERR_STORED_BYTES_LIMIT') throw err
     log.warn({ taskId: task.id, principal: task.principal, tool: task.tool, upstream: task.upstream, err: err.message },
       'task outcome over the principal\'s budget of stored bytes (limits.storedBytesPerPrincipal): the task fails instead')
     const failed = { statusMessage: err.message, outcome: { error: toWireError(err) }, by: task.owner, asOwner: task.owner }
-    return await store.transition(task.id, sourcesOf('failed'), 'failed', failed, Date.now())
+    return await moveTask(moves, task.id, { from: sourcesOf('failed'), to: 'failed' }, failed)
   }
 }

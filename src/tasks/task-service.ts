@@ -12,6 +12,7 @@ import type { TaskEvents } from './task-events.ts'
 import type { TaskInputs } from './task-inputs.ts'
 import type { AdoptedCall, TaskRunner } from './task-runner.ts'
 import type { LostTasks } from './lost-tasks.ts'
+import { moveTask, type TaskMoveDeps } from './task-moves.ts'
 import { resumedWork } from './upstream-task-link.ts'
 import { isTerminal, sourcesOf } from '../wire/task-state.ts'
 import { randomId } from '../wire/random-id.ts'
@@ -100,6 +101,9 @@ const STARTED: Record<Interruption, string> = {
   handover: 'started after the gateway process it waited in shut down: its call had not been sent upstream',
 }
 
+/** A taken-over task whose call starts (again) here: working, from wherever it stood. */
+const AGAIN = { from: sourcesOf('working'), to: 'working' } as const
+
 /**
  * The owner of the tasks a process hands over as it shuts down: `<process>~handover`, whose lease has lapsed,
  * so that the other processes take them over at once while the process itself still runs.
@@ -127,10 +131,13 @@ export class TaskService {
   readonly #isIdempotent: (task: TaskRecord) => boolean
   readonly #canResume: (task: TaskRecord) => boolean
   readonly #deps: TaskServiceDeps
+  /** How this one moves a task (cancelled, failed, started again). */
+  readonly #moves: TaskMoveDeps
   #handedOver = 0
 
   constructor (deps: TaskServiceDeps) {
     this.#deps = deps
+    this.#moves = { store: deps.store, events: deps.events, bus: deps.bus }
     this.#canResume = deps.canResume
     this.#bus = deps.bus
     this.#owner = deps.owner
@@ -231,7 +238,7 @@ export class TaskService {
   async cancel (principal: string, taskId: string, by: 'client' | 'operator' = 'client', trace?: RequestTrace): Promise<TaskRecord> {
     const current = await this.get(principal, taskId, trace)
     if (isTerminal(current.status)) throw new GatewayError('GW_ERR_TASK_TERMINAL', [taskId, current.status])
-    const updated = await this.#tasks.transition(taskId, sourcesOf('cancelled'), 'cancelled', { statusMessage: `cancelled by the ${by}`, by: this.#owner }, Date.now())
+    const updated = await moveTask(this.#moves, taskId, { from: sourcesOf('cancelled'), to: 'cancelled' }, { statusMessage: `cancelled by the ${by}`, by: this.#owner })
     if (!updated) {
       const now = await this.get(principal, taskId)
       throw new GatewayError('GW_ERR_TASK_TERMINAL', [taskId, now.status])
@@ -240,7 +247,6 @@ export class TaskService {
     await publishOn(this.#bus, BUS.taskCancel, taskId, { taskId })
     await this.#inputs.expireAll(taskId, new GatewayError('GW_ERR_REQUEST_CANCELLED', ['task cancelled']))
     this.#log.info({ audit: 'task.cancelled', taskId, principal, by }, 'task cancelled')
-    this.#events.status(updated)
     return updated
   }
 
@@ -306,19 +312,17 @@ export class TaskService {
       // A process declared lost may only be stalled: if it wakes up, it drops the call instead of racing us.
       if (why === 'lost') await publishOn(this.#bus, BUS.taskCancel, task.id, { taskId: task.id })
       if (this.#isIdempotent(claimed)) {
-        const restarted = await this.#tasks.transition(task.id, sourcesOf('working'), 'working', { statusMessage: INTERRUPTED[why].again, resume: null, by: this.#owner, asOwner: this.#owner }, Date.now())
+        const again = { statusMessage: INTERRUPTED[why].again, resume: null, by: this.#owner, asOwner: this.#owner }
+        const restarted = await moveTask(this.#moves, task.id, AGAIN, again)
         if (restarted) {
-          this.#events.status(restarted)
           this.#runner.start(restarted)
           rerun++
         }
         continue
       }
-      const updated = await this.#tasks.transition(task.id, sourcesOf('failed'), 'failed', { statusMessage: error.message, outcome: { error: toWireError(error) }, by: this.#owner, asOwner: this.#owner }, Date.now())
-      if (updated) {
-        this.#events.status(updated)
-        failed++
-      }
+      const failure = { statusMessage: error.message, outcome: { error: toWireError(error) }, by: this.#owner, asOwner: this.#owner }
+      const updated = await moveTask(this.#moves, task.id, { from: sourcesOf('failed'), to: 'failed' }, failure)
+      if (updated) failed++
     }
     return { resumed, rerun, started, failed }
   }
@@ -329,10 +333,10 @@ export class TaskService {
    */
   async #start (task: TaskRecord, why: Interruption): Promise<boolean> {
     if (why === 'lost') await publishOn(this.#bus, BUS.taskCancel, task.id, { taskId: task.id })
-    const restarted = await this.#tasks.transition(task.id, sourcesOf('working'), 'working', { statusMessage: STARTED[why], resume: null, by: this.#owner, asOwner: this.#owner }, Date.now())
+    const started = { statusMessage: STARTED[why], resume: null, by: this.#owner, asOwner: this.#owner }
+    const restarted = await moveTask(this.#moves, task.id, AGAIN, started)
     if (!restarted) return false
     this.#log.info({ taskId: task.id, upstream: task.upstream, tool: task.tool, from: task.owner, why }, 'starting a task whose call another gateway process had not sent upstream')
-    this.#events.status(restarted)
     this.#runner.start(restarted)
     return true
   }

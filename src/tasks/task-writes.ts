@@ -3,6 +3,7 @@ import type { TaskPatch, TaskRecord, TaskResume } from '../store/types.ts'
 import type { JsonObject } from '../wire/jsonrpc.ts'
 import { QUEUED, isTerminal, restatement } from '../wire/task-state.ts'
 import { whileStoreUnavailable } from './store-retry.ts'
+import { moveTask } from './task-moves.ts'
 import type { TaskRunnerDeps } from './task-runner.ts'
 
 /** A task whose upstream call runs in this process. */
@@ -18,12 +19,14 @@ export interface RunningTask {
   recording?: Promise<void>
 }
 
-type WriteDeps = Pick<TaskRunnerDeps, 'store' | 'events' | 'log' | 'shutdown'>
+type WriteDeps = Pick<TaskRunnerDeps, 'store' | 'events' | 'bus' | 'log' | 'shutdown'>
 
-/** Records where the task's upstream work runs (TaskRecord.resume), as its owner, so that another process can resume it. */
+/**
+ * Records where the task's upstream work runs (TaskRecord.resume), as its owner, so that another process can resume
+ * it. A move like any other (its lastUpdatedAt changes): announced with the task as it stands.
+ */
 export async function recordResume (deps: WriteDeps, task: TaskRecord, resume: TaskResume): Promise<boolean> {
-  const { from, to } = restatement('working')
-  return await deps.store.transition(task.id, from, to, { resume, by: task.owner, asOwner: task.owner }, Date.now()) !== null
+  return await moveTask(deps, task.id, restatement('working'), { resume, by: task.owner, asOwner: task.owner }) !== null
 }
 
 /** An upstream running the call as its own task reported a new statusMessage: show it on ours. */
@@ -31,10 +34,7 @@ export async function mirrorStatus (deps: WriteDeps, task: TaskRecord, params: J
   if (typeof params.statusMessage !== 'string') return
   const current = await deps.store.get(task.id, Date.now())
   if (!current || isTerminal(current.status) || current.statusMessage === params.statusMessage) return
-  const { from, to } = restatement(current.status)
-  const change = { statusMessage: params.statusMessage, by: task.owner, asOwner: task.owner }
-  const updated = await deps.store.transition(task.id, from, to, change, Date.now())
-  if (updated) deps.events.status(updated)
+  await moveTask(deps, task.id, restatement(current.status), { statusMessage: params.statusMessage, by: task.owner, asOwner: task.owner })
 }
 
 /**
@@ -119,13 +119,12 @@ export class TaskWrites {
     await write.catch((err: unknown) => this.#deps.log.warn({ err, taskId: this.#task.id }, 'could not record where the upstream work of a task runs: it cannot be resumed by another process'))
   }
 
-  #statusMessage (message: string | null, { from, to } = restatement('working'), resume?: null | { kind: 'unsent' }): Promise<TaskRecord | null> {
+  #statusMessage (message: string | null, move = restatement('working'), resume?: null | { kind: 'unsent' }): Promise<TaskRecord | null> {
     const task = this.#task
     const write = this.#chain.then(async () => {
       const patch: TaskPatch = { statusMessage: message, by: task.owner, asOwner: task.owner }
       if (resume !== undefined) patch.resume = resume
-      const updated = await this.#deps.store.transition(task.id, from, to, patch, Date.now())
-      if (updated) this.#deps.events.status(updated)
+      const updated = await moveTask(this.#deps, task.id, move, patch)
       // Unless the call began to leave meanwhile (then `unsent` is false already).
       if (updated && resume?.kind === 'unsent' && this.#unsent && this.#running) this.#running.unsent = true
       return updated

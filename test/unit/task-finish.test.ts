@@ -3,6 +3,7 @@
 import { describe, expect, it } from 'vitest'
 import { pino } from 'pino'
 import { GatewayError } from '../../src/errors.ts'
+import { MemoryBus } from '../../src/store/memory/memory-bus.ts'
 import { MemoryStore } from '../../src/store/memory/memory-store.ts'
 import type { TaskPatch, TaskStore } from '../../src/store/types.ts'
 import type { TaskEvents } from '../../src/tasks/task-events.ts'
@@ -45,6 +46,7 @@ function deps (tasks: TaskStore, shutdown: AbortSignal) {
     shutdown,
     inputs: { expireAll: async () => {} } as unknown as TaskInputs,
     events: { status: () => {} } as unknown as TaskEvents,
+    bus: new MemoryBus(),
     maxResultBytes: 1_000_000,
   }
 }

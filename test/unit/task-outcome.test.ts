@@ -2,10 +2,16 @@
 import { pino } from 'pino'
 import { describe, expect, it } from 'vitest'
 import { MemoryStore } from '../../src/store/memory/memory-store.ts'
+import type { TaskEvents } from '../../src/tasks/task-events.ts'
 import { storeOutcome } from '../../src/tasks/task-outcome.ts'
 import { T0, task } from '../contract/task-records.ts'
 
 const log = pino({ level: 'silent' })
+
+/** The store's tasks, told to task events that hear nothing. */
+function moves (store: MemoryStore) {
+  return { store: store.tasks, events: { status: () => {} } as unknown as TaskEvents, bus: store.bus }
+}
 
 describe('storeOutcome', () => {
   it('stores an outcome that fits the principal\'s budget', async () => {
@@ -13,7 +19,7 @@ describe('storeOutcome', () => {
     const running = task({ request: {}, clientCapabilities: {}, ttlMs: null })
     await store.tasks.create(running)
     const outcome = { result: { content: [{ type: 'text', text: 'done' }] } }
-    const ended = await storeOutcome(store.tasks, running, { status: 'completed', statusMessage: null, outcome }, 1000, log)
+    const ended = await storeOutcome(moves(store), running, { status: 'completed', statusMessage: null, outcome }, 1000, log)
     expect(ended).toMatchObject({ status: 'completed', outcome })
   })
 
@@ -22,7 +28,7 @@ describe('storeOutcome', () => {
     const running = task({ request: {}, clientCapabilities: {}, ttlMs: null })
     await store.tasks.create(running)
     const outcome = { result: { content: [{ type: 'text', text: 'y'.repeat(5000) }] } }
-    const ended = await storeOutcome(store.tasks, running, { status: 'completed', statusMessage: null, outcome }, 1000, log)
+    const ended = await storeOutcome(moves(store), running, { status: 'completed', statusMessage: null, outcome }, 1000, log)
     expect(ended).toMatchObject({
       status: 'failed',
       statusMessage: expect.stringContaining('limits.storedBytesPerPrincipal'),

@@ -33,7 +33,7 @@ function isInputRequest (message: RpcMessage): message is RpcRequest & { id: str
  * An input is offered once per client: a new `tasks/result` or GET stream, in any process, is offered the
  * task's unanswered inputs that no open stream carries (see InputOffers), and an input whose stream is gone
  * before it was answered is offered again, with the same id, on another stream of the task or session.
- * Status changes go to the session and wake `tasks/result` waiters.
+ * Status changes go to the session.
  *
  * Across processes: a process holding `tasks/result` streams of a task subscribes to the task's stream
  * channel, and the process running the task publishes there what no local stream takes; when no process
@@ -69,8 +69,8 @@ export class LegacyTaskDelivery implements TaskEvents {
     })
   }
 
+  /** The 2025-11-25 status notification on the task's session (the wake-up of every era's waiters is the move's: see moveTask). */
   status (task: TaskRecord): void {
-    void publishOn(this.#bus, BUS.task, task.id, { type: 'status', status: task.status })
     if (task.era !== 'legacy' || task.sessionId === null) return
     if (isTerminal(task.status)) this.#forget(task.sessionId, task.id)
     void this.#hub.publish(task.sessionId, { jsonrpc: '2.0', method: 'notifications/tasks/status', params: renderTask(task) })
