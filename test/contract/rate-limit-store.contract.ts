@@ -29,15 +29,16 @@ export function rateLimitStoreContract (backends: Record<string, () => Promise<G
 
       it('has a token again once the wait it named has passed', async () => {
         const key = `poll:${randomUUID()}`
-        expect(await store.take(key, 50, 1)).toBe(0)
-        const wait = await store.take(key, 50, 1)
+        // 5 tokens a second: the second take, however late on a busy machine, comes well within the 200 ms.
+        expect(await store.take(key, 5, 1)).toBe(0)
+        const wait = await store.take(key, 5, 1)
         expect(wait).toBeGreaterThan(0)
-        expect(wait).toBeLessThanOrEqual(20)
+        expect(wait).toBeLessThanOrEqual(200)
         // A timer may fire a little before the wall clock has moved on by its delay: wait on the clock itself.
         // Date.now() counts whole milliseconds, up to one behind the moment the wait was named from: one more.
         const until = Date.now() + wait + 1
         while (Date.now() < until) await sleep(until - Date.now())
-        expect(await store.take(key, 50, 1)).toBe(0)
+        expect(await store.take(key, 5, 1)).toBe(0)
       })
 
       it('refills up to `burst` and no further', async () => {

@@ -45,6 +45,8 @@ interface Tracked {
 }
 
 function legacyStatus (reply: Json): Json {
+  // An error instead of a task fails the test saying what came, not as a property of undefined.
+  if (reply.result === undefined) throw new Error(`expected a task, got ${JSON.stringify(reply)}`)
   return reply.result as Json
 }
 
