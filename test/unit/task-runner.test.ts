@@ -2,7 +2,7 @@
 // hand: what a client sees of a task (its status, outcome, owner, statusMessage) when a cancel races its completion,
 // when its process hands it over at shutdown, when the store is down as its outcome arrives, and when another process
 // takes over a task whose call was still waiting for a call slot.
-import { describe, expect, it } from 'vitest'
+import { afterEach, describe, expect, it, vi } from 'vitest'
 import { GatewayError } from '../../src/errors.ts'
 import { BUS, subscribeTo } from '../../src/store/bus-channels.ts'
 import { MemoryStore } from '../../src/store/memory/memory-store.ts'
@@ -123,7 +123,10 @@ function outage (store: MemoryStore): { tasks: TaskStore, down: { now: boolean }
 }
 
 describe('a store outage as a task ends', () => {
+  afterEach(() => { vi.useRealTimers() })
+
   it('stores the outcome once the store is back, and the client then sees the task completed', async () => {
+    vi.useFakeTimers()
     const store = new MemoryStore()
     const { tasks, down, refused } = outage(store)
     const a = engine({ store: tasks, bus: store.bus, processId: 'a' })
@@ -134,10 +137,29 @@ describe('a store outage as a task ends', () => {
     await refused
     expect(await stored(store, task.id)).toMatchObject({ status: 'working', outcome: null })
     down.now = false
+    await vi.advanceTimersByTimeAsync(100)
     const completed = await a.events.status$((t) => t.status === 'completed')
     expect(completed.outcome).toEqual({ result: DONE })
     await a.runner.settled()
     expect(await stored(store, task.id)).toMatchObject({ status: 'completed', outcome: { result: DONE } })
+  })
+
+  it('keeps trying through a long outage, at least every 5 s, and stores the outcome once the store is back', async () => {
+    vi.useFakeTimers()
+    const store = new MemoryStore()
+    const { tasks, down, refused } = outage(store)
+    const a = engine({ store: tasks, bus: store.bus, processId: 'a' })
+    const task = await a.service.create(taskRequest(a.upstream))
+    const call = await a.calls.next()
+    down.now = true
+    call.resolve(DONE)
+    await refused
+    await vi.advanceTimersByTimeAsync(10 * 60_000)
+    expect(await stored(store, task.id)).toMatchObject({ status: 'working', outcome: null })
+    down.now = false
+    await vi.advanceTimersByTimeAsync(5000)
+    expect(await stored(store, task.id)).toMatchObject({ status: 'completed', outcome: { result: DONE } })
+    await a.runner.settled()
   })
 })
 
