@@ -101,6 +101,37 @@ describe('a handover at shutdown', () => {
   })
 })
 
+describe('the end of a task\'s time', () => {
+  afterEach(() => { vi.useRealTimers() })
+
+  it('fails a task still running when the gateway gives up on running work at shutdown, saying so', async () => {
+    const store = new MemoryStore()
+    const a = engine({ store: store.tasks, bus: store.bus, processId: 'a' })
+    const task = await a.service.create(taskRequest(a.upstream))
+    const call = await a.calls.next()
+    a.shutdown.abort(new GatewayError('GW_ERR_SHUTTING_DOWN'))
+    await a.runner.settled()
+    expect(codeOf(call.origin.signal.reason)).toBe('GW_ERR_SHUTTING_DOWN')
+    const failed = await stored(store, task.id)
+    expect(failed.status).toBe('failed')
+    expect(JSON.stringify(failed.outcome)).toContain('GW_ERR_SHUTTING_DOWN')
+  })
+
+  it('stops the upstream call of a task that reached its TTL', async () => {
+    vi.useFakeTimers()
+    const store = new MemoryStore()
+    const a = engine({ store: store.tasks, bus: store.bus, processId: 'a' })
+    await a.service.create({ ...taskRequest(a.upstream), requestedTtl: 5000 })
+    const call = await a.calls.next()
+    await vi.advanceTimersByTimeAsync(4999)
+    expect(call.origin.signal.aborted).toBe(false)
+    await vi.advanceTimersByTimeAsync(1)
+    expect(codeOf(call.origin.signal.reason)).toBe('GW_ERR_REQUEST_CANCELLED')
+    await a.runner.settled()
+    expect(a.runner.size).toBe(0)
+  })
+})
+
 /** The memory store's tasks, whose writes fail as an unreachable Redis's do while `down.now`; `refused` resolves at the first refusal. */
 function outage (store: MemoryStore): { tasks: TaskStore, down: { now: boolean }, refused: Promise<void> } {
   const down = { now: false }
