@@ -19,6 +19,10 @@ async function stored (store: MemoryStore, id: string): Promise<TaskRecord> {
   return task
 }
 
+async function turns (n: number): Promise<void> {
+  for (let i = 0; i < n; i++) await Promise.resolve()
+}
+
 function codeOf (reason: unknown): string | undefined {
   return reason instanceof GatewayError ? reason.code : undefined
 }
@@ -26,15 +30,26 @@ function codeOf (reason: unknown): string | undefined {
 describe('a cancel racing the completion of a task', () => {
   it('ends the task exactly once, whichever lands first, and the loser changes nothing', async () => {
     const winners = new Set<string>()
-    // Every interleaving of the two, from the outcome well ahead to the cancel well ahead.
-    for (let headStart = 0; headStart <= 12; headStart++) {
+    // Every interleaving of the two: the cancel asked well before the outcome arrives, through to well after.
+    for (let offset = -12; offset <= 12; offset++) {
       const store = new MemoryStore()
       const a = engine({ store: store.tasks, bus: store.bus, processId: 'a' })
       const task = await a.service.create(taskRequest(a.upstream))
       const call = await a.calls.next()
-      call.resolve(DONE)
-      for (let i = 0; i < headStart; i++) await Promise.resolve()
-      const cancel = await a.service.cancel('alice', task.id).then((t) => t.status, (err: unknown) => codeOf(err))
+      const cancelTask = async (): Promise<string | undefined> =>
+        await a.service.cancel('alice', task.id).then((t) => t.status, (err: unknown) => codeOf(err))
+      // The first of the two starts, then `offset` turns of the microtask queue pass, then the other starts.
+      let cancel: string | undefined
+      if (offset < 0) {
+        const cancelling = cancelTask()
+        await turns(-offset)
+        call.resolve(DONE)
+        cancel = await cancelling
+      } else {
+        call.resolve(DONE)
+        await turns(offset)
+        cancel = await cancelTask()
+      }
       await a.runner.settled()
 
       const final = await stored(store, task.id)
