@@ -1,4 +1,3 @@
-import { setTimeout as sleep } from 'node:timers/promises'
 import { GatewayError } from '../errors.ts'
 
 export interface StoreRetryOptions {
@@ -18,6 +17,19 @@ export function isStoreUnavailable (err: unknown): err is GatewayError {
   return err instanceof GatewayError && err.code === 'GW_ERR_STORE_UNAVAILABLE'
 }
 
+/** Resolves after `ms`, or at once when `signal` aborts. On the global timers, which a test's fake clock drives. */
+async function pause (ms: number, signal: AbortSignal | undefined): Promise<void> {
+  await new Promise<void>((resolve) => {
+    const done = (): void => {
+      clearTimeout(timer)
+      signal?.removeEventListener('abort', done)
+      resolve()
+    }
+    const timer = setTimeout(done, ms)
+    signal?.addEventListener('abort', done, { once: true })
+  })
+}
+
 /**
  * Runs `work` until it succeeds, retrying while the store is unavailable with a backoff from 100 ms
  * doubling to 5 s, until `until` or `signal`. Any other error, and the store error of the last attempt,
@@ -33,7 +45,7 @@ export async function whileStoreUnavailable<T> (work: () => Promise<T>, options:
       const left = options.until === undefined ? delay : Math.min(delay, options.until - Date.now())
       if (left <= 0 || options.signal?.aborted === true) throw err
       options.onRetry?.(err, attempt)
-      await sleep(left, undefined, options.signal && { signal: options.signal }).catch(() => {})
+      await pause(left, options.signal)
       delay = Math.min(delay * 2, MAX_DELAY_MS)
     }
   }
