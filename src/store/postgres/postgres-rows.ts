@@ -43,8 +43,10 @@ function sqlList (statuses: readonly string[]): string {
   return statuses.map((status) => `'${status.replaceAll("'", "''")}'`).join(', ')
 }
 
-/** The task is running (not terminal), as task-state.ts's table says. */
-export const ACTIVE = `status IN (${sqlList(RUNNING_STATUSES)})`
+/** The running (not terminal) statuses, as task-state.ts's table says, as an SQL list. */
+export const RUNNING = sqlList(RUNNING_STATUSES)
+/** The task is running. */
+export const ACTIVE = `status IN (${RUNNING})`
 /** The task has not passed its TTL at the parameter `$n` (epoch ms). */
 export function live (n: number): string {
   return `(expires_at IS NULL OR expires_at > $${n})`
