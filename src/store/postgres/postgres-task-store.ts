@@ -5,7 +5,7 @@ import { claimedEvent, createdEvent, statusEvent, TIMELINE_LIMIT } from '../task
 import type { InputRecord, TaskCreateOptions, TaskCursor, TaskEvent, TaskOutcome, TaskPatch, TaskQuery, TaskRecord, TaskStore } from '../types.ts'
 import type { PostgresRunner } from './postgres-connection.ts'
 import { PostgresInputs, appendEvent } from './postgres-inputs.ts'
-import { ACTIVE, live, TASK_FIELDS, taskValues, toTask, type TaskRow } from './postgres-rows.ts'
+import { ACTIVE, live, TASK_FIELDS, TASK_JSON, taskValues, toTask, tupleToTask, type TaskRow } from './postgres-rows.ts'
 
 /** Tasks deleted per statement of a sweep, so that no statement holds many locks or runs long. */
 const SWEEP_BATCH = 500
@@ -54,10 +54,11 @@ export class PostgresTaskStore implements TaskStore {
     throw new GatewayError('GW_ERR_STORED_BYTES_LIMIT', [refused.refused_bytes, bytes, options.maxStoredBytes])
   }
 
-  /** One round trip: a statement prepared once per connection. */
+  /** One round trip: a statement prepared once per connection, its row one json value (TASK_JSON). */
   async get (id: string, now: number): Promise<TaskRecord | null> {
-    const [row] = await this.#db.rows<TaskRow>(`SELECT ${TASK_FIELDS} FROM ${this.#s}.tasks WHERE id = $1 AND ${live(2)}`, [id, now], 'gw_task_get')
-    return row ? toTask(row) : null
+    const [row] = await this.#db.rows<Parameters<typeof tupleToTask>[0]>(`SELECT ${TASK_JSON} FROM ${this.#s}.tasks WHERE id = $1 AND ${live(2)}`,
+      [id, now], 'gw_task_get')
+    return row ? tupleToTask(row) : null
   }
 
   async list (principal: string, after: TaskCursor | undefined, limit: number, now: number): Promise<TaskRecord[]> {
