@@ -4,6 +4,7 @@ import { afterEach, describe, expect, it } from 'vitest'
 import { PostgresStore } from '../../src/store/postgres/postgres-store.ts'
 import { SCHEMA_VERSION } from '../../src/store/postgres/postgres-schema.ts'
 import type { TaskRecord } from '../../src/store/types.ts'
+import { PgRoundTrips } from '../helpers/pg-round-trips.ts'
 import { dropSchema, freshSchema, POSTGRES_URL, sql, storeOptions } from '../helpers/postgres.ts'
 import { until } from '../helpers/until.ts'
 
@@ -141,5 +142,45 @@ describe('postgres store', () => {
     expect(await killed.tasks.get(record.id, 1)).toEqual(record)
     expect(await killed.tasks.transition(record.id, ['working'], 'input_required', { statusMessage: 'asking' }, 2)).toMatchObject({ status: 'input_required' })
     expect(await killed.health()).toEqual({ ok: true, kind: 'postgres' })
+  })
+
+  it('creates a task in one round trip however many the account has running, and reads one in one', async () => {
+    const proxy = new PgRoundTrips({ host: '127.0.0.1', port: 5432 })
+    const port = await proxy.listen()
+    const name = schema()
+    const counted = store(name, { url: `postgres://postgres@127.0.0.1:${port}/postgres`, poolSize: 1 })
+    try {
+      await counted.ready()
+      await Promise.all(Array.from({ length: 200 }, async () => { await counted.tasks.create(task(), { maxActive: 1000 }) }))
+      const record = task()
+      const before = proxy.count
+      await counted.tasks.create(record, { maxActive: 1000, maxStoredBytes: 1_000_000 })
+      expect(proxy.count - before).toBe(1)
+      expect(await counted.tasks.get(record.id, 1)).toEqual(record)
+      expect(proxy.count - before).toBe(2)
+    } finally {
+      await counted.close()
+      await proxy.close()
+    }
+  })
+
+  it('keeps the limit of unfinished tasks of accounts an older gateway stored, once migrated', async () => {
+    const name = schema()
+    const older = store(name)
+    await older.ready()
+    const running = [task(), task()]
+    for (const record of running) await older.tasks.create(record)
+    await older.tasks.create(task({ status: 'completed' }))
+    // The schema as the gateway before the count of unfinished tasks per account left it.
+    await sql(`ALTER TABLE "${name}".accounts DROP COLUMN active`)
+    await sql(`DROP FUNCTION "${name}".create_task`)
+    await sql(`DELETE FROM "${name}".schema_migrations WHERE version = $1`, [SCHEMA_VERSION])
+    await older.close()
+    const newer = store(name)
+    await newer.ready()
+    await expect(newer.tasks.create(task(), { maxActive: 2 })).rejects.toMatchObject({ code: 'GW_ERR_TASK_LIMIT' })
+    await newer.tasks.transition(running[0]!.id, ['working'], 'cancelled', {}, 2)
+    await newer.tasks.create(task(), { maxActive: 2 })
+    await expect(newer.tasks.create(task(), { maxActive: 2 })).rejects.toMatchObject({ code: 'GW_ERR_TASK_LIMIT' })
   })
 })

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto'
 import { GatewayError } from '../../errors.ts'
 import type { PostgresRunner } from './postgres-connection.ts'
 import { busTables } from './postgres-bus.ts'
+import { ACTIVE, RUNNING, TASK_COLUMNS } from './postgres-rows.ts'
 
 /** A schema name the store writes into statements as it is: a plain, unquoted SQL identifier. */
 export const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/
@@ -93,6 +94,60 @@ function migrations (s: string, schema: string): ReadonlyArray<readonly string[]
     ],
     // The signals between processes (postgres-bus.ts) keep what they need in tables of their own.
     busTables(schema),
+    activeCounter(s),
+  ]
+}
+
+/** The SQL types of TASK_COLUMNS, in their order. */
+const COLUMN_TYPES = [
+  'text', 'text', 'text', 'text', 'text', 'text', 'bigint', 'bigint', 'bigint', 'bigint', 'bigint', 'text', 'text', 'text', 'text',
+  'text', 'text', 'text', 'text', 'text', 'text', 'bigint',
+] as const
+
+/**
+ * Each account's count of unfinished tasks, kept with its bytes (a creation adds one, the move that ends a task or
+ * the sweep that deletes a running one takes it off), so that a creation need not count the account's tasks; and
+ * the creation itself as one function, one round trip: lock the account's row, check its limits, insert the task,
+ * its accounting and its timeline. The count includes running tasks past their TTL not yet swept: only when it
+ * reaches the limit are the live ones counted (under the same lock), so the limit stays exact. Arguments: the task's
+ * columns (TASK_COLUMNS: $21 the account, $22 its bytes), then the limit of unfinished tasks, the budget of bytes
+ * and the creation's timeline entry. Returns no row when the task is stored, else the count or the bytes that refused it.
+ */
+function activeCounter (s: string): readonly string[] {
+  const n = TASK_COLUMNS.length
+  const args = TASK_COLUMNS.map((_, i) => `$${i + 1}`).join(', ')
+  return [
+    `ALTER TABLE ${s}.accounts ADD COLUMN active bigint NOT NULL DEFAULT 0`,
+    `INSERT INTO ${s}.accounts AS a (account, active) SELECT account, count(*) FROM ${s}.tasks WHERE ${ACTIVE} GROUP BY account
+       ON CONFLICT (account) DO UPDATE SET active = excluded.active`,
+    `CREATE FUNCTION ${s}.create_task(${[...COLUMN_TYPES, 'bigint', 'bigint', 'text'].join(', ')})
+       RETURNS TABLE (refused_active bigint, refused_bytes bigint) LANGUAGE plpgsql AS $fn$
+     DECLARE
+       held_bytes bigint;
+       held_active bigint;
+       running bigint;
+     BEGIN
+       -- The account's row, locked until the insert commits: racing creations of one account take turns here.
+       INSERT INTO ${s}.accounts AS a (account) VALUES ($${n - 1}) ON CONFLICT (account) DO UPDATE SET bytes = a.bytes
+         RETURNING a.bytes, a.active INTO held_bytes, held_active;
+       IF $${n + 1} IS NOT NULL AND held_active >= $${n + 1} THEN
+         SELECT count(*) INTO running FROM (SELECT 1 FROM ${s}.tasks WHERE account = $${n - 1} AND ${ACTIVE}
+           AND (expires_at IS NULL OR expires_at > $7) LIMIT $${n + 1}) AS live;
+         IF running >= $${n + 1} THEN
+           RETURN QUERY SELECT running, NULL::bigint;
+           RETURN;
+         END IF;
+       END IF;
+       IF $${n + 2} IS NOT NULL AND $${n} > 0 AND held_bytes + $${n} > $${n + 2} THEN
+         RETURN QUERY SELECT NULL::bigint, held_bytes;
+         RETURN;
+       END IF;
+       INSERT INTO ${s}.tasks (${TASK_COLUMNS.join(', ')}) VALUES (${args});
+       UPDATE ${s}.accounts SET bytes = bytes + $${n}, active = active + CASE WHEN $5 IN (${RUNNING}) THEN 1 ELSE 0 END
+         WHERE account = $${n - 1};
+       INSERT INTO ${s}.task_events (task_id, event) VALUES ($1, $${n + 3});
+     END
+     $fn$`,
   ]
 }
 

@@ -5,7 +5,7 @@ import { claimedEvent, createdEvent, statusEvent, TIMELINE_LIMIT } from '../task
 import type { InputRecord, TaskCreateOptions, TaskCursor, TaskEvent, TaskOutcome, TaskPatch, TaskQuery, TaskRecord, TaskStore } from '../types.ts'
 import type { PostgresRunner } from './postgres-connection.ts'
 import { PostgresInputs, appendEvent } from './postgres-inputs.ts'
-import { ACTIVE, live, TASK_COLUMNS, TASK_FIELDS, taskValues, toTask, type TaskRow } from './postgres-rows.ts'
+import { ACTIVE, live, TASK_FIELDS, TASK_JSON, taskValues, toTask, tupleToTask, type TaskRow } from './postgres-rows.ts'
 
 /** Tasks deleted per statement of a sweep, so that no statement holds many locks or runs long. */
 const SWEEP_BATCH = 500
@@ -26,8 +26,8 @@ const FILTERS = [['status', 'status'], ['upstream', 'upstream'], ['tool', 'tool'
 /**
  * Tasks in the `tasks` table of the store's schema. A status move is a compare-and-set on the task's row (read
  * under its lock, then `UPDATE … WHERE id = $1`), in one transaction with its timeline entry and the stored bytes
- * it frees or adds; a creation locks its account's row, so that the limits hold between processes. `tasks/get` is
- * one prepared SELECT.
+ * it frees or adds, and the account's count of unfinished tasks when it ends one; a creation locks its account's
+ * row, so that the limits hold between processes. `tasks/get` is one prepared SELECT.
  */
 export class PostgresTaskStore implements TaskStore {
   readonly #db: PostgresRunner
@@ -40,34 +40,25 @@ export class PostgresTaskStore implements TaskStore {
     this.#inputs = new PostgresInputs(db, schema)
   }
 
+  /** One round trip: the schema's create_task function (postgres-schema.ts) locks the account, checks and inserts. */
   async create (task: TaskRecord, options: TaskCreateOptions = {}): Promise<void> {
-    const s = this.#s
     const account = options.account ?? task.principal
     const { values, bytes } = taskValues(task, account)
-    const placeholders = TASK_COLUMNS.map((_, i) => `$${i + 1}`).join(', ')
-    await this.#db.transaction(async (query) => {
-      // The account's row, locked until the insert commits: racing creations of one account take turns here.
-      const [held] = await query<{ bytes: number }>(`INSERT INTO ${s}.accounts AS a (account) VALUES ($1)
-        ON CONFLICT (account) DO UPDATE SET bytes = a.bytes RETURNING bytes`, [account])
-      if (options.maxActive !== undefined) {
-        const [{ count } = { count: 0 }] = await query<{ count: number }>(`SELECT count(*) AS count FROM (SELECT 1 FROM ${s}.tasks
-          WHERE account = $1 AND ${ACTIVE} AND ${live(2)} LIMIT $3) AS running`, [account, task.createdAt, options.maxActive])
-        if (count >= options.maxActive) throw new GatewayError('GW_ERR_TASK_LIMIT', [count, options.maxActive])
-      }
-      const refusal = overBudget(held?.bytes ?? 0, bytes, options.maxStoredBytes)
-      if (refusal) throw refusal
-      const n = TASK_COLUMNS.length
-      await query(`WITH inserted AS (INSERT INTO ${s}.tasks (${TASK_COLUMNS.join(', ')}) VALUES (${placeholders})),
-          counted AS (UPDATE ${s}.accounts SET bytes = bytes + $${n} WHERE account = $${n - 1}),
-          event AS (INSERT INTO ${s}.task_events (task_id, event) VALUES ($1, $${n + 1}))
-        SELECT 1`, [...values, JSON.stringify(createdEvent(task))])
-    })
+    const n = values.length + 3
+    // A write, so a WITH: a SELECT met by a lost connection runs again (PostgresRunner.rows), and this one must not.
+    const [refused] = await this.#db.rows<{ refused_active: number | null, refused_bytes: number | null }>(`WITH refused AS (
+        SELECT * FROM ${this.#s}.create_task(${Array.from({ length: n }, (_, i) => `$${i + 1}`).join(', ')})) SELECT * FROM refused`,
+    [...values, options.maxActive ?? null, options.maxStoredBytes ?? null, JSON.stringify(createdEvent(task))], 'gw_task_create')
+    if (refused === undefined) return
+    if (refused.refused_active !== null) throw new GatewayError('GW_ERR_TASK_LIMIT', [refused.refused_active, options.maxActive])
+    throw new GatewayError('GW_ERR_STORED_BYTES_LIMIT', [refused.refused_bytes, bytes, options.maxStoredBytes])
   }
 
-  /** One round trip: a statement prepared once per connection. */
+  /** One round trip: a statement prepared once per connection, its row one json value (TASK_JSON). */
   async get (id: string, now: number): Promise<TaskRecord | null> {
-    const [row] = await this.#db.rows<TaskRow>(`SELECT ${TASK_FIELDS} FROM ${this.#s}.tasks WHERE id = $1 AND ${live(2)}`, [id, now], 'gw_task_get')
-    return row ? toTask(row) : null
+    const [row] = await this.#db.rows<Parameters<typeof tupleToTask>[0]>(`SELECT ${TASK_JSON} FROM ${this.#s}.tasks WHERE id = $1 AND ${live(2)}`,
+      [id, now], 'gw_task_get')
+    return row ? tupleToTask(row) : null
   }
 
   async list (principal: string, after: TaskCursor | undefined, limit: number, now: number): Promise<TaskRecord[]> {
@@ -127,7 +118,8 @@ export class PostgresTaskStore implements TaskStore {
             resume = CASE WHEN $6 THEN NULL WHEN $7 THEN $8 ELSE resume END,
             last_updated_at = $9, bytes = bytes + $10
           WHERE id = $1 RETURNING ${TASK_FIELDS}),
-          counted AS (UPDATE ${s}.accounts SET bytes = bytes + $10 WHERE $10 <> 0 AND account = $11),
+          counted AS (UPDATE ${s}.accounts SET bytes = bytes + $10, active = active - CASE WHEN $6 THEN 1 ELSE 0 END
+            WHERE ($10 <> 0 OR $6) AND account = $11),
           ${appendEvent(s, '$1::text', 12, 13, 'moved')}
         SELECT * FROM moved`, [
         id, to, patch.statusMessage !== undefined, patch.statusMessage ?? null, outcome, ended, patch.resume !== undefined,
@@ -155,8 +147,8 @@ export class PostgresTaskStore implements TaskStore {
             resume = CASE WHEN $6 THEN NULL WHEN $7 THEN $8 ELSE t.resume END,
             last_updated_at = $9, bytes = t.bytes + changed.change
           FROM changed WHERE t.id = changed.id RETURNING ${TASK_FIELDS.split(', ').map((field) => `t.${field}`).join(', ')}),
-        counted AS (UPDATE ${s}.accounts AS a SET bytes = a.bytes + changed.change FROM changed
-          WHERE a.account = changed.account AND changed.change <> 0),
+        counted AS (UPDATE ${s}.accounts AS a SET bytes = a.bytes + changed.change, active = a.active - CASE WHEN $6 THEN 1 ELSE 0 END
+          FROM changed WHERE a.account = changed.account AND (changed.change <> 0 OR $6)),
         ${appendEvent(s, '$1::text', 13, 14, 'moved')}
       SELECT * FROM moved`, [
       id, to, patch.statusMessage !== undefined, patch.statusMessage ?? null, outcome, isTerminal(to), patch.resume !== undefined,
@@ -212,11 +204,12 @@ export class PostgresTaskStore implements TaskStore {
     let swept = 0
     for (;;) {
       const [row] = await this.#db.rows<{ count: number }>(`WITH gone AS (DELETE FROM ${s}.tasks WHERE id IN (
-            SELECT id FROM ${s}.tasks WHERE expires_at <= $1 LIMIT $2 FOR UPDATE SKIP LOCKED) RETURNING id, account, bytes),
+            SELECT id FROM ${s}.tasks WHERE expires_at <= $1 LIMIT $2 FOR UPDATE SKIP LOCKED) RETURNING id, account, bytes, ${ACTIVE} AS running),
           inputs AS (DELETE FROM ${s}.task_inputs WHERE task_id IN (SELECT id FROM gone)),
           events AS (DELETE FROM ${s}.task_events WHERE task_id IN (SELECT id FROM gone)),
-          counted AS (UPDATE ${s}.accounts AS a SET bytes = a.bytes - freed.bytes
-            FROM (SELECT account, sum(bytes) AS bytes FROM gone GROUP BY account) AS freed WHERE a.account = freed.account)
+          counted AS (UPDATE ${s}.accounts AS a SET bytes = a.bytes - freed.bytes, active = a.active - freed.running
+            FROM (SELECT account, sum(bytes) AS bytes, count(*) FILTER (WHERE running) AS running FROM gone GROUP BY account) AS freed
+            WHERE a.account = freed.account)
         SELECT count(*) AS count FROM gone`, [now, SWEEP_BATCH])
       const batch = row?.count ?? 0
       swept += batch
