@@ -155,8 +155,12 @@ ${demoStdioYaml('single')}
     // The upstream `single` takes one call at a time: the blocker holds it, so the next task waits in a queue.
     const blocker = await createTask(session, 'single__slow', { duration: 30_000, steps: 300 })
     const taskId = await createTask(session, 'single__ask_user', { message: 'Queued?' })
-    const queued = await session.request('tasks/get', { taskId })
-    expect(queued.result).toMatchObject({ status: 'working', statusMessage: expect.stringContaining('queued') })
+    // The task says it is queued once its run has asked for the call slot (a store write after the task's creation).
+    const queued = await until('the task to be queued', async () => {
+      const got = (await session.request('tasks/get', { taskId })).result as { statusMessage?: string }
+      return got.statusMessage?.includes('queued') === true ? got : undefined
+    })
+    expect(queued).toMatchObject({ status: 'working', statusMessage: expect.stringContaining('queued') })
 
     const streamDone = new AbortController()
     const stream = await session.on(p[1]).stream({ taskResult: taskId }, streamDone.signal)

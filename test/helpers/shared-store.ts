@@ -14,7 +14,7 @@ export const SHARED_KINDS: readonly SharedKind[] = ['redis', 'postgres']
 export interface SharedStore {
   kind: SharedKind
   /** The `store` section of the config of every process of the test. */
-  config: Record<string, string>
+  config: Record<string, string | number>
   /** The same section as YAML (one flow mapping), for a config file. */
   yaml: string
   /** A store of the test's own on the same data, for reading what the processes stored (closed by the caller). */
@@ -28,7 +28,9 @@ export function sharedStore (kind: SharedKind, name = 'mcpgw-test'): SharedStore
   if (kind === 'postgres') {
     const schema = freshSchema()
     const open = (): PostgresStore => new PostgresStore(storeOptions(schema))
-    return place({ kind, url: POSTGRES_URL, schema }, open, async () => { await dropSchema(schema) })
+    // A small pool: the test files running at once share the server's 100 connections (each process holds
+    // poolSize of them, and one for its LISTEN connection).
+    return place({ kind, url: POSTGRES_URL, schema, poolSize: 4 }, open, async () => { await dropSchema(schema) })
   }
   const prefix = `${name}:${randomUUID()}:`
   return place({ kind, url: REDIS_URL, prefix }, () => new RedisStore({ url: REDIS_URL, prefix }), async () => { await purge(prefix) })
@@ -36,7 +38,7 @@ export function sharedStore (kind: SharedKind, name = 'mcpgw-test'): SharedStore
 
 type Opener = () => GatewayStore & { ready (): Promise<void> }
 
-function place (config: { kind: SharedKind } & Record<string, string>, store: Opener, drop: () => Promise<void>): SharedStore {
+function place (config: { kind: SharedKind } & Record<string, string | number>, store: Opener, drop: () => Promise<void>): SharedStore {
   return {
     kind: config.kind,
     config,
