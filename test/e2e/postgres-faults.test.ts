@@ -198,14 +198,15 @@ ${demoStdioYaml('solo')}
     load.resume()
     for (const gateway of [a, b]) await until('/readyz to be 200 again', async () => await readyz(gateway) === 200 || undefined)
     // Each process told its operator that PostgreSQL was gone and that it is back, per outage rather than per failed
-    // statement (a statement that still succeeds on a connection a stopping server has not ended yet can end an
-    // outage early: then it is told twice), and the same of its LISTEN connection.
+    // statement, of which the load makes dozens (a statement that still succeeds on a connection the stopping server
+    // has not ended yet ends an outage early: with a few pooled connections it can be told up to three times), and
+    // the same of its LISTEN connection.
     for (const gateway of [a, b]) {
       await loggedLine(gateway, 'PostgreSQL bus connection restored')
       const lost = gateway.lines.filter((l) => l.includes('PostgreSQL connection lost'))
       const restored = gateway.lines.filter((l) => l.includes('PostgreSQL connection restored'))
       expect(lost.length).toBeGreaterThanOrEqual(1)
-      expect(lost.length).toBeLessThanOrEqual(2)
+      expect(lost.length).toBeLessThanOrEqual(3)
       expect(restored).toHaveLength(lost.length)
     }
     const acknowledged = load.acknowledged.length
