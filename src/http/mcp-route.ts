@@ -7,8 +7,7 @@ import type { LegacyEndpoint } from '../protocol/legacy/legacy-endpoint.ts'
 import { ANONYMOUS_CALLER, anonymousAccount, type Caller } from '../auth/access.ts'
 import type { Authenticator } from '../auth/bearer-tokens.ts'
 import type { RecentProblems } from '../observability/recent-problems.ts'
-import { isModernMessage, MODERN_PROTOCOL_VERSIONS } from '../protocol/modern/envelope.ts'
-import type { RequestId } from '../wire/jsonrpc.ts'
+import { answeredId, classifyPost, type ClassifiedMessage } from '../wire/classified-message.ts'
 import type { ModernEndpoint } from '../protocol/modern/modern-endpoint.ts'
 import type { RateLimiter } from '../limits/rate-limiter.ts'
 import { answerOptions, ENDPOINT_METHODS } from './cors.ts'
@@ -71,13 +70,6 @@ function forgetEmptyBodyType (request: FastifyRequest): void {
   if (headers['transfer-encoding'] === undefined && (headers['content-length'] === undefined || headers['content-length'] === '0')) delete headers['content-type']
 }
 
-/** The id of a POSTed JSON-RPC request, so that an error ending its exchange still answers it; else null. */
-function requestIdOf (body: unknown): RequestId | null {
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) return null
-  const { method, id } = body as { method?: unknown, id?: unknown }
-  return typeof method === 'string' && (typeof id === 'string' || Number.isInteger(id)) ? id as RequestId : null
-}
-
 /** POST, GET and DELETE on the MCP path (Streamable HTTP). Everything after parsing writes the raw response. */
 export async function registerMcpRoute (app: FastifyInstance, options: McpRouteOptions): Promise<void> {
   const { config, legacy, metrics, tracing } = options
@@ -105,13 +97,18 @@ export async function registerMcpRoute (app: FastifyInstance, options: McpRouteO
     return { principal: undefined, access: ANONYMOUS_CALLER.access, authorization, account: anonymousAccount(address), address }
   }
 
-  /** `method` and `era` label the request in the metrics; it is timed until its response ends. */
+  /**
+   * `method` and `era` label the request in the metrics; it is timed until its response ends. `message` is a
+   * POST's classified message (undefined for GET and DELETE): the limits count it, and an error ending the
+   * exchange answers its id.
+   */
   const run = async (
     request: FastifyRequest,
     reply: FastifyReply,
     method: string,
     era: string,
     work: (caller: Caller) => Promise<void>,
+    message?: ClassifiedMessage,
     trace?: RequestTrace,
   ): Promise<void> => {
     reply.hijack()
@@ -139,7 +136,7 @@ export async function registerMcpRoute (app: FastifyInstance, options: McpRouteO
         ? anonymous(request)
         : { ...await authenticator.authenticate(request.headers), address: request.ip }
       noteCaller(reply.raw, caller.principal, caller.credential?.sha256)
-      if (limiter !== undefined) await limiter.checkCaller(caller.principal, request.ip, request.body)
+      if (limiter !== undefined) await limiter.checkCaller(caller.principal, request.ip, message)
       await work(caller)
     } catch (err) {
       trace?.failed(err)
@@ -151,7 +148,7 @@ export async function registerMcpRoute (app: FastifyInstance, options: McpRouteO
         const challenge = err instanceof GatewayError && err.code.startsWith('GW_ERR_AUTH_') && options.authenticator !== undefined && err.statusCode !== 503
           ? { 'www-authenticate': options.authenticator.challenge(err) }
           : undefined
-        writeHttpError(reply.raw, err, { id: requestIdOf(request.body), headers: challenge })
+        writeHttpError(reply.raw, err, { id: answeredId(message), headers: challenge })
       } else if (!reply.raw.writableEnded) {
         reply.raw.end()
       }
@@ -159,26 +156,21 @@ export async function registerMcpRoute (app: FastifyInstance, options: McpRouteO
   }
 
   app.post(config.path, { bodyLimit: maxBodyBytes }, async (request, reply) => {
-    // The era is decided per request, from the body: a protocol-version claim in params._meta is modern.
-    // A modern MCP-Protocol-Version header without the claim is a modern request missing its envelope.
-    const version = request.headers['mcp-protocol-version']
-    const modernHeader = typeof version === 'string' && (MODERN_PROTOCOL_VERSIONS as readonly string[]).includes(version)
-    const modern = isModernMessage(request.body) || modernHeader
-    const era = modern ? 'modern' : 'legacy'
-    // Requests are traced; responses and notifications a client posts are not (they answer or tell, nothing runs).
-    const id = tracing === undefined ? null : requestIdOf(request.body)
-    const trace = id === null ? undefined : tracing?.request(methodLabel(request.body), era, request.headers, request.body, id)
-    await run(request, reply, metrics?.methodOf(request.body) ?? '', era, async (caller) => {
+    // The body is read here once, and only what this classification says of it is used by what follows: the era
+    // (decided per request), the limits, the metrics' labels, the trace and the endpoint of that era.
+    const message = classifyPost(request.body, request.headers['mcp-protocol-version'])
+    const label = methodLabel(message)
+    const trace = tracing?.request(message, label, request.headers)
+    await run(request, reply, label, message.era, async (caller) => {
       if (!JSON_TYPE.test(request.headers['content-type'] ?? '')) throw new GatewayError('GW_ERR_HTTP_MEDIA_TYPE')
       if (!accepts(request, 'application/json') || !accepts(request, 'text/event-stream')) {
         throw new GatewayError('GW_ERR_HTTP_NOT_ACCEPTABLE', ['both application/json and text/event-stream'])
       }
-      if (modern) {
-        await options.modern.post(request.headers, reply.raw, request.body, caller, trace)
-        return
-      }
-      await legacy.post(request.headers, reply.raw, request.body, caller, trace)
-    }, trace)
+      // Refused where an endpoint would have read it, so the checks above still come first.
+      if (message.kind === 'invalid') throw message.error
+      const endpoint = message.era === 'modern' ? options.modern : legacy
+      await endpoint.post(request.headers, reply.raw, message, caller, trace)
+    }, message, trace)
   })
 
   // HEAD would open a stream without a body to carry it: it is refused like the other methods below.

@@ -4,6 +4,7 @@ import { GatewayError } from '../errors.ts'
 import type { Logger } from '../observability/logger.ts'
 import type { RateLimitStore } from '../store/types.ts'
 import { retryAfterSeconds, type BucketLimit } from '../store/token-bucket.ts'
+import type { ClassifiedMessage } from '../wire/classified-message.ts'
 
 /** Least time between two warnings that limits are not enforced (the store being unavailable). */
 const WARN_EVERY_MS = 10_000
@@ -37,23 +38,6 @@ function digest (identity: string): string {
 function refused (what: string, option: string, waitMs: number): RateLimitError {
   const seconds = retryAfterSeconds(waitMs)
   return new RateLimitError('GW_ERR_RATE_LIMITED', [what, option, seconds], seconds)
-}
-
-/**
- * The task operation a POSTed message is, or undefined: every tasks/* request (tasks/get, tasks/result,
- * tasks/list, tasks/cancel, tasks/update) and a legacy tools/call asking for a task (`params.task`).
- * A 2026-07-28 tools/call is not counted, even from a client that declared the tasks extension: whether it
- * becomes a task is decided later by the gateway (tasks.decide), and its tasks/* requests are counted.
- */
-function taskOperation (body: unknown): { method: string, taskId: unknown } | undefined {
-  if (typeof body !== 'object' || body === null) return undefined
-  const { method, params } = body as { method?: unknown, params?: unknown }
-  if (typeof method !== 'string') return undefined
-  const p = typeof params === 'object' && params !== null ? params as { task?: unknown, taskId?: unknown } : undefined
-  if (method.startsWith('tasks/') || (method === 'tools/call' && typeof p?.task === 'object' && p.task !== null)) {
-    return { method, taskId: p?.taskId }
-  }
-  return undefined
 }
 
 /**
@@ -106,27 +90,28 @@ export class RateLimiter {
 
   /**
    * The limits after authentication. `principal` is undefined when auth is off: requestsPerPrincipal is
-   * then skipped, and task operations and polls are counted per client address instead. `body` is the
-   * POSTed message (undefined for GET and DELETE).
+   * then skipped, and task operations and polls are counted per client address instead. `message` is the
+   * POSTed message as the route classified it (undefined for GET and DELETE): its task operations count
+   * against taskOpsPerPrincipal (see ClassifiedRequest.taskOperation), and its tasks/get against pollBurst.
    */
-  async checkCaller (principal: string | undefined, address: string | undefined, body: unknown): Promise<void> {
+  async checkCaller (principal: string | undefined, address: string | undefined, message: ClassifiedMessage | undefined): Promise<void> {
     if (this.#perPrincipal !== undefined && principal !== undefined) {
       const wait = await this.#take(`principal:${digest(principal)}`, this.#perPrincipal)
       if (wait > 0) throw refused('too many requests for this principal', 'requestsPerPrincipal', wait)
     }
     if (this.#taskOps === undefined && this.#poll === undefined) return
-    const op = taskOperation(body)
-    if (op === undefined) return
+    if (message?.kind !== 'request' || !message.taskOperation) return
     const who = principal === undefined ? `address ${address ?? ''}` : `principal ${principal}`
     if (this.#taskOps !== undefined) {
       const wait = await this.#take(`task-ops:${digest(who)}`, this.#taskOps)
       if (wait > 0) throw refused('too many task operations', 'taskOpsPerPrincipal', wait)
     }
-    if (this.#poll !== undefined && op.method === 'tasks/get' && typeof op.taskId === 'string') {
-      const wait = await this.#take(`poll:${digest(JSON.stringify([who, op.taskId]))}`, this.#poll)
+    const { taskId } = message
+    if (this.#poll !== undefined && message.method === 'tasks/get' && taskId !== undefined) {
+      const wait = await this.#take(`poll:${digest(JSON.stringify([who, taskId]))}`, this.#poll)
       if (wait > 0) {
         const seconds = retryAfterSeconds(wait)
-        throw new RateLimitError('GW_ERR_POLL_TOO_FAST', [op.taskId, this.#pollIntervalMs, seconds], seconds)
+        throw new RateLimitError('GW_ERR_POLL_TOO_FAST', [taskId, this.#pollIntervalMs, seconds], seconds)
       }
     }
   }

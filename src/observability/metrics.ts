@@ -1,6 +1,7 @@
 import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client'
 import { BucketHistogram, type HistogramSeries } from './bucket-histogram.ts'
 import { GatewayError, RpcError } from '../errors.ts'
+import type { ClassifiedMessage } from '../wire/classified-message.ts'
 import { isTerminal, type TaskStatus } from '../wire/task-state.ts'
 import type { RecentProblems } from './recent-problems.ts'
 
@@ -57,11 +58,14 @@ const REFUSALS: Partial<Record<string, string>> = {
   GW_ERR_STORED_BYTES_LIMIT: 'storedBytesPerPrincipal',
 }
 
-/** The method of a POSTed body as a bounded name: an MCP request method, else a fixed word (also the span name of a request). */
-export function methodLabel (body: unknown): string {
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) return 'invalid'
-  const method = (body as { method?: unknown }).method
-  if (typeof method !== 'string') return 'result' in body || 'error' in body ? 'response' : 'invalid'
+/**
+ * A POSTed message as a bounded name (the `method` label, and the span name of a request): an MCP request
+ * method, else a fixed word for its kind (`notification`, `response`, `invalid`) or for a method of no MCP
+ * revision (`other`).
+ */
+export function methodLabel (message: ClassifiedMessage): string {
+  if (message.kind === 'response' || message.kind === 'invalid') return message.kind
+  const { method } = message
   if (MCP_METHODS.has(method)) return method
   return method.startsWith('notifications/') ? 'notification' : 'other'
 }
@@ -205,11 +209,6 @@ export class GatewayMetrics {
         }
       },
     }))
-  }
-
-  /** The `method` label of a POSTed body: an MCP request method, else a fixed word. */
-  methodOf (body: unknown): string {
-    return methodLabel(body)
   }
 
   request (method: string, era: string, statusCode: number, seconds: number): void {

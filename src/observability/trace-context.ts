@@ -36,12 +36,12 @@ function extracted (carrier: Record<string, unknown>): Context | undefined {
 }
 
 /**
- * The trace context a client sent with a request: `params._meta.traceparent` (and `tracestate`) when valid,
- * else the `traceparent` (and `tracestate`) headers; undefined when it sent none that is valid.
+ * The trace context a client sent with a request: `traceparent` (and `tracestate`) in its `params._meta`
+ * (`meta`) when valid, else the `traceparent` (and `tracestate`) headers; undefined when it sent none that is valid.
  */
-export function clientTraceContext (headers: IncomingHttpHeaders, body: unknown): Context | undefined {
-  if (isObject(body) && isObject(body.params) && isObject(body.params._meta) && typeof body.params._meta.traceparent === 'string') {
-    const fromMeta = extracted(body.params._meta)
+export function clientTraceContext (headers: IncomingHttpHeaders, meta: unknown): Context | undefined {
+  if (isObject(meta) && typeof meta.traceparent === 'string') {
+    const fromMeta = extracted(meta)
     if (fromMeta !== undefined) return fromMeta
   }
   return headers.traceparent === undefined ? undefined : extracted(headers)

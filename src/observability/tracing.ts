@@ -5,6 +5,7 @@ import { BatchSpanProcessor, NodeTracerProvider, ParentBasedSampler, TraceIdRati
 import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions'
 import type { IncomingHttpHeaders } from 'node:http'
 import type { TracingConfig, UpstreamConfig } from '../config/schema.ts'
+import { answeredId, type ClassifiedMessage } from '../wire/classified-message.ts'
 import type { JsonObject } from '../wire/jsonrpc.ts'
 import type { TaskStatus } from '../wire/task-state.ts'
 import { GATEWAY_INFO } from '../wire/versions.ts'
@@ -54,9 +55,16 @@ export class GatewayTracing {
     this.tracer = this.#provider.getTracer(GATEWAY_INFO.name, GATEWAY_INFO.version)
   }
 
-  /** The server span of one MCP request, continuing the trace context its client sent, if any. */
-  request (method: string, era: string, headers: IncomingHttpHeaders, body: unknown, requestId: string | number | undefined): RequestTrace {
-    return new RequestTrace(this, method, era, clientTraceContext(headers, body), requestId)
+  /**
+   * The server span of one POSTed MCP request named `name`, continuing the trace context its client sent,
+   * if any; undefined for what runs nothing (a notification or a response the client posts). A body refused
+   * as invalid is traced when it names a request id: its refusal answers that request.
+   */
+  request (message: ClassifiedMessage, name: string, headers: IncomingHttpHeaders): RequestTrace | undefined {
+    const id = answeredId(message)
+    if (id === null) return undefined
+    const meta = message.kind === 'request' ? message.message.params?._meta : undefined
+    return new RequestTrace(this, name, message.era, clientTraceContext(headers, meta), id)
   }
 
   /**

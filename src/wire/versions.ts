@@ -10,6 +10,10 @@ export function isLegacyVersion (version: string): boolean {
   return (LEGACY_PROTOCOL_VERSIONS as readonly string[]).includes(version)
 }
 
+/** Protocol revisions of the modern (per-request envelope) era. */
+export const MODERN_PROTOCOL_VERSIONS = ['2026-07-28'] as const
+/** The 2026-07-28 `_meta` key of a request's protocol version: its presence makes a message modern. */
+export const PROTOCOL_VERSION_KEY = 'io.modelcontextprotocol/protocolVersion'
 /** The 2026-07-28 `_meta` key of the capabilities a request's client declares (for that request only). */
 export const CLIENT_CAPABILITIES_KEY = 'io.modelcontextprotocol/clientCapabilities'
 /** The 2026-07-28 tasks extension, as named among a client's or a server's `capabilities.extensions`. */

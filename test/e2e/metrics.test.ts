@@ -8,6 +8,7 @@ import { demoStdio, startGateway, type RunningGateway } from '../helpers/gateway
 import { runTask } from '../helpers/tasks.ts'
 import { until } from '../helpers/until.ts'
 import { ModernRaw } from '../helpers/modern-raw.ts'
+import { postRpc } from '../helpers/inject.ts'
 import { parseConfig } from '../../src/config/load.ts'
 
 /** One scrape of `/metrics` (through inject(): a scrape needs no socket): every sample line as `name{labels}` → value. */
@@ -85,6 +86,22 @@ describe('Prometheus metrics on the main listener', () => {
     expect(value(after, modern) - value(before, modern)).toBe(1)
     const call = 'gateway_upstream_call_duration_seconds_count{upstream="demo",tool="echo",outcome="ok"}'
     expect(value(after, call) - value(before, call)).toBe(1)
+  })
+
+  it('labels a body refused as no JSON-RPC message invalid, whatever method it names, and holds it to no task limit', async () => {
+    const before = await scrape(gw.app)
+    // No "jsonrpc": refused with -32600 every time. Were it read as the tasks/get it names, pollBurst 1 would refuse the second.
+    const poll = { id: 4, method: 'tasks/get', params: { taskId: `not-a-message-${process.pid}` } }
+    for (let i = 0; i < 2; i++) {
+      const reply = await postRpc(gw.app, poll)
+      expect(reply.status).toBe(400)
+      expect(reply.body).toMatchObject({ id: 4, error: { code: -32600, message: expect.stringContaining('"jsonrpc" must be "2.0"') } })
+    }
+    const after = await scrape(gw.app)
+    const invalid = 'gateway_request_duration_seconds_count{method="invalid",era="legacy",outcome="error"}'
+    expect(value(after, invalid) - value(before, invalid)).toBe(2)
+    const named = 'gateway_request_duration_seconds_count{method="tasks/get",era="legacy",outcome="error"}'
+    expect(value(after, named) - value(before, named)).toBe(0)
   })
 
   it('never turns a tool name a client made up into a label', async () => {

@@ -10,7 +10,8 @@ import type { Logger } from '../../observability/logger.ts'
 import type { RequestTrace } from '../../observability/request-trace.ts'
 import type { GatewayStore, SessionRecord } from '../../store/types.ts'
 import { sessionClient } from '../../upstream/client-ref.ts'
-import { classifyMessage, progressTokenOf, resultMessage, type JsonObject, type RpcNotification, type RpcRequest, type RpcResponse } from '../../wire/jsonrpc.ts'
+import { progressTokenOf, resultMessage, type JsonObject, type RpcNotification, type RpcRequest, type RpcResponse } from '../../wire/jsonrpc.ts'
+import type { ValidMessage } from '../../wire/classified-message.ts'
 import { isLegacyVersion } from '../../wire/versions.ts'
 import type { ClientRequestBroker } from './client-requests.ts'
 import type { InflightRequests } from './inflight-requests.ts'
@@ -77,15 +78,23 @@ export class LegacyEndpoint {
     this.#deps = deps
   }
 
-  /** `caller.principal` is the authenticated caller, or undefined when auth is off; `trace`: the request's server span (tracing on). */
-  async post (headers: IncomingHttpHeaders, res: ServerResponse, body: unknown, caller: Caller, trace?: RequestTrace): Promise<void> {
+  /**
+   * `inbound`: the message as the route classified it; `caller.principal` is the authenticated caller, or
+   * undefined when auth is off; `trace`: the request's server span (tracing on).
+   */
+  async post (
+    headers: IncomingHttpHeaders,
+    res: ServerResponse,
+    inbound: ValidMessage,
+    caller: Caller,
+    trace?: RequestTrace,
+  ): Promise<void> {
     const principal = caller.principal
-    const inbound = classifyMessage(body)
-    if (inbound.kind === 'request' && inbound.message.method === 'initialize') {
+    if (inbound.kind === 'request' && inbound.method === 'initialize') {
       await this.#initialize(inbound.message, res, caller)
       return
     }
-    const session = await this.#session(headers, inbound.kind === 'request' ? inbound.message.method : 'this message', principal)
+    const session = await this.#session(headers, inbound.kind === 'request' ? inbound.method : 'this message', principal)
     if (inbound.kind === 'notification') {
       await this.#notification(session, inbound.message)
       res.writeHead(202).end()

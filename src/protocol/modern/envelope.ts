@@ -1,15 +1,12 @@
 import { GatewayError, RpcError } from '../../errors.ts'
 import type { JsonObject } from '../../wire/jsonrpc.ts'
-import { CLIENT_CAPABILITIES_KEY, TASKS_EXTENSION } from '../../wire/versions.ts'
+import { CLIENT_CAPABILITIES_KEY, MODERN_PROTOCOL_VERSIONS, PROTOCOL_VERSION_KEY, TASKS_EXTENSION } from '../../wire/versions.ts'
 
 /** The reserved `_meta` keys of the 2026-07-28 per-request envelope. */
-export const PROTOCOL_VERSION_KEY = 'io.modelcontextprotocol/protocolVersion'
 export const CLIENT_INFO_KEY = 'io.modelcontextprotocol/clientInfo'
 export const SERVER_INFO_KEY = 'io.modelcontextprotocol/serverInfo'
 export const SUBSCRIPTION_ID_KEY = 'io.modelcontextprotocol/subscriptionId'
-export { CLIENT_CAPABILITIES_KEY, TASKS_EXTENSION }
-
-export const MODERN_PROTOCOL_VERSIONS = ['2026-07-28'] as const
+export { CLIENT_CAPABILITIES_KEY, MODERN_PROTOCOL_VERSIONS, PROTOCOL_VERSION_KEY, TASKS_EXTENSION }
 
 /** What one modern request says about its sender; never carried over to another request. */
 export interface Envelope {
@@ -20,13 +17,6 @@ export interface Envelope {
 
 function isObject (value: unknown): value is JsonObject {
   return value !== null && typeof value === 'object' && !Array.isArray(value)
-}
-
-/** A message belongs to the modern era when its params carry a protocol-version claim. */
-export function isModernMessage (body: unknown): boolean {
-  if (!isObject(body) || !isObject(body.params)) return false
-  const meta = body.params._meta
-  return isObject(meta) && PROTOCOL_VERSION_KEY in meta
 }
 
 export function readEnvelope (params: JsonObject | undefined, headerVersion: string | undefined): Envelope {

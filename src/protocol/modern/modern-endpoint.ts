@@ -7,7 +7,8 @@ import { GatewayError } from '../../errors.ts'
 import type { Logger } from '../../observability/logger.ts'
 import type { RequestTrace } from '../../observability/request-trace.ts'
 import { principalClient, type ClientRef } from '../../upstream/client-ref.ts'
-import { classifyMessage, progressTokenOf, resultMessage, type JsonObject, type RpcRequest } from '../../wire/jsonrpc.ts'
+import { progressTokenOf, resultMessage, type JsonObject, type RpcRequest } from '../../wire/jsonrpc.ts'
+import type { ValidMessage } from '../../wire/classified-message.ts'
 import { ExchangeContext } from '../../streams/exchange-context.ts'
 import { PostExchange } from '../../streams/post-exchange.ts'
 import type { StreamHub } from '../../streams/stream-hub.ts'
@@ -49,9 +50,14 @@ export class ModernEndpoint {
     this.#deps = deps
   }
 
-  /** `trace`: the request's server span (tracing on). */
-  async post (headers: IncomingHttpHeaders, res: ServerResponse, body: unknown, caller: Caller, trace?: RequestTrace): Promise<void> {
-    const inbound = classifyMessage(body)
+  /** `inbound`: the message as the route classified it; `trace`: the request's server span (tracing on). */
+  async post (
+    headers: IncomingHttpHeaders,
+    res: ServerResponse,
+    inbound: ValidMessage,
+    caller: Caller,
+    trace?: RequestTrace,
+  ): Promise<void> {
     if (inbound.kind === 'notification') {
       res.writeHead(202).end()
       return
