@@ -175,10 +175,10 @@ describe('postgres store', () => {
       await counted.ready()
       const tasks = Array.from({ length: 40 }, (_, i) => task({ ttlMs: i === 0 ? 10 : null, createdAt: 1 }))
       for (const record of tasks) await counted.tasks.create(record)
-      const sessions = Array.from({ length: 20 }, (_, i) => ({
-        id: randomUUID(), principal: `p${i}`, protocolVersion: '2025-11-25', clientCapabilities: { sampling: {} },
-        clientInfo: { name: 'c', version: '1' }, createdAt: 1, lastSeenAt: 1,
-      }))
+      const sessions = Array.from({ length: 20 }, (_, i) => {
+        const clientInfo = { name: 'c', version: '1' }
+        return { id: randomUUID(), principal: `p${i}`, protocolVersion: '2025-11-25', clientCapabilities: {}, clientInfo, createdAt: 1, lastSeenAt: 1 }
+      })
       for (const session of sessions) await counted.sessions.create(session)
 
       let before = proxy.count
@@ -194,7 +194,8 @@ describe('postgres store', () => {
       expect(read[1]!.request).not.toBe(read[41]!.request)
 
       before = proxy.count
-      expect(await Promise.all([...sessions, ...sessions].map(async (s) => await counted.sessions.get(s.id)))).toEqual([...sessions, ...sessions])
+      const sessionsRead = await Promise.all([...sessions, ...sessions].map(async (s) => await counted.sessions.get(s.id)))
+      expect(sessionsRead).toEqual([...sessions, ...sessions])
       expect(proxy.count - before).toBe(1)
     } finally {
       await counted.close()
