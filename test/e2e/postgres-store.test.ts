@@ -197,6 +197,12 @@ describe('postgres store', () => {
       const sessionsRead = await Promise.all([...sessions, ...sessions].map(async (s) => await counted.sessions.get(s.id)))
       expect(sessionsRead).toEqual([...sessions, ...sessions])
       expect(proxy.count - before).toBe(1)
+
+      // A statement asks for 500 ids at most: 600 at once take two.
+      before = proxy.count
+      const many = await Promise.all(Array.from({ length: 600 }, async (_, i) => await counted.tasks.get(i === 599 ? tasks[1]!.id : `unknown-${i}`, 5)))
+      expect(proxy.count - before).toBe(2)
+      expect(many.filter((found) => found !== null)).toEqual([tasks[1]])
     } finally {
       await counted.close()
       await proxy.close()
