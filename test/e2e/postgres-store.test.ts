@@ -85,8 +85,11 @@ describe('postgres store', () => {
     const closed = store(schema())
     await closed.ready()
     await closed.close()
-    for (const attempt of [closed.tasks.get('t1', 1), closed.sessions.get('s1'), closed.leases.lapsed(1), closed.tasks.create(task())]) {
-      const failure = await attempt.catch((err: unknown) => err)
+    // Each started only when the one before it has failed: none is left rejected with nobody listening yet.
+    const attempts = [async () => await closed.tasks.get('t1', 1), async () => await closed.sessions.get('s1'),
+      async () => await closed.leases.lapsed(1), async () => await closed.tasks.create(task())]
+    for (const attempt of attempts) {
+      const failure = await attempt().catch((err: unknown) => err)
       expect(failure).toMatchObject({ code: 'GW_ERR_STORE_UNAVAILABLE', message: 'the store is unavailable: the store was closed' })
       expect((failure as Error).cause).toBeInstanceOf(Error)
     }
@@ -158,6 +161,48 @@ describe('postgres store', () => {
       expect(proxy.count - before).toBe(1)
       expect(await counted.tasks.get(record.id, 1)).toEqual(record)
       expect(proxy.count - before).toBe(2)
+    } finally {
+      await counted.close()
+      await proxy.close()
+    }
+  })
+
+  it('reads the tasks and sessions asked for at once in one round trip each, every caller getting its own record', async () => {
+    const proxy = new PgRoundTrips({ host: '127.0.0.1', port: 5432 })
+    const port = await proxy.listen()
+    const counted = store(schema(), { url: `postgres://postgres@127.0.0.1:${port}/postgres`, poolSize: 4 })
+    try {
+      await counted.ready()
+      const tasks = Array.from({ length: 40 }, (_, i) => task({ ttlMs: i === 0 ? 10 : null, createdAt: 1 }))
+      for (const record of tasks) await counted.tasks.create(record)
+      const sessions = Array.from({ length: 20 }, (_, i) => {
+        const clientInfo = { name: 'c', version: '1' }
+        return { id: randomUUID(), principal: `p${i}`, protocolVersion: '2025-11-25', clientCapabilities: {}, clientInfo, createdAt: 1, lastSeenAt: 1 }
+      })
+      for (const session of sessions) await counted.sessions.create(session)
+
+      let before = proxy.count
+      // Every task twice, some unknown ids, and the one with a TTL asked both before and after it ends (createdAt 1 + 10 ms).
+      const asked = [...tasks.map((t) => [t.id, 5] as const), ...tasks.map((t) => [t.id, 5] as const), ['unknown-1', 5], ['unknown-2', 5],
+        [tasks[0]!.id, 11]] as const
+      const read = await Promise.all(asked.map(async ([id, now]) => await counted.tasks.get(id, now)))
+      expect(proxy.count - before).toBe(1)
+      expect(read.slice(0, 80)).toEqual([...tasks, ...tasks])
+      expect(read.slice(80)).toEqual([null, null, null])
+      // Two callers of one task never share an object: what one changes, the other does not see.
+      expect(read[1]).not.toBe(read[41])
+      expect(read[1]!.request).not.toBe(read[41]!.request)
+
+      before = proxy.count
+      const sessionsRead = await Promise.all([...sessions, ...sessions].map(async (s) => await counted.sessions.get(s.id)))
+      expect(sessionsRead).toEqual([...sessions, ...sessions])
+      expect(proxy.count - before).toBe(1)
+
+      // A statement asks for 500 ids at most: 600 at once take two.
+      before = proxy.count
+      const many = await Promise.all(Array.from({ length: 600 }, async (_, i) => await counted.tasks.get(i === 599 ? tasks[1]!.id : `unknown-${i}`, 5)))
+      expect(proxy.count - before).toBe(2)
+      expect(many.filter((found) => found !== null)).toEqual([tasks[1]])
     } finally {
       await counted.close()
       await proxy.close()

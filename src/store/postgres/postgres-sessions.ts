@@ -2,15 +2,17 @@ import { GatewayError } from '../../errors.ts'
 import { overBudget, sessionBytes } from '../stored-bytes.ts'
 import type { SessionCreateOptions, SessionRecord, SessionStore } from '../types.ts'
 import type { PostgresRunner } from './postgres-connection.ts'
+import { ReadBatch } from './postgres-read-batch.ts'
 
 /** The columns a session is inserted with. */
 const FIELDS = 'id, principal, protocol_version, client_capabilities, client_info, created_at, last_seen_at'
 /**
- * A session read as one json column `s`, the record itself (its JSON columns in it as JSON): the driver describes
- * and parses one value (the lookup of every request of a client with a session).
+ * A session read as one text column `t`, the JSON of the record itself (its JSON columns in it as JSON): the driver
+ * describes one value and hands its text over, parsed once by its reader (the lookup of every request of a client
+ * with a session).
  */
-const SESSION_JSON = `json_build_object('id', id, 'principal', principal, 'protocolVersion', protocol_version,
-  'clientCapabilities', client_capabilities::json, 'clientInfo', client_info::json, 'createdAt', created_at, 'lastSeenAt', last_seen_at) AS s`
+const SESSION_TEXT = `json_build_object('id', id, 'principal', principal, 'protocolVersion', protocol_version,
+  'clientCapabilities', client_capabilities::json, 'clientInfo', client_info::json, 'createdAt', created_at, 'lastSeenAt', last_seen_at)::text AS t`
 /** Sessions deleted per statement of a sweep. */
 const SWEEP_BATCH = 500
 
@@ -21,10 +23,13 @@ const SWEEP_BATCH = 500
 export class PostgresSessionStore implements SessionStore {
   readonly #db: PostgresRunner
   readonly #s: string
+  readonly #byId: ReadBatch
 
   constructor (db: PostgresRunner, schema: string) {
     this.#db = db
     this.#s = `"${schema}"`
+    this.#byId = new ReadBatch(async (ids) => await db.rows<{ id: string, t: string }>(
+      `SELECT id, ${SESSION_TEXT} FROM ${this.#s}.sessions WHERE id = ANY($1::text[])`, [ids], 'gw_session_get'))
   }
 
   async create (session: SessionRecord, options: SessionCreateOptions = {}): Promise<void> {
@@ -50,9 +55,10 @@ export class PostgresSessionStore implements SessionStore {
     })
   }
 
+  /** One round trip, shared with the other session reads of the same turn (ReadBatch). */
   async get (id: string): Promise<SessionRecord | null> {
-    const [row] = await this.#db.rows<{ s: SessionRecord }>(`SELECT ${SESSION_JSON} FROM ${this.#s}.sessions WHERE id = $1`, [id], 'gw_session_get')
-    return row?.s ?? null
+    const text = await this.#byId.read(id)
+    return text === undefined ? null : JSON.parse(text) as SessionRecord
   }
 
   /** lastSeenAt only moves forward. */

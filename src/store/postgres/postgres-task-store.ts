@@ -5,7 +5,8 @@ import { claimedEvent, createdEvent, statusEvent, TIMELINE_LIMIT } from '../task
 import type { InputRecord, TaskCreateOptions, TaskCursor, TaskEvent, TaskOutcome, TaskPatch, TaskQuery, TaskRecord, TaskStore } from '../types.ts'
 import type { PostgresRunner } from './postgres-connection.ts'
 import { PostgresInputs, appendEvent } from './postgres-inputs.ts'
-import { ACTIVE, live, TASK_FIELDS, TASK_JSON, taskValues, toTask, tupleToTask, type TaskRow } from './postgres-rows.ts'
+import { ReadBatch } from './postgres-read-batch.ts'
+import { ACTIVE, live, TASK_FIELDS, TASK_TEXT, taskValues, textToTask, toTask, type TaskRow } from './postgres-rows.ts'
 
 /** Tasks deleted per statement of a sweep, so that no statement holds many locks or runs long. */
 const SWEEP_BATCH = 500
@@ -27,17 +28,21 @@ const FILTERS = [['status', 'status'], ['upstream', 'upstream'], ['tool', 'tool'
  * Tasks in the `tasks` table of the store's schema. A status move is a compare-and-set on the task's row (read
  * under its lock, then `UPDATE … WHERE id = $1`), in one transaction with its timeline entry and the stored bytes
  * it frees or adds, and the account's count of unfinished tasks when it ends one; a creation locks its account's
- * row, so that the limits hold between processes. `tasks/get` is one prepared SELECT.
+ * row, so that the limits hold between processes. `tasks/get` is one prepared SELECT, shared by the reads of one
+ * turn of the event loop (ReadBatch).
  */
 export class PostgresTaskStore implements TaskStore {
   readonly #db: PostgresRunner
   readonly #s: string
   readonly #inputs: PostgresInputs
+  readonly #byId: ReadBatch
 
   constructor (db: PostgresRunner, schema: string) {
     this.#db = db
     this.#s = `"${schema}"`
     this.#inputs = new PostgresInputs(db, schema)
+    this.#byId = new ReadBatch(async (ids, now) => await db.rows<{ id: string, t: string }>(
+      `SELECT id, ${TASK_TEXT} FROM ${this.#s}.tasks WHERE id = ANY($1::text[]) AND ${live(2)}`, [ids, now], 'gw_task_get'))
   }
 
   /** One round trip: the schema's create_task function (postgres-schema.ts) locks the account, checks and inserts. */
@@ -54,11 +59,13 @@ export class PostgresTaskStore implements TaskStore {
     throw new GatewayError('GW_ERR_STORED_BYTES_LIMIT', [refused.refused_bytes, bytes, options.maxStoredBytes])
   }
 
-  /** One round trip: a statement prepared once per connection, its row one json value (TASK_JSON). */
+  /**
+   * One round trip, shared with the other reads of the same turn: a statement prepared once per connection, a row
+   * one text value (TASK_TEXT), judged against this caller's `now` (the statement had the earliest of the batch).
+   */
   async get (id: string, now: number): Promise<TaskRecord | null> {
-    const [row] = await this.#db.rows<Parameters<typeof tupleToTask>[0]>(`SELECT ${TASK_JSON} FROM ${this.#s}.tasks WHERE id = $1 AND ${live(2)}`,
-      [id, now], 'gw_task_get')
-    return row ? tupleToTask(row) : null
+    const text = await this.#byId.read(id, now)
+    return text === undefined ? null : textToTask(text, now)
   }
 
   async list (principal: string, after: TaskCursor | undefined, limit: number, now: number): Promise<TaskRecord[]> {
