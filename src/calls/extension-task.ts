@@ -4,7 +4,8 @@ import { RpcError, isHandover } from '../errors.ts'
 import type { JsonObject } from '../wire/jsonrpc.ts'
 import { TERMINAL_STATUSES } from '../wire/task-state.ts'
 import { CLIENT_CAPABILITIES_KEY, TASKS_EXTENSION } from '../wire/versions.ts'
-import { isInputMethod, type InflightCall } from '../upstream/call-attribution.ts'
+import { isInputMethod } from '../upstream/call-attribution.ts'
+import type { InflightCall } from '../upstream/inflight-call.ts'
 import type { SessionRequestOptions, UpstreamSession } from '../upstream/upstream-session.ts'
 
 /**
@@ -63,9 +64,7 @@ function lostTask (taskId: string, err: ProtocolError): Error {
  * other task from then on.
  */
 export function takeCreatedTask (call: InflightCall): JsonObject | undefined {
-  const created = call.createdTask
-  call.createdTask = undefined
-  call.acceptsTask = false
+  const created = call.takeTask()
   if (created !== undefined && typeof created.taskId !== 'string') throw new Error('it answered with a task without a taskId')
   return created
 }
@@ -115,7 +114,7 @@ export async function followTask (
   options: FollowOptions,
   mirror: boolean,
 ): Promise<JsonObject> {
-  call.upstreamTaskId = taskId
+  call.follows(taskId)
   const { signal } = options
   const request = async (method: string, params: JsonObject): Promise<JsonObject> => {
     try {
@@ -147,14 +146,7 @@ export async function followTask (
   const relay = async (key: string, input: JsonObject): Promise<void> => {
     const method = String(input.method)
     if (!isInputMethod(method)) throw new Error(`its task asked for '${method}', which is not an input request`)
-    call.waiting++
-    let answer: JsonObject
-    try {
-      answer = await call.sink.input(method, (input.params ?? {}) as JsonObject, wake, key)
-    } finally {
-      call.waiting--
-    }
-    await update(key, answer)
+    await update(key, await call.ask(method, (input.params ?? {}) as JsonObject, wake, key))
   }
   const asked = new Set<string>()
   const deadline = Date.now() + options.timeout
@@ -176,7 +168,7 @@ export async function followTask (
       }
       if (mirror && typeof task.statusMessage === 'string' && task.statusMessage !== message) {
         message = task.statusMessage
-        call.sink.notify('notifications/tasks/status', { taskId, status: task.status, statusMessage: message })
+        call.notify('notifications/tasks/status', { taskId, status: task.status, statusMessage: message })
       }
       if (Date.now() >= deadline) throw new SdkError(SdkErrorCode.RequestTimeout, `the upstream's task '${taskId}' did not end in time`)
       await delay(Math.min(pollInterval(task), deadline - Date.now()), undefined, { signal: wake }).catch(() => {})

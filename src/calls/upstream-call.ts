@@ -1,6 +1,7 @@
 import { isHandover } from '../errors.ts'
 import type { JsonObject } from '../wire/jsonrpc.ts'
-import { isInputMethod, type InflightCall } from '../upstream/call-attribution.ts'
+import { isInputMethod } from '../upstream/call-attribution.ts'
+import type { InflightCall } from '../upstream/inflight-call.ts'
 import type { SessionAddress, SessionRequestOptions, UpstreamSession } from '../upstream/upstream-session.ts'
 import type { TaskResume } from '../store/types.ts'
 import { cancelTask, declaringTasks, followTask, needsTasks, takeCreatedTask } from './extension-task.ts'
@@ -62,12 +63,7 @@ async function withInputRounds (
     await Promise.all(Object.entries(requests).map(async ([key, request]) => {
       const inputMethod = String(request.method)
       if (!isInputMethod(inputMethod)) throw new Error(`it asked for '${inputMethod}', which is not an input request`)
-      call.waiting++
-      try {
-        responses[key] = await call.sink.input(inputMethod, (request.params ?? {}) as JsonObject, options.signal)
-      } finally {
-        call.waiting--
-      }
+      responses[key] = await call.ask(inputMethod, (request.params ?? {}) as JsonObject, options.signal)
     }))
     const retry: JsonObject = { ...params, inputResponses: responses }
     if (result.requestState !== undefined) retry.requestState = result.requestState
@@ -106,7 +102,7 @@ export interface UpstreamTaskHooks {
  * a handover to another process is not.
  */
 async function upstreamTaskResult (session: UpstreamSession, call: InflightCall, upstreamTaskId: string, options: Omit<CallOptions, 'onprogress'>): Promise<JsonObject> {
-  call.upstreamTaskId = upstreamTaskId
+  call.follows(upstreamTaskId)
   const cancelUpstream = (): void => {
     // Handed over: another process waits for the upstream task now, on the same upstream session.
     if (isHandover(options.signal.reason)) return
@@ -135,7 +131,7 @@ async function modernToolCall (
   task: UpstreamTaskHooks | undefined,
 ): Promise<JsonObject> {
   const declare = task?.resumable === true && task.held !== true && session.offersTasks
-  call.acceptsTask = true
+  call.acceptTask()
   let result: JsonObject
   try {
     try {
@@ -146,8 +142,7 @@ async function modernToolCall (
     }
   } catch (err) {
     // The upstream created its task as the call was given up (cancelled, timed out): nobody else would end it.
-    const orphan = call.createdTask?.taskId
-    call.createdTask = undefined
+    const orphan = call.takeTask()?.taskId
     if (typeof orphan === 'string' && !isHandover(options.signal.reason)) cancelTask(session, orphan)
     throw err
   }
@@ -180,7 +175,7 @@ export async function callUpstream (
     ? undefined
     : (): void => {
         if (!isHandover(options.signal.reason)) return
-        call.handedOver = true
+        call.handOver()
         session.keepUpstream()
       }
   if (onHandover !== undefined) options.signal.addEventListener('abort', onHandover, { once: true })

@@ -95,14 +95,11 @@ export class UpstreamInbound {
         }
         if (owner === 'none') return await this.#events.onOrphanRequest(session, method, plain, signal)
         const { call, exact } = owner
-        const ended = exact || call.sink.offersOutliveCall === true ? undefined : session.calls.ended(call)
-        call.waiting++
+        const ended = exact || call.offersOutliveCall ? undefined : session.calls.ended(call)
         try {
-          return await call.sink.input(method, plain, ended === undefined ? signal : AbortSignal.any([signal, ended]), id)
+          return await call.ask(method, plain, ended === undefined ? signal : AbortSignal.any([signal, ended]), id)
         } catch (err) {
           if (ended === undefined || signal.aborted || !ended.aborted) throw err
-        } finally {
-          call.waiting--
         }
       }
     } catch (err) {
@@ -115,7 +112,7 @@ export class UpstreamInbound {
   #notification (method: string, params: JsonObject): void {
     const owner = this.#session.calls.attribute(params, method)
     const plain = untagged(params)
-    if (typeof owner === 'object') owner.call.sink.notify(method, plain)
+    if (typeof owner === 'object') owner.call.notify(method, plain)
     else if (method !== 'notifications/tasks/status') this.#events.onOrphanNotification(this.#session, method, plain)
   }
 }

@@ -1,0 +1,106 @@
+import type { JsonObject } from '../wire/jsonrpc.ts'
+import type { InputMethod } from './call-attribution.ts'
+
+/** Where an upstream session sends what the upstream asks of the downstream client during one call. */
+export interface CallSink {
+  /** `upstreamRequestId`: the JSON-RPC id the upstream gave the request. */
+  input (method: InputMethod, params: JsonObject, signal: AbortSignal, upstreamRequestId?: string | number): Promise<JsonObject>
+  notify (method: string, params: JsonObject): void
+  /**
+   * What `input` asks stays answerable after the call ended (a 2025-era live relay: the client answers by the
+   * request's id, on any stream). A request given to such a call by guess is then never asked again elsewhere.
+   */
+  readonly offersOutliveCall?: boolean
+}
+
+/**
+ * One call (tools/call, prompts/get) in flight on an upstream session (see CallRegistry, which begins and ends
+ * it). What is known of it while it runs (the upstream task it follows, whether its client owes an answer,
+ * whether another process goes on with it) changes only through its methods, whoever learns it: the call's own
+ * code, the session's inbound requests, its transport.
+ */
+export class InflightCall {
+  readonly id: number
+  /** The client the call runs for (its ClientRef key). */
+  readonly owner: string
+  /** A task's call: the largest result the task may store (tasks.maxResultBytes), which its answers are held to as they arrive. */
+  readonly maxResultBytes: number | undefined
+  readonly #sink: CallSink
+  #upstreamTaskId: string | undefined
+  /** Input requests of this call the client has not answered yet. */
+  #asking = 0
+  #handedOver = false
+  #acceptsTask = false
+  #createdTask: JsonObject | undefined
+
+  constructor (id: number, owner: string, sink: CallSink, maxResultBytes: number | undefined) {
+    this.id = id
+    this.owner = owner
+    this.#sink = sink
+    this.maxResultBytes = maxResultBytes
+  }
+
+  /** The upstream's task id, when the upstream runs the call as a task of its own. */
+  get upstreamTaskId (): string | undefined {
+    return this.#upstreamTaskId
+  }
+
+  /** The upstream runs the call as its task `taskId`: what the upstream sends about that task belongs to this call. */
+  follows (taskId: string): void {
+    this.#upstreamTaskId = taskId
+  }
+
+  /** The call's client has not yet answered something the upstream asked during the call. */
+  get awaitingClient (): boolean {
+    return this.#asking > 0
+  }
+
+  /** What `ask` asks stays answerable after the call ended (see CallSink.offersOutliveCall). */
+  get offersOutliveCall (): boolean {
+    return this.#sink.offersOutliveCall === true
+  }
+
+  /** Asks the call's client what the upstream asked (`upstreamRequestId`: the id the upstream gave the request, or its key). */
+  async ask (method: InputMethod, params: JsonObject, signal: AbortSignal, upstreamRequestId?: string | number): Promise<JsonObject> {
+    this.#asking++
+    try {
+      return await this.#sink.input(method, params, signal, upstreamRequestId)
+    } finally {
+      this.#asking--
+    }
+  }
+
+  /** A notification of the upstream's that belongs to the call (progress goes its own way). */
+  notify (method: string, params: JsonObject): void {
+    this.#sink.notify(method, params)
+  }
+
+  /** Another gateway process goes on with the call's upstream work: the upstream is told nothing of its end. */
+  get handedOver (): boolean {
+    return this.#handedOver
+  }
+
+  handOver (): void {
+    this.#handedOver = true
+  }
+
+  /** The call's tools/call may be answered with a task of the upstream's own (a 2026-07-28 upstream, tasks extension). */
+  acceptTask (): void {
+    this.#acceptsTask = true
+  }
+
+  /** A response to one of the call's requests is a task of the upstream's own: whether the call keeps it (see CallRegistry.takeTask). */
+  offerTask (task: JsonObject): boolean {
+    if (!this.#acceptsTask) return false
+    this.#createdTask = task
+    return true
+  }
+
+  /** The task the upstream answered the call with, if any; the call accepts no other from then on. */
+  takeTask (): JsonObject | undefined {
+    const created = this.#createdTask
+    this.#createdTask = undefined
+    this.#acceptsTask = false
+    return created
+  }
+}
