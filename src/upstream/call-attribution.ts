@@ -170,17 +170,12 @@ export class CallRegistry {
     return this.#byRequest.get(id)?.handedOver === true
   }
 
-  /**
-   * Called by the transport with every response: a 2026-07-28 upstream may answer a call's tools/call with a task
-   * of its own (`resultType: "task"`, tasks extension), which the SDK refuses to take. When the call accepts one,
-   * the task goes to the call, and the SDK is handed an empty complete result in its place; any other is left to
-   * the SDK, which refuses it.
-   */
-  takeTask (response: JsonObject): void {
-    const result = response.result as JsonObject | null | undefined
-    if (result?.resultType !== 'task') return
+  /** Called by the transport with every response: the call whose request it answers screens its result (see InflightCall.screenResults). */
+  screen (response: JsonObject): void {
+    const result = response.result
+    if (result === null || typeof result !== 'object' || Array.isArray(result)) return
     const call = this.#byRequest.get(response.id as RequestId)
-    if (call?.offerTask(result) === true) response.result = { resultType: 'complete', content: [] }
+    if (call !== undefined) response.result = call.screened(result as JsonObject)
   }
 
   /** Called by the transport once the response to request `id` was handed on. */
@@ -246,7 +241,7 @@ export class AttributingTransport implements Transport {
     inner.onmessage = (message, extra) => {
       const shape = message as MessageShape
       if (isResponse(shape)) {
-        this.#calls.takeTask(message as unknown as JsonObject)
+        this.#calls.screen(message as unknown as JsonObject)
         shieldErrorData(message as unknown as JsonObject)
         onResponse?.(message as unknown as JsonObject)
         const hand = (): void => {

@@ -14,6 +14,12 @@ export interface CallSink {
 }
 
 /**
+ * Looks at the result of each response to one of a call's requests before the SDK does, and returns what the SDK
+ * gets instead (the same object when nothing changes). See InflightCall.screenResults.
+ */
+export type ResultScreen = (result: JsonObject) => JsonObject
+
+/**
  * One call (tools/call, prompts/get) in flight on an upstream session (see CallRegistry, which begins and ends
  * it). What is known of it while it runs (the upstream task it follows, whether its client owes an answer,
  * whether another process goes on with it) changes only through its methods, whoever learns it: the call's own
@@ -30,8 +36,7 @@ export class InflightCall {
   /** Input requests of this call the client has not answered yet. */
   #asking = 0
   #handedOver = false
-  #acceptsTask = false
-  #createdTask: JsonObject | undefined
+  #screen: ResultScreen | undefined
 
   constructor (id: number, owner: string, sink: CallSink, maxResultBytes: number | undefined) {
     this.id = id
@@ -84,23 +89,13 @@ export class InflightCall {
     this.#handedOver = true
   }
 
-  /** The call's tools/call may be answered with a task of the upstream's own (a 2026-07-28 upstream, tasks extension). */
-  acceptTask (): void {
-    this.#acceptsTask = true
+  /** From now on (until called with undefined), the results answering the call's requests pass `screen` first. */
+  screenResults (screen: ResultScreen | undefined): void {
+    this.#screen = screen
   }
 
-  /** A response to one of the call's requests is a task of the upstream's own: whether the call keeps it (see CallRegistry.takeTask). */
-  offerTask (task: JsonObject): boolean {
-    if (!this.#acceptsTask) return false
-    this.#createdTask = task
-    return true
-  }
-
-  /** The task the upstream answered the call with, if any; the call accepts no other from then on. */
-  takeTask (): JsonObject | undefined {
-    const created = this.#createdTask
-    this.#createdTask = undefined
-    this.#acceptsTask = false
-    return created
+  /** Called by the transport with the result of a response to one of the call's requests: what the SDK gets. */
+  screened (result: JsonObject): JsonObject {
+    return this.#screen === undefined ? result : this.#screen(result)
   }
 }

@@ -45,24 +45,25 @@ describe('attribution of what an upstream sends during calls', () => {
     expect(calls.attribute({ _meta: { progressToken: 3 } })).toEqual({ call: b, exact: false })
   })
 
-  it('gives a task a 2026-07-28 upstream answered a call with to that call, and the SDK an empty complete result', () => {
+  it('lets a call screen the results answering its own requests before the SDK sees them, and no other', () => {
     const calls = new CallRegistry()
     const [call, other] = [calls.begin('client-1', sink), calls.begin('client-1', sink)]
-    call.acceptTask()
+    call.screenResults((result) => ({ ...result, screened: true }))
     sent(calls, call, 4)
     sent(calls, other, 6)
-    const task = { taskId: 'up-9', status: 'working', ttlMs: 60_000, createdAt: 'now', lastUpdatedAt: 'now', resultType: 'task' }
-    const response: Record<string, unknown> = { jsonrpc: '2.0', id: 4, result: task }
-    calls.takeTask(response)
-    expect(call.takeTask()).toEqual(task)
-    expect(response.result).toEqual({ resultType: 'complete', content: [] })
-    // A task answering a call that accepts none (a prompts/get, a poll), or a request of no call, is left to the SDK, which refuses it.
-    for (const id of [6, 5]) {
-      const stray: Record<string, unknown> = { jsonrpc: '2.0', id, result: { ...task } }
-      calls.takeTask(stray)
-      expect(stray.result).toEqual(task)
+    const response: Record<string, unknown> = { jsonrpc: '2.0', id: 4, result: { content: [] } }
+    calls.screen(response)
+    expect(response.result).toEqual({ content: [], screened: true })
+    // Another call's response, a request of no call, and an error pass untouched.
+    for (const stray of [{ id: 6, result: { content: [] } }, { id: 5, result: { content: [] } }, { id: 4, error: { code: -1, message: 'no' } }]) {
+      const copy = structuredClone(stray)
+      calls.screen(copy)
+      expect(copy).toEqual(stray)
     }
-    expect(other.takeTask()).toBeUndefined()
+    call.screenResults(undefined)
+    const after: Record<string, unknown> = { jsonrpc: '2.0', id: 4, result: { content: [] } }
+    calls.screen(after)
+    expect(after.result).toEqual({ content: [] })
   })
 
   it('gives the rest to the only call, else to the newest call of the one client not already waiting', () => {
