@@ -3,7 +3,7 @@ import { optionalObject, withoutProgressToken } from '../wire/params.ts'
 import { GatewayError } from '../errors.ts'
 import type { JsonObject } from '../wire/jsonrpc.ts'
 import type { InputMethod } from '../upstream/call-attribution.ts'
-import type { CallSink } from '../upstream/inflight-call.ts'
+import type { CallSink, UpstreamTaskStatus } from '../upstream/inflight-call.ts'
 import { clientSupports, type ClientRef } from '../upstream/client-ref.ts'
 import type { Upstream } from '../upstream/upstream.ts'
 import type { SlotClaim, SlotLimit } from '../upstream/call-slots.ts'
@@ -30,7 +30,10 @@ export interface CallOrigin {
   /** The upstream asked for something the client did not declare (the upstream gets an error regardless). */
   refused? (capability: string, method: InputMethod): void
   progress? (progress: JsonObject): void
+  /** A notification of the upstream's during the call (a log message). */
   notify (method: string, params: JsonObject): void
+  /** A task's call that runs as the upstream's own task: that task's status changed (see CallSink.upstreamTaskStatus). */
+  upstreamTaskStatus? (status: UpstreamTaskStatus): void
   /**
    * The call has to wait for a free call slot of its upstream (maxConcurrentCalls): before it is sent, or once
    * its client answered what it asked (a call waiting on its client holds no slot).
@@ -117,6 +120,7 @@ export class CallEngine {
         }
       },
       notify: (notification, notificationParams) => origin.notify(notification, notificationParams),
+      upstreamTaskStatus: (status) => origin.upstreamTaskStatus?.(status),
       offersOutliveCall: origin.offersOutliveCall === true,
     }
     const metrics = this.#metrics

@@ -226,7 +226,7 @@ export async function followTask (
       }
       if (mirror && typeof task.statusMessage === 'string' && task.statusMessage !== message) {
         message = task.statusMessage
-        call.notify('notifications/tasks/status', { taskId, status: task.status, statusMessage: message })
+        call.taskStatus({ taskId, status: String(task.status), statusMessage: task.statusMessage })
       }
       if (Date.now() >= deadline) throw new SdkError(SdkErrorCode.RequestTimeout, `the upstream's task '${taskId}' did not end in time`)
       await delay(Math.min(pollInterval(task), deadline - Date.now()), undefined, { signal: wake }).catch(() => {})

@@ -1,11 +1,24 @@
 import type { JsonObject } from '../wire/jsonrpc.ts'
 import type { InputMethod } from './call-attribution.ts'
 
+/** What the upstream running a call as a task of its own says of that task (either dialect). */
+export interface UpstreamTaskStatus {
+  taskId: string
+  status: string
+  statusMessage?: string | undefined
+}
+
 /** Where an upstream session sends what the upstream asks of the downstream client during one call. */
 export interface CallSink {
   /** `upstreamRequestId`: the JSON-RPC id the upstream gave the request. */
   input (method: InputMethod, params: JsonObject, signal: AbortSignal, upstreamRequestId?: string | number): Promise<JsonObject>
+  /** A notification of the upstream's to relay to the client (a log message). */
   notify (method: string, params: JsonObject): void
+  /**
+   * The status of the upstream's own task that runs the call: a gateway task shows its statusMessage; nothing
+   * else is told of it (the client never saw that task).
+   */
+  upstreamTaskStatus? (status: UpstreamTaskStatus): void
   /**
    * What `input` asks stays answerable after the call ended (a 2025-era live relay: the client answers by the
    * request's id, on any stream). A request given to such a call by guess is then never asked again elsewhere.
@@ -78,6 +91,11 @@ export class InflightCall {
   /** A notification of the upstream's that belongs to the call (progress goes its own way). */
   notify (method: string, params: JsonObject): void {
     this.#sink.notify(method, params)
+  }
+
+  /** The upstream's task that runs the call has a new status (see CallSink.upstreamTaskStatus). */
+  taskStatus (status: UpstreamTaskStatus): void {
+    this.#sink.upstreamTaskStatus?.(status)
   }
 
   /** Another gateway process goes on with the call's upstream work: the upstream is told nothing of its end. */

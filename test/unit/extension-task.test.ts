@@ -10,13 +10,13 @@ import type { SessionRequestOptions, UpstreamSession } from '../../src/upstream/
 import type { JsonObject } from '../../src/wire/jsonrpc.ts'
 import { CLIENT_CAPABILITIES_KEY, TASKS_EXTENSION } from '../../src/wire/versions.ts'
 
-/** A 2026-07-28 upstream session offering the tasks extension, answering each request with `answer`. */
 interface FakeSession {
   session: UpstreamSession
   sent: Array<[string, JsonObject]>
   calls: CallRegistry
 }
 
+/** A 2026-07-28 upstream session offering the tasks extension, answering each request with `answer`. */
 function modernSession (answer: (method: string, params: JsonObject) => JsonObject): FakeSession {
   const calls = new CallRegistry()
   const sent: Array<[string, JsonObject]> = []
@@ -49,7 +49,8 @@ function sinkOf (asked: JsonObject[], statuses: JsonObject[] = []): CallSink {
       asked.push({ method, params, key })
       return { action: 'accept', content: { sure: true } }
     },
-    notify: (method, params) => { if (method === 'notifications/tasks/status') statuses.push(params) },
+    notify: () => {},
+    upstreamTaskStatus: (status) => { statuses.push({ ...status }) },
   }
 }
 
