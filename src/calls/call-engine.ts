@@ -2,11 +2,12 @@ import type { Route } from '../catalog/catalog-view.ts'
 import { optionalObject, withoutProgressToken } from '../wire/params.ts'
 import { GatewayError } from '../errors.ts'
 import type { JsonObject } from '../wire/jsonrpc.ts'
-import type { CallSink, InputMethod } from '../upstream/call-attribution.ts'
+import type { InputMethod } from '../upstream/call-attribution.ts'
+import type { CallSink, UpstreamTaskStatus } from '../upstream/inflight-call.ts'
 import { clientSupports, type ClientRef } from '../upstream/client-ref.ts'
 import type { Upstream } from '../upstream/upstream.ts'
 import type { SlotClaim, SlotLimit } from '../upstream/call-slots.ts'
-import { mapUpstreamError } from '../upstream/upstream-errors.ts'
+import { requestUpstream, type RequestPlan } from '../upstream/upstream-request.ts'
 import { callUpstream, type UpstreamTaskHooks } from './upstream-call.ts'
 import { errorClass, type GatewayMetrics } from '../observability/metrics.ts'
 import type { TraceParent } from '../observability/tracing.ts'
@@ -29,7 +30,10 @@ export interface CallOrigin {
   /** The upstream asked for something the client did not declare (the upstream gets an error regardless). */
   refused? (capability: string, method: InputMethod): void
   progress? (progress: JsonObject): void
+  /** A notification of the upstream's during the call (a log message). */
   notify (method: string, params: JsonObject): void
+  /** A task's call that runs as the upstream's own task: that task's status changed (see CallSink.upstreamTaskStatus). */
+  upstreamTaskStatus? (status: UpstreamTaskStatus): void
   /**
    * The call has to wait for a free call slot of its upstream (maxConcurrentCalls): before it is sent, or once
    * its client answered what it asked (a call waiting on its client holds no slot).
@@ -59,11 +63,6 @@ export interface CallTarget {
   native: boolean
 }
 
-/** The caller's Authorization header when `upstream` is configured to receive it (forwardAuthorization); else undefined. */
-export function forwardedAuthorization (upstream: Upstream, authorization: string | undefined): string | undefined {
-  return upstream.forwardsAuthorization ? authorization : undefined
-}
-
 export function callTarget (route: Route): CallTarget {
   return { upstream: route.upstream, target: route.target, native: route.nativeTaskSupport === 'required' }
 }
@@ -87,7 +86,6 @@ export class CallEngine {
     optionalObject(params, 'arguments')
     const { client, signal } = origin
     const upstream = target.upstream
-    const timeout = method === 'tools/call' ? upstream.config.toolSettings[target.target]?.timeout ?? upstream.config.timeouts.call : upstream.config.timeouts.request
     const { slots, config } = upstream
     const principal = client.principal
     // A call a client waits on waits for a slot at most slotWaitTimeout, also for its slot back after an answer.
@@ -122,50 +120,62 @@ export class CallEngine {
         }
       },
       notify: (notification, notificationParams) => origin.notify(notification, notificationParams),
+      upstreamTaskStatus: (status) => origin.upstreamTaskStatus?.(status),
       offersOutliveCall: origin.offersOutliveCall === true,
     }
-    origin.trace?.target?.(upstream.name, typeof params.name === 'string' ? params.name : undefined)
     const metrics = this.#metrics
     const started = performance.now()
     let outcome = 'ok'
+    // Upstream work another process started on a session of its own goes on on that session; sessionless work (a
+    // 2026-07-28 upstream's task) on the client's.
+    const plan: RequestPlan = {
+      method,
+      target: target.target,
+      client,
+      purpose: 'call',
+      signal,
+      authorization: origin.authorization,
+      trace: origin.trace,
+      traceName: typeof params.name === 'string' ? params.name : undefined,
+      rejoin: origin.upstreamTask?.existing,
+      admit: async () => {
+        let freeSlot = slots.tryTake(principal)
+        if (freeSlot === undefined) {
+          origin.queued?.(slots.limitFor(principal))
+          const queuedAt = performance.now()
+          freeSlot = await slots.take(principal, { signal, timeoutMs: slotWait })
+          metrics?.queueWait(upstream.name, (performance.now() - queuedAt) / 1000)
+        }
+        claim = slots.claim(principal, freeSlot)
+      },
+    }
     try {
-      let freeSlot = slots.tryTake(principal)
-      if (freeSlot === undefined) {
-        origin.queued?.(slots.limitFor(principal))
-        const queuedAt = performance.now()
-        freeSlot = await slots.take(principal, { signal, timeoutMs: slotWait })
-        metrics?.queueWait(upstream.name, (performance.now() - queuedAt) / 1000)
-      }
-      claim = slots.claim(principal, freeSlot)
-      // Upstream work another process started on a session of its own goes on on that session; sessionless work (a
-      // 2026-07-28 upstream's task) on the client's.
-      const existing = origin.upstreamTask?.existing
-      const lease = existing === undefined || existing.sessionId === null ? await upstream.acquire(client, 'call', origin.authorization) : await upstream.rejoin(existing)
-      const session = lease.session
-      const call = session.calls.begin(client.key, sink, origin.maxResultBytes)
-      session.pristine = false
-      try {
-        // Awaited: a task records that its call leaves the gateway before the request is sent.
-        await origin.sent?.()
-        const { requestState: _state, inputResponses: _responses, ...forwarded } = withoutProgressToken(params)
-        // Every call asks for progress: its token also ties what the upstream asks during the call to it.
-        const result = await callUpstream(session, call, method, { ...forwarded, name: target.target }, target.native, {
-          timeout,
-          signal,
-          onprogress: (progress) => origin.progress?.(progress),
-          authorization: forwardedAuthorization(upstream, origin.authorization),
-          trace: origin.trace,
-        }, origin.upstreamTask)
-        if (slotTimedOut !== undefined) throw slotTimedOut
-        if (result.isError === true) outcome = 'tool_error'
-        return result
-      } finally {
-        session.calls.end(call)
-        lease.release()
-      }
+      return await requestUpstream(upstream, plan, async (request) => {
+        const session = request.session
+        const call = session.calls.begin(client.key, sink, origin.maxResultBytes)
+        session.pristine = false
+        try {
+          // Awaited: a task records that its call leaves the gateway before the request is sent.
+          await origin.sent?.()
+          const { requestState: _state, inputResponses: _responses, ...forwarded } = withoutProgressToken(params)
+          // Every call asks for progress: its token also ties what the upstream asks during the call to it.
+          const { timeout, authorization, trace } = request.options
+          const result = await callUpstream(session, call, method, { ...forwarded, name: target.target }, target.native, {
+            timeout,
+            signal,
+            onprogress: (progress) => origin.progress?.(progress),
+            authorization,
+            trace,
+          }, origin.upstreamTask)
+          if (slotTimedOut !== undefined) throw slotTimedOut
+          if (result.isError === true) outcome = 'tool_error'
+          return result
+        } finally {
+          session.calls.end(call)
+        }
+      })
     } catch (err) {
-      // An upstream a reload took away fails its last calls with that reason, not as a lost connection.
-      const mapped = slotTimedOut ?? (signal.aborted ? undefined : upstream.closedBy) ?? mapUpstreamError(err, upstream.name, `${method} '${target.target}'`, timeout, signal)
+      const mapped = slotTimedOut ?? err
       if (metrics !== undefined) {
         outcome = errorClass(mapped)
         metrics.upstreamFailed(upstream.name, mapped)

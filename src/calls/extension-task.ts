@@ -4,13 +4,17 @@ import { RpcError, isHandover } from '../errors.ts'
 import type { JsonObject } from '../wire/jsonrpc.ts'
 import { TERMINAL_STATUSES } from '../wire/task-state.ts'
 import { CLIENT_CAPABILITIES_KEY, TASKS_EXTENSION } from '../wire/versions.ts'
-import { isInputMethod, type InflightCall } from '../upstream/call-attribution.ts'
+import { isInputMethod } from '../upstream/call-attribution.ts'
+import type { InflightCall } from '../upstream/inflight-call.ts'
 import type { SessionRequestOptions, UpstreamSession } from '../upstream/upstream-session.ts'
+import { withInputRounds, withoutProgress, type CallOptions } from './input-rounds.ts'
+import type { UpstreamTaskHooks } from './upstream-call.ts'
 
 /**
- * The upstream side of the 2026-07-28 tasks extension: a tools/call that declares the extension may be answered
- * with a task of the upstream's own (`resultType: "task"`), which the gateway follows with `tasks/get` until it
- * ends. The upstream lists what it asks for in `inputRequests`; the answers go back with `tasks/update`.
+ * The upstream side of the 2026-07-28 tasks extension, whole: a tools/call that declares the extension may be
+ * answered with a task of the upstream's own (`resultType: "task"`), which is kept out of the SDK's sight as it
+ * arrives (catchCreatedTask) and followed with `tasks/get` until it ends (followTask). The upstream lists what it
+ * asks for in `inputRequests`; the answers go back with `tasks/update`.
  */
 
 /** The poll interval when the upstream names none, and the bounds put on the one it names. */
@@ -58,16 +62,69 @@ function lostTask (taskId: string, err: ProtocolError): Error {
   return lost
 }
 
+/** The task a 2026-07-28 upstream answered a call with, caught as it arrived. */
+interface CaughtTask {
+  /** The task (its CreateTaskResult), if one came; the call's results are no longer screened from then on. */
+  take (): JsonObject | undefined
+}
+
 /**
- * The task the upstream answered `call`'s request with, if any (see CallRegistry.takeTask); the call accepts no
- * other task from then on.
+ * Screens the results of `call`'s requests for a task of the upstream's own (`resultType: "task"`), which the SDK
+ * refuses to take: the task is kept for the call, and the SDK is handed an empty complete result in its place.
+ * A task answering any other request (a prompts/get, a poll, a request of no call) is left to the SDK, which
+ * refuses it.
  */
-export function takeCreatedTask (call: InflightCall): JsonObject | undefined {
-  const created = call.createdTask
-  call.createdTask = undefined
-  call.acceptsTask = false
-  if (created !== undefined && typeof created.taskId !== 'string') throw new Error('it answered with a task without a taskId')
-  return created
+function catchCreatedTask (call: InflightCall): CaughtTask {
+  let caught: JsonObject | undefined
+  call.screenResults((result) => {
+    if (result.resultType !== 'task') return result
+    caught = result
+    return { resultType: 'complete', content: [] }
+  })
+  return {
+    take: () => {
+      call.screenResults(undefined)
+      return caught
+    },
+  }
+}
+
+/**
+ * A tools/call of a 2026-07-28 upstream. When the upstream offers the tasks extension, a task's call that another
+ * process may resume declares it, so that the upstream may run the call as a task of its own; any other call (a
+ * held one too) declares it only after the upstream refused the call for the lack of it (-32021: the tool runs
+ * only as a task).
+ * When the upstream answers with a task (even one it should not have sent), the call follows it to its end.
+ */
+export async function modernToolCall (
+  session: UpstreamSession,
+  call: InflightCall,
+  params: JsonObject,
+  options: CallOptions,
+  task: UpstreamTaskHooks | undefined,
+): Promise<JsonObject> {
+  const declare = task?.resumable === true && task.held !== true && session.offersTasks
+  const caught = catchCreatedTask(call)
+  let result: JsonObject
+  try {
+    try {
+      result = await withInputRounds(session, call, 'tools/call', declare ? declaringTasks(session, params) : params, options)
+    } catch (err) {
+      if (declare || !needsTasks(err)) throw err
+      result = await withInputRounds(session, call, 'tools/call', declaringTasks(session, params), options)
+    }
+  } catch (err) {
+    // The upstream created its task as the call was given up (cancelled, timed out): nobody else would end it.
+    const orphan = caught.take()?.taskId
+    if (typeof orphan === 'string' && !isHandover(options.signal.reason)) cancelTask(session, orphan)
+    throw err
+  }
+  const created = caught.take()
+  if (created === undefined) return result
+  if (typeof created.taskId !== 'string') throw new Error('it answered with a task without a taskId')
+  const upstreamTaskId = created.taskId
+  await task?.created?.(upstreamTaskId, task.resumable ? session.address() : undefined)
+  return await followTask(session, call, upstreamTaskId, created, withoutProgress(options), task !== undefined && task.held !== true)
 }
 
 /** Asks the upstream to cancel its task; nobody waits for the answer. */
@@ -115,7 +172,7 @@ export async function followTask (
   options: FollowOptions,
   mirror: boolean,
 ): Promise<JsonObject> {
-  call.upstreamTaskId = taskId
+  call.follows(taskId)
   const { signal } = options
   const request = async (method: string, params: JsonObject): Promise<JsonObject> => {
     try {
@@ -147,14 +204,7 @@ export async function followTask (
   const relay = async (key: string, input: JsonObject): Promise<void> => {
     const method = String(input.method)
     if (!isInputMethod(method)) throw new Error(`its task asked for '${method}', which is not an input request`)
-    call.waiting++
-    let answer: JsonObject
-    try {
-      answer = await call.sink.input(method, (input.params ?? {}) as JsonObject, wake, key)
-    } finally {
-      call.waiting--
-    }
-    await update(key, answer)
+    await update(key, await call.ask(method, (input.params ?? {}) as JsonObject, wake, key))
   }
   const asked = new Set<string>()
   const deadline = Date.now() + options.timeout
@@ -176,7 +226,7 @@ export async function followTask (
       }
       if (mirror && typeof task.statusMessage === 'string' && task.statusMessage !== message) {
         message = task.statusMessage
-        call.sink.notify('notifications/tasks/status', { taskId, status: task.status, statusMessage: message })
+        call.taskStatus({ taskId, status: String(task.status), statusMessage: task.statusMessage })
       }
       if (Date.now() >= deadline) throw new SdkError(SdkErrorCode.RequestTimeout, `the upstream's task '${taskId}' did not end in time`)
       await delay(Math.min(pollInterval(task), deadline - Date.now()), undefined, { signal: wake }).catch(() => {})

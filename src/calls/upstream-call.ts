@@ -1,17 +1,14 @@
 import { isHandover } from '../errors.ts'
 import type { JsonObject } from '../wire/jsonrpc.ts'
-import { isInputMethod, type InflightCall } from '../upstream/call-attribution.ts'
-import type { SessionAddress, SessionRequestOptions, UpstreamSession } from '../upstream/upstream-session.ts'
+import type { InflightCall } from '../upstream/inflight-call.ts'
+import type { SessionAddress, UpstreamSession } from '../upstream/upstream-session.ts'
 import type { TaskResume } from '../store/types.ts'
-import { cancelTask, declaringTasks, followTask, needsTasks, takeCreatedTask } from './extension-task.ts'
+import { followTask, modernToolCall } from './extension-task.ts'
+import { withInputRounds, withoutProgress, type CallOptions } from './input-rounds.ts'
 
 const RELATED_TASK = 'io.modelcontextprotocol/related-task'
 /** Retention asked of an upstream for its own task when we run a native task tool. */
 const UPSTREAM_TASK_TTL_MS = 24 * 60 * 60 * 1000
-/** Input rounds one call of a 2026-07-28 upstream may take before the gateway gives up on it. */
-const MAX_INPUT_ROUNDS = 64
-
-type CallOptions = Omit<SessionRequestOptions, 'call'> & { signal: AbortSignal }
 
 function withoutRelatedTask (result: JsonObject): JsonObject {
   const meta = result._meta as JsonObject | undefined
@@ -37,43 +34,6 @@ function withStreamHook (session: UpstreamSession, options: CallOptions, task: U
       streamed(token, address)
     },
   })
-}
-
-/**
- * A 2026-07-28 upstream asks for input by answering `input_required`: each input request goes to the
- * call's sink (the client), and the request is sent again with the answers and the upstream's
- * requestState, until the upstream answers for good. What goes wrong is said of the upstream by the
- * call engine (GW_ERR_UPSTREAM_FAILED, naming it).
- */
-async function withInputRounds (
-  session: UpstreamSession,
-  call: InflightCall,
-  method: string,
-  params: JsonObject,
-  options: CallOptions,
-): Promise<JsonObject> {
-  // Only a 2026-07-28 result can ask for input; in the legacy era `resultType` is just another field.
-  if (session.client.getProtocolEra?.() !== 'modern') return await session.request(method, params, Object.assign({}, options, { call }))
-  let result = await session.request(method, params, Object.assign({}, options, { call, allowInputRequired: true }))
-  for (let round = 1; result.resultType === 'input_required'; round++) {
-    if (round > MAX_INPUT_ROUNDS) throw new Error(`it asked for input ${MAX_INPUT_ROUNDS} times in a row`)
-    const requests = (result.inputRequests ?? {}) as Record<string, JsonObject>
-    const responses: JsonObject = {}
-    await Promise.all(Object.entries(requests).map(async ([key, request]) => {
-      const inputMethod = String(request.method)
-      if (!isInputMethod(inputMethod)) throw new Error(`it asked for '${inputMethod}', which is not an input request`)
-      call.waiting++
-      try {
-        responses[key] = await call.sink.input(inputMethod, (request.params ?? {}) as JsonObject, options.signal)
-      } finally {
-        call.waiting--
-      }
-    }))
-    const retry: JsonObject = { ...params, inputResponses: responses }
-    if (result.requestState !== undefined) retry.requestState = result.requestState
-    result = await session.request(method, retry, { ...options, call, allowInputRequired: true })
-  }
-  return result
 }
 
 /** How a task's call is tied to the upstream work another process could reach again (see TaskRunner). */
@@ -106,7 +66,7 @@ export interface UpstreamTaskHooks {
  * a handover to another process is not.
  */
 async function upstreamTaskResult (session: UpstreamSession, call: InflightCall, upstreamTaskId: string, options: Omit<CallOptions, 'onprogress'>): Promise<JsonObject> {
-  call.upstreamTaskId = upstreamTaskId
+  call.follows(upstreamTaskId)
   const cancelUpstream = (): void => {
     // Handed over: another process waits for the upstream task now, on the same upstream session.
     if (isHandover(options.signal.reason)) return
@@ -118,44 +78,6 @@ async function upstreamTaskResult (session: UpstreamSession, call: InflightCall,
   } finally {
     options.signal.removeEventListener('abort', cancelUpstream)
   }
-}
-
-/**
- * A tools/call of a 2026-07-28 upstream. When the upstream offers the tasks extension, a task's call that another
- * process may resume declares it, so that the upstream may run the call as a task of its own; any other call (a
- * held one too) declares it only after the upstream refused the call for the lack of it (-32021: the tool runs
- * only as a task).
- * When the upstream answers with a task (even one it should not have sent), the call follows it to its end.
- */
-async function modernToolCall (
-  session: UpstreamSession,
-  call: InflightCall,
-  params: JsonObject,
-  options: CallOptions,
-  task: UpstreamTaskHooks | undefined,
-): Promise<JsonObject> {
-  const declare = task?.resumable === true && task.held !== true && session.offersTasks
-  call.acceptsTask = true
-  let result: JsonObject
-  try {
-    try {
-      result = await withInputRounds(session, call, 'tools/call', declare ? declaringTasks(session, params) : params, options)
-    } catch (err) {
-      if (declare || !needsTasks(err)) throw err
-      result = await withInputRounds(session, call, 'tools/call', declaringTasks(session, params), options)
-    }
-  } catch (err) {
-    // The upstream created its task as the call was given up (cancelled, timed out): nobody else would end it.
-    const orphan = call.createdTask?.taskId
-    call.createdTask = undefined
-    if (typeof orphan === 'string' && !isHandover(options.signal.reason)) cancelTask(session, orphan)
-    throw err
-  }
-  const created = takeCreatedTask(call)
-  if (created === undefined) return result
-  const upstreamTaskId = created.taskId as string
-  await task?.created?.(upstreamTaskId, task.resumable ? session.address() : undefined)
-  return await followTask(session, call, upstreamTaskId, created, withoutProgress(options), task !== undefined && task.held !== true)
 }
 
 /**
@@ -180,7 +102,7 @@ export async function callUpstream (
     ? undefined
     : (): void => {
         if (!isHandover(options.signal.reason)) return
-        call.handedOver = true
+        call.handOver()
         session.keepUpstream()
       }
   if (onHandover !== undefined) options.signal.addEventListener('abort', onHandover, { once: true })
@@ -203,10 +125,4 @@ export async function callUpstream (
   } finally {
     if (onHandover !== undefined) options.signal.removeEventListener('abort', onHandover)
   }
-}
-
-/** The options of an upstream task's requests: without the call's progress handler (an upstream task's progress is not relayed). */
-function withoutProgress (options: CallOptions): Omit<CallOptions, 'onprogress'> {
-  const { onprogress: _progress, ...plain } = options
-  return plain
 }

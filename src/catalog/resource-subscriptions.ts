@@ -1,16 +1,16 @@
-import { mapUpstreamError } from '../upstream/upstream-errors.ts'
+import { requestUpstream, type UpstreamRequest } from '../upstream/upstream-request.ts'
 import type { Logger } from '../observability/logger.ts'
 import type { JsonObject, RpcNotification } from '../wire/jsonrpc.ts'
 import type { ClientRef } from '../upstream/client-ref.ts'
 import { type Upstream } from '../upstream/upstream.ts'
 import { GATEWAY_CLIENT, GATEWAY_KEY } from '../upstream/client-ref.ts'
-import { type SessionLease } from '../upstream/upstream-events.ts'
 import type { UpstreamSession } from '../upstream/upstream-session.ts'
 
 /** One URI subscribed upstream on one session, for one or more subscribers. */
 interface Entry {
   upstream: Upstream
-  lease: SessionLease
+  /** Releases the session the subscription holds. */
+  release: () => void
   uri: string
   subscribers: Set<string>
   /** Ends the subscription upstream (see UpstreamSession.subscribeResource). */
@@ -44,48 +44,44 @@ export class ResourceSubscriptions {
   }
 
   async subscribe (subscriber: string, uri: string, upstream: Upstream, client: ClientRef, authorization?: string): Promise<void> {
-    const timeout = upstream.config.timeouts.request
-    let lease: SessionLease
-    try {
-      lease = await upstream.acquire(client, 'read', authorization)
-    } catch (err) {
-      throw mapUpstreamError(err, upstream.name, 'resources/subscribe', timeout)
-    }
-    const session = lease.session
+    const plan = { method: 'resources/subscribe', client, purpose: 'read', authorization } as const
+    const joined = await requestUpstream(upstream, plan, async (request) => await this.#join(request, subscriber, uri, upstream))
+    // The subscription it waited for ended before it could join (its last subscriber left): make its own.
+    if (!joined) await this.subscribe(subscriber, uri, upstream, client, authorization)
+  }
+
+  /**
+   * Joins the subscription of `uri` on the request's session, made upstream first unless it exists or is being
+   * made; a new subscription keeps the session held. False when the one it waited for ended before it could join.
+   */
+  async #join (request: UpstreamRequest, subscriber: string, uri: string, upstream: Upstream): Promise<boolean> {
+    const session = request.session
     // One upstream subscription per URI and session: a subscriber that comes while it is being made waits for it.
     const opening = this.#opening.get(session)?.get(uri)
     let end: Entry['end'] | undefined
-    try {
-      if (opening === undefined && !this.#bySession.get(session)?.has(uri)) {
-        const made = session.subscribeResource(uri, timeout)
-        const byUri = this.#opening.get(session) ?? new Map<string, Promise<Entry['end']>>()
-        this.#opening.set(session, byUri.set(uri, made))
-        try {
-          end = await made
-        } finally {
-          byUri.delete(uri)
-          if (byUri.size === 0) this.#opening.delete(session)
-        }
-      } else {
-        await opening
+    if (opening === undefined && !this.#bySession.get(session)?.has(uri)) {
+      const made = session.subscribeResource(uri, request.timeout)
+      const byUri = this.#opening.get(session) ?? new Map<string, Promise<Entry['end']>>()
+      this.#opening.set(session, byUri.set(uri, made))
+      try {
+        end = await made
+      } finally {
+        byUri.delete(uri)
+        if (byUri.size === 0) this.#opening.delete(session)
       }
-    } catch (err) {
-      lease.release()
-      throw mapUpstreamError(err, upstream.name, 'resources/subscribe', timeout)
+    } else {
+      await opening
     }
     const entries = this.#bySession.get(session) ?? new Map<string, Entry>()
     this.#bySession.set(session, entries)
     const existing = entries.get(uri)
     if (existing) {
       existing.subscribers.add(subscriber)
-      lease.release()
-    } else if (end !== undefined) {
-      entries.set(uri, { upstream, lease, uri, subscribers: new Set([subscriber]), end })
-    } else {
-      // The subscription it waited for ended before it could join (its last subscriber left): make its own.
-      lease.release()
-      await this.subscribe(subscriber, uri, upstream, client, authorization)
+      return true
     }
+    if (end === undefined) return false
+    entries.set(uri, { upstream, release: request.keep(), uri, subscribers: new Set([subscriber]), end })
+    return true
   }
 
   async unsubscribe (subscriber: string, uri: string): Promise<void> {
@@ -122,7 +118,7 @@ export class ResourceSubscriptions {
     const entries = this.#bySession.get(session)
     if (!entries) return
     this.#bySession.delete(session)
-    for (const entry of entries.values()) entry.lease.release()
+    for (const entry of entries.values()) entry.release()
     if (session.key === GATEWAY_KEY) {
       this.#detached.set(upstream, [...entries.values()])
     } else if (!session.ended) {
@@ -149,7 +145,7 @@ export class ResourceSubscriptions {
     } catch (err) {
       this.#log.debug({ uri: entry.uri, upstream: entry.upstream.name, err }, 'upstream unsubscribe failed')
     } finally {
-      entry.lease.release()
+      entry.release()
     }
   }
 }

@@ -75,10 +75,9 @@ export function requestOrigin (ctx: RequestContext, ask: CallOrigin['ask'], sign
     ...(progressToken !== undefined && {
       progress: (progress: JsonObject) => ctx.notify('notifications/progress', { ...progress, progressToken }),
     }),
-    notify: (method, params) => {
-      // The status of a task the upstream runs the call as: the client asked for no task and never saw its id.
-      if (method !== 'notifications/tasks/status') ctx.notify(method, params)
-    },
+    // The status of a task the upstream runs the call as is not the client's (upstreamTaskStatus is left out): it
+    // asked for no task and never saw that task's id.
+    notify: (method, params) => { ctx.notify(method, params) },
     authorization: ctx.caller.authorization,
     trace: ctx.trace,
   }

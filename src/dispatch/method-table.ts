@@ -1,8 +1,7 @@
 import type { Catalog } from '../catalog/catalog.ts'
 import type { CatalogKind, Route } from '../catalog/catalog-view.ts'
 import type { ResourceSubscriptions } from '../catalog/resource-subscriptions.ts'
-import { forwardedAuthorization } from '../calls/call-engine.ts'
-import { mapUpstreamError } from '../upstream/upstream-errors.ts'
+import { requestUpstream } from '../upstream/upstream-request.ts'
 import { GatewayError, RpcError } from '../errors.ts'
 import type { JsonObject } from '../wire/jsonrpc.ts'
 import { sessionOf, type Handler, type MethodTable, type RequestContext } from './context.ts'
@@ -32,23 +31,9 @@ async function forward (
   ctx: RequestContext,
   rename: JsonObject,
 ): Promise<JsonObject> {
-  const timeout = upstream.config.timeouts.request
-  ctx.trace?.target(upstream.name, undefined)
-  try {
-    const lease = await upstream.acquire(ctx.client, 'read', ctx.caller.authorization)
-    try {
-      const authorization = forwardedAuthorization(upstream, ctx.caller.authorization)
-      return await lease.session.request(
-        method,
-        { ...withoutProgressToken(params), ...rename },
-        { timeout, signal: ctx.signal, authorization, trace: ctx.trace },
-      )
-    } finally {
-      lease.release()
-    }
-  } catch (err) {
-    throw mapUpstreamError(err, upstream.name, method, timeout, ctx.signal)
-  }
+  const plan = { method, client: ctx.client, purpose: 'read', signal: ctx.signal, authorization: ctx.caller.authorization, trace: ctx.trace } as const
+  const forwarded = { ...withoutProgressToken(params), ...rename }
+  return await requestUpstream(upstream, plan, async (request) => await request.send(method, forwarded))
 }
 
 /**

@@ -274,10 +274,9 @@ export class TaskRunner {
         ? inputs.ask(task, method, params, inputSignal, upstreamRequestId)
         : run.inputRound(method, () => inputs.ask(task, method, params, inputSignal, upstreamRequestId)),
       progress: (progress) => events.progress(task, progress),
-      notify: (method, params) => {
-        if (method === 'notifications/tasks/status') {
-          mirrorStatus(this.#deps, task, params).catch((err: unknown) => this.#deps.log.warn({ err, taskId: task.id }, 'could not mirror the upstream task status'))
-        } else events.notification(task, method, params)
+      notify: (method, params) => { events.notification(task, method, params) },
+      upstreamTaskStatus: (status) => {
+        mirrorStatus(this.#deps, task, status).catch((err: unknown) => this.#deps.log.warn({ err, taskId: task.id }, 'could not mirror the upstream task status'))
       },
       queued: (limit) => { writes.queued(limit, upstream.name) },
       sent: async () => { await writes.sent() },

@@ -1,6 +1,6 @@
 import { GatewayError } from '../errors.ts'
 import type { TaskPatch, TaskRecord, TaskResume } from '../store/types.ts'
-import type { JsonObject } from '../wire/jsonrpc.ts'
+import type { UpstreamTaskStatus } from '../upstream/inflight-call.ts'
 import { QUEUED, isTerminal, restatement } from '../wire/task-state.ts'
 import { whileStoreUnavailable } from './store-retry.ts'
 import { moveTask } from './task-moves.ts'
@@ -30,11 +30,12 @@ export async function recordResume (deps: WriteDeps, task: TaskRecord, resume: T
 }
 
 /** An upstream running the call as its own task reported a new statusMessage: show it on ours. */
-export async function mirrorStatus (deps: WriteDeps, task: TaskRecord, params: JsonObject): Promise<void> {
-  if (typeof params.statusMessage !== 'string') return
+export async function mirrorStatus (deps: WriteDeps, task: TaskRecord, upstream: UpstreamTaskStatus): Promise<void> {
+  const { statusMessage } = upstream
+  if (statusMessage === undefined) return
   const current = await deps.store.get(task.id, Date.now())
-  if (!current || isTerminal(current.status) || current.statusMessage === params.statusMessage) return
-  await moveTask(deps, task.id, restatement(current.status), { statusMessage: params.statusMessage, by: task.owner, asOwner: task.owner })
+  if (!current || isTerminal(current.status) || current.statusMessage === statusMessage) return
+  await moveTask(deps, task.id, restatement(current.status), { statusMessage, by: task.owner, asOwner: task.owner })
 }
 
 /**

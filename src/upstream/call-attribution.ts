@@ -1,5 +1,6 @@
 import type { JSONRPCMessage, Transport, TransportSendOptions } from '@modelcontextprotocol/client'
 import type { JsonObject, RequestId } from '../wire/jsonrpc.ts'
+import { InflightCall, type CallSink } from './inflight-call.ts'
 import { shieldErrorData } from './upstream-errors.ts'
 
 /** Server→client requests an upstream may send while a call runs. */
@@ -8,38 +9,6 @@ export type InputMethod = typeof INPUT_METHODS[number]
 
 export function isInputMethod (method: string): method is InputMethod {
   return (INPUT_METHODS as readonly string[]).includes(method)
-}
-
-/** Where an upstream session sends what the upstream asks of the downstream client during one call. */
-export interface CallSink {
-  /** `upstreamRequestId`: the JSON-RPC id the upstream gave the request. */
-  input (method: InputMethod, params: JsonObject, signal: AbortSignal, upstreamRequestId?: string | number): Promise<JsonObject>
-  notify (method: string, params: JsonObject): void
-  /**
-   * What `input` asks stays answerable after the call ended (a 2025-era live relay: the client answers by the
-   * request's id, on any stream). A request given to such a call by guess is then never asked again elsewhere.
-   */
-  readonly offersOutliveCall?: boolean
-}
-
-/** One call (tools/call, prompts/get) in flight on an upstream session. */
-export interface InflightCall {
-  readonly id: number
-  /** The client the call runs for (its ClientRef key). */
-  readonly owner: string
-  readonly sink: CallSink
-  /** The upstream's task id, when the upstream runs the call as a task of its own. */
-  upstreamTaskId: string | undefined
-  /** Input requests of this call the client has not answered yet. */
-  waiting: number
-  /** Another gateway process goes on with the call's upstream work: the upstream is told nothing of its end. */
-  handedOver: boolean
-  /** The call's tools/call may be answered with a task of the upstream's own (a 2026-07-28 upstream, tasks extension). */
-  acceptsTask: boolean
-  /** The task a 2026-07-28 upstream answered the call with (its CreateTaskResult), until the call takes it. */
-  createdTask: JsonObject | undefined
-  /** A task's call: the largest result the task may store (tasks.maxResultBytes), which its answers are held to as they arrive. */
-  readonly maxResultBytes: number | undefined
 }
 
 /** Names the call a request is sent for; read and removed by AttributingTransport, never sent upstream. */
@@ -110,17 +79,7 @@ export class CallRegistry {
   }
 
   begin (owner: string, sink: CallSink, maxResultBytes?: number): InflightCall {
-    const call: InflightCall = {
-      id: this.#next++,
-      owner,
-      sink,
-      upstreamTaskId: undefined,
-      waiting: 0,
-      handedOver: false,
-      acceptsTask: false,
-      createdTask: undefined,
-      maxResultBytes,
-    }
+    const call = new InflightCall(this.#next++, owner, sink, maxResultBytes)
     this.#calls.set(call.id, call)
     return call
   }
@@ -183,7 +142,7 @@ export class CallRegistry {
     const calls = [...this.#calls.values()]
     if (calls.length === 1) return { call: calls[0]!, exact: false }
     if (new Set(calls.map((c) => c.owner)).size > 1) return 'ambiguous'
-    return { call: calls.findLast((c) => c.waiting === 0) ?? calls.at(-1)!, exact: false }
+    return { call: calls.findLast((c) => !c.awaitingClient) ?? calls.at(-1)!, exact: false }
   }
 
   /** Called by the transport: a request went out; `headers` may name its call. Returns the headers to send. */
@@ -211,19 +170,12 @@ export class CallRegistry {
     return this.#byRequest.get(id)?.handedOver === true
   }
 
-  /**
-   * Called by the transport with every response: a 2026-07-28 upstream may answer a call's tools/call with a task
-   * of its own (`resultType: "task"`, tasks extension), which the SDK refuses to take. When the call accepts one,
-   * the task goes to the call, and the SDK is handed an empty complete result in its place; any other is left to
-   * the SDK, which refuses it.
-   */
-  takeTask (response: JsonObject): void {
-    const result = response.result as JsonObject | null | undefined
-    if (result?.resultType !== 'task') return
+  /** Called by the transport with every response: the call whose request it answers screens its result (see InflightCall.screenResults). */
+  screen (response: JsonObject): void {
+    const result = response.result
+    if (result === null || typeof result !== 'object' || Array.isArray(result)) return
     const call = this.#byRequest.get(response.id as RequestId)
-    if (call?.acceptsTask !== true) return
-    call.createdTask = result
-    response.result = { resultType: 'complete', content: [] }
+    if (call !== undefined) response.result = call.screened(result as JsonObject)
   }
 
   /** Called by the transport once the response to request `id` was handed on. */
@@ -289,7 +241,7 @@ export class AttributingTransport implements Transport {
     inner.onmessage = (message, extra) => {
       const shape = message as MessageShape
       if (isResponse(shape)) {
-        this.#calls.takeTask(message as unknown as JsonObject)
+        this.#calls.screen(message as unknown as JsonObject)
         shieldErrorData(message as unknown as JsonObject)
         onResponse?.(message as unknown as JsonObject)
         const hand = (): void => {

@@ -60,8 +60,9 @@ export class UpstreamInbound {
     client.setNotificationHandler('notifications/resources/list_changed', () => events.onListChanged(session, 'resources'))
     client.setNotificationHandler('notifications/resources/updated', (n) => events.onResourceUpdated(session, withoutSubscriptionId(untagged(n.params as JsonObject))))
     client.setNotificationHandler('notifications/message', (n) => this.#notification(n.method, n.params as JsonObject))
+    // Of the other notifications, only a 2025-era upstream's status of its own task matters (to the call it runs).
     client.fallbackNotificationHandler = async (n) => {
-      if (n.method === 'notifications/tasks/status') this.#notification(n.method, (n.params ?? {}) as JsonObject)
+      if (n.method === 'notifications/tasks/status') this.#taskStatus((n.params ?? {}) as JsonObject)
     }
   }
 
@@ -95,14 +96,11 @@ export class UpstreamInbound {
         }
         if (owner === 'none') return await this.#events.onOrphanRequest(session, method, plain, signal)
         const { call, exact } = owner
-        const ended = exact || call.sink.offersOutliveCall === true ? undefined : session.calls.ended(call)
-        call.waiting++
+        const ended = exact || call.offersOutliveCall ? undefined : session.calls.ended(call)
         try {
-          return await call.sink.input(method, plain, ended === undefined ? signal : AbortSignal.any([signal, ended]), id)
+          return await call.ask(method, plain, ended === undefined ? signal : AbortSignal.any([signal, ended]), id)
         } catch (err) {
           if (ended === undefined || signal.aborted || !ended.aborted) throw err
-        } finally {
-          call.waiting--
         }
       }
     } catch (err) {
@@ -115,7 +113,15 @@ export class UpstreamInbound {
   #notification (method: string, params: JsonObject): void {
     const owner = this.#session.calls.attribute(params, method)
     const plain = untagged(params)
-    if (typeof owner === 'object') owner.call.sink.notify(method, plain)
-    else if (method !== 'notifications/tasks/status') this.#events.onOrphanNotification(this.#session, method, plain)
+    if (typeof owner === 'object') owner.call.notify(method, plain)
+    else this.#events.onOrphanNotification(this.#session, method, plain)
+  }
+
+  /** The status of an upstream task goes to the call that runs as that task, and to nobody else. */
+  #taskStatus (params: JsonObject): void {
+    const owner = this.#session.calls.attribute(params, 'notifications/tasks/status')
+    if (typeof owner !== 'object' || typeof params.taskId !== 'string' || typeof params.status !== 'string') return
+    const statusMessage = typeof params.statusMessage === 'string' ? params.statusMessage : undefined
+    owner.call.taskStatus({ taskId: params.taskId, status: params.status, statusMessage })
   }
 }

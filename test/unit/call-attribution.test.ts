@@ -1,7 +1,15 @@
 import { describe, expect, it } from 'vitest'
-import { CallRegistry, untagged, type CallSink, type InflightCall } from '../../src/upstream/call-attribution.ts'
+import { CallRegistry, untagged } from '../../src/upstream/call-attribution.ts'
+import type { CallSink, InflightCall } from '../../src/upstream/inflight-call.ts'
 
 const sink: CallSink = { input: async () => ({}), notify: () => {} }
+/** A client that never answers: a call that asks it stays waiting for the answer. */
+const silent: CallSink = { input: async () => await new Promise<never>(() => {}), notify: () => {} }
+
+/** `call` asks its client something, which stays unanswered. */
+function asks (call: InflightCall): void {
+  void call.ask('elicitation/create', { message: 'Sure?' }, new AbortController().signal)
+}
 
 /** Registers `call`'s request `id` as the transport would when the request goes out. */
 function sent (calls: CallRegistry, call: InflightCall, id: number): void {
@@ -28,7 +36,7 @@ describe('attribution of what an upstream sends during calls', () => {
   it('names the call of an upstream task, or of a progress token, exactly', () => {
     const calls = new CallRegistry()
     const [a, b] = [calls.begin('client-1', sink), calls.begin('client-1', sink)]
-    a.upstreamTaskId = 'up-1'
+    a.follows('up-1')
     sent(calls, b, 3)
     expect(calls.attribute({ _meta: { 'io.modelcontextprotocol/related-task': { taskId: 'up-1' } } })).toEqual({ call: a, exact: true })
     expect(calls.attribute({ _meta: { progressToken: 3 } })).toEqual({ call: b, exact: true })
@@ -37,38 +45,39 @@ describe('attribution of what an upstream sends during calls', () => {
     expect(calls.attribute({ _meta: { progressToken: 3 } })).toEqual({ call: b, exact: false })
   })
 
-  it('gives a task a 2026-07-28 upstream answered a call with to that call, and the SDK an empty complete result', () => {
+  it('lets a call screen the results answering its own requests before the SDK sees them, and no other', () => {
     const calls = new CallRegistry()
     const [call, other] = [calls.begin('client-1', sink), calls.begin('client-1', sink)]
-    call.acceptsTask = true
+    call.screenResults((result) => ({ ...result, screened: true }))
     sent(calls, call, 4)
     sent(calls, other, 6)
-    const task = { taskId: 'up-9', status: 'working', ttlMs: 60_000, createdAt: 'now', lastUpdatedAt: 'now', resultType: 'task' }
-    const response: Record<string, unknown> = { jsonrpc: '2.0', id: 4, result: task }
-    calls.takeTask(response)
-    expect(call.createdTask).toEqual(task)
-    expect(response.result).toEqual({ resultType: 'complete', content: [] })
-    // A task answering a call that accepts none (a prompts/get, a poll), or a request of no call, is left to the SDK, which refuses it.
-    for (const id of [6, 5]) {
-      const stray: Record<string, unknown> = { jsonrpc: '2.0', id, result: { ...task } }
-      calls.takeTask(stray)
-      expect(stray.result).toEqual(task)
+    const response: Record<string, unknown> = { jsonrpc: '2.0', id: 4, result: { content: [] } }
+    calls.screen(response)
+    expect(response.result).toEqual({ content: [], screened: true })
+    // Another call's response, a request of no call, and an error pass untouched.
+    for (const stray of [{ id: 6, result: { content: [] } }, { id: 5, result: { content: [] } }, { id: 4, error: { code: -1, message: 'no' } }]) {
+      const copy = structuredClone(stray)
+      calls.screen(copy)
+      expect(copy).toEqual(stray)
     }
-    expect(other.createdTask).toBeUndefined()
+    call.screenResults(undefined)
+    const after: Record<string, unknown> = { jsonrpc: '2.0', id: 4, result: { content: [] } }
+    calls.screen(after)
+    expect(after.result).toEqual({ content: [] })
   })
 
   it('gives the rest to the only call, else to the newest call of the one client not already waiting', () => {
     const calls = new CallRegistry()
     expect(calls.attribute({})).toBe('none')
-    const a = calls.begin('client-1', sink)
+    const a = calls.begin('client-1', silent)
     expect(calls.attribute({})).toEqual({ call: a, exact: false })
-    const b = calls.begin('client-1', sink)
-    const c = calls.begin('client-1', sink)
+    const b = calls.begin('client-1', silent)
+    const c = calls.begin('client-1', silent)
     expect(pick(calls)).toBe(c)
-    c.waiting++
+    asks(c)
     expect(pick(calls)).toBe(b)
-    b.waiting++
-    a.waiting++
+    asks(b)
+    asks(a)
     expect(pick(calls)).toBe(c)
     const ended = calls.ended(c)
     expect(ended.aborted).toBe(false)

@@ -5,7 +5,8 @@ import { SdkError, SdkErrorCode } from '@modelcontextprotocol/client'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { CallEngine, type CallOrigin } from '../../src/calls/call-engine.ts'
 import { GatewayError } from '../../src/errors.ts'
-import { CallRegistry, type InflightCall } from '../../src/upstream/call-attribution.ts'
+import { CallRegistry } from '../../src/upstream/call-attribution.ts'
+import type { InflightCall } from '../../src/upstream/inflight-call.ts'
 import { CallSlots, type SlotLimit } from '../../src/upstream/call-slots.ts'
 import { sessionClient } from '../../src/upstream/client-ref.ts'
 import type { Upstream } from '../../src/upstream/upstream.ts'
@@ -181,7 +182,7 @@ describe('the call engine', () => {
     const asking = await next()
     // Alice's call asks her; while it waits for her answer, Bob's call has the only slot.
     let answered: JsonObject | undefined
-    const answer = asking.call.sink.input('elicitation/create', { message: 'Sure?' }, new AbortController().signal).then((a) => { answered = a })
+    const answer = asking.call.ask('elicitation/create', { message: 'Sure?' }, new AbortController().signal).then((a) => { answered = a })
     const bobs = await next()
     expect(bobs.client).toBe('session:bob')
     await drain()
@@ -202,7 +203,7 @@ describe('the call engine', () => {
     const alice = originOf('alice', { capabilities: {} })
     const call = engine.run({ upstream, target: 'ask', native: false }, {}, alice)
     const asking = await next()
-    const err = await asking.call.sink.input('sampling/createMessage', { messages: [] }, new AbortController().signal).catch((e: unknown) => e)
+    const err = await asking.call.ask('sampling/createMessage', { messages: [] }, new AbortController().signal).catch((e: unknown) => e)
     expect(codeOf(err)).toBe('GW_ERR_CLIENT_CAPABILITY_MISSING')
     expect(alice.asked).toEqual([])
     expect(alice.refusals).toEqual(['sampling'])

@@ -104,7 +104,7 @@ describe('a move of a task', () => {
     await store.tasks.create(record)
     const { events, shown } = recorder()
     const heard = wakeUps(store, record.id)
-    await mirrorStatus({ store: store.tasks, events, bus: store.bus, log, shutdown: new AbortController().signal }, record, { statusMessage: 'step 2 of 3' })
+    await mirrorStatus({ store: store.tasks, events, bus: store.bus, log, shutdown: new AbortController().signal }, record, { taskId: 'up-1', status: 'working', statusMessage: 'step 2 of 3' })
     expect(shown.map((t) => t.statusMessage)).toEqual(['step 2 of 3'])
     await expect.poll(() => heard).toEqual([{ type: 'status', status: 'working' }])
   })
