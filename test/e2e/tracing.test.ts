@@ -68,8 +68,6 @@ describe('OpenTelemetry traces', () => {
     ;[http, sse] = await Promise.all([startUpstream(PROBE_SCRIPT, ['--http', '0']), startUpstream(PROBE_SCRIPT, ['--sse', '0'], { path: '/sse' })])
     gw = await startGateway({
       tracing: tracingTo(receiver),
-      // The SDK client waits a task's pollInterval between polls: a task here ends in tens of ms, not in a second.
-      tasks: { pollInterval: '50ms' },
       upstreams: [probeStdio, { name: 'web', transport: 'streamable-http', url: http.url }, { name: 'old', transport: 'sse', url: sse.url }],
     }, { COLLECTOR_KEY: 'k-123' })
     client = await connectV1(gw.url, { onElicit: () => ({ action: 'accept', content: { name: 'Ada' } }) })
@@ -284,7 +282,7 @@ describe('tracing off', () => {
   it('makes no spans, exports nothing and passes no trace context upstream', async () => {
     const receiver = new OtlpReceiver()
     await receiver.listen()
-    const gw = await startGateway({ tracing: { enabled: false, endpoint: receiver.url, batchDelay: '20ms' }, tasks: { pollInterval: '50ms' }, upstreams: [probeStdio] })
+    const gw = await startGateway({ tracing: { enabled: false, endpoint: receiver.url, batchDelay: '20ms' }, tasks: { pollInterval: '50ms' }, upstreams: [probeStdio] }) // the SDK client polls its task this often, not every second
     const client = await connectV1(gw.url, { onElicit: () => ({ action: 'accept', content: { name: 'Cy' } }) })
     try {
       expect(probed(await client.callTool({ name: 'probe__probe', arguments: {} })).meta).toBeNull()
