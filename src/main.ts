@@ -6,12 +6,9 @@ import { unreadVariables } from './config/env-overrides.ts'
 import { openListenerProblems } from './config/open-listener.ts'
 import type { Config } from './config/schema.ts'
 import { GatewayError, errorMessage } from './errors.ts'
-import { buildGateway, type Gateway } from './gateway.ts'
+import type { Gateway } from './gateway.ts'
 import { createLogger, type Logger } from './observability/logger.ts'
 import { GATEWAY_INFO } from './wire/versions.ts'
-import { logRejectedReload } from './reload/reloader.ts'
-import { upstreamSurvival } from './tasks/survival.ts'
-import { backupStore } from './store/backup.ts'
 
 const HELP = `mcp-task-gateway ${GATEWAY_INFO.version}: one MCP endpoint in front of many MCP servers; any tool can run as a task.
 
@@ -65,6 +62,8 @@ function withOverrides (config: Config, values: { host?: string, port?: string, 
 
 /** Builds the gateway and listens at once; the upstreams connect meanwhile (see Gateway.ready). */
 async function listening (config: Config, log: Logger, configSource: () => Promise<Config>): Promise<Gateway> {
+  // Imported here, not at the top: --check, --help and backup never load the gateway (most of a start's CPU).
+  const { buildGateway } = await import('./gateway.ts')
   const gateway = await buildGateway(config, { logger: log, configSource })
   try {
     const address = await gateway.app.listen({ host: config.server.host, port: config.server.port })
@@ -96,6 +95,7 @@ async function backup (configFile: string, to: string | undefined): Promise<void
   } catch (err) {
     fail(err instanceof GatewayError ? err.message : errorMessage(err))
   }
+  const { backupStore } = await import('./store/backup.ts')
   try {
     const copy = backupStore(config.store, to)
     process.stdout.write(`${copy.target}: backup of the store taken at ${copy.takenAt.toISOString()} (${copy.tasks} tasks, ${copy.bytes} bytes, ${copy.ms} ms)\n`)
@@ -170,6 +170,8 @@ async function main (): Promise<void> {
     for (const problem of preflight(next, process.env, process.cwd(), again.written)) log.warn({ path: problem.path }, `configuration: ${problem.message}`)
     return next
   }
+  // Like the gateway itself (listening), loaded only to serve.
+  const [{ logRejectedReload }, { upstreamSurvival }] = await Promise.all([import('./reload/reloader.ts'), import('./tasks/survival.ts')])
   let gateway: Gateway
   try {
     gateway = await listening(config, log, configSource)

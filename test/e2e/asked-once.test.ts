@@ -125,9 +125,12 @@ describe.each(['stdio', 'Streamable HTTP'])('@modelcontextprotocol/server-everyt
     return outcomes
   }
 
-  it('50 sessions, five at a time: each client is asked exactly once, and no answer is refused', { timeout: 180_000 }, async () => {
-    const outcomes = await sessions(10)
-    expect(outcomes.map((o) => o.asked)).toEqual(Array(50).fill(1))
+  // Each session is a trial of its own, and the ask lands while an echo runs in most of them: a client asked twice
+  // (or an answer refused) would show in most of 20 sessions as it would in most of 50, at two fifths of the
+  // upstream sessions (over stdio, a server process each) and of the echo calls.
+  it('20 sessions, five at a time: each client is asked exactly once, and no answer is refused', { timeout: 180_000 }, async () => {
+    const outcomes = await sessions(4)
+    expect(outcomes.map((o) => o.asked)).toEqual(Array(20).fill(1))
     expect(outcomes.flatMap((o) => o.errors)).toEqual([])
   })
 })

@@ -53,6 +53,14 @@ async function backupCommand (configFile: string, to: string): Promise<{ code: n
 
 interface Completed { taskId: string, result: unknown }
 
+/** Every task of `tasks` is served completed, with its result (asked all at once: they are independent). */
+async function expectServed (reader: Client, tasks: Completed[]): Promise<void> {
+  await Promise.all(tasks.map(async (task) => {
+    expect(await reader.experimental.tasks.getTask(task.taskId)).toMatchObject({ taskId: task.taskId, status: 'completed' })
+    expect(await reader.experimental.tasks.getTaskResult(task.taskId, CallToolResultSchema)).toEqual(task.result)
+  }))
+}
+
 /** Tasks created and completed back to back by a few workers until `stop()`; what completed, in order. */
 function load (client: Client): { completed: Completed[], stop: () => Promise<void>, next: (n: number) => Promise<void> } {
   const completed: Completed[] = []
@@ -135,10 +143,7 @@ describe('backup and restore of a SQLite store', () => {
     clients.push(reader)
 
     expect(before.length).toBeGreaterThanOrEqual(20)
-    for (const task of before) {
-      expect(await reader.experimental.tasks.getTask(task.taskId)).toMatchObject({ taskId: task.taskId, status: 'completed' })
-      expect(await reader.experimental.tasks.getTaskResult(task.taskId, CallToolResultSchema)).toEqual(task.result)
-    }
+    await expectServed(reader, before)
     await expect(reader.experimental.tasks.getTask(after.taskId!)).rejects.toMatchObject({ code: -32602 })
   })
 })
@@ -225,10 +230,7 @@ describe('backup and restore of a Redis store', () => {
     clients.push(reader)
 
     expect(before.length).toBeGreaterThanOrEqual(20)
-    for (const task of before) {
-      expect(await reader.experimental.tasks.getTask(task.taskId)).toMatchObject({ taskId: task.taskId, status: 'completed' })
-      expect(await reader.experimental.tasks.getTaskResult(task.taskId, CallToolResultSchema)).toEqual(task.result)
-    }
+    await expectServed(reader, before)
     await expect(reader.experimental.tasks.getTask(after.taskId!)).rejects.toMatchObject({ code: -32602 })
     // A restored Redis keeps the store's epoch: nothing is reported lost.
     expect(restored.lines.some((line) => line.includes('The store lost its data'))).toBe(false)
@@ -268,10 +270,7 @@ describe('backup and restore of a PostgreSQL store', () => {
       clients.push(reader)
 
       expect(before.length).toBeGreaterThanOrEqual(20)
-      for (const task of before) {
-        expect(await reader.experimental.tasks.getTask(task.taskId)).toMatchObject({ taskId: task.taskId, status: 'completed' })
-        expect(await reader.experimental.tasks.getTaskResult(task.taskId, CallToolResultSchema)).toEqual(task.result)
-      }
+      await expectServed(reader, before)
       await expect(reader.experimental.tasks.getTask(after.taskId!)).rejects.toMatchObject({ code: -32602 })
     } finally {
       await Promise.all(clients.splice(0).map(async (client) => await client.close()))

@@ -170,8 +170,9 @@ describe('the container image', () => {
     expect(unhealthy.code).toBe(1)
     expect(unhealthy.output).toContain('unhealthy: http://127.0.0.1:')
 
-    // The next container on the same volume: the store in it says what became of both.
-    const next = await start(image, files)
+    // The next container on the same volume: the store in it says what became of both. Its own stop waits out its
+    // grace for the task it runs again: a short one, as the first container's.
+    const next = await start(image, files, { GATEWAY_SHUTDOWN_GRACE: '2s' })
     try {
       const after = await RawSession.open(next.url, {}, AUTH)
       expect((await after.request('tasks/get', { taskId: plain })).result).toMatchObject({ status: 'failed', statusMessage: SHUTDOWN })

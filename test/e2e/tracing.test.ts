@@ -282,7 +282,7 @@ describe('tracing off', () => {
   it('makes no spans, exports nothing and passes no trace context upstream', async () => {
     const receiver = new OtlpReceiver()
     await receiver.listen()
-    const gw = await startGateway({ tracing: { enabled: false, endpoint: receiver.url, batchDelay: '20ms' }, upstreams: [probeStdio] })
+    const gw = await startGateway({ tracing: { enabled: false, endpoint: receiver.url, batchDelay: '20ms' }, tasks: { pollInterval: '50ms' }, upstreams: [probeStdio] }) // the SDK client polls its task this often, not every second
     const client = await connectV1(gw.url, { onElicit: () => ({ action: 'accept', content: { name: 'Cy' } }) })
     try {
       expect(probed(await client.callTool({ name: 'probe__probe', arguments: {} })).meta).toBeNull()

@@ -40,15 +40,17 @@ describe('JsonStreamParser on large values', () => {
   /** One JSON-RPC response whose result holds a string of `bytes` bytes, with escapes in it. */
   const bigValue = (bytes: number): Buffer => Buffer.from(`{"jsonrpc":"2.0","id":1,"result":{"text":"${'ab\\"{'.repeat(bytes / 4)}"}}`)
 
-  it('splits one 8 MB value in 4 KB chunks for about the CPU of eight 1 MB values (linear time: rescanning the buffer on every chunk costs 8× more)', () => {
+  // The sizes only need 8× between them: rescanning what is buffered on every chunk costs (8²/8 =) 8× more at any size,
+  // and 512 chunks of 4 KB are far from the per-parse constant costs (the test ran for half a minute under coverage at 8 MB).
+  it('splits one 2 MB value in 4 KB chunks for about the CPU of eight 256 KB values (linear time: rescanning the buffer on every chunk costs 8× more)', () => {
     const parseAll = (chunks: Buffer[]): void => {
       let seen = 0
       const parser = new JsonStreamParser((text) => { seen += text.length })
       for (const chunk of chunks) parser.push(chunk)
       if (seen === 0) throw new Error('no value')
     }
-    const small = chunked(bigValue(1 << 20), 4096)
-    const large = chunked(bigValue(8 << 20), 4096)
+    const small = chunked(bigValue(256 << 10), 4096)
+    const large = chunked(bigValue(2 << 20), 4096)
     parseAll(small)
     const eightSmall = leastCpu(() => { for (let i = 0; i < 8; i++) parseAll(small) })
     const ratio = leastCpu(() => parseAll(large)) / eightSmall

@@ -33,6 +33,8 @@ function tick () {
     db.pragma('wal_checkpoint(PASSIVE)')
   } catch {}
 }
+// Started one interval after the store opened: the first tick is due now.
+tick()
 const timer = setInterval(tick, workerData.intervalMs)
 parentPort.once('message', () => {
   clearInterval(timer)
@@ -49,16 +51,32 @@ parentPort.once('message', () => {
  * file system.
  */
 export class Checkpointer {
-  readonly #worker: Worker
+  readonly #path: string
+  readonly #intervalMs: number
+  /** Starts the worker when the first tick is due. */
+  readonly #starter: NodeJS.Timeout
+  #worker: Worker | undefined
 
+  /**
+   * The worker starts when the first tick is due, one interval from now: starting a thread that loads SQLite
+   * takes tens of ms of CPU, which a store closed sooner (a test's, a command's) never needs to spend, and which
+   * stays off a gateway's start. A store closed before then leaves the last checkpoint to SQLite's close.
+   */
   constructor (path: string, intervalMs = 1000) {
+    this.#path = path
+    this.#intervalMs = intervalMs
+    this.#starter = setTimeout(() => this.#start(), intervalMs)
+    this.#starter.unref()
+  }
+
+  #start (): void {
     const module = createRequire(import.meta.url).resolve('better-sqlite3')
     this.#worker = new Worker(WORKER_SOURCE, {
       eval: true,
       workerData: {
         module,
-        path,
-        intervalMs,
+        path: this.#path,
+        intervalMs: this.#intervalMs,
         walLimit: WAL_SIZE_LIMIT_BYTES,
         vacuumPages: VACUUM_CHUNK_PAGES,
         vacuumChunks: VACUUM_CHUNKS_PER_TICK,
@@ -69,13 +87,16 @@ export class Checkpointer {
 
   /** Runs a last checkpoint and stops the worker. */
   async close (): Promise<void> {
+    clearTimeout(this.#starter)
+    const worker = this.#worker
+    if (worker === undefined) return
     const closed = new Promise<void>((resolve) => {
-      this.#worker.once('message', () => resolve())
-      this.#worker.once('exit', () => resolve())
-      this.#worker.once('error', () => resolve())
+      worker.once('message', () => resolve())
+      worker.once('exit', () => resolve())
+      worker.once('error', () => resolve())
     })
-    this.#worker.postMessage('close')
+    worker.postMessage('close')
     await closed
-    await this.#worker.terminate()
+    await worker.terminate()
   }
 }
