@@ -71,25 +71,21 @@ export function serverProfile (upstreams: readonly Upstream[], setting: Instruct
   return { capabilities: serverFeatures(upstreams), instructions: combinedInstructions(upstreams, setting) }
 }
 
-/** The methods of the optional server capabilities, each with the test of whether `features` offer it. */
-const OPTIONAL_METHODS: ReadonlyMap<string, (features: ServerFeatures) => boolean> = new Map([
-  ['prompts/list', (f) => f.prompts !== undefined],
-  ['prompts/get', (f) => f.prompts !== undefined],
-  ['resources/list', (f) => f.resources !== undefined],
-  ['resources/templates/list', (f) => f.resources !== undefined],
-  ['resources/read', (f) => f.resources !== undefined],
-  ['resources/subscribe', (f) => f.resources?.subscribe === true],
-  ['resources/unsubscribe', (f) => f.resources?.subscribe === true],
-  ['completion/complete', (f) => f.completions !== undefined],
-  ['logging/setLevel', (f) => f.logging !== undefined],
-])
+/**
+ * An optional server capability. A method of one is refused with -32601 while no upstream offers it, as a
+ * server without it answers; each revision's method registry declares which capability a method belongs to.
+ */
+export type OptionalCapability = 'prompts' | 'resources' | 'subscriptions' | 'completions' | 'logging'
 
-/** Whether `method` belongs to an optional server capability (prompts, resources, subscriptions, completions, logging). */
-export function isOptionalMethod (method: string): boolean {
-  return OPTIONAL_METHODS.has(method)
+const OFFERED: Readonly<Record<OptionalCapability, (features: ServerFeatures) => boolean>> = {
+  prompts: (f) => f.prompts !== undefined,
+  resources: (f) => f.resources !== undefined,
+  subscriptions: (f) => f.resources?.subscribe === true,
+  completions: (f) => f.completions !== undefined,
+  logging: (f) => f.logging !== undefined,
 }
 
-/** Whether `features` offer `method`: always for a method of no optional capability. */
-export function offersMethod (features: ServerFeatures, method: string): boolean {
-  return OPTIONAL_METHODS.get(method)?.(features) ?? true
+/** Whether `features` offer `capability`. */
+export function offersCapability (features: ServerFeatures, capability: OptionalCapability): boolean {
+  return OFFERED[capability](features)
 }

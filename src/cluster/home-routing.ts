@@ -10,13 +10,6 @@ import type { ClientRef } from '../upstream/client-ref.ts'
 import type { ClientHomes } from './client-homes.ts'
 import { wasUndelivered, type PeerRequests } from './peer-requests.ts'
 
-/** Methods that use the client's upstream sessions, so they run on the client's home process. */
-export const HOME_METHODS = [
-  'tools/call', 'tools/list', 'prompts/get', 'prompts/list', 'resources/read', 'resources/list',
-  'resources/templates/list', 'resources/subscribe', 'resources/unsubscribe', 'completion/complete',
-  'subscriptions/listen',
-] as const
-
 const REQUEST = 'home/request'
 const ASK = 'home/ask'
 
@@ -95,11 +88,14 @@ export class HomeRouting {
     })
   }
 
-  /** `table` with the home methods routed to each client's home; `name` tells the tables apart between processes. */
-  route (name: string, table: MethodTable): MethodTable {
+  /**
+   * `table` with `home`, the methods that use the client's upstream sessions (those its revision's registry
+   * declares so, `homeMethods`), routed to each client's home; `name` tells the tables apart between processes.
+   */
+  route (name: string, table: MethodTable, home: readonly string[]): MethodTable {
     this.#tables.set(name, table)
     const routed = new Map(table)
-    for (const method of HOME_METHODS) {
+    for (const method of home) {
       const local = table.get(method)
       if (local) routed.set(method, this.#routed(name, method, local))
     }

@@ -6,11 +6,10 @@ import { GatewayError, RpcError } from '../errors.ts'
 import type { JsonObject } from '../wire/jsonrpc.ts'
 import { sessionOf, type Handler, type MethodTable, type RequestContext } from './context.ts'
 import { paginate } from './pagination.ts'
-import { isOptionalMethod, offersMethod, type ServerFeatures } from '../catalog/server-profile.ts'
 import type { Upstream } from '../upstream/upstream.ts'
 import { requireObject, requireString, withoutProgressToken } from '../wire/params.ts'
 
-export interface MethodTableDeps {
+export interface SharedMethodDeps {
   catalog: Catalog
   subscriptions: ResourceSubscriptions
   pageSize: number
@@ -55,26 +54,32 @@ function lister (catalog: Catalog, kind: CatalogKind, key: string, pageSize: num
   }
 }
 
+/** The methods both revisions answer alike; each revision's registry declares which of them it has. */
+export type SharedMethod = 'ping' | 'logging/setLevel' | 'tools/list' | 'prompts/list' | 'resources/list' | 'resources/templates/list' |
+  'resources/read' | 'resources/subscribe' | 'resources/unsubscribe' | 'completion/complete'
+
+export type SharedHandlers = Readonly<Record<SharedMethod, Handler>>
+
 /**
- * The methods both eras answer alike; unknown methods are -32601. The calls (`tools/call`, `prompts/get`)
- * are not here: how an upstream's input requests reach the client differs by era, so each era's table
- * adds its own (`withLegacyTaskMethods`, `buildModernMethods`).
+ * The handlers of the methods both revisions answer alike. The calls (`tools/call`, `prompts/get`) are not
+ * here: how an upstream's input requests reach the client differs by revision, so each revision's registry
+ * declares its own (`legacy/legacy-methods.ts`, `modern/modern-methods.ts`).
  */
-export function buildMethodTable (deps: MethodTableDeps): MethodTable {
+export function sharedMethods (deps: SharedMethodDeps): SharedHandlers {
   const { catalog, subscriptions, pageSize } = deps
-  const table = new Map<string, Handler>([
-    ['ping', async () => ({})],
-    ['logging/setLevel', async (params, ctx) => {
+  return {
+    ping: async () => ({}),
+    'logging/setLevel': async (params, ctx) => {
       const level = requireString(params, 'level')
       if (!LOG_LEVELS.has(level)) throw new GatewayError('GW_ERR_RPC_INVALID_PARAMS', [`'level' must be one of ${[...LOG_LEVELS].join(', ')}`])
       await setLevel(deps.upstreams, params, ctx)
       return {}
-    }],
-    ['tools/list', lister(catalog, 'tools', 'tools', pageSize)],
-    ['prompts/list', lister(catalog, 'prompts', 'prompts', pageSize)],
-    ['resources/list', lister(catalog, 'resources', 'resources', pageSize)],
-    ['resources/templates/list', lister(catalog, 'resourceTemplates', 'resourceTemplates', pageSize)],
-    ['resources/read', async (params, ctx) => {
+    },
+    'tools/list': lister(catalog, 'tools', 'tools', pageSize),
+    'prompts/list': lister(catalog, 'prompts', 'prompts', pageSize),
+    'resources/list': lister(catalog, 'resources', 'resources', pageSize),
+    'resources/templates/list': lister(catalog, 'resourceTemplates', 'resourceTemplates', pageSize),
+    'resources/read': async (params, ctx) => {
       const uri = requireString(params, 'uri')
       const route = (await catalog.view(ctx.client, ctx.caller)).resource(uri, ctx.caller.access)
       try {
@@ -86,19 +91,19 @@ export function buildMethodTable (deps: MethodTableDeps): MethodTable {
         }
         throw err
       }
-    }],
-    ['resources/subscribe', async (params, ctx) => {
+    },
+    'resources/subscribe': async (params, ctx) => {
       const uri = requireString(params, 'uri')
       const route = (await catalog.view(ctx.client, ctx.caller)).resource(uri, ctx.caller.access)
       await subscriptions.subscribe(sessionOf(ctx, 'resources/subscribe'), uri, route.upstream, ctx.client, ctx.caller.authorization)
       return {}
-    }],
-    ['resources/unsubscribe', async (params, ctx) => {
+    },
+    'resources/unsubscribe': async (params, ctx) => {
       const uri = requireString(params, 'uri')
       await subscriptions.unsubscribe(sessionOf(ctx, 'resources/unsubscribe'), uri)
       return {}
-    }],
-    ['completion/complete', async (params, ctx) => {
+    },
+    'completion/complete': async (params, ctx) => {
       const ref = requireObject(params, 'ref')
       requireObject(params, 'argument')
       const view = await catalog.view(ctx.client, ctx.caller)
@@ -117,28 +122,11 @@ export function buildMethodTable (deps: MethodTableDeps): MethodTable {
         return await forward(route.upstream, 'completion/complete', params, ctx, {})
       }
       throw new GatewayError('GW_ERR_RPC_INVALID_PARAMS', ["'ref.type' must be 'ref/prompt' or 'ref/resource'"])
-    }],
-  ])
-  return table
-}
-
-/**
- * The table with each method of an optional server capability (prompts, resources, subscriptions, completions,
- * logging) refused with -32601 while no configured upstream offers that capability, as a server without it
- * answers (see offersMethod).
- */
-export function withOfferedMethods (table: MethodTable, features: () => Promise<ServerFeatures>): MethodTable {
-  const guarded = new Map(table)
-  for (const [method, handler] of table) {
-    if (!isOptionalMethod(method)) continue
-    guarded.set(method, async (params, ctx) => {
-      if (!offersMethod(await features(), method)) throw new GatewayError('GW_ERR_RPC_METHOD_NOT_FOUND', [method])
-      return await handler(params, ctx)
-    })
+    },
   }
-  return guarded
 }
 
+/** The handler of `method`; a method the table does not have is -32601, as for any server. */
 export function lookupHandler (table: MethodTable, method: string): Handler {
   const handler = table.get(method)
   if (!handler) throw new GatewayError('GW_ERR_RPC_METHOD_NOT_FOUND', [method])

@@ -5,7 +5,8 @@ import { HeldCalls } from '../calls/held-calls.ts'
 import { HomeRouting } from '../cluster/home-routing.ts'
 import type { Config, ServerConfig } from '../config/schema.ts'
 import type { MethodTable } from '../dispatch/context.ts'
-import { buildMethodTable, withOfferedMethods } from '../dispatch/method-table.ts'
+import { homeMethods, methodTable, type MethodRegistry } from '../dispatch/method-registry.ts'
+import { sharedMethods } from '../dispatch/method-table.ts'
 import { serverFeatures, serverProfile, type ServerProfile } from '../catalog/server-profile.ts'
 import { registerCors } from '../http/cors.ts'
 import { guardConnections } from '../http/connection-guard.ts'
@@ -17,9 +18,9 @@ import { registerMetricsRoute } from '../observability/metrics-route.ts'
 import { accessLog, PROBE_PATHS } from '../observability/access-log.ts'
 import type { JsonObject } from '../wire/jsonrpc.ts'
 import { LegacyEndpoint, touchInterval } from '../protocol/legacy/legacy-endpoint.ts'
-import { withLegacyTaskMethods } from '../protocol/legacy/task-methods.ts'
+import { legacyMethods } from '../protocol/legacy/legacy-methods.ts'
 import { ModernEndpoint } from '../protocol/modern/modern-endpoint.ts'
-import { buildModernMethods } from '../protocol/modern/modern-methods.ts'
+import { modernMethods } from '../protocol/modern/modern-methods.ts'
 import { modernPromptsGet, modernToolsCall } from '../protocol/modern/modern-tools-call.ts'
 import { RequestStateCodec } from '../protocol/modern/request-state.ts'
 import { RetryRouter } from '../protocol/modern/retry-router.ts'
@@ -48,18 +49,20 @@ export async function wireHttp (core: GatewayCore, configSource: (() => Promise<
   const { upstreams, catalog, shutdown, inflight, delivery, inputs, calls, tasks, metrics, problems, oauth, sessionEnd } = core
   let closing = false
   const routing = new HomeRouting({ homes, peers, access: (key) => live.access(key === '' ? [] : key.split(' ')), log, tracing })
-  // With one process per store every client's home is this process: nothing is routed.
-  const routed = (name: string, table: MethodTable): MethodTable => store.shared ? routing.route(name, table) : table
-  const base = buildMethodTable({ catalog, subscriptions, pageSize: config.server.pageSize, upstreams })
+  const shared = sharedMethods({ catalog, subscriptions, pageSize: config.server.pageSize, upstreams })
   // What the upstreams offer, as far as known once each one's first connect has ended (a reload changes them).
   const profile = async (): Promise<ServerProfile> => {
     await catalog.starting
     return serverProfile(upstreams, live.config.server.instructions)
   }
-  const offered = (table: MethodTable): MethodTable => withOfferedMethods(table, async () => {
-    await catalog.starting
-    return serverFeatures(upstreams)
-  })
+  // A revision's table; with one process per store every client's home is this process: nothing is routed.
+  const methods = (name: string, registry: MethodRegistry): MethodTable => {
+    const table = methodTable(registry, async () => {
+      await catalog.starting
+      return serverFeatures(upstreams)
+    })
+    return store.shared ? routing.route(name, table, homeMethods(registry)) : table
+  }
   const held = new HeldCalls(config.server.inputHoldTimeout, hub.exchanges)
   const states = new RequestStateCodec(config.server.stateSecret, config.server.inputHoldTimeout)
   const retries = new RetryRouter({ processId, states, peers, log })
@@ -75,7 +78,8 @@ export async function wireHttp (core: GatewayCore, configSource: (() => Promise<
     },
     log,
     shutdown: shutdown.signal,
-    methods: routed('modern', offered(buildModernMethods(base, {
+    methods: methods('modern', modernMethods({
+      shared,
       catalog,
       promptsGet: modernPromptsGet({ catalog, calls, held, retries }),
       toolsCall: modernToolsCall({ catalog, calls, held, retries, tasks, inputs, config: live.tasks }),
@@ -87,7 +91,7 @@ export async function wireHttp (core: GatewayCore, configSource: (() => Promise<
       inputs,
       listTtlMs: config.server.listCacheTtl,
       profile,
-    }))),
+    })),
   })
   const legacy = new LegacyEndpoint({
     store,
@@ -95,7 +99,7 @@ export async function wireHttp (core: GatewayCore, configSource: (() => Promise<
     hub,
     broker,
     inflight,
-    methods: routed('legacy', offered(withLegacyTaskMethods(base, { catalog, calls, tasks, delivery, bus: store.bus, pageSize: config.server.pageSize }))),
+    methods: methods('legacy', legacyMethods({ shared, catalog, calls, tasks, delivery, bus: store.bus, pageSize: config.server.pageSize })),
     profile,
     answerInput: (principal, response) => inputs.answer(principal, response),
     log,

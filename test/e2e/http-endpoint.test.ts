@@ -1,6 +1,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest'
 import type { FastifyInstance } from 'fastify'
 import { demoStdio, startGateway, type RunningGateway } from '../helpers/gateway.ts'
+import { ModernRaw } from '../helpers/modern-raw.ts'
 import { RawSession } from '../helpers/raw-session.ts'
 import { until } from '../helpers/until.ts'
 
@@ -81,13 +82,23 @@ describe('the Streamable HTTP endpoint', () => {
     const session = await initialize()
     const unknown = await post(session, rpc('tools/frobnicate'))
     expect(unknown.statusCode).toBe(200)
-    expect(unknown.json().error).toMatchObject({ code: -32601, message: expect.stringContaining('tools/frobnicate') })
+    expect(unknown.json().error).toEqual({ code: -32601, message: 'Method not found: tools/frobnicate', data: { code: 'GW_ERR_RPC_METHOD_NOT_FOUND' } })
     const bad = await post(session, rpc('tools/call', { name: 42 }))
     expect(bad.json().error).toMatchObject({ code: -32602, message: expect.stringContaining("'name'") })
     const noTool = await post(session, rpc('tools/call', { name: 'demo__nope' }))
     expect(noTool.json().error).toMatchObject({ code: -32602, message: expect.stringContaining('demo__nope') })
     const cursor = await post(session, rpc('tools/list', { cursor: 'not-a-cursor' }))
     expect(cursor.json().error.code).toBe(-32602)
+  })
+
+  it('answers a 2026-07-28 request of a method that revision does not have with 404 and -32601', async () => {
+    const client = new ModernRaw(app, {}, { host: 'localhost' })
+    for (const method of ['tools/frobnicate', 'ping', 'resources/subscribe', 'tasks/result']) {
+      const reply = await client.request(method)
+      expect(reply.status, method).toBe(404)
+      const message = `Method not found: ${method} (not a method of the 2026-07-28 protocol)`
+      expect(reply.body.error, method).toEqual({ code: -32601, message, data: { code: 'GW_ERR_MODERN_METHOD_NOT_FOUND' } })
+    }
   })
 
   it('checks the MCP-Protocol-Version header', async () => {

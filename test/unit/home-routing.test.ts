@@ -37,7 +37,7 @@ async function gatewayProcess (store: MemoryStore, id: string, shared = true): P
   const table = routing.route('legacy', new Map<string, Handler>([
     ['tools/call', serve],
     ['tasks/get', async () => ({ servedBy: id })],
-  ]))
+  ]), ['tools/call'])
   const process = { id, table, homes, peers }
   running.push(process)
   return process

@@ -1,6 +1,6 @@
 import type { Catalog } from '../../catalog/catalog.ts'
 import { callTarget, type CallEngine, type CallOrigin } from '../../calls/call-engine.ts'
-import { liveRequest, requestOrigin, type Handler, type MethodTable, type RequestContext } from '../../dispatch/context.ts'
+import { liveRequest, requestOrigin, type Handler, type RequestContext } from '../../dispatch/context.ts'
 import { optionalObject, optionalString, requireString } from '../../wire/params.ts'
 import { GatewayError } from '../../errors.ts'
 import { BUS, subscribeTo } from '../../store/bus-channels.ts'
@@ -41,14 +41,15 @@ function liveOrigin (ctx: RequestContext): CallOrigin {
   return { ...requestOrigin(ctx, liveRequest(ctx)), offersOutliveCall: true }
 }
 
+export type LegacyTaskMethod = 'tools/call' | 'prompts/get' | 'tasks/get' | 'tasks/result' | 'tasks/cancel' | 'tasks/list'
+
 /**
- * The 2025-11-25 calls, added to the era-neutral method table: `tools/call` (synchronous, or as a task with
- * `params.task`), `prompts/get`, and the task dialect: `tasks/get`, blocking `tasks/result`, `tasks/list`
- * and `tasks/cancel`.
+ * The handlers of the 2025-11-25 calls: `tools/call` (synchronous, or as a task with `params.task`),
+ * `prompts/get`, and the task dialect: `tasks/get`, blocking `tasks/result`, `tasks/list` and `tasks/cancel`.
+ * The revision's registry (`legacy-methods.ts`) declares them beside the methods both revisions share.
  */
-export function withLegacyTaskMethods (base: MethodTable, deps: LegacyTaskMethodDeps): MethodTable {
+export function legacyTaskMethods (deps: LegacyTaskMethodDeps): Readonly<Record<LegacyTaskMethod, Handler>> {
   const { catalog, calls, tasks, delivery, bus } = deps
-  const table = new Map(base)
 
   const toolsCall: Handler = async (params, ctx) => {
     const name = requireString(params, 'name')
@@ -135,25 +136,26 @@ export function withLegacyTaskMethods (base: MethodTable, deps: LegacyTaskMethod
     })
   }
 
-  table.set('tools/call', toolsCall)
-  // An upstream that asks for input while building a prompt is answered live too.
-  table.set('prompts/get', async (params, ctx) => {
-    const route = (await catalog.view(ctx.client, ctx.caller)).prompt(requireString(params, 'name'), ctx.caller.access)
-    return await calls.run(callTarget(route), params, liveOrigin(ctx), 'prompts/get')
-  })
-  table.set('tasks/get', async (params, ctx) => renderTask(await tasks.get(ctx.client.principal, requireString(params, 'taskId'), ctx.trace)))
-  table.set('tasks/result', tasksResult)
-  table.set('tasks/cancel', async (params, ctx) => renderTask(await tasks.cancel(ctx.client.principal, requireString(params, 'taskId'), 'client', ctx.trace)))
-  table.set('tasks/list', async (params, ctx) => {
-    const cursor = optionalString(params, 'cursor')
-    const after = cursor === undefined ? undefined : decodeTaskCursor(cursor)
-    if (cursor !== undefined && after === undefined) throw new GatewayError('GW_ERR_RPC_INVALID_PARAMS', ["'cursor' is not a cursor this gateway issued; start again without a cursor"])
-    const page = await tasks.list(ctx.client.principal, after, deps.pageSize + 1)
-    const more = page.length > deps.pageSize
-    const shown = more ? page.slice(0, deps.pageSize) : page
-    const last = shown.at(-1)
-    const rendered = shown.map(renderTask)
-    return more && last ? { tasks: rendered, nextCursor: encodeTaskCursor(last.createdAt, last.id) } : { tasks: rendered }
-  })
-  return table
+  return {
+    'tools/call': toolsCall,
+    // An upstream that asks for input while building a prompt is answered live too.
+    'prompts/get': async (params, ctx) => {
+      const route = (await catalog.view(ctx.client, ctx.caller)).prompt(requireString(params, 'name'), ctx.caller.access)
+      return await calls.run(callTarget(route), params, liveOrigin(ctx), 'prompts/get')
+    },
+    'tasks/get': async (params, ctx) => renderTask(await tasks.get(ctx.client.principal, requireString(params, 'taskId'), ctx.trace)),
+    'tasks/result': tasksResult,
+    'tasks/cancel': async (params, ctx) => renderTask(await tasks.cancel(ctx.client.principal, requireString(params, 'taskId'), 'client', ctx.trace)),
+    'tasks/list': async (params, ctx) => {
+      const cursor = optionalString(params, 'cursor')
+      const after = cursor === undefined ? undefined : decodeTaskCursor(cursor)
+      if (cursor !== undefined && after === undefined) throw new GatewayError('GW_ERR_RPC_INVALID_PARAMS', ["'cursor' is not a cursor this gateway issued; start again without a cursor"])
+      const page = await tasks.list(ctx.client.principal, after, deps.pageSize + 1)
+      const more = page.length > deps.pageSize
+      const shown = more ? page.slice(0, deps.pageSize) : page
+      const last = shown.at(-1)
+      const rendered = shown.map(renderTask)
+      return more && last ? { tasks: rendered, nextCursor: encodeTaskCursor(last.createdAt, last.id) } : { tasks: rendered }
+    },
+  }
 }

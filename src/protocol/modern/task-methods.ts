@@ -19,7 +19,7 @@ export interface ModernTaskMethodDeps {
  * tasks/get, tasks/update and tasks/cancel of the tasks extension. They work on every task of the
  * caller's principal, including tasks created through the 2025-11-25 flow, rendered in this dialect.
  */
-export function modernTaskMethods (deps: ModernTaskMethodDeps): Array<[string, Handler]> {
+export function modernTaskMethods (deps: ModernTaskMethodDeps): Readonly<Record<'tasks/get' | 'tasks/update' | 'tasks/cancel', Handler>> {
   const { tasks, inputs, store } = deps
   const guard = (capabilities: JsonObject): void => {
     if (!declaresTasks(capabilities)) throw tasksCapabilityRequired()
@@ -62,5 +62,5 @@ export function modernTaskMethods (deps: ModernTaskMethodDeps): Array<[string, H
     return { resultType: 'complete' }
   }
 
-  return [['tasks/get', get], ['tasks/update', update], ['tasks/cancel', cancel]]
+  return { 'tasks/get': get, 'tasks/update': update, 'tasks/cancel': cancel }
 }
