@@ -79,7 +79,7 @@ function task (id: string): TaskRecord {
     id,
     principal: 'p',
     sessionId: null,
-    era: 'modern',
+    era: '2026-07-28',
     status: 'working',
     statusMessage: null,
     createdAt: 1,

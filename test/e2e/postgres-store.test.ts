@@ -13,7 +13,7 @@ function task (overrides: Partial<TaskRecord> = {}): TaskRecord {
     id: randomUUID(),
     principal: 'p',
     sessionId: null,
-    era: 'modern',
+    era: '2026-07-28',
     status: 'working',
     statusMessage: null,
     createdAt: 1,

@@ -65,7 +65,7 @@ export function withLegacyTaskMethods (base: MethodTable, deps: LegacyTaskMethod
     const task = await tasks.create({
       principal: ctx.client.principal,
       sessionId: ctx.sessionId ?? null,
-      era: 'legacy',
+      era: '2025-11-25',
       route,
       params,
       requestedTtl: requestedTtl(params),
