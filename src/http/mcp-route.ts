@@ -105,7 +105,7 @@ export async function registerMcpRoute (app: FastifyInstance, options: McpRouteO
     return { principal: undefined, access: ANONYMOUS_CALLER.access, authorization, account: anonymousAccount(address), address }
   }
 
-  /** `method` and `era` label the request in the metrics; it is timed until its response ends. */
+  /** `method` and `era` (the revision) label the request in the metrics; it is timed until its response ends. */
   const run = async (
     request: FastifyRequest,
     reply: FastifyReply,
@@ -159,12 +159,12 @@ export async function registerMcpRoute (app: FastifyInstance, options: McpRouteO
   }
 
   app.post(config.path, { bodyLimit: maxBodyBytes }, async (request, reply) => {
-    // The era is decided per request, from the body: a protocol-version claim in params._meta is modern.
+    // The revision is decided per request, from the body: a protocol-version claim in params._meta is 2026-07-28.
     // A modern MCP-Protocol-Version header without the claim is a modern request missing its envelope.
     const version = request.headers['mcp-protocol-version']
     const modernHeader = typeof version === 'string' && (MODERN_PROTOCOL_VERSIONS as readonly string[]).includes(version)
     const modern = isModernMessage(request.body) || modernHeader
-    const era = modern ? 'modern' : 'legacy'
+    const era = modern ? '2026-07-28' : '2025-11-25'
     // Requests are traced; responses and notifications a client posts are not (they answer or tell, nothing runs).
     const id = tracing === undefined ? null : requestIdOf(request.body)
     const trace = id === null ? undefined : tracing?.request(methodLabel(request.body), era, request.headers, request.body, id)
@@ -183,14 +183,14 @@ export async function registerMcpRoute (app: FastifyInstance, options: McpRouteO
 
   // HEAD would open a stream without a body to carry it: it is refused like the other methods below.
   app.get(config.path, { exposeHeadRoute: false }, async (request, reply) => {
-    await run(request, reply, 'GET', 'legacy', async (caller) => {
+    await run(request, reply, 'GET', '2025-11-25', async (caller) => {
       if (!accepts(request, 'text/event-stream')) throw new GatewayError('GW_ERR_HTTP_NOT_ACCEPTABLE', ['text/event-stream'])
       await legacy.get(request.headers, reply.raw, caller)
     })
   })
 
   app.delete(config.path, { onRequest: async (request) => { forgetEmptyBodyType(request) } }, async (request, reply) => {
-    await run(request, reply, 'DELETE', 'legacy', (caller) => legacy.delete(request.headers, reply.raw, caller.principal))
+    await run(request, reply, 'DELETE', '2025-11-25', (caller) => legacy.delete(request.headers, reply.raw, caller.principal))
   })
 
   // A CORS preflight of an allowed origin is answered by the CORS hook before this (see cors.ts).
