@@ -1,6 +1,7 @@
 import type { ServerOptions } from 'node:https'
 import type { FastifyInstance, LogController } from 'fastify'
 import type { AdminConfig } from '../config/schema.ts'
+import type { Revision } from '../wire/versions.ts'
 import type { Logger } from '../observability/logger.ts'
 import type { RecentProblems } from '../observability/recent-problems.ts'
 import type { GatewayStore } from '../store/types.ts'
@@ -21,8 +22,8 @@ export interface AdminUpstream {
   state: string
   /** Why it is not ready, when it is not. */
   reason?: string
-  /** The protocol era its gateway session speaks; absent while that session is not open. */
-  era?: 'legacy' | 'modern'
+  /** The protocol revision its gateway session speaks; absent while that session is not open. */
+  era?: Revision
   /** Upstream sessions of clients, open or opening (the gateway's own session not counted). */
   sessions: number
   /** Stdio only: server processes running, the gateway session's and one per client session. */

@@ -19,13 +19,13 @@ function withoutRelatedTask (result: JsonObject): JsonObject {
 
 /**
  * The options of a task's plain call with a hook that tells the task, once, where the call's response stream
- * can be replayed from: only a legacy-era upstream session with an id can replay a stream to another process.
+ * can be replayed from: only a 2025-11-25 upstream session with an id can replay a stream to another process.
  */
 function withStreamHook (session: UpstreamSession, options: CallOptions, task: UpstreamTaskHooks | undefined): CallOptions {
   const streamed = task?.streamed
   if (streamed === undefined || !task!.resumable) return options
   const address = session.address()
-  if (address === undefined || address.sessionId === null || address.era !== 'legacy') return options
+  if (address === undefined || address.sessionId === null || address.era !== '2025-11-25') return options
   let told = false
   return Object.assign({}, options, {
     onResumptionToken: (token: string) => {
@@ -108,7 +108,7 @@ export async function callUpstream (
   if (onHandover !== undefined) options.signal.addEventListener('abort', onHandover, { once: true })
   try {
     const existing = task?.existing
-    if (existing?.kind === 'native' && existing.era === 'modern') return await followTask(session, call, existing.upstreamTaskId, undefined, withoutProgress(options), true)
+    if (existing?.kind === 'native' && existing.era === '2026-07-28') return await followTask(session, call, existing.upstreamTaskId, undefined, withoutProgress(options), true)
     if (existing !== undefined) {
       task!.rejoined?.(session)
       if (existing.kind === 'stream') return await session.request(method, params, Object.assign({}, options, { call, resumptionToken: existing.resumptionToken }))

@@ -168,21 +168,21 @@ export async function registerMcpRoute (app: FastifyInstance, options: McpRouteO
       }
       // Refused where an endpoint would have read it, so the checks above still come first.
       if (message.kind === 'invalid') throw message.error
-      const endpoint = message.era === 'modern' ? options.modern : legacy
+      const endpoint = message.era === '2026-07-28' ? options.modern : legacy
       await endpoint.post(request.headers, reply.raw, message, caller, trace)
     }, message, trace)
   })
 
   // HEAD would open a stream without a body to carry it: it is refused like the other methods below.
   app.get(config.path, { exposeHeadRoute: false }, async (request, reply) => {
-    await run(request, reply, 'GET', 'legacy', async (caller) => {
+    await run(request, reply, 'GET', '2025-11-25', async (caller) => {
       if (!accepts(request, 'text/event-stream')) throw new GatewayError('GW_ERR_HTTP_NOT_ACCEPTABLE', ['text/event-stream'])
       await legacy.get(request.headers, reply.raw, caller)
     })
   })
 
   app.delete(config.path, { onRequest: async (request) => { forgetEmptyBodyType(request) } }, async (request, reply) => {
-    await run(request, reply, 'DELETE', 'legacy', (caller) => legacy.delete(request.headers, reply.raw, caller.principal))
+    await run(request, reply, 'DELETE', '2025-11-25', (caller) => legacy.delete(request.headers, reply.raw, caller.principal))
   })
 
   // A CORS preflight of an allowed origin is answered by the CORS hook before this (see cors.ts).

@@ -3,6 +3,7 @@ import type { SessionStore } from './session-types.ts'
 import type { TaskStatus } from '../wire/task-state.ts'
 import type { WireError } from '../errors.ts'
 import type { DataLossWatch } from './data-loss.ts'
+import type { Revision } from '../wire/versions.ts'
 
 /**
  * The store contract. Every gateway process talks to shared state only through this interface, so
@@ -39,7 +40,8 @@ export interface ResumeAddress {
   sessionId: string | null
   /** The protocol version negotiated on that session, sent again on every request of a new owner. */
   protocolVersion: string
-  era: 'legacy' | 'modern'
+  /** The revision that session speaks. */
+  era: Revision
 }
 
 /** The upstream runs the call as a task of its own. */
@@ -61,9 +63,10 @@ export interface TaskRecord {
   /** CSPRNG id, at least 128 bits. */
   id: string
   principal: string
-  /** The legacy session that created it, for notifications; null for the modern era. */
+  /** The 2025-11-25 session that created it, for notifications; null for 2026-07-28. */
   sessionId: string | null
-  era: 'legacy' | 'modern'
+  /** The protocol revision of the request that created it. */
+  era: Revision
   status: TaskStatus
   statusMessage: string | null
   /** Epoch milliseconds. */

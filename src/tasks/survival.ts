@@ -75,7 +75,7 @@ export function upstreamSurvival (upstream: Upstream, nativeTools: ReadonlyMap<s
       : undefined
   const others: OthersSurvival = config.resume !== 'auto' || config.transport !== 'streamable-http'
     ? 'lost'
-    : upstream.era !== 'modern'
+    : upstream.era !== '2026-07-28'
       ? 'resumed if the upstream replays the call stream (SSE event ids), else lost'
       : upstream.offersTasks ? 'resumed if the upstream runs the call as its own task (2026-07-28 tasks extension), else lost' : 'lost'
   const survival: UpstreamSurvival = {

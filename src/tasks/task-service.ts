@@ -16,11 +16,12 @@ import { moveTask, type TaskMoveDeps } from './task-moves.ts'
 import { resumedWork } from './upstream-task-link.ts'
 import { isTerminal, sourcesOf } from '../wire/task-state.ts'
 import { randomId } from '../wire/random-id.ts'
+import type { Revision } from '../wire/versions.ts'
 
 export interface CreateTaskRequest {
   principal: string
   sessionId: string | null
-  era: 'legacy' | 'modern'
+  era: Revision
   route: Route
   /** The tools/call params as the client sent them. */
   params: JsonObject

@@ -50,7 +50,7 @@ export function resumedWork (resume: TaskResume): string {
 export function unreachable (task: TaskRecord, err: unknown): GatewayError | undefined {
   const resume = task.resume
   if (resume === null || resume.kind === 'unsent') return undefined
-  const polled = resume.kind === 'native' && resume.era === 'modern'
+  const polled = resume.kind === 'native' && resume.era === '2026-07-28'
   if (polled ? !isLostTask(err) : err instanceof RpcError && err.rpcCode !== -32602) return undefined
   return new GatewayError('GW_ERR_TASK_UNREACHABLE', ['stopped', resumedWork(resume), errorMessage(err)], { cause: err })
 }

@@ -180,7 +180,7 @@ export class UpstreamSession {
     const http = this.#http
     const protocolVersion = this.client.getNegotiatedProtocolVersion?.() ?? http?.protocolVersion
     if (http === undefined || protocolVersion === undefined || this.#closed) return undefined
-    return { sessionId: http.sessionId ?? null, protocolVersion, era: this.client.getProtocolEra?.() === 'modern' ? 'modern' : 'legacy' }
+    return { sessionId: http.sessionId ?? null, protocolVersion, era: this.client.getProtocolEra?.() === 'modern' ? '2026-07-28' : '2025-11-25' }
   }
 
   /** Answers a request the upstream sent (perhaps to another gateway process, which stopped) under its own id. */

@@ -3,6 +3,7 @@ import type { PriorDiscovery } from '@modelcontextprotocol/client'
 import type { UpstreamConfig } from '../config/schema.ts'
 import { formatDuration } from '../config/units.ts'
 import { GatewayError, errorMessage } from '../errors.ts'
+import type { Revision } from '../wire/versions.ts'
 import type { Logger } from '../observability/logger.ts'
 import { CallSlots } from './call-slots.ts'
 import { GATEWAY_CLIENT, GATEWAY_KEY, credentialTag, type ClientRef } from './client-ref.ts'
@@ -105,11 +106,11 @@ export class Upstream {
     return { sessions, processes, active, waiting, parked }
   }
 
-  /** The protocol era the gateway's own session speaks (`modern`: 2026-07-28); undefined while it is not open. */
-  get era (): 'legacy' | 'modern' | undefined {
+  /** The protocol revision the gateway's own session speaks; undefined while it is not open. */
+  get era (): Revision | undefined {
     const session = this.#gateway
     if (session === undefined || session.closed) return undefined
-    return session.client.getProtocolEra?.() === 'modern' ? 'modern' : 'legacy'
+    return session.client.getProtocolEra?.() === 'modern' ? '2026-07-28' : '2025-11-25'
   }
 
   /** The upstream speaks 2026-07-28 and offers the tasks extension (as its gateway session found it). */

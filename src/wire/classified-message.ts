@@ -1,6 +1,6 @@
 import { GatewayError } from '../errors.ts'
 import { classifyMessage, isObject, type InboundMessage, type RequestId, type RpcNotification, type RpcRequest, type RpcResponse } from './jsonrpc.ts'
-import { MODERN_PROTOCOL_VERSIONS, PROTOCOL_VERSION_KEY } from './versions.ts'
+import { MODERN_PROTOCOL_VERSIONS, PROTOCOL_VERSION_KEY, type Revision } from './versions.ts'
 
 /**
  * What the MCP route knows of a POSTed message once it has read it: the one reading of the body that the rate
@@ -8,8 +8,8 @@ import { MODERN_PROTOCOL_VERSIONS, PROTOCOL_VERSION_KEY } from './versions.ts'
  * none can read it differently from another.
  */
 
-/** The era a message speaks: `modern` is 2026-07-28 (a per-request envelope), `legacy` the 2025 family. */
-export type MessageEra = 'legacy' | 'modern'
+/** The revision a message speaks: 2026-07-28 (a per-request envelope), or 2025-11-25 (and the revisions before it). */
+export type MessageEra = Revision
 
 /** A JSON-RPC request: something runs and answers it. */
 export interface ClassifiedRequest {
@@ -62,13 +62,13 @@ export type ValidMessage = Exclude<ClassifiedMessage, InvalidMessage>
 const MODERN_VERSIONS: readonly string[] = MODERN_PROTOCOL_VERSIONS
 
 /**
- * The era of a POSTed body: modern when its params carry a protocol-version claim in `_meta`, or when the
+ * The revision of a POSTed body: 2026-07-28 when its params carry a protocol-version claim in `_meta`, or when the
  * MCP-Protocol-Version header names a 2026-07-28 revision (a modern request missing its envelope, which the
- * modern endpoint refuses as such). Everything else is legacy, whose endpoint checks its own header.
+ * 2026-07-28 endpoint refuses as such). Everything else is 2025-11-25, whose endpoint checks its own header.
  */
 function eraOf (body: unknown, versionHeader: string | string[] | undefined): MessageEra {
-  if (isObject(body) && isObject(body.params) && isObject(body.params._meta) && PROTOCOL_VERSION_KEY in body.params._meta) return 'modern'
-  return typeof versionHeader === 'string' && MODERN_VERSIONS.includes(versionHeader) ? 'modern' : 'legacy'
+  if (isObject(body) && isObject(body.params) && isObject(body.params._meta) && PROTOCOL_VERSION_KEY in body.params._meta) return '2026-07-28'
+  return typeof versionHeader === 'string' && MODERN_VERSIONS.includes(versionHeader) ? '2026-07-28' : '2025-11-25'
 }
 
 /** The id an error answering `body` carries: that of anything shaped like a request, even one refused as invalid. */

@@ -3,6 +3,15 @@ import { readFileSync } from 'node:fs'
 /** Protocol revisions of the legacy (initialize + sessions) era, newest first. */
 export const LEGACY_PROTOCOL_VERSIONS = ['2025-11-25', '2025-06-18', '2025-03-26', '2024-11-05'] as const
 export const LATEST_LEGACY_VERSION = LEGACY_PROTOCOL_VERSIONS[0]
+/**
+ * A protocol revision as the gateway records and reports it (a task's, an upstream session's, a request's): the
+ * 2025-11-25 revision stands for its whole family (initialize and sessions, every revision of
+ * LEGACY_PROTOCOL_VERSIONS), `2026-07-28` for the stateless revision. Named by revision, not by age: the stores
+ * held `legacy` and `modern` before, which they still read (src/store/stored-revision.ts).
+ */
+export const REVISIONS = ['2025-11-25', '2026-07-28'] as const
+export type Revision = typeof REVISIONS[number]
+
 /** What a request without an MCP-Protocol-Version header is assumed to speak (spec 2025-06-18). */
 export const DEFAULT_HEADER_VERSION = '2025-03-26'
 

@@ -58,7 +58,7 @@ export function ownershipContract (name: string, create: () => Promise<GatewaySt
     })
 
     it('records how the upstream work is reached again, keeps it through a claim, and clears it when the task ends', async () => {
-      const resume: TaskResume = { kind: 'native', upstreamTaskId: 'up-1', sessionId: 'sess-9', protocolVersion: '2025-11-25', era: 'legacy' }
+      const resume: TaskResume = { kind: 'native', upstreamTaskId: 'up-1', sessionId: 'sess-9', protocolVersion: '2025-11-25', era: '2025-11-25' }
       const record = task({ owner: 'gw-a' })
       await store.tasks.create(record)
       expect((await store.tasks.get(record.id, T0))?.resume).toBeNull()
@@ -78,7 +78,7 @@ export function ownershipContract (name: string, create: () => Promise<GatewaySt
     })
 
     it('clears how the upstream work is reached again when told to, and keeps it when a move does not say', async () => {
-      const resume: TaskResume = { kind: 'native', upstreamTaskId: 'up-2', sessionId: null, protocolVersion: '2026-07-28', era: 'modern' }
+      const resume: TaskResume = { kind: 'native', upstreamTaskId: 'up-2', sessionId: null, protocolVersion: '2026-07-28', era: '2026-07-28' }
       const record = task({ owner: 'gw-a', resume })
       await store.tasks.create(record)
       expect((await store.tasks.get(record.id, T0))?.resume).toEqual(resume)

@@ -79,7 +79,7 @@ function task (id: string): TaskRecord {
     id,
     principal: 'p',
     sessionId: null,
-    era: 'modern',
+    era: '2026-07-28',
     status: 'working',
     statusMessage: null,
     createdAt: 1,
@@ -140,6 +140,8 @@ describe('sqlite store', () => {
     expect(await store.sessions.get('s1')).toMatchObject({ principal: 'p' })
     // A task stored before owners were recorded belongs to no process: the next start takes it over.
     expect(await store.tasks.unfinished()).toMatchObject([{ id: 't0', owner: '', traceContext: null }])
+    // Its era, stored as \`legacy\`, is named by its revision.
+    expect(await store.tasks.get('t0', 1)).toMatchObject({ era: '2025-11-25' })
     // A task stored before timelines were recorded has none.
     expect(await store.tasks.timeline('t0')).toEqual([])
     // What the old file holds counts against its principal's budget of stored bytes: the task's request '{}' and

@@ -9,7 +9,7 @@ export function task (overrides: Partial<TaskRecord> = {}): TaskRecord {
     id: randomUUID(),
     principal: `principal:${randomUUID()}`,
     sessionId: randomUUID(),
-    era: 'legacy',
+    era: '2025-11-25',
     status: 'working',
     statusMessage: 'queued: waiting for a free connection',
     createdAt: T0,

@@ -24,7 +24,7 @@ export function taskStoreContract (name: string, create: () => Promise<GatewaySt
 
       it('returns a created task with every field intact', async () => {
         const full = await created({ progressToken: 42, outcome: rpcFailure })
-        const sparse = await created({ sessionId: null, era: 'modern', statusMessage: null, ttlMs: null, progressToken: null, traceContext: null })
+        const sparse = await created({ sessionId: null, era: '2026-07-28', statusMessage: null, ttlMs: null, progressToken: null, traceContext: null })
         expect(await store.get(full.id, T0)).toEqual(full)
         expect(await store.get(sparse.id, T0)).toEqual(sparse)
         expect(await store.get(full.id, T0)).toHaveProperty('progressToken', 42)

@@ -93,7 +93,7 @@ describe('the admin API', () => {
     const response = await adminGet(gw, '/admin/upstreams')
     expect(response.statusCode).toBe(200)
     const [demo] = response.json<{ upstreams: Json[] }>().upstreams
-    expect(demo).toMatchObject({ name: 'demo', transport: 'stdio', state: 'ready', era: 'legacy', calls: { active: 0, waiting: 0 } })
+    expect(demo).toMatchObject({ name: 'demo', transport: 'stdio', state: 'ready', era: '2025-11-25', calls: { active: 0, waiting: 0 } })
     expect(demo!.sessions).toEqual(expect.any(Number))
     // The gateway's own session is one process, and every client session one more.
     expect(demo!.processes).toBe(Number(demo!.sessions) + 1)

@@ -104,7 +104,7 @@ describe('the live dashboard in a browser', () => {
     expect(await page.locator('#connection').textContent()).toBe('Live')
     const upstream = page.locator('#upstreams tbody tr').filter({ hasText: 'demo' })
     await upstream.waitFor()
-    expect(await upstream.locator('td').allTextContents()).toEqual(['stdio', 'ready', 'legacy', expect.any(String), expect.any(String), '0', '0', '0'])
+    expect(await upstream.locator('td').allTextContents()).toEqual(['stdio', 'ready', '2025-11-25', expect.any(String), expect.any(String), '0', '0', '0'])
     // The token stays out of the address.
     expect(page.url()).toBe(`${admin}/admin/dashboard`)
   })

@@ -63,7 +63,7 @@ describe('Prometheus metrics on the main listener', () => {
     const before = await scrape(gw.app)
     expect(textOf(await client.callTool({ name: 'demo__echo', arguments: { text: 'hi' } }))).toContain('hi')
     const after = await scrape(gw.app)
-    const latency = 'gateway_request_duration_seconds_count{method="tools/call",era="legacy",outcome="ok"}'
+    const latency = 'gateway_request_duration_seconds_count{method="tools/call",era="2025-11-25",outcome="ok"}'
     expect(value(after, latency) - value(before, latency)).toBe(1)
     const callLatency = 'gateway_upstream_call_duration_seconds_count{upstream="demo",tool="echo",outcome="ok"}'
     expect(value(after, callLatency) - value(before, callLatency)).toBe(1)
@@ -82,7 +82,7 @@ describe('Prometheus metrics on the main listener', () => {
     const reply = await new ModernRaw(gw.app).request('tools/call', { name: 'demo__echo', arguments: { text: 'modern' } })
     expect(JSON.stringify(reply.body.result)).toContain('modern')
     const after = await scrape(gw.app)
-    const modern = 'gateway_request_duration_seconds_count{method="tools/call",era="modern",outcome="ok"}'
+    const modern = 'gateway_request_duration_seconds_count{method="tools/call",era="2026-07-28",outcome="ok"}'
     expect(value(after, modern) - value(before, modern)).toBe(1)
     const call = 'gateway_upstream_call_duration_seconds_count{upstream="demo",tool="echo",outcome="ok"}'
     expect(value(after, call) - value(before, call)).toBe(1)
@@ -115,7 +115,7 @@ describe('Prometheus metrics on the main listener', () => {
     const outcome = await runTask(client, 'demo__ask_user', {})
     expect(textOf(outcome.result)).toContain('Hello, Ada!')
     const after = await scrape(gw.app)
-    expect(value(after, 'gateway_tasks_created_total{era="legacy"}') - value(before, 'gateway_tasks_created_total{era="legacy"}')).toBe(1)
+    expect(value(after, 'gateway_tasks_created_total{era="2025-11-25"}') - value(before, 'gateway_tasks_created_total{era="2025-11-25"}')).toBe(1)
     expect(value(after, 'gateway_tasks_finished_total{status="completed"}') - value(before, 'gateway_tasks_finished_total{status="completed"}')).toBe(1)
     expect(value(after, 'gateway_task_duration_seconds_count{status="completed"}') - value(before, 'gateway_task_duration_seconds_count{status="completed"}')).toBe(1)
     expect(value(after, 'gateway_task_input_requests_total{method="elicitation/create"}') - value(before, 'gateway_task_input_requests_total{method="elicitation/create"}')).toBe(1)
@@ -139,7 +139,7 @@ describe('Prometheus metrics on the main listener', () => {
     expect(refusals).toBeGreaterThanOrEqual(2)
     const after = await scrape(gw.app)
     expect(value(after, 'gateway_refusals_total{limit="pollBurst"}') - value(before, 'gateway_refusals_total{limit="pollBurst"}')).toBe(refusals)
-    const refused = 'gateway_request_duration_seconds_count{method="tasks/get",era="legacy",outcome="refused"}'
+    const refused = 'gateway_request_duration_seconds_count{method="tasks/get",era="2025-11-25",outcome="refused"}'
     expect(value(after, refused) - value(before, refused)).toBe(refusals)
   })
 

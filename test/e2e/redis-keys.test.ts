@@ -86,7 +86,7 @@ describe('the Redis keys of docs/operations.md', () => {
         written.push(...keys.map((key) => key.slice(prefix.length)))
       } while (cursor !== '0')
       // What a session, a call, a task with input and a probe leave behind, so the check below is not vacuous.
-      for (const kind of ['session:', 'task:', 'input:', 'home:', 'rate:', 'owners', 'epoch', 'readiness-probe']) {
+      for (const kind of ['session:', 'task:', 'input:', 'home:', 'rate:', 'owners', 'epoch', 'revisions', 'readiness-probe']) {
         expect(written.some((key) => key.startsWith(kind)), `a key ${kind}…`).toBe(true)
       }
       expect(undocumented(written, documentedKeys())).toEqual([])

@@ -87,7 +87,7 @@ describe('OpenTelemetry traces', () => {
     expect(upstream).toMatchObject({ kind: 'client', name: 'tools/call probe', traceId: server.traceId })
     expect(upstream.attributes).toMatchObject({ 'mcp.method.name': 'tools/call', 'gen_ai.tool.name': 'probe', 'gateway.upstream': 'probe', 'gateway.upstream.transport': 'stdio' })
     expect(server).toMatchObject({ kind: 'server', name: 'tools/call probe__probe', parentSpanId: '', service: 'mcp-task-gateway', instance: gw.gateway.processId })
-    expect(server.attributes).toMatchObject({ 'mcp.method.name': 'tools/call', 'gen_ai.tool.name': 'probe__probe', 'gateway.upstream': 'probe', 'gateway.era': 'legacy', 'gateway.outcome': 'ok', 'http.response.status_code': 200 })
+    expect(server.attributes).toMatchObject({ 'mcp.method.name': 'tools/call', 'gen_ai.tool.name': 'probe__probe', 'gateway.upstream': 'probe', 'gateway.era': '2025-11-25', 'gateway.outcome': 'ok', 'http.response.status_code': 200 })
     // Exports carry the configured header, its secret taken from the environment.
     expect(receiver.headers.at(-1)?.['x-collector-key']).toBe('k-123')
     expect(receiver.requests.get('application/json')).toBeGreaterThan(0)
@@ -119,7 +119,7 @@ describe('OpenTelemetry traces', () => {
       expect(seen.meta).not.toBe(context)
       const { parent: server } = await upstreamAndParent(receiver, seen.meta)
       expect(server).toMatchObject({ kind: 'server', traceId, parentSpanId: parent })
-      expect(server.attributes).toMatchObject({ 'gateway.era': 'modern' })
+      expect(server.attributes).toMatchObject({ 'gateway.era': '2026-07-28' })
     }
   })
 
@@ -238,7 +238,7 @@ describe('OpenTelemetry traces of a task across two gateway processes on Redis',
     expect(forwarded).toMatchObject({ kind: 'server', name: 'tools/call probe__ask' })
     const onB = one(spans, 'the creating request on B', (s) => s.spanId === forwarded.parentSpanId)
     expect(onB).toMatchObject({ kind: 'server', instance: b.gateway.processId, traceId: forwarded.traceId, parentSpanId: '' })
-    expect(onB.attributes).toMatchObject({ 'mcp.method.name': 'tools/call', 'gateway.era': 'legacy' })
+    expect(onB.attributes).toMatchObject({ 'mcp.method.name': 'tools/call', 'gateway.era': '2025-11-25' })
     const run = one(spans, 'the run on A', (s) => s.name === 'task run' && s.attributes['gateway.task.id'] === taskId)
     expect(run).toMatchObject({ instance: a.gateway.processId, traceId: onB.traceId, parentSpanId: forwarded.spanId })
     expect(one(spans, 'the input round on A', (s) => s.name === 'task input elicitation/create' && s.traceId === onB.traceId)).toMatchObject({ instance: a.gateway.processId, parentSpanId: run.spanId })

@@ -163,7 +163,7 @@ export function taskRequest (upstream: Upstream, principal = 'alice'): CreateTas
   return {
     principal,
     sessionId: 'session-1',
-    era: 'legacy',
+    era: '2025-11-25',
     route: { upstream, target: 'slow', entry: undefined, taskSupport: 'optional', nativeTaskSupport: undefined },
     params: { name: 'demo__slow', arguments: { seconds: 60 } },
     requestedTtl: undefined,

@@ -25,31 +25,31 @@ describe('classifyPost', () => {
   it('reads a 2025 request once: its id, method and era, frozen', () => {
     const body = { jsonrpc: '2.0', id: 7, method: 'tools/list', params: {} }
     const message = classifyPost(body, '2025-11-25')
-    expect(message).toMatchObject({ kind: 'request', era: 'legacy', id: 7, method: 'tools/list', taskOperation: false, taskId: undefined })
+    expect(message).toMatchObject({ kind: 'request', era: '2025-11-25', id: 7, method: 'tools/list', taskOperation: false, taskId: undefined })
     expect(message.kind === 'request' && message.message).toBe(body)
     expect(Object.isFrozen(message)).toBe(true)
-    expect(classifyPost({ jsonrpc: '2.0', id: 'a', method: 'ping' }, undefined)).toMatchObject({ kind: 'request', era: 'legacy', id: 'a' })
+    expect(classifyPost({ jsonrpc: '2.0', id: 'a', method: 'ping' }, undefined)).toMatchObject({ kind: 'request', era: '2025-11-25', id: 'a' })
   })
 
   it('reads a 2026-07-28 request by the protocol version in its envelope, whatever its header says', () => {
-    expect(classifyPost(modern(1, 'tools/list'), '2026-07-28')).toMatchObject({ kind: 'request', era: 'modern', method: 'tools/list' })
-    expect(classifyPost(modern(1, 'tools/list'), undefined)).toMatchObject({ era: 'modern' })
-    expect(classifyPost(modern(1, 'tools/list'), '2025-11-25')).toMatchObject({ era: 'modern' })
+    expect(classifyPost(modern(1, 'tools/list'), '2026-07-28')).toMatchObject({ kind: 'request', era: '2026-07-28', method: 'tools/list' })
+    expect(classifyPost(modern(1, 'tools/list'), undefined)).toMatchObject({ era: '2026-07-28' })
+    expect(classifyPost(modern(1, 'tools/list'), '2025-11-25')).toMatchObject({ era: '2026-07-28' })
   })
 
   it('takes a 2026-07-28 header without an envelope as a modern request missing it; an unknown or repeated header as 2025', () => {
     const bare = { jsonrpc: '2.0', id: 1, method: 'tools/list' }
-    expect(classifyPost(bare, '2026-07-28')).toMatchObject({ kind: 'request', era: 'modern' })
-    expect(classifyPost(bare, '2099-01-01')).toMatchObject({ era: 'legacy' })
-    expect(classifyPost(bare, ['2026-07-28', '2026-07-28'])).toMatchObject({ era: 'legacy' })
+    expect(classifyPost(bare, '2026-07-28')).toMatchObject({ kind: 'request', era: '2026-07-28' })
+    expect(classifyPost(bare, '2099-01-01')).toMatchObject({ era: '2025-11-25' })
+    expect(classifyPost(bare, ['2026-07-28', '2026-07-28'])).toMatchObject({ era: '2025-11-25' })
   })
 
   it('reads notifications and responses of either era', () => {
     expect(classifyPost({ jsonrpc: '2.0', method: 'notifications/initialized' }, '2025-11-25'))
-      .toMatchObject({ kind: 'notification', era: 'legacy', method: 'notifications/initialized' })
+      .toMatchObject({ kind: 'notification', era: '2025-11-25', method: 'notifications/initialized' })
     expect(classifyPost({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 1, _meta: ENVELOPE } }, undefined))
-      .toMatchObject({ kind: 'notification', era: 'modern' })
-    expect(classifyPost({ jsonrpc: '2.0', id: 'q1', result: { action: 'accept' } }, '2025-11-25')).toMatchObject({ kind: 'response', era: 'legacy', id: 'q1' })
+      .toMatchObject({ kind: 'notification', era: '2026-07-28' })
+    expect(classifyPost({ jsonrpc: '2.0', id: 'q1', result: { action: 'accept' } }, '2025-11-25')).toMatchObject({ kind: 'response', era: '2025-11-25', id: 'q1' })
     const failed = classifyPost({ jsonrpc: '2.0', id: null, error: { code: -1, message: 'no' } }, undefined)
     expect(failed).toMatchObject({ kind: 'response', id: null })
     expect(Object.isFrozen(failed)).toBe(true)
@@ -66,7 +66,7 @@ describe('classifyPost', () => {
   })
 
   it('tells a 2026-07-28 task operation: tasks/get and tasks/update, not a tools/call (the gateway decides those later)', () => {
-    expect(classifyPost(modern(1, 'tasks/get', { taskId: 't-2' }), '2026-07-28')).toMatchObject({ era: 'modern', taskOperation: true, taskId: 't-2' })
+    expect(classifyPost(modern(1, 'tasks/get', { taskId: 't-2' }), '2026-07-28')).toMatchObject({ era: '2026-07-28', taskOperation: true, taskId: 't-2' })
     expect(classifyPost(modern(2, 'tasks/update', { taskId: 't-2', inputResponses: {} }), '2026-07-28')).toMatchObject({ taskOperation: true, taskId: 't-2' })
     expect(classifyPost(modern(3, 'tools/call', { name: 'demo__slow' }), '2026-07-28')).toMatchObject({ taskOperation: false, taskId: undefined })
     // Only a string names a task: anything else is left for the method to refuse.
@@ -93,7 +93,7 @@ describe('classifyPost', () => {
     for (let i = 0; i < 120; i++) deep = { deep }
     const nested = classifyPost(modern(9, 'tools/call', { name: 'x', arguments: deep }), '2026-07-28')
     expect(refusal(nested)).toMatchObject({ message: expect.stringContaining('nest more than 100 levels'), id: 9 })
-    expect(nested.era).toBe('modern')
+    expect(nested.era).toBe('2026-07-28')
   })
 })
 

@@ -12,7 +12,7 @@ import type { JsonObject } from '../../src/wire/jsonrpc.ts'
 import { task } from '../contract/task-records.ts'
 import { until } from '../helpers/until.ts'
 
-const ADDRESS = { sessionId: 'upstream-session-1', protocolVersion: '2025-11-25', era: 'legacy' } as const
+const ADDRESS = { sessionId: 'upstream-session-1', protocolVersion: '2025-11-25', era: '2025-11-25' } as const
 
 function runnerOn (store: MemoryStore): TaskRunner {
   return new TaskRunner({

@@ -100,7 +100,7 @@ describe('a move of a task', () => {
 
   it('of a 2026-07-28 task wakes its waiters on the bus, with no 2025-11-25 delivery in between', async () => {
     const store = new MemoryStore()
-    const record = task({ era: 'modern', sessionId: null, owner: 'a', createdAt: Date.now(), lastUpdatedAt: Date.now() })
+    const record = task({ era: '2026-07-28', sessionId: null, owner: 'a', createdAt: Date.now(), lastUpdatedAt: Date.now() })
     await store.tasks.create(record)
     const { events, shown } = recorder()
     const heard = wakeUps(store, record.id)

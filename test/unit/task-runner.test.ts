@@ -11,7 +11,7 @@ import { handoverOwner } from '../../src/tasks/task-service.ts'
 import { isTerminal } from '../../src/wire/task-state.ts'
 import { DONE, engine, taskRequest } from '../helpers/heart.ts'
 
-const ADDRESS = { sessionId: 'upstream-session-1', protocolVersion: '2025-11-25', era: 'legacy' } as const
+const ADDRESS = { sessionId: 'upstream-session-1', protocolVersion: '2025-11-25', era: '2025-11-25' } as const
 
 async function stored (store: MemoryStore, id: string): Promise<TaskRecord> {
   const task = await store.tasks.get(id, Date.now())

@@ -63,10 +63,10 @@ describe('the upstream request path', () => {
   it('goes on its client\'s session, or on the session another process opened for the work, and releases it', async () => {
     const fake = fakeUpstream(() => OK)
     expect(await requestUpstream(fake.upstream, plan(), async (request) => await request.send('resources/read', { uri: 'a' }))).toEqual(OK)
-    await requestUpstream(fake.upstream, plan({ method: 'tools/call', purpose: 'call', rejoin: { sessionId: 'up-7', protocolVersion: '2025-11-25', era: 'legacy' } }),
+    await requestUpstream(fake.upstream, plan({ method: 'tools/call', purpose: 'call', rejoin: { sessionId: 'up-7', protocolVersion: '2025-11-25', era: '2025-11-25' } }),
       async (request) => await request.send('tools/call', {}))
     // A sessionless 2026-07-28 upstream's work goes on the client's own session.
-    await requestUpstream(fake.upstream, plan({ method: 'tools/call', purpose: 'call', rejoin: { sessionId: null, protocolVersion: '2026-07-28', era: 'modern' } }),
+    await requestUpstream(fake.upstream, plan({ method: 'tools/call', purpose: 'call', rejoin: { sessionId: null, protocolVersion: '2026-07-28', era: '2026-07-28' } }),
       async (request) => await request.send('tools/call', {}))
     expect(fake.leases).toEqual([`read ${client.key}`, 'rejoin up-7', `call ${client.key}`])
     expect(fake.held()).toBe(0)

@@ -71,13 +71,13 @@ export class LegacyTaskDelivery implements TaskEvents {
 
   /** The 2025-11-25 status notification on the task's session (the wake-up of every era's waiters is the move's: see moveTask). */
   status (task: TaskRecord): void {
-    if (task.era !== 'legacy' || task.sessionId === null) return
+    if (task.era !== '2025-11-25' || task.sessionId === null) return
     if (isTerminal(task.status)) this.#forget(task.sessionId, task.id)
     void this.#hub.publish(task.sessionId, { jsonrpc: '2.0', method: 'notifications/tasks/status', params: renderTask(task) })
   }
 
   input (task: TaskRecord, input: InputRecord): void {
-    if (task.era !== 'legacy' || task.sessionId === null) return
+    if (task.era !== '2025-11-25' || task.sessionId === null) return
     const request = renderInputRequest(input)
     let pending = this.#unanswered.get(task.sessionId)
     if (!pending) {

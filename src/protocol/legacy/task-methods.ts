@@ -66,7 +66,7 @@ export function legacyTaskMethods (deps: LegacyTaskMethodDeps): Readonly<Record<
     const task = await tasks.create({
       principal: ctx.client.principal,
       sessionId: ctx.sessionId ?? null,
-      era: 'legacy',
+      era: '2025-11-25',
       route,
       params,
       requestedTtl: requestedTtl(params),

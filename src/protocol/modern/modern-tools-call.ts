@@ -57,7 +57,7 @@ export function modernToolsCall (deps: ModernToolsCallDeps): Handler {
   const taskRequest = (principal: string, candidate: TaskCandidate): CreateTaskRequest => ({
     principal,
     sessionId: null,
-    era: 'modern',
+    era: '2026-07-28',
     route: candidate.route,
     params: candidate.params,
     requestedTtl: undefined,

@@ -1,6 +1,7 @@
 import type { JsonObject } from '../../wire/jsonrpc.ts'
 import { RUNNING_STATUSES, type TaskStatus } from '../../wire/task-state.ts'
 import type { InputRecord, InputState, TaskOutcome, TaskRecord, TaskResume } from '../types.ts'
+import { withRevisions } from '../stored-revision.ts'
 
 /** A row of the `tasks` table: JSON columns hold the JSON text written; bigint columns read as numbers. */
 export interface TaskRow {
@@ -60,7 +61,8 @@ export function textToTask (text: string, now: number): TaskRecord | null {
   const [id, principal, sessionId, era, status, statusMessage, createdAt, lastUpdatedAt, ttlMs, expiresAt, pollIntervalMs, upstream, tool,
     request, progressToken, clientCapabilities, outcome, owner, traceContext, resume] = JSON.parse(text) as TaskTuple
   if (expiresAt !== null && expiresAt <= now) return null
-  return {
+  // A process of the previous version may have written the previous names of the eras (stored-revision.ts).
+  return withRevisions({
     id,
     principal,
     sessionId,
@@ -80,7 +82,7 @@ export function textToTask (text: string, now: number): TaskRecord | null {
     owner,
     traceContext,
     resume,
-  }
+  })
 }
 
 /** A set of statuses as SQL text, written once from task-state.ts (constants, so the planner uses the indexes). */
@@ -102,7 +104,7 @@ function json (value: unknown): string | null {
 }
 
 export function toTask (row: TaskRow): TaskRecord {
-  return {
+  return withRevisions({
     id: row.id,
     principal: row.principal,
     sessionId: row.session_id,
@@ -122,7 +124,7 @@ export function toTask (row: TaskRow): TaskRecord {
     owner: row.owner,
     traceContext: row.trace_context,
     resume: row.resume === null ? null : JSON.parse(row.resume) as TaskResume,
-  }
+  })
 }
 
 /** The insert values of a new task (TASK_COLUMNS order), with the bytes it stores as stored-bytes.ts measures them. */

@@ -95,6 +95,20 @@ function migrations (s: string, schema: string): ReadonlyArray<readonly string[]
     // The signals between processes (postgres-bus.ts) keep what they need in tables of their own.
     busTables(schema),
     activeCounter(s),
+    revisionNames(s),
+  ]
+}
+
+/**
+ * Each task's era, and its resume address's, named by its revision (src/store/stored-revision.ts). The resume
+ * address is flat JSON of strings, where the pair can only be the address's own field. A process of the previous
+ * version still running (a rolling deploy) may write the previous names after this step: readers take both.
+ */
+function revisionNames (s: string): readonly string[] {
+  return [
+    `UPDATE ${s}.tasks SET era = CASE era WHEN 'legacy' THEN '2025-11-25' ELSE '2026-07-28' END WHERE era IN ('legacy', 'modern')`,
+    `UPDATE ${s}.tasks SET resume = replace(replace(resume, '"era":"legacy"', '"era":"2025-11-25"'), '"era":"modern"', '"era":"2026-07-28"')
+       WHERE resume LIKE '%"era":"legacy"%' OR resume LIKE '%"era":"modern"%'`,
   ]
 }
 

@@ -12,6 +12,7 @@ import { RedisRateLimits } from './redis-rate-limits.ts'
 import { RedisHomeStore } from './redis-homes.ts'
 import { RedisHealth } from './redis-health.ts'
 import { RedisEpoch } from './redis-epoch.ts'
+import { migrateRevisions } from './redis-revisions.ts'
 
 /** Longest wait for a connection or a command before Redis counts as unreachable. */
 const TIMEOUT_MS = 5000
@@ -228,6 +229,8 @@ export class RedisStore implements GatewayStore {
   readonly #health: RedisHealth
   readonly #epoch: RedisEpoch
   readonly dataLoss: RedisEpoch
+  /** Rewrites the previous names of stored eras once (redis-revisions.ts). */
+  readonly #migrate: () => Promise<void>
   #closing = false
 
   constructor (options: RedisStoreOptions) {
@@ -251,6 +254,7 @@ export class RedisStore implements GatewayStore {
     for (const connection of [this.#redis, this.#subscriber]) connection.on('error', () => {})
     if (options.log !== undefined) this.#reportOutages(options.log)
     this.#epoch = new RedisEpoch(this.#redis, options.prefix, options.log)
+    this.#migrate = async () => { await migrateRevisions(this.#redis, options.prefix, options.log) }
     this.dataLoss = this.#epoch
     // A new connection may be to a Redis that restarted empty.
     this.#redis.on('ready', () => { void this.#epoch.check() })
@@ -283,7 +287,8 @@ export class RedisStore implements GatewayStore {
 
   /**
    * Resolves once the command connection is up (or fails with GW_ERR_STORE_UNAVAILABLE); the eviction policy
-   * is read then (an evicting one is logged) and every minute after, and the store's epoch is taken (RedisEpoch).
+   * is read then (an evicting one is logged) and every minute after, the store's epoch is taken (RedisEpoch), and
+   * stored eras are named by revision (the first start of this version on the store: redis-revisions.ts).
    */
   async ready (): Promise<void> {
     if (this.#redis.status !== 'ready') {
@@ -298,6 +303,7 @@ export class RedisStore implements GatewayStore {
     if (this.#closing) return
     await this.#health.start()
     await this.#epoch.start()
+    await this.#migrate()
   }
 
   /** Redis answers and accepts a write; an evicting policy is a warning (see RedisHealth). */

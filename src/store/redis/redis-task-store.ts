@@ -6,6 +6,7 @@ import type { InputRecord, TaskCreateOptions, TaskCursor, TaskEvent, TaskOutcome
 import type { TaskStatus } from '../../wire/task-state.ts'
 import { ADD_INPUT, CLAIM, CREATE_TASK, run, SETTLE_INPUT, SWEEP, TRANSITION } from './redis-scripts.ts'
 import { jsonBytes } from '../stored-bytes.ts'
+import { withRevisions } from '../stored-revision.ts'
 
 /**
  * Keys (all under the configured prefix):
@@ -48,7 +49,8 @@ function toTask (hash: Record<string, string>): TaskRecord | null {
   const body = JSON.parse(hash.body) as Body & { request?: TaskRecord['request'] }
   // Object.assign, not rest and spread: this runs on every read of a task, and a spread that adds keys costs
   // about a microsecond each time. The fields below replace the body's own where it has them.
-  return Object.assign(body, {
+  // A process of the previous version may have written the previous names of the eras (stored-revision.ts).
+  return withRevisions(Object.assign(body, {
     // Tasks stored before trace contexts were recorded have none.
     traceContext: body.traceContext ?? null,
     // Tasks stored before `req` existed keep their request in the body.
@@ -59,7 +61,7 @@ function toTask (hash: Record<string, string>): TaskRecord | null {
     outcome: hash.out ? JSON.parse(hash.out) as TaskOutcome : null,
     owner: hash.owner ?? '',
     resume: hash.res ? JSON.parse(hash.res) as TaskResume : null,
-  }) as TaskRecord
+  }) as TaskRecord)
 }
 
 function pairs (flat: unknown): Record<string, string> {

@@ -92,6 +92,12 @@ export const MIGRATIONS: readonly string[] = [
    CREATE TABLE account_bytes (account TEXT PRIMARY KEY, bytes INTEGER NOT NULL) WITHOUT ROWID;
    INSERT INTO account_bytes SELECT account, SUM(bytes) FROM
      (SELECT account, bytes FROM tasks UNION ALL SELECT account, bytes FROM sessions) GROUP BY account;`,
+  // Each task's era, and its resume address's, is named by its revision (src/store/stored-revision.ts). The resume
+  // address is flat JSON of strings, where the pair can only be the address's own field. A version before this
+  // step refuses the file after it, so no process writes the previous names here again.
+  `UPDATE tasks SET era = CASE era WHEN 'legacy' THEN '2025-11-25' ELSE '2026-07-28' END WHERE era IN ('legacy', 'modern');
+   UPDATE tasks SET resume = replace(replace(resume, '"era":"legacy"', '"era":"2025-11-25"'), '"era":"modern"', '"era":"2026-07-28"')
+     WHERE resume LIKE '%"era":"legacy"%' OR resume LIKE '%"era":"modern"%';`,
 ]
 
 export const SCHEMA_VERSION = MIGRATIONS.length
