@@ -34,7 +34,8 @@ Options:
   -v, --version            print the version
 
 Signals: SIGINT and SIGTERM stop taking requests, let in-flight calls finish within
-server.shutdownGrace, cancel the rest, close the upstreams and exit 0. SIGHUP reads the
+server.shutdownGrace, cancel the rest, close the upstreams and exit 0 (1 when a step of
+the shutdown failed; every step still runs). SIGHUP reads the
 configuration file again and puts it in force without dropping sessions or running tasks
 (a file that does not validate changes nothing; see docs/reload.md).
 `

@@ -105,14 +105,30 @@ export function shutdownSteps (core: GatewayCore, front: GatewayFront, jobs: Gat
   ]
 }
 
-/** Runs the steps in order, once: later calls get the same promise. A step that throws ends the shutdown there. */
+/**
+ * Runs the steps in order, once: later calls get the same promise. A step that fails does not stop the ones
+ * after it (a listener that will not close must not keep the store open or the traces unflushed): each failure
+ * is logged with its step as it happens, and once every step has run the promise rejects with
+ * GW_ERR_SHUTDOWN_INCOMPLETE naming them all, its cause an AggregateError of the failures.
+ */
 export function closeOnce (steps: readonly ShutdownStep[], log: GatewayCore['log']): () => Promise<void> {
   let closed: Promise<void> | undefined
   return () => {
     closed ??= (async () => {
+      const failed: Array<{ step: string, err: unknown }> = []
       for (const step of steps) {
         log.debug({ step: step.name }, 'shutdown step')
-        await step.run()
+        try {
+          await step.run()
+        } catch (err) {
+          log.error({ err, step: step.name }, 'shutdown step failed; the next steps still run')
+          failed.push({ step: step.name, err })
+        }
+      }
+      if (failed.length > 0) {
+        throw new GatewayError('GW_ERR_SHUTDOWN_INCOMPLETE', [failed.length, failed.map((f) => `'${f.step}'`).join(', ')], {
+          cause: new AggregateError(failed.map((f) => f.err), 'shutdown steps failed'),
+        })
       }
     })()
     return closed
