@@ -14,11 +14,16 @@ export interface ShutdownStep {
   run (): void | Promise<void>
 }
 
+/** What the shutdown stops and closes of the core. */
+export type ShutdownParts = Pick<GatewayCore,
+  'live' | 'log' | 'store' | 'ownsStore' | 'shutdown' | 'inflight' | 'runner' | 'tasks' | 'lease' | 'peers' | 'hub' | 'upstreams' |
+  'unsubscribes' | 'tracing'>
+
 /**
  * Starts every upstream's first connect in the background (the gateway can listen, and answer /healthz, at
  * once) and says when they are all done: see Gateway.ready.
  */
-export function startUpstreams (core: GatewayCore): Promise<void> {
+export function startUpstreams (core: Pick<GatewayCore, 'sync' | 'upstreams' | 'catalog'>): Promise<void> {
   const { sync, upstreams, catalog } = core
   sync.started()
   for (const upstream of upstreams) void upstream.start()
@@ -34,7 +39,7 @@ export function startUpstreams (core: GatewayCore): Promise<void> {
  * Waits, up to `server.shutdownGrace` (read now: a reload may have changed it), for the requests and tasks in
  * flight to finish; says so in the log when some are still running.
  */
-async function drainInFlight (core: GatewayCore): Promise<void> {
+async function drainInFlight (core: ShutdownParts): Promise<void> {
   const { live, inflight, runner, log } = core
   const deadline = Date.now() + live.config.server.shutdownGrace
   const busy = (): number => inflight.size + runner.size
@@ -47,7 +52,7 @@ async function drainInFlight (core: GatewayCore): Promise<void> {
  * the other processes, or to the next process on the store (see TaskRunner.handOver, ProcessLease.handOver).
  * Nothing is handed over in a store that ends with the process (memory): nobody could go on with it.
  */
-async function handOver (core: GatewayCore, which: Parameters<GatewayCore['runner']['handOver']>[0]): Promise<void> {
+async function handOver (core: ShutdownParts, which: Parameters<GatewayCore['runner']['handOver']>[0]): Promise<void> {
   if (!core.store.durable) return
   await core.lease.handOver(await core.runner.handOver(which))
 }
@@ -73,7 +78,7 @@ async function handOver (core: GatewayCore, which: Parameters<GatewayCore['runne
  *   closes after everything that used it (a store passed in is its giver's to close).
  * - Tracing flushes last, with the spans of everything above.
  */
-export function shutdownSteps (core: GatewayCore, front: GatewayFront, jobs: GatewayJobs): ShutdownStep[] {
+export function shutdownSteps (core: ShutdownParts, front: GatewayFront, jobs: GatewayJobs): ShutdownStep[] {
   const { shutdown, runner, peers, hub, upstreams, store, tracing } = core
   const { app, admin, reloader, held } = front
   return [

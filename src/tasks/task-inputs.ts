@@ -1,3 +1,4 @@
+import type { Live } from '../config/live.ts'
 import type { TasksConfig } from '../config/schema.ts'
 import { GatewayError, RpcError, isHandover } from '../errors.ts'
 import type { JsonObject, RpcResponse } from '../wire/jsonrpc.ts'
@@ -56,10 +57,10 @@ export class TaskInputs {
   constructor (
     store: TaskStore,
     events: TaskEvents,
-    config: TasksConfig,
+    config: Live<TasksConfig>,
     bus: SignalBus,
     processId: string,
-    budget: StoredBytesBudget = {},
+    budget: Live<StoredBytesBudget> = {},
   ) {
     this.#budget = budget
     this.#bus = bus

@@ -133,7 +133,7 @@ export function engine (options: EngineOptions): Engine {
   const inputs = new TaskInputs(options.store, events, config.tasks, options.bus, options.processId)
   const runner = new TaskRunner({
     store: options.store,
-    upstreams: { get: (name) => name === upstream.name ? upstream : undefined },
+    upstreams: { upstream: (name) => name === upstream.name ? upstream : undefined },
     calls: calls.engine,
     inputs,
     events,

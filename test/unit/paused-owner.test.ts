@@ -35,7 +35,7 @@ function runnerOf (store: MemoryStore, call: (origin: CallOrigin) => Promise<voi
   } as unknown as CallEngine
   const runner = new TaskRunner({
     store: store.tasks,
-    upstreams: { get: () => upstream },
+    upstreams: { upstream: () => upstream },
     calls,
     inputs: new TaskInputs(store.tasks, events, config, store.bus, 'a'),
     events,

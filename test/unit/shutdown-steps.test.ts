@@ -6,8 +6,9 @@ import { pino } from 'pino'
 import { describe, expect, it } from 'vitest'
 import { GatewayError } from '../../src/errors.ts'
 import { closeOnce, type ShutdownStep } from '../../src/gateway/lifecycle.ts'
+import type { Logger } from '../../src/observability/logger.ts'
 
-function capturingLog (): { log: ReturnType<typeof pino>, lines: Array<Record<string, unknown>> } {
+function capturingLog (): { log: Logger, lines: Array<Record<string, unknown>> } {
   const lines: Array<Record<string, unknown>> = []
   const sink = new Writable({ write (chunk, _enc, done) { lines.push(JSON.parse(String(chunk)) as Record<string, unknown>); done() } })
   return { log: pino({ level: 'debug' }, sink), lines }

@@ -52,7 +52,7 @@ function serviceOf (tasks: TaskStore, store: MemoryStore, events: TaskEvents): T
   const inputs = new TaskInputs(tasks, events, config, store.bus, 'a')
   const runner = new TaskRunner({
     store: tasks,
-    upstreams: { get: () => undefined },
+    upstreams: { upstream: () => undefined },
     calls: {} as CallEngine,
     inputs,
     events,
