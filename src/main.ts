@@ -12,6 +12,7 @@ import { GATEWAY_INFO } from './wire/versions.ts'
 import { logRejectedReload } from './reload/reloader.ts'
 import { upstreamSurvival } from './tasks/survival.ts'
 import { backupStore } from './store/backup.ts'
+import { settled } from './observability/ignored.ts'
 
 const HELP = `mcp-task-gateway ${GATEWAY_INFO.version}: one MCP endpoint in front of many MCP servers; any tool can run as a task.
 
@@ -76,14 +77,16 @@ async function listening (config: Config, log: Logger, configSource: () => Promi
     }
     return gateway
   } catch (err) {
-    await gateway.close().catch(() => {})
+    // Each shutdown step that fails is logged as it fails; the listen error is the one reported.
+    await settled(gateway.close())
     throw err
   }
 }
 
 async function startFailed (log: Logger, gateway: Gateway | undefined, err: unknown): Promise<never> {
   log.fatal({ err }, 'gateway failed to start')
-  await gateway?.close().catch(() => {})
+  // Each shutdown step that fails is logged as it fails; the start's error is the one reported.
+  if (gateway !== undefined) await settled(gateway.close())
   // A configuration problem found only at start (an unreadable TLS file) exits as --check would.
   fail(errorMessage(err), err instanceof GatewayError && err.code === 'GW_ERR_CONFIG_INVALID' ? 2 : 1)
 }

@@ -6,6 +6,7 @@ import { TERMINAL_STATUSES } from '../wire/task-state.ts'
 import { CLIENT_CAPABILITIES_KEY, TASKS_EXTENSION } from '../wire/versions.ts'
 import { isInputMethod, type InflightCall } from '../upstream/call-attribution.ts'
 import type { SessionRequestOptions, UpstreamSession } from '../upstream/upstream-session.ts'
+import { ignoreWithTrace, settled } from '../observability/ignored.ts'
 
 /**
  * The upstream side of the 2026-07-28 tasks extension: a tools/call that declares the extension may be answered
@@ -72,7 +73,8 @@ export function takeCreatedTask (call: InflightCall): JsonObject | undefined {
 
 /** Asks the upstream to cancel its task; nobody waits for the answer. */
 export function cancelTask (session: UpstreamSession, taskId: string): void {
-  void session.request('tasks/cancel', declaringTasks(session, { taskId }), { timeout: CANCEL_TIMEOUT_MS }).catch(() => {})
+  session.request('tasks/cancel', declaringTasks(session, { taskId }), { timeout: CANCEL_TIMEOUT_MS })
+    .catch(ignoreWithTrace(session.log, 'the upstream did not acknowledge tasks/cancel; its task ends on its own ttl', { upstreamTaskId: taskId }))
 }
 
 function pollInterval (task: JsonObject): number {
@@ -179,7 +181,8 @@ export async function followTask (
         call.sink.notify('notifications/tasks/status', { taskId, status: task.status, statusMessage: message })
       }
       if (Date.now() >= deadline) throw new SdkError(SdkErrorCode.RequestTimeout, `the upstream's task '${taskId}' did not end in time`)
-      await delay(Math.min(pollInterval(task), deadline - Date.now()), undefined, { signal: wake }).catch(() => {})
+      // Cut short by a wake-up or an abort (the wait rejects): what follows looks at which.
+      await settled(delay(Math.min(pollInterval(task), deadline - Date.now()), undefined, { signal: wake }))
       signal.throwIfAborted()
       if (failure !== undefined) throw failure
       task = await request('tasks/get', {})

@@ -120,10 +120,10 @@ export async function wireCore (config: Config, given: { logger?: Logger, store?
   const processId = randomBytes(12).toString('base64url')
   // Decided once: with tracing off nothing below makes or checks a span.
   const tracing = config.tracing.enabled ? new GatewayTracing(config.tracing, processId) : undefined
-  const peers = new PeerRequests(processId, store.bus, store.leases)
+  const peers = new PeerRequests(processId, store.bus, store.leases, log)
   const broker = new ClientRequestBroker(peers)
   // An upstream's request tied to no call: to the session's GET stream, or the next one it opens.
-  const sessionRequests = new SessionRequests(hub, store.bus)
+  const sessionRequests = new SessionRequests(hub, store.bus, log)
   /** Whether this process holds upstream sessions of the client (then it is, and stays, its home). */
   const holdsSessions = (clientKey: string): boolean => upstreams.some((upstream) => upstream.sessionByKey(clientKey) !== undefined)
   const homes = new ClientHomes({
@@ -156,12 +156,20 @@ export async function wireCore (config: Config, given: { logger?: Logger, store?
 
   const shutdown = new AbortController()
   const inflight = new InflightRequests(shutdown.signal, store.bus)
-  const delivery = new LegacyTaskDelivery(hub, store.bus, store.tasks)
+  const delivery = new LegacyTaskDelivery(hub, store.bus, store.tasks, log)
   hub.onGetStream = (sessionId) => delivery.onGetStream(sessionId)
   hub.onRequestSent = (request, stream) => delivery.offeredOn(request, stream)
   // With the admin API, task changes are also announced to the dashboards of every process sharing the store.
-  const taskEvents = config.admin === undefined ? delivery : announceTaskChanges(delivery, store.bus)
-  const inputs = new TaskInputs(store.tasks, taskEvents, live.tasks, store.bus, processId, live.budget)
+  const taskEvents = config.admin === undefined ? delivery : announceTaskChanges(delivery, store.bus, log)
+  const inputs = new TaskInputs({
+    store: store.tasks,
+    events: taskEvents,
+    config: live.tasks,
+    bus: store.bus,
+    processId,
+    budget: live.budget,
+    log,
+  })
   const calls = new CallEngine(metrics)
   const runner = new TaskRunner({
     store: store.tasks,

@@ -4,6 +4,7 @@ import { GatewayError } from '../errors.ts'
 import type { GatewayJobs } from './background-jobs.ts'
 import type { GatewayCore } from './core-wiring.ts'
 import type { GatewayFront } from './http-wiring.ts'
+import { settled } from '../observability/ignored.ts'
 
 /** How often the drain looks whether the requests and tasks in flight have finished. */
 const DRAIN_POLL_MS = 25
@@ -31,7 +32,7 @@ export function startUpstreams (core: Pick<GatewayCore, 'sync' | 'upstreams' | '
     if (startView.collisions.length > 0) throw new GatewayError('GW_ERR_CATALOG_COLLISION', [describeCollisions(startView.collisions)])
   })
   // Whoever awaits `ready` hears a collision; nobody awaiting it is no unhandled rejection.
-  ready.catch(() => {})
+  void settled(ready)
   return ready
 }
 

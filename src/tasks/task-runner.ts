@@ -17,6 +17,7 @@ import type { TaskInputs } from './task-inputs.ts'
 import { MAX_TIMER_MS } from '../config/units.ts'
 import { finishTask } from './task-finish.ts'
 import { TaskWrites, mirrorStatus, recordResume, type RunningTask } from './task-writes.ts'
+import { settled } from '../observability/ignored.ts'
 import type { HeldTaskLink } from './held-task-link.ts'
 
 export interface TaskRunnerDeps {
@@ -120,7 +121,8 @@ export class TaskRunner {
     if (call.link === undefined || running === undefined) return
     const attached = call.link.attach(async (resume) => {
       const write = recordResume(this.#deps, task, resume).then((recorded) => { if (recorded) running.resumable = true })
-      running.recording = write.catch(() => {})
+      // The handover waits for the write either way; its failure is logged below.
+      running.recording = settled(write)
       await write.catch((err: unknown) => this.#deps.log.warn({ err, taskId: task.id }, 'could not record where the upstream work of a task runs: it cannot be resumed by another process'))
     })
     running.recording = attached
@@ -289,7 +291,8 @@ export class TaskRunner {
     // A task a starting process took over (from an earlier run) runs as the upstream's own task only if the tool
     // requires or allows it: which the upstream's tool list says, once it is read.
     const listing = this.#deps.listing
-    if (listing !== undefined) await listing.catch(() => {})
+    // A failed listing (names colliding) is the gateway's `ready` to report; the plan then knows what it can.
+    if (listing !== undefined) await settled(listing)
     const plan = upstreamTaskPlan(upstream, task.tool, this.#deps.nativeTaskSupport(task.upstream, task.tool))
     const upstreamTask: UpstreamTaskHooks = {
       resumable: plan.resumable,

@@ -138,7 +138,7 @@ export class TaskService {
 
   constructor (deps: TaskServiceDeps) {
     this.#deps = deps
-    this.#moves = { store: deps.store, events: deps.events, bus: deps.bus }
+    this.#moves = { store: deps.store, events: deps.events, bus: deps.bus, log: deps.log }
     this.#canResume = deps.canResume
     this.#bus = deps.bus
     this.#owner = deps.owner

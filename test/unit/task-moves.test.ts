@@ -49,7 +49,7 @@ function withoutInputs (tasks: TaskStore): TaskStore {
 }
 
 function serviceOf (tasks: TaskStore, store: MemoryStore, events: TaskEvents): TaskService {
-  const inputs = new TaskInputs(tasks, events, config, store.bus, 'a')
+  const inputs = new TaskInputs({ store: tasks, events, config, bus: store.bus, processId: 'a', log })
   const runner = new TaskRunner({
     store: tasks,
     upstreams: { upstream: () => undefined },

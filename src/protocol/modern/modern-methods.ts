@@ -13,6 +13,7 @@ import { declaresTasks, MODERN_PROTOCOL_VERSIONS, SERVER_INFO_KEY, TASKS_EXTENSI
 import { onSubscription, type ListenFilter, type ListenHub } from './listen-hub.ts'
 import { modernTaskMethods, type ModernTaskMethodDeps } from './task-methods.ts'
 import { renderDetailedTask, renderLostTask } from './task-wire.ts'
+import { ignoreWithTrace } from '../../observability/ignored.ts'
 import { GatewayError } from '../../errors.ts'
 
 export interface ModernMethodDeps extends ModernTaskMethodDeps {
@@ -64,7 +65,7 @@ function taskNotifier (deps: ModernMethodDeps, ctx: RequestContext): (taskId: st
     ctx.send(onSubscription(ctx.requestId, 'notifications/tasks', params))
   }
   return (taskId) => {
-    queue = queue.then(() => notify(taskId)).catch(() => {})
+    queue = queue.then(() => notify(taskId)).catch(ignoreWithTrace(ctx.log, 'a task change was not sent on a listen stream; the next change of the task sends its state', { taskId }))
   }
 }
 
@@ -114,7 +115,10 @@ export function buildModernMethods (base: MethodTable, deps: ModernMethodDeps): 
         const route = (await deps.catalog.view(ctx.client, ctx.caller)).resource(uri, ctx.caller.access)
         await deps.subscriptions.subscribe(id, uri, route.upstream, ctx.client, ctx.caller.authorization)
         resourceSubscriptions.push(uri)
-      } catch {}
+      } catch (err) {
+        // Left out of the honoured filter the client gets back, which tells it this URI has no subscription.
+        ctx.log.debug({ err, uri }, 'subscriptions/listen: a resource subscription could not be made')
+      }
     }
     const filter: ListenFilter = {
       toolsListChanged: flag(requested, 'toolsListChanged'),
