@@ -132,7 +132,7 @@ export class TaskInputs {
   async #fence (task: TaskRecord, key: string): Promise<void> {
     const owner = await this.#store.ownerOf(task.id, Date.now()).catch(() => task.owner)
     if (owner === task.owner) return
-    await publishOn(this.#bus, BUS.input, key, { key }).catch(ignoreWithTrace(this.#log, 'could not tell the new owner of a task that an answer is stored; it finds it when it next reads the task', { taskId: task.id }))
+    await publishOn(this.#bus, BUS.input, key, { key }).catch(ignoreWithTrace(this.#log, 'the new owner of a task was not told that an answer is stored; the answer stays in the store', { taskId: task.id }))
     throw new GatewayError('GW_ERR_TASK_HANDED_OVER', ['it took the task over while this one was paused; it passes the answer on'])
   }
 
