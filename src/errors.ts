@@ -106,6 +106,7 @@ export const ERRORS = {
 
   GW_ERR_PEER_LOST: { status: 503, rpc: -32603, message: 'the gateway process holding this %s is gone; start the request again' },
   GW_ERR_SHUTTING_DOWN: { status: 503, rpc: -32603, message: 'the gateway is shutting down; retry on another instance' },
+  GW_ERR_SHUTDOWN_INCOMPLETE: { status: 500, rpc: -32603, message: 'shutdown ran every step, but %s failed: %s (each failure is logged, and kept in the cause)' },
   GW_ERR_INTERNAL: { status: 500, rpc: -32603, message: 'internal gateway error: %s' },
 } as const satisfies Record<string, ErrorDef>
 

@@ -11,6 +11,7 @@ import { gatewayJobs, startJobs } from './gateway/background-jobs.ts'
 import { wireCore } from './gateway/core-wiring.ts'
 import { wireHttp } from './gateway/http-wiring.ts'
 import { closeOnce, shutdownSteps, startUpstreams } from './gateway/lifecycle.ts'
+import { settled } from './observability/ignored.ts'
 
 export interface GatewayOptions {
   /** Logger to use instead of one built from `config.logging`. */
@@ -66,7 +67,8 @@ export async function buildGateway (config: Config, options: GatewayOptions = {}
     await startJobs(jobs)
   } catch (err) {
     // The upstreams are already starting: a start that fails here must not leave them (or the store) open.
-    await close().catch(() => {})
+    // Each step that fails is logged as it fails (closeOnce); the start's own error is the one thrown.
+    await settled(close())
     throw err
   }
   const { app, admin, reloader } = front

@@ -9,6 +9,7 @@ import { GatewayError, errorMessage } from './errors.ts'
 import type { Gateway } from './gateway.ts'
 import { createLogger, type Logger } from './observability/logger.ts'
 import { GATEWAY_INFO } from './wire/versions.ts'
+import { settled } from './observability/ignored.ts'
 
 const HELP = `mcp-task-gateway ${GATEWAY_INFO.version}: one MCP endpoint in front of many MCP servers; any tool can run as a task.
 
@@ -31,7 +32,8 @@ Options:
   -v, --version            print the version
 
 Signals: SIGINT and SIGTERM stop taking requests, let in-flight calls finish within
-server.shutdownGrace, cancel the rest, close the upstreams and exit 0. SIGHUP reads the
+server.shutdownGrace, cancel the rest, close the upstreams and exit 0 (1 when a step of
+the shutdown failed; every step still runs). SIGHUP reads the
 configuration file again and puts it in force without dropping sessions or running tasks
 (a file that does not validate changes nothing; see docs/reload.md).
 `
@@ -74,14 +76,16 @@ async function listening (config: Config, log: Logger, configSource: () => Promi
     }
     return gateway
   } catch (err) {
-    await gateway.close().catch(() => {})
+    // Each shutdown step that fails is logged as it fails; the listen error is the one reported.
+    await settled(gateway.close())
     throw err
   }
 }
 
 async function startFailed (log: Logger, gateway: Gateway | undefined, err: unknown): Promise<never> {
   log.fatal({ err }, 'gateway failed to start')
-  await gateway?.close().catch(() => {})
+  // Each shutdown step that fails is logged as it fails; the start's error is the one reported.
+  if (gateway !== undefined) await settled(gateway.close())
   // A configuration problem found only at start (an unreadable TLS file) exits as --check would.
   fail(errorMessage(err), err instanceof GatewayError && err.code === 'GW_ERR_CONFIG_INVALID' ? 2 : 1)
 }

@@ -3,6 +3,8 @@ import type { SignalBus, TaskRecord } from '../store/types.ts'
 import type { JsonObject } from '../wire/jsonrpc.ts'
 import type { TaskEvents } from '../tasks/task-events.ts'
 import { summarize, type AdminTaskSummary } from './task-view.ts'
+import { ignoreWithTrace } from '../observability/ignored.ts'
+import type { Logger } from '../observability/logger.ts'
 
 /**
  * What changed: the task was created, moved (status or statusMessage), an input request was queued or settled,
@@ -45,12 +47,13 @@ function progressOf (params: JsonObject): TaskProgress | undefined {
  * process sharing the store. The announcement is not awaited (signals are at most once; a dashboard that
  * misses one reads the task again on the next), so the task's own path does not wait for it.
  */
-export function announceTaskChanges (events: TaskEvents, bus: SignalBus): TaskEvents {
+export function announceTaskChanges (events: TaskEvents, bus: SignalBus, log: Logger): TaskEvents {
+  const missed = ignoreWithTrace(log, 'a task change was not announced to the dashboards; they read the task again on its next change')
   /** When each running task's progress was last announced (forgotten when the task moves). */
   const progressed = new Map<string, number>()
   const announce = (change: TaskChange, task: TaskRecord, progress?: TaskProgress): void => {
     const message: TaskFeedMessage = { change, task: summarize(task), ...(progress && { progress }) }
-    void publishOn(bus, BUS.adminTasks, undefined, message as unknown as PayloadOf<typeof BUS.adminTasks>).catch(() => {})
+    publishOn(bus, BUS.adminTasks, undefined, message as unknown as PayloadOf<typeof BUS.adminTasks>).catch(missed)
   }
   return {
     created: (task) => {

@@ -107,13 +107,20 @@ export function encodeCursor (task: TaskRecord): string {
 }
 
 function decodeCursor (cursor: string): TaskCursor {
+  let position: unknown
   try {
-    const position: unknown = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'))
-    if (Array.isArray(position) && position.length === 2 && Number.isSafeInteger(position[0]) && typeof position[1] === 'string') {
-      return { createdAt: position[0] as number, id: position[1] }
-    }
-  } catch {}
-  throw new GatewayError('GW_ERR_ADMIN_BAD_REQUEST', ['cursor is not a nextCursor of an earlier page; start again without it'])
+    position = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'))
+  } catch (err) {
+    throw badCursor(err)
+  }
+  if (Array.isArray(position) && position.length === 2 && Number.isSafeInteger(position[0]) && typeof position[1] === 'string') {
+    return { createdAt: position[0] as number, id: position[1] }
+  }
+  throw badCursor()
+}
+
+function badCursor (cause?: unknown): GatewayError {
+  return new GatewayError('GW_ERR_ADMIN_BAD_REQUEST', ['cursor is not a nextCursor of an earlier page; start again without it'], { cause })
 }
 
 function single (raw: Record<string, unknown>, name: string): string | undefined {

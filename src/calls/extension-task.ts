@@ -9,6 +9,7 @@ import type { InflightCall } from '../upstream/inflight-call.ts'
 import type { SessionRequestOptions, UpstreamSession } from '../upstream/upstream-session.ts'
 import { withInputRounds, withoutProgress, type CallOptions } from './input-rounds.ts'
 import type { UpstreamTaskHooks } from './upstream-call.ts'
+import { ignoreWithTrace, settled } from '../observability/ignored.ts'
 
 /**
  * The upstream side of the 2026-07-28 tasks extension, whole: a tools/call that declares the extension may be
@@ -129,7 +130,8 @@ export async function modernToolCall (
 
 /** Asks the upstream to cancel its task; nobody waits for the answer. */
 export function cancelTask (session: UpstreamSession, taskId: string): void {
-  void session.request('tasks/cancel', declaringTasks(session, { taskId }), { timeout: CANCEL_TIMEOUT_MS }).catch(() => {})
+  session.request('tasks/cancel', declaringTasks(session, { taskId }), { timeout: CANCEL_TIMEOUT_MS })
+    .catch(ignoreWithTrace(session.log, 'the upstream did not acknowledge tasks/cancel; its task ends on its own ttl', { upstreamTaskId: taskId }))
 }
 
 function pollInterval (task: JsonObject): number {
@@ -229,7 +231,8 @@ export async function followTask (
         call.taskStatus({ taskId, status: String(task.status), statusMessage: task.statusMessage })
       }
       if (Date.now() >= deadline) throw new SdkError(SdkErrorCode.RequestTimeout, `the upstream's task '${taskId}' did not end in time`)
-      await delay(Math.min(pollInterval(task), deadline - Date.now()), undefined, { signal: wake }).catch(() => {})
+      // Cut short by a wake-up or an abort (the wait rejects): what follows looks at which.
+      await settled(delay(Math.min(pollInterval(task), deadline - Date.now()), undefined, { signal: wake }))
       signal.throwIfAborted()
       if (failure !== undefined) throw failure
       task = await request('tasks/get', {})

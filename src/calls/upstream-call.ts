@@ -5,6 +5,7 @@ import type { SessionAddress, UpstreamSession } from '../upstream/upstream-sessi
 import type { TaskResume } from '../store/types.ts'
 import { followTask, modernToolCall } from './extension-task.ts'
 import { withInputRounds, withoutProgress, type CallOptions } from './input-rounds.ts'
+import { ignoreWithTrace } from '../observability/ignored.ts'
 
 const RELATED_TASK = 'io.modelcontextprotocol/related-task'
 /** Retention asked of an upstream for its own task when we run a native task tool. */
@@ -70,7 +71,8 @@ async function upstreamTaskResult (session: UpstreamSession, call: InflightCall,
   const cancelUpstream = (): void => {
     // Handed over: another process waits for the upstream task now, on the same upstream session.
     if (isHandover(options.signal.reason)) return
-    void session.request('tasks/cancel', { taskId: upstreamTaskId }, { timeout: 10_000 }).catch(() => {})
+    session.request('tasks/cancel', { taskId: upstreamTaskId }, { timeout: 10_000 })
+      .catch(ignoreWithTrace(session.log, 'the upstream did not acknowledge tasks/cancel; its task ends on its own ttl', { upstreamTaskId }))
   }
   options.signal.addEventListener('abort', cancelUpstream, { once: true })
   try {

@@ -69,6 +69,8 @@ function changedKinds (before: UpstreamSnapshot, after: UpstreamSnapshot): ListC
  */
 export class Catalog {
   readonly #upstreams: readonly Upstream[]
+  /** The same upstreams by name, rebuilt when a reload changes them (upstreamsChanged). */
+  #byName: ReadonlyMap<string, Upstream>
   readonly #log: Logger
   readonly #onChange: (change: CatalogChange) => void
   readonly #sessions = new WeakMap<UpstreamSession, SessionLists>()
@@ -90,8 +92,14 @@ export class Catalog {
 
   constructor (upstreams: readonly Upstream[], log: Logger, onChange: (change: CatalogChange) => void) {
     this.#upstreams = upstreams
+    this.#byName = new Map(upstreams.map((upstream) => [upstream.name, upstream]))
     this.#log = log
     this.#onChange = onChange
+  }
+
+  /** The upstream of that name in the configuration in force (a reload may add, replace and remove them). */
+  upstream (name: string): Upstream | undefined {
+    return this.#byName.get(name)
   }
 
   /**
@@ -266,6 +274,7 @@ export class Catalog {
       this.#native.delete(upstream.name)
     }
     for (const upstream of this.#upstreams) this.#removed.delete(upstream.name)
+    this.#byName = new Map(this.#upstreams.map((upstream) => [upstream.name, upstream]))
     this.#views.clear()
     this.#recent.clear()
     this.base()

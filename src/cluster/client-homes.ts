@@ -56,7 +56,12 @@ export class ClientHomes {
   /** The client has no upstream session here any more: its next request may land its home anywhere. */
   async release (clientKey: string): Promise<void> {
     if (!this.#mine.delete(clientKey)) return
-    await this.#options.homes.release(clientKey, this.#options.processId).catch(() => {})
+    await this.#options.homes.release(clientKey, this.#options.processId).catch(this.#lapses)
+  }
+
+  /** One of the client's upstream sessions here closed: once none is left, its home is given up (see release). */
+  sessionClosed (clientKey: string): void {
+    if (!this.#options.holdsSessions(clientKey)) void this.release(clientKey)
   }
 
   /** Gives up every home (this process stops). */
@@ -64,8 +69,11 @@ export class ClientHomes {
     clearInterval(this.#timer)
     const clients = [...this.#mine.keys()]
     this.#mine.clear()
-    await Promise.all(clients.map(async (client) => await this.#options.homes.release(client, this.#options.processId).catch(() => {})))
+    await Promise.all(clients.map(async (client) => await this.#options.homes.release(client, this.#options.processId).catch(this.#lapses)))
   }
+
+  /** A home the store would not give up lapses after its ttl: the client's next request then finds it gone. */
+  readonly #lapses = (err: unknown): void => { this.#options.log.debug({ err }, 'could not give up a client home in the store; it lapses after its ttl') }
 
   #took (clientKey: string, home: string): string {
     if (home === this.#options.processId) this.#mine.set(clientKey, Date.now())

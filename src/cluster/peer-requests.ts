@@ -4,6 +4,8 @@ import { ERRORS, GatewayError, RpcError, type ErrorCode, type WireError } from '
 import type { JsonObject } from '../wire/jsonrpc.ts'
 import { BUS, publishOn, subscribeTo, type PayloadOf } from '../store/bus-channels.ts'
 import type { LeaseStore, SignalBus } from '../store/types.ts'
+import { ignoreWithTrace } from '../observability/ignored.ts'
+import type { Logger } from '../observability/logger.ts'
 
 /**
  * Handles a request another gateway process sent to this one; its result (or error) goes back to the
@@ -62,8 +64,16 @@ export class PeerRequests {
   readonly #servingFor = new Map<string, Set<AbortController>>()
   #senderCheck: NodeJS.Timeout | undefined
   readonly #unsubscribe: () => void
+  /**
+   * An event of a request served here (progress, a relayed message) that the bus would not take: the client of
+   * the forwarding process misses it; the reply still goes.
+   */
+  readonly #eventLost = (err: unknown): void => { ignoreWithTrace(this.#log, 'an event of a forwarded request was not sent back to the process that forwarded it')(err) }
 
-  constructor (processId: string, bus: SignalBus, leases: LeaseStore) {
+  readonly #log: Logger | undefined
+
+  constructor (processId: string, bus: SignalBus, leases: LeaseStore, log?: Logger) {
+    this.#log = log
     this.#processId = processId
     this.#bus = bus
     this.#leases = leases
@@ -153,7 +163,7 @@ export class PeerRequests {
     this.#serving.set(id, controller)
     this.#watchSender(from, controller)
     const emit = (event: JsonObject): void => {
-      if (!controller.signal.aborted) void publishOn(this.#bus, BUS.peer, from, { type: 'event', id, event }).catch(() => {})
+      if (!controller.signal.aborted) publishOn(this.#bus, BUS.peer, from, { type: 'event', id, event }).catch(this.#eventLost)
     }
     let reply: PayloadOf<typeof BUS.peer>
     try {

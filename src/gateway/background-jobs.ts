@@ -67,7 +67,7 @@ export function sessionSweepInterval (idleTimeoutMs: number): number {
   return Math.min(60_000, Math.max(1000, Math.floor(idleTimeoutMs / 4)))
 }
 
-export function gatewayJobs (core: GatewayCore): GatewayJobs {
+export function gatewayJobs (core: Pick<GatewayCore, 'config' | 'store' | 'tasks' | 'sessionEnd' | 'log' | 'lease' | 'homes'>): GatewayJobs {
   const { config, store, tasks, sessionEnd, log } = core
   const idleTimeout = config.server.sessionIdleTimeout
   const sessionSweep = new IntervalJob({

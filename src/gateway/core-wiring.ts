@@ -8,17 +8,14 @@ import { ClientHomes } from '../cluster/client-homes.ts'
 import { PeerRequests } from '../cluster/peer-requests.ts'
 import { configError } from '../config/load.ts'
 import type { Config } from '../config/schema.ts'
-import { GatewayError } from '../errors.ts'
 import { loadListenerTls, type ListenerTls } from '../http/tls-options.ts'
 import { createLogger, type Logger } from '../observability/logger.ts'
 import { GatewayMetrics } from '../observability/metrics.ts'
 import { RecentProblems } from '../observability/recent-problems.ts'
 import { timedStore } from '../store/timed-store.ts'
-import { BUS, publishOn, subscribeTo } from '../store/bus-channels.ts'
 import { BUS_MAX_AGE_MS, busKey, refusalReporter, withSignedBus } from '../store/signed-bus.ts'
 import { GatewayTracing } from '../observability/tracing.ts'
 import { announceTaskChanges } from '../admin/task-feed.ts'
-import type { RpcMessage, RpcNotification } from '../wire/jsonrpc.ts'
 import { SessionRequests } from '../protocol/legacy/session-requests.ts'
 import { ClientRequestBroker } from '../protocol/legacy/client-requests.ts'
 import { InflightRequests } from '../protocol/legacy/inflight-requests.ts'
@@ -32,11 +29,11 @@ import { ProcessLease } from '../tasks/process-lease.ts'
 import { LostTasks } from '../tasks/lost-tasks.ts'
 import { TaskInputs } from '../tasks/task-inputs.ts'
 import { TaskRunner } from '../tasks/task-runner.ts'
-import { resumeAllowed } from '../tasks/upstream-task-link.ts'
+import { takeoverPolicies } from '../tasks/upstream-task-link.ts'
 import { TaskService } from '../tasks/task-service.ts'
-import { sessionIdOf } from '../upstream/client-ref.ts'
 import { Upstream } from '../upstream/upstream.ts'
 import { type UpstreamEvents } from '../upstream/upstream-events.ts'
+import { ClientReach } from './client-reach.ts'
 import { SessionEnd } from './session-end.ts'
 
 /** What the gateway is made of behind its endpoints: built by wireCore, started and stopped by the lifecycle. */
@@ -123,10 +120,10 @@ export async function wireCore (config: Config, given: { logger?: Logger, store?
   const processId = randomBytes(12).toString('base64url')
   // Decided once: with tracing off nothing below makes or checks a span.
   const tracing = config.tracing.enabled ? new GatewayTracing(config.tracing, processId) : undefined
-  const peers = new PeerRequests(processId, store.bus, store.leases)
+  const peers = new PeerRequests(processId, store.bus, store.leases, log)
   const broker = new ClientRequestBroker(peers)
   // An upstream's request tied to no call: to the session's GET stream, or the next one it opens.
-  const sessionRequests = new SessionRequests(hub, store.bus)
+  const sessionRequests = new SessionRequests(hub, store.bus, log)
   /** Whether this process holds upstream sessions of the client (then it is, and stays, its home). */
   const holdsSessions = (clientKey: string): boolean => upstreams.some((upstream) => upstream.sessionByKey(clientKey) !== undefined)
   const homes = new ClientHomes({
@@ -137,41 +134,21 @@ export async function wireCore (config: Config, given: { logger?: Logger, store?
     holdsSessions,
     log,
   })
-  const subscriptions = new ResourceSubscriptions(log, (subscriber, message) => {
-    if (subscriber.startsWith('listen:')) listen.deliver(subscriber, message)
-    else void hub.publish(subscriber, message)
-  })
-  const broadcastLocal = (message: RpcNotification): void => {
-    hub.broadcastLocal(message)
-    listen.listChanged(message.method)
-  }
-  // A change of the lists every client starts from is announced to every gateway process.
-  const unsubscribeBroadcasts = subscribeTo(store.bus, BUS.listChanged, undefined, ({ method }) => broadcastLocal({ jsonrpc: '2.0', method }))
+  const reach = new ClientReach({ hub, listen, bus: store.bus, sessionRequests, broker, log })
+  const subscriptions = new ResourceSubscriptions(log, (subscriber, message) => { reach.deliver(subscriber, message) })
   const sync = catalogSync({
     catalog: () => catalog,
     subscriptions,
     log,
-    broadcast: (message, everywhere) => {
-      if (everywhere) void publishOn(store.bus, BUS.listChanged, undefined, { method: message.method }).catch(() => broadcastLocal(message))
-      else broadcastLocal(message)
-    },
-    notifyClient: (clientKey, message) => {
-      const sessionId = sessionIdOf(clientKey)
-      if (sessionId !== undefined) void hub.publish(sessionId, message).catch(() => {})
-      else listen.listChangedFor(clientKey, message.method)
-    },
-    askClient: async (clientKey, method, params, signal) => {
-      const sessionId = sessionIdOf(clientKey)
-      if (sessionId === undefined) throw new GatewayError('GW_ERR_CLIENT_UNREACHABLE', [method, 'a 2026-07-28 client can only be asked during a call'])
-      const emit = (message: RpcMessage): void => { void sessionRequests.send(sessionId, message).catch(() => {}) }
-      return await broker.send(sessionId, emit, method, params, signal)
-    },
+    broadcast: (message, everywhere) => { reach.broadcast(message, everywhere) },
+    notifyClient: (clientKey, message) => { reach.notifyClient(clientKey, message) },
+    askClient: async (clientKey, method, params, signal) => await reach.askClient(clientKey, method, params, signal),
   })
   const events: UpstreamEvents = {
     ...sync,
     onSessionClosed: (upstream, session) => {
       sync.onSessionClosed(upstream, session)
-      if (!holdsSessions(session.key)) void homes.release(session.key)
+      homes.sessionClosed(session.key)
     },
   }
   for (const upstream of config.upstreams) upstreams.push(new Upstream(upstream, log, events))
@@ -179,18 +156,24 @@ export async function wireCore (config: Config, given: { logger?: Logger, store?
 
   const shutdown = new AbortController()
   const inflight = new InflightRequests(shutdown.signal, store.bus)
-  const delivery = new LegacyTaskDelivery(hub, store.bus, store.tasks)
+  const delivery = new LegacyTaskDelivery(hub, store.bus, store.tasks, log)
   hub.onGetStream = (sessionId) => delivery.onGetStream(sessionId)
   hub.onRequestSent = (request, stream) => delivery.offeredOn(request, stream)
   // With the admin API, task changes are also announced to the dashboards of every process sharing the store.
-  const taskEvents = config.admin === undefined ? delivery : announceTaskChanges(delivery, store.bus)
-  // The budget of stored bytes of each principal, read at each write (a reload may change it).
-  const budget = { get storedBytesPerPrincipal () { return live.config.limits.storedBytesPerPrincipal } }
-  const inputs = new TaskInputs(store.tasks, taskEvents, live.tasks, store.bus, processId, budget)
+  const taskEvents = config.admin === undefined ? delivery : announceTaskChanges(delivery, store.bus, log)
+  const inputs = new TaskInputs({
+    store: store.tasks,
+    events: taskEvents,
+    config: live.tasks,
+    bus: store.bus,
+    processId,
+    budget: live.budget,
+    log,
+  })
   const calls = new CallEngine(metrics)
   const runner = new TaskRunner({
     store: store.tasks,
-    upstreams: { get: (name) => upstreams.find((u) => u.name === name) },
+    upstreams: catalog,
     calls,
     inputs,
     events: taskEvents,
@@ -200,7 +183,7 @@ export async function wireCore (config: Config, given: { logger?: Logger, store?
     nativeTaskSupport: (upstream, tool) => catalog.nativeTaskSupport(upstream, tool),
     get listing () { return catalog.starting },
     get maxResultBytes () { return live.tasks.maxResultBytes },
-    get storedBytesPerPrincipal () { return budget.storedBytesPerPrincipal },
+    get storedBytesPerPrincipal () { return live.budget.storedBytesPerPrincipal },
     tracing,
   })
   // Read from the store itself: the wrappers above (signed bus, timings) do not carry it.
@@ -214,12 +197,8 @@ export async function wireCore (config: Config, given: { logger?: Logger, store?
     log,
     bus: store.bus,
     owner: processId,
-    isIdempotent: (task) => upstreams.find((u) => u.name === task.upstream)?.config.toolSettings[task.tool]?.idempotent === true,
-    canResume: (task) => {
-      const upstream = upstreams.find((u) => u.name === task.upstream)
-      return upstream !== undefined && resumeAllowed(upstream, task.tool)
-    },
-    get storedBytesPerPrincipal () { return budget.storedBytesPerPrincipal },
+    ...takeoverPolicies(catalog),
+    get storedBytesPerPrincipal () { return live.budget.storedBytesPerPrincipal },
     lost,
   })
   const lease = new ProcessLease({
@@ -235,7 +214,7 @@ export async function wireCore (config: Config, given: { logger?: Logger, store?
     onTakeover: (taken) => metrics?.failovers(taken),
   })
   const sessionEnd = new SessionEnd({ bus: store.bus, upstreams, hub, subscriptions, tasks, log })
-  const unsubscribes = [unsubscribeBroadcasts, sessionEnd.listen()]
+  const unsubscribes = [reach.listen(), sessionEnd.listen()]
 
   return {
     config,

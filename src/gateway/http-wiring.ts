@@ -43,8 +43,14 @@ function trustedProxies (trust: ServerConfig['trustProxy']): boolean | string[] 
   return typeof trust === 'number' ? (_address, hop) => hop < trust : trust
 }
 
+/** What the endpoints and apps are built over. */
+export type HttpParts = Pick<GatewayCore,
+  'config' | 'tls' | 'log' | 'store' | 'live' | 'hub' | 'listen' | 'processId' | 'tracing' | 'peers' | 'broker' | 'homes' |
+  'subscriptions' | 'sync' | 'events' | 'upstreams' | 'catalog' | 'shutdown' | 'inflight' | 'delivery' | 'inputs' | 'calls' |
+  'tasks' | 'metrics' | 'problems' | 'oauth' | 'sessionEnd'>
+
 /** Builds the endpoints of both protocol eras over the core, and the HTTP apps that serve them. */
-export async function wireHttp (core: GatewayCore, configSource: (() => Promise<Config>) | undefined): Promise<GatewayFront> {
+export async function wireHttp (core: HttpParts, configSource: (() => Promise<Config>) | undefined): Promise<GatewayFront> {
   const { config, tls, log, store, live, hub, listen, processId, tracing, peers, broker, homes, subscriptions, sync, events } = core
   const { upstreams, catalog, shutdown, inflight, delivery, inputs, calls, tasks, metrics, problems, oauth, sessionEnd } = core
   let closing = false

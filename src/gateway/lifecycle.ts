@@ -4,6 +4,7 @@ import { GatewayError } from '../errors.ts'
 import type { GatewayJobs } from './background-jobs.ts'
 import type { GatewayCore } from './core-wiring.ts'
 import type { GatewayFront } from './http-wiring.ts'
+import { settled } from '../observability/ignored.ts'
 
 /** How often the drain looks whether the requests and tasks in flight have finished. */
 const DRAIN_POLL_MS = 25
@@ -14,11 +15,16 @@ export interface ShutdownStep {
   run (): void | Promise<void>
 }
 
+/** What the shutdown stops and closes of the core. */
+export type ShutdownParts = Pick<GatewayCore,
+  'live' | 'log' | 'store' | 'ownsStore' | 'shutdown' | 'inflight' | 'runner' | 'tasks' | 'lease' | 'peers' | 'hub' | 'upstreams' |
+  'unsubscribes' | 'tracing'>
+
 /**
  * Starts every upstream's first connect in the background (the gateway can listen, and answer /healthz, at
  * once) and says when they are all done: see Gateway.ready.
  */
-export function startUpstreams (core: GatewayCore): Promise<void> {
+export function startUpstreams (core: Pick<GatewayCore, 'sync' | 'upstreams' | 'catalog'>): Promise<void> {
   const { sync, upstreams, catalog } = core
   sync.started()
   for (const upstream of upstreams) void upstream.start()
@@ -26,7 +32,7 @@ export function startUpstreams (core: GatewayCore): Promise<void> {
     if (startView.collisions.length > 0) throw new GatewayError('GW_ERR_CATALOG_COLLISION', [describeCollisions(startView.collisions)])
   })
   // Whoever awaits `ready` hears a collision; nobody awaiting it is no unhandled rejection.
-  ready.catch(() => {})
+  void settled(ready)
   return ready
 }
 
@@ -34,7 +40,7 @@ export function startUpstreams (core: GatewayCore): Promise<void> {
  * Waits, up to `server.shutdownGrace` (read now: a reload may have changed it), for the requests and tasks in
  * flight to finish; says so in the log when some are still running.
  */
-async function drainInFlight (core: GatewayCore): Promise<void> {
+async function drainInFlight (core: ShutdownParts): Promise<void> {
   const { live, inflight, runner, log } = core
   const deadline = Date.now() + live.config.server.shutdownGrace
   const busy = (): number => inflight.size + runner.size
@@ -47,7 +53,7 @@ async function drainInFlight (core: GatewayCore): Promise<void> {
  * the other processes, or to the next process on the store (see TaskRunner.handOver, ProcessLease.handOver).
  * Nothing is handed over in a store that ends with the process (memory): nobody could go on with it.
  */
-async function handOver (core: GatewayCore, which: Parameters<GatewayCore['runner']['handOver']>[0]): Promise<void> {
+async function handOver (core: ShutdownParts, which: Parameters<GatewayCore['runner']['handOver']>[0]): Promise<void> {
   if (!core.store.durable) return
   await core.lease.handOver(await core.runner.handOver(which))
 }
@@ -73,7 +79,7 @@ async function handOver (core: GatewayCore, which: Parameters<GatewayCore['runne
  *   closes after everything that used it (a store passed in is its giver's to close).
  * - Tracing flushes last, with the spans of everything above.
  */
-export function shutdownSteps (core: GatewayCore, front: GatewayFront, jobs: GatewayJobs): ShutdownStep[] {
+export function shutdownSteps (core: ShutdownParts, front: GatewayFront, jobs: GatewayJobs): ShutdownStep[] {
   const { shutdown, runner, peers, hub, upstreams, store, tracing } = core
   const { app, admin, reloader, held } = front
   return [
@@ -105,14 +111,30 @@ export function shutdownSteps (core: GatewayCore, front: GatewayFront, jobs: Gat
   ]
 }
 
-/** Runs the steps in order, once: later calls get the same promise. A step that throws ends the shutdown there. */
+/**
+ * Runs the steps in order, once: later calls get the same promise. A step that fails does not stop the ones
+ * after it (a listener that will not close must not keep the store open or the traces unflushed): each failure
+ * is logged with its step as it happens, and once every step has run the promise rejects with
+ * GW_ERR_SHUTDOWN_INCOMPLETE naming them all, its cause an AggregateError of the failures.
+ */
 export function closeOnce (steps: readonly ShutdownStep[], log: GatewayCore['log']): () => Promise<void> {
   let closed: Promise<void> | undefined
   return () => {
     closed ??= (async () => {
+      const failed: Array<{ step: string, err: unknown }> = []
       for (const step of steps) {
         log.debug({ step: step.name }, 'shutdown step')
-        await step.run()
+        try {
+          await step.run()
+        } catch (err) {
+          log.error({ err, step: step.name }, 'shutdown step failed; the next steps still run')
+          failed.push({ step: step.name, err })
+        }
+      }
+      if (failed.length > 0) {
+        throw new GatewayError('GW_ERR_SHUTDOWN_INCOMPLETE', [failed.length, failed.map((f) => `'${f.step}'`).join(', ')], {
+          cause: new AggregateError(failed.map((f) => f.err), 'shutdown steps failed'),
+        })
       }
     })()
     return closed

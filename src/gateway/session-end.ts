@@ -7,6 +7,7 @@ import type { SignalBus } from '../store/types.ts'
 import type { TaskService } from '../tasks/task-service.ts'
 import { sessionClientKey } from '../upstream/client-ref.ts'
 import type { Upstream } from '../upstream/upstream.ts'
+import { ignoreWithTrace } from '../observability/ignored.ts'
 
 export interface SessionEndDeps {
   bus: SignalBus
@@ -38,18 +39,20 @@ export class SessionEnd {
 
   /** Hears, on this process, the ends and notifications of clients announced by any process; returns how to stop. */
   listen (): () => void {
-    const { bus, upstreams } = this.#deps
+    const { bus, upstreams, log } = this.#deps
+    const dropped = ignoreWithTrace(log, 'a client notification was not passed to its upstream session (closing or gone); notifications get no answer to wait for')
     return subscribeTo(bus, BUS.clients, undefined, (message) => {
       for (const upstream of upstreams) {
         if (message.type === 'ended') upstream.endClient(message.clientKey)
-        else void upstream.sessionByKey(message.clientKey)?.notify(message.method, message.params).catch(() => {})
+        else upstream.sessionByKey(message.clientKey)?.notify(message.method, message.params).catch(dropped)
       }
     })
   }
 
   /** Sends a client's notification to its upstream sessions, on whichever process holds them. */
   relayNotification (clientKey: string, method: string, params: JsonObject): void {
-    void publishOn(this.#deps.bus, BUS.clients, undefined, { type: 'notify', clientKey, method, params }).catch(() => {})
+    publishOn(this.#deps.bus, BUS.clients, undefined, { type: 'notify', clientKey, method, params })
+      .catch(ignoreWithTrace(this.#deps.log, 'a client notification was not announced to the process holding its upstream sessions', { method }))
   }
 
   /** Releases what the session held. */

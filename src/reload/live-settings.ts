@@ -1,6 +1,7 @@
 import { compilePermissions, type Access } from '../auth/access.ts'
 import { createAuthenticator, type Authenticator } from '../auth/bearer-tokens.ts'
 import type { OAuthResource } from '../auth/oauth-resource.ts'
+import type { Live } from '../config/live.ts'
 import type { Config, TasksConfig } from '../config/schema.ts'
 import { createRateLimiter, type RateLimiter } from '../limits/rate-limiter.ts'
 import type { Logger } from '../observability/logger.ts'
@@ -32,7 +33,9 @@ export class LiveSettings {
   #access: (scopes: readonly string[]) => Access
   #passAuthorization: boolean
   /** `tasks.*` as the task service, inputs and calls read them: always the values in force. */
-  readonly tasks: TasksConfig
+  readonly tasks: Live<TasksConfig>
+  /** The bytes one principal's tasks may store (limits.storedBytesPerPrincipal), read at each write. */
+  readonly budget: Live<{ readonly storedBytesPerPrincipal: number }>
 
   constructor (config: Config, deps: LiveSettingsDeps) {
     this.#deps = deps
@@ -53,9 +56,12 @@ export class LiveSettings {
       get ownerLease () { return read().ownerLease },
       get decide () { return read().decide },
     }
+    const limits = (): Config['limits'] => this.#config.limits
+    this.budget = { get storedBytesPerPrincipal () { return limits().storedBytesPerPrincipal } }
   }
 
-  get config (): Config {
+  /** The whole configuration in force: a reload replaces it. */
+  get config (): Live<Config> {
     return this.#config
   }
 

@@ -9,6 +9,7 @@ import { Upstream } from '../upstream/upstream.ts'
 import { type UpstreamEvents } from '../upstream/upstream-events.ts'
 import { diffConfig, type ConfigChange } from './config-diff.ts'
 import type { LiveSettings } from './live-settings.ts'
+import { settled } from '../observability/ignored.ts'
 
 /** An upstream a reload removed or replaced, still finishing the calls it ran (`server.reloadGrace`). */
 export interface LeavingUpstream {
@@ -60,7 +61,8 @@ export class Reloader {
   /** Puts `next` in force (see diffConfig for the options that need a restart) and says what changed. */
   async reload (next: Config): Promise<ReloadReport> {
     const run = this.#queue.then(() => this.#apply(next))
-    this.#queue = run.catch(() => {})
+    // The next reload waits for this one either way; this one's failure goes to its caller below.
+    this.#queue = settled(run)
     return await run
   }
 
@@ -147,7 +149,8 @@ export class Reloader {
     const drained = (async () => {
       while (busy() > 0 && Date.now() < deadline && !this.#closing.signal.aborted) {
         const pause = Math.min(DRAIN_CHECK_MS, Math.max(1, deadline - Date.now()))
-        await delay(pause, undefined, { signal: this.#closing.signal }).catch(() => {})
+        // Cut short when the reloader closes (the wait rejects): the loop then ends on its own.
+        await settled(delay(pause, undefined, { signal: this.#closing.signal }))
       }
       const cancelled = busy()
       if (this.#closing.signal.aborted) {

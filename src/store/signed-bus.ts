@@ -133,7 +133,9 @@ export class SignedBus implements SignalBus {
     let parsed: unknown
     try {
       parsed = JSON.parse(payload)
-    } catch {}
+    } catch {
+      // Not JSON: refused just below as malformed.
+    }
     if (!checkBusPayload(channel, parsed)) return this.#refuse('malformed', channel)
     return parsed as JsonObject
   }

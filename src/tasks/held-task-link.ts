@@ -2,6 +2,7 @@ import type { Route } from '../catalog/catalog-view.ts'
 import type { CallTarget } from '../calls/call-engine.ts'
 import type { UpstreamTaskHooks } from '../calls/upstream-call.ts'
 import type { TaskResume } from '../store/types.ts'
+import { settled } from '../observability/ignored.ts'
 import { upstreamTaskPlan } from './upstream-task-link.ts'
 
 /**
@@ -46,7 +47,8 @@ export class HeldTaskLink {
   async #write (resume: TaskResume): Promise<void> {
     const record = this.#record!
     const write = this.#writes.then(async () => { await record(resume) })
-    this.#writes = write.catch(() => {})
+    // The next write waits for this one either way; this one's failure reaches the awaiter below.
+    this.#writes = settled(write)
     await write
   }
 }

@@ -5,6 +5,7 @@ import type { DataLossWatch, StoreLoss } from '../store/data-loss.ts'
 import type { SignalBus, TaskRecord } from '../store/types.ts'
 import { toWireError } from '../wire/error-replies.ts'
 import type { TaskEvents } from './task-events.ts'
+import { ignoreWithTrace } from '../observability/ignored.ts'
 import { announceStatus } from './task-moves.ts'
 
 /** Task ids remembered (known, then lost): bounded, the least recently seen go first. */
@@ -83,11 +84,12 @@ export class LostTasks {
     for (const task of runningHere) {
       const message = new GatewayError('GW_ERR_TASK_LOST_BY_STORE', [task.id, reason]).message
       // Shown to its watchers as failed: the store no longer holds it, and no outcome will be stored for it.
-      announceStatus({ events, bus }, { ...task, status: 'failed', statusMessage: message, outcome: { error: { ...toWireError(error), message } }, lastUpdatedAt: loss.at })
+      announceStatus({ events, bus, log }, { ...task, status: 'failed', statusMessage: message, outcome: { error: { ...toWireError(error), message } }, lastUpdatedAt: loss.at })
     }
     // A tasks/result waiting on a task run elsewhere reads it again, and ends with the error above.
     const ran = new Set(runningHere.map((task) => task.id))
-    for (const id of lostIds) if (!ran.has(id)) void publishOn(bus, BUS.task, id, { type: 'status', status: 'failed' }).catch(() => {})
+    const unsent = ignoreWithTrace(log, 'a wake-up for a task the store lost was not sent; its waiters find it gone when they next read it')
+    for (const id of lostIds) if (!ran.has(id)) publishOn(bus, BUS.task, id, { type: 'status', status: 'failed' }).catch(unsent)
   }
 }
 

@@ -3,6 +3,7 @@ import type { Logger } from '../observability/logger.ts'
 import { BUS, publishOn, subscribeTo } from '../store/bus-channels.ts'
 import type { LeaseStore, SignalBus, TaskRecord, TaskStore } from '../store/types.ts'
 import type { TaskRunner } from './task-runner.ts'
+import { ignoreWithTrace } from '../observability/ignored.ts'
 import { handoverOwner, type TakeoverTally, type TaskService } from './task-service.ts'
 
 export interface ProcessLeaseDeps {
@@ -161,6 +162,6 @@ export class ProcessLease {
     this.#unsubscribe?.()
     clearInterval(this.#renewer)
     clearInterval(this.#scanner)
-    await this.#deps.leases.release(this.#deps.processId).catch(() => {})
+    await this.#deps.leases.release(this.#deps.processId).catch(ignoreWithTrace(this.#deps.log, 'could not give the task lease up in the store; it lapses after tasks.ownerLease'))
   }
 }

@@ -1,3 +1,5 @@
+import type { Live } from '../config/live.ts'
+import type { Logger } from '../observability/logger.ts'
 import type { TasksConfig } from '../config/schema.ts'
 import { GatewayError, RpcError, isHandover } from '../errors.ts'
 import type { JsonObject, RpcResponse } from '../wire/jsonrpc.ts'
@@ -7,7 +9,20 @@ import type { TaskEvents } from './task-events.ts'
 import { whileStoreUnavailable } from './store-retry.ts'
 import { moveTask, type TaskMoveDeps } from './task-moves.ts'
 import { RESUME, sourcesOf } from '../wire/task-state.ts'
+import { ignoreWithTrace, settled } from '../observability/ignored.ts'
 import { randomId } from '../wire/random-id.ts'
+
+export interface TaskInputsDeps {
+  store: TaskStore
+  events: TaskEvents
+  config: Live<TasksConfig>
+  bus: SignalBus
+  /** This gateway process, named in the timeline entries of the moves it makes. */
+  processId: string
+  /** The bytes one principal's tasks may store (limits.storedBytesPerPrincipal), read at each input; absent: none. */
+  budget?: Live<StoredBytesBudget>
+  log: Logger
+}
 
 /** The budget of stored bytes of each principal (limits.storedBytesPerPrincipal); undefined: none. */
 export interface StoredBytesBudget {
@@ -52,22 +67,18 @@ export class TaskInputs {
   /** How this one moves a task (to input_required, and back). */
   readonly #moves: TaskMoveDeps
 
-  /** `budget`: the bytes one principal's tasks may store (limits.storedBytesPerPrincipal), read at each input. */
-  constructor (
-    store: TaskStore,
-    events: TaskEvents,
-    config: TasksConfig,
-    bus: SignalBus,
-    processId: string,
-    budget: StoredBytesBudget = {},
-  ) {
-    this.#budget = budget
+  readonly #log: Logger
+
+  constructor (deps: TaskInputsDeps) {
+    const { store, events, bus, log } = deps
+    this.#budget = deps.budget ?? {}
     this.#bus = bus
-    this.#processId = processId
+    this.#processId = deps.processId
     this.#store = store
     this.#events = events
-    this.#config = config
-    this.#moves = { store, events, bus }
+    this.#config = deps.config
+    this.#log = log
+    this.#moves = { store, events, bus, log }
   }
 
   /**
@@ -121,7 +132,7 @@ export class TaskInputs {
   async #fence (task: TaskRecord, key: string): Promise<void> {
     const owner = await this.#store.ownerOf(task.id, Date.now()).catch(() => task.owner)
     if (owner === task.owner) return
-    await publishOn(this.#bus, BUS.input, key, { key }).catch(() => {})
+    await publishOn(this.#bus, BUS.input, key, { key }).catch(ignoreWithTrace(this.#log, 'the new owner of a task was not told that an answer is stored; the answer stays in the store', { taskId: task.id }))
     throw new GatewayError('GW_ERR_TASK_HANDED_OVER', ['it took the task over while this one was paused; it passes the answer on'])
   }
 
@@ -139,7 +150,7 @@ export class TaskInputs {
       this.#waiting.set(input.key, { resolve, reject })
     })
     // It may be settled while `started` runs (a move the store refuses expires it at once): never an unhandled rejection.
-    answered.catch(() => {})
+    void settled(answered)
     // The answer may be posted to another gateway process: it stores it and signals this one.
     const unsubscribe = subscribeTo(this.#bus, BUS.input, input.key, () => { void this.#deliverStored(input.key) })
     // Signals are at most once (one can be lost to a Redis outage or race a new subscription): read the store now and then too.
@@ -192,7 +203,7 @@ export class TaskInputs {
     else waiter.resolve(response.result)
     // The answer is stored and on its way: a failure to move the task back to working must not fail it
     // (the client would send it again and be told nobody waits). The task's next move corrects its status.
-    await this.#afterSettle(input, null).catch(() => {})
+    await this.#afterSettle(input, null).catch(ignoreWithTrace(this.#log, 'an answered input left its task input_required; the task\'s next move corrects it', { taskId: input.taskId }))
     return true
   }
 
@@ -218,7 +229,8 @@ export class TaskInputs {
     }
     if (!settled) return
     this.#waiting.get(input.key)?.reject(reason)
-    await this.#afterSettle(input, `the upstream stopped waiting for the answer to ${input.method}`).catch(() => {})
+    await this.#afterSettle(input, `the upstream stopped waiting for the answer to ${input.method}`)
+      .catch(ignoreWithTrace(this.#log, 'an expired input left its task input_required; the task\'s next move corrects it', { taskId: input.taskId }))
   }
 
   /** Back to working once nothing is outstanding; the client is told either way. */

@@ -1,6 +1,8 @@
 import { BUS, publishOn } from '../store/bus-channels.ts'
 import type { SignalBus, TaskPatch, TaskRecord, TaskStore } from '../store/types.ts'
 import type { TaskMove } from '../wire/task-state.ts'
+import { ignoreWithTrace } from '../observability/ignored.ts'
+import type { Logger } from '../observability/logger.ts'
 import type { TaskEvents } from './task-events.ts'
 
 /** What moving a task needs: the store that holds it, and whom its moves are told to. */
@@ -8,6 +10,8 @@ export interface TaskMoveDeps {
   readonly store: TaskStore
   readonly events: TaskEvents
   readonly bus: SignalBus
+  /** Where a wake-up the bus would not take is traced (waiters read the task again on their own). */
+  readonly log: Logger
 }
 
 /**
@@ -35,7 +39,8 @@ export async function moveTask (
  * whichever process they wait. The wake-up is a signal (at most once, not awaited): a waiter that misses one
  * reads the task again on its own.
  */
-export function announceStatus (deps: Pick<TaskMoveDeps, 'events' | 'bus'>, task: TaskRecord): void {
+export function announceStatus (deps: Pick<TaskMoveDeps, 'events' | 'bus' | 'log'>, task: TaskRecord): void {
   deps.events.status(task)
-  void publishOn(deps.bus, BUS.task, task.id, { type: 'status', status: task.status }).catch(() => {})
+  publishOn(deps.bus, BUS.task, task.id, { type: 'status', status: task.status })
+    .catch(ignoreWithTrace(deps.log, 'a task status wake-up was not sent; waiters read the task again on their own', { taskId: task.id }))
 }

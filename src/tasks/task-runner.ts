@@ -7,22 +7,23 @@ import type { JsonObject } from '../wire/jsonrpc.ts'
 import { BUS, subscribeTo } from '../store/bus-channels.ts'
 import type { SignalBus, TaskOutcome, TaskRecord, TaskStore } from '../store/types.ts'
 import type { TaskStatus } from '../wire/task-state.ts'
+import type { Live } from '../config/live.ts'
 import type { TaskSupport } from '../config/schema.ts'
 import type { UpstreamTaskHooks } from '../calls/upstream-call.ts'
-import { answerOwed, unreachable, upstreamTaskPlan } from './upstream-task-link.ts'
+import { answerOwed, unreachable, upstreamTaskPlan, type UpstreamLookup } from './upstream-task-link.ts'
 import { taskClient } from '../upstream/client-ref.ts'
-import type { Upstream } from '../upstream/upstream.ts'
 import type { TaskEvents } from './task-events.ts'
 import type { TaskInputs } from './task-inputs.ts'
 import { MAX_TIMER_MS } from '../config/units.ts'
 import { finishTask } from './task-finish.ts'
 import { TaskWrites, mirrorStatus, recordResume, type RunningTask } from './task-writes.ts'
+import { settled } from '../observability/ignored.ts'
 import type { HeldTaskLink } from './held-task-link.ts'
 
 export interface TaskRunnerDeps {
   store: TaskStore
-  /** The upstream of that name in the configuration in force (a reload may add and remove them). */
-  upstreams: { get (name: string): Upstream | undefined }
+  /** The upstreams in the configuration in force (a reload may add and remove them). */
+  upstreams: UpstreamLookup
   calls: CallEngine
   inputs: TaskInputs
   events: TaskEvents
@@ -35,9 +36,9 @@ export interface TaskRunnerDeps {
   /** While the gateway starts, until its upstreams' tools are listed (what nativeTaskSupport knows); undefined after. */
   readonly listing?: Promise<void> | undefined
   /** Largest outcome (as JSON) a task stores (tasks.maxResultBytes); a larger one fails the task. */
-  maxResultBytes: number
+  readonly maxResultBytes: Live<number>
   /** The bytes one principal's tasks may store (limits.storedBytesPerPrincipal): an outcome that does not fit fails its task. */
-  readonly storedBytesPerPrincipal?: number | undefined
+  readonly storedBytesPerPrincipal?: Live<number | undefined>
   /** Where each run of a task is traced; undefined when tracing is off. */
   tracing?: GatewayTracing | undefined
 }
@@ -120,7 +121,8 @@ export class TaskRunner {
     if (call.link === undefined || running === undefined) return
     const attached = call.link.attach(async (resume) => {
       const write = recordResume(this.#deps, task, resume).then((recorded) => { if (recorded) running.resumable = true })
-      running.recording = write.catch(() => {})
+      // The handover waits for the write either way; its failure is logged below.
+      running.recording = settled(write)
       await write.catch((err: unknown) => this.#deps.log.warn({ err, taskId: task.id }, 'could not record where the upstream work of a task runs: it cannot be resumed by another process'))
     })
     running.recording = attached
@@ -261,7 +263,7 @@ export class TaskRunner {
     run: TaskRunTrace | undefined,
   ): Promise<TaskStatus | undefined> {
     const { events, inputs } = this.#deps
-    const upstream = this.#deps.upstreams.get(task.upstream)
+    const upstream = this.#deps.upstreams.upstream(task.upstream)
     if (!upstream) {
       return await this.#finish(task, { error: toWireError(new GatewayError('GW_ERR_UPSTREAM_UNAVAILABLE', [task.upstream, 'it is no longer configured'])) })
     }
@@ -288,7 +290,8 @@ export class TaskRunner {
     // A task a starting process took over (from an earlier run) runs as the upstream's own task only if the tool
     // requires or allows it: which the upstream's tool list says, once it is read.
     const listing = this.#deps.listing
-    if (listing !== undefined) await listing.catch(() => {})
+    // A failed listing (names colliding) is the gateway's `ready` to report; the plan then knows what it can.
+    if (listing !== undefined) await settled(listing)
     const plan = upstreamTaskPlan(upstream, task.tool, this.#deps.nativeTaskSupport(task.upstream, task.tool))
     const upstreamTask: UpstreamTaskHooks = {
       resumable: plan.resumable,

@@ -1,4 +1,5 @@
 import type { Route } from '../catalog/catalog-view.ts'
+import type { Live } from '../config/live.ts'
 import type { TasksConfig } from '../config/schema.ts'
 import { withoutProgressToken } from '../wire/params.ts'
 import { toWireError } from '../wire/error-replies.ts'
@@ -61,7 +62,7 @@ export interface TaskServiceDeps {
   runner: TaskRunner
   inputs: TaskInputs
   events: TaskEvents
-  config: TasksConfig
+  config: Live<TasksConfig>
   log: Logger
   bus: SignalBus
   /** This gateway process: the owner of the tasks it creates. */
@@ -71,7 +72,7 @@ export interface TaskServiceDeps {
   /** Whether the upstream work a task records (TaskRecord.resume) may be resumed: its upstream is configured, and allows it. */
   canResume (task: TaskRecord): boolean
   /** The bytes one principal's tasks may store (limits.storedBytesPerPrincipal); undefined: no budget. */
-  readonly storedBytesPerPrincipal?: number | undefined
+  readonly storedBytesPerPrincipal?: Live<number | undefined>
   /** The tasks a store emptied under the gateway lost (see LostTasks); undefined: no such store. */
   lost?: LostTasks | undefined
 }
@@ -138,7 +139,7 @@ export class TaskService {
 
   constructor (deps: TaskServiceDeps) {
     this.#deps = deps
-    this.#moves = { store: deps.store, events: deps.events, bus: deps.bus }
+    this.#moves = { store: deps.store, events: deps.events, bus: deps.bus, log: deps.log }
     this.#canResume = deps.canResume
     this.#bus = deps.bus
     this.#owner = deps.owner

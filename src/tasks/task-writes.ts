@@ -4,6 +4,7 @@ import type { UpstreamTaskStatus } from '../upstream/inflight-call.ts'
 import { QUEUED, isTerminal, restatement } from '../wire/task-state.ts'
 import { whileStoreUnavailable } from './store-retry.ts'
 import { moveTask } from './task-moves.ts'
+import { settled } from '../observability/ignored.ts'
 import type { TaskRunnerDeps } from './task-runner.ts'
 
 /** A task whose upstream call runs in this process. */
@@ -76,9 +77,11 @@ export class TaskWrites {
     this.#queued = true
     const mark = !this.#sent && this.#task.resume === null
     if (mark) this.#unsent = true
-    this.#statusMessage(limit === 'maxConcurrentCalls'
+    const write = this.#statusMessage(limit === 'maxConcurrentCalls'
       ? `queued: upstream '${upstream}' already runs its maxConcurrentCalls calls`
-      : `queued: this principal already runs its maxConcurrentCallsPerPrincipal calls on upstream '${upstream}'`, this.#sent ? QUEUED : undefined, mark ? { kind: 'unsent' } : undefined).catch(() => {})
+      : `queued: this principal already runs its maxConcurrentCallsPerPrincipal calls on upstream '${upstream}'`, this.#sent ? QUEUED : undefined, mark ? { kind: 'unsent' } : undefined)
+    // A write that fails is logged by the chain (see #statusMessage).
+    void settled(write)
     if (mark && this.#running) this.#running.recording = this.#chain
   }
 
@@ -87,7 +90,8 @@ export class TaskWrites {
     this.#sent = true
     if (!this.#queued) return
     if (!this.#unsent) {
-      this.#statusMessage(null).catch(() => {})
+      // A write that fails is logged by the chain (see #statusMessage).
+      void settled(this.#statusMessage(null))
       return
     }
     const controller = this.#controller
@@ -115,7 +119,8 @@ export class TaskWrites {
     const write = this.#chain.then(async () => {
       if (await recordResume(this.#deps, this.#task, resume) && running !== undefined) running.resumable = true
     })
-    this.#chain = write.catch(() => {})
+    // The next write waits for this one either way; this one's failure is logged below.
+    this.#chain = settled(write)
     if (running !== undefined) running.recording = this.#chain
     await write.catch((err: unknown) => this.#deps.log.warn({ err, taskId: this.#task.id }, 'could not record where the upstream work of a task runs: it cannot be resumed by another process'))
   }

@@ -6,6 +6,7 @@ import type { Upstream } from '../upstream/upstream.ts'
 import type { UpstreamSession } from '../upstream/upstream-session.ts'
 import { isLostTask } from '../calls/extension-task.ts'
 import type { TaskInputs } from './task-inputs.ts'
+import type { TaskServiceDeps } from './task-service.ts'
 
 /**
  * How a gateway task is tied to the upstream's own task: whether it runs as one, whether another gateway
@@ -34,6 +35,25 @@ export function upstreamTaskPlan (upstream: Upstream, tool: string, support: Tas
 export function resumeAllowed (upstream: Upstream, tool: string): boolean {
   const config = upstream.config
   return (config.toolSettings[tool]?.resume ?? config.resume) === 'auto' && config.transport === 'streamable-http'
+}
+
+/** The upstreams configured now, by name (the catalog keeps the look-up current across reloads). */
+export interface UpstreamLookup {
+  upstream (name: string): Upstream | undefined
+}
+
+/**
+ * What a process that takes a task over may do with it, decided from the configuration in force (a reload may
+ * have changed or removed the task's upstream since it started): resume its upstream work, or run it again.
+ */
+export function takeoverPolicies (upstreams: UpstreamLookup): Pick<TaskServiceDeps, 'isIdempotent' | 'canResume'> {
+  return {
+    isIdempotent: (task) => upstreams.upstream(task.upstream)?.config.toolSettings[task.tool]?.idempotent === true,
+    canResume: (task) => {
+      const upstream = upstreams.upstream(task.upstream)
+      return upstream !== undefined && resumeAllowed(upstream, task.tool)
+    },
+  }
 }
 
 /** What a resumed task reaches again, for logs and messages: the upstream task, or the call's stream. */

@@ -1,6 +1,7 @@
 import type { Client, McpSubscription, SubscriptionFilter } from '@modelcontextprotocol/client'
 import type { Logger } from '../observability/logger.ts'
 import type { JsonObject } from '../wire/jsonrpc.ts'
+import { ignoreWithTrace } from '../observability/ignored.ts'
 
 /** Times in a row a listen stream the upstream ended is opened again before the gateway gives up on it. */
 const REOPEN_ATTEMPTS = 3
@@ -80,7 +81,7 @@ export class ListenStream {
   async close (): Promise<void> {
     this.#closed = true
     clearTimeout(this.#reopen)
-    await this.#subscription.close().catch(() => {})
+    await this.#subscription.close().catch(ignoreWithTrace(this.#log, 'an upstream listen stream did not close cleanly; its session closes it with its transport'))
   }
 
   /** Opens the stream again when the upstream ends it (`attempt`: reopenings in a row so far). */
@@ -96,7 +97,7 @@ export class ListenStream {
       this.#reopen = setTimeout(() => {
         this.#client.listen(this.#filter, { timeout: this.#timeout }).then((subscription) => {
           if (this.#closed) {
-            void subscription.close().catch(() => {})
+            subscription.close().catch(ignoreWithTrace(this.#log, 'a listen stream reopened after its close did not close cleanly; its session closes it with its transport'))
             return
           }
           this.#subscription = subscription

@@ -1,3 +1,5 @@
+import { settled } from '../observability/ignored.ts'
+
 /** The part of an MCP transport (client or server side, SDK v2) that writes messages. */
 interface Sender<Message, Options> {
   send (message: Message, options?: Options): Promise<void>
@@ -15,7 +17,8 @@ export function oneSendAtATime<Message, Options> (transport: Sender<Message, Opt
   let previous: Promise<void> = Promise.resolve()
   transport.send = (message, options) => {
     const sent = previous.then(() => send(message, options))
-    previous = sent.catch(() => {})
+    // The next send waits for this one either way; this one's failure reaches its caller, who gets `sent`.
+    previous = settled(sent)
     return sent
   }
 }

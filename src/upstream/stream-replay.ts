@@ -1,6 +1,7 @@
 import { setTimeout as delay } from 'node:timers/promises'
 import type { Dispatcher } from 'undici'
 import { errorMessage } from '../errors.ts'
+import { settled } from '../observability/ignored.ts'
 
 /** How long a replayed stream may stay silent before it is asked for again from its last event. */
 const REPLAY_SILENCE_MS = 1000
@@ -74,7 +75,8 @@ export async function followReplay (follower: ReplayFollower): Promise<void> {
         follower.deliver({ jsonrpc: '2.0', id: replayed.to, error: { code: -32602, message } })
         return
       } else {
-        await delay(REPLAY_SILENCE_MS, undefined, { signal: follower.closed }).catch(() => {})
+        // Cut short when the follower closes (the wait rejects): the loop then ends on its own.
+        await settled(delay(REPLAY_SILENCE_MS, undefined, { signal: follower.closed }))
       }
     }
   }

@@ -6,6 +6,8 @@ import { oneSendAtATime } from './one-send-at-a-time.ts'
 import type { ResponseLimits } from './response-limit.ts'
 import { limitedEventStreams } from './event-stream-limit.ts'
 import { StdioLineReader } from './stdio-line-reader.ts'
+import { ignoreWithTrace } from '../observability/ignored.ts'
+import type { Logger } from '../observability/logger.ts'
 import { StreamableHttpTransport, type StreamableHttpTransportOptions } from './streamable-http-transport.ts'
 
 export interface TransportHooks {
@@ -13,6 +15,8 @@ export interface TransportHooks {
   onStderr (line: string): void
   /** How large the upstream's answers may be. */
   limits: ResponseLimits
+  /** Where a transport closed for an answer over its limit is traced when the close fails. */
+  log: Logger
 }
 
 export interface CreatedTransport {
@@ -100,7 +104,9 @@ export function createTransport (
     case 'sse': {
       const transport: SSEClientTransport = new SSEClientTransport(new URL(config.url), {
         requestInit: { headers: { ...config.headers } },
-        fetch: limitedEventStreams(http?.fetch ?? (fetch as FetchLike), hooks.limits, () => { void transport.close().catch(() => {}) }),
+        fetch: limitedEventStreams(http?.fetch ?? (fetch as FetchLike), hooks.limits, () => {
+          transport.close().catch(ignoreWithTrace(hooks.log, 'closing an SSE transport after an answer over its limit failed; its request fails either way'))
+        }),
       })
       return { transport, delayResponses: true }
     }

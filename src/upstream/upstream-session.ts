@@ -16,6 +16,7 @@ import { sessionLimits } from './response-limit.ts'
 import { createTransport } from './transport-factory.ts'
 import { sessionIdOf } from './client-ref.ts'
 import { UpstreamInbound } from './upstream-inbound.ts'
+import { ignoreWithTrace } from '../observability/ignored.ts'
 import type { StreamableHttpTransport, StreamableHttpTransportOptions } from './streamable-http-transport.ts'
 
 export type ListKind = 'tools' | 'prompts' | 'resources'
@@ -121,6 +122,11 @@ export class UpstreamSession {
     this.#config = options.config
   }
 
+  /** The upstream's logger, for what is done on this session and not awaited (a cancel nobody waits for). */
+  get log (): Logger {
+    return this.#log
+  }
+
   static async open (options: SessionOpenOptions): Promise<UpstreamSession> {
     const { config, capabilities, events, log } = options
     const client = new Client(
@@ -133,6 +139,7 @@ export class UpstreamSession {
     const created = createTransport(config, options.http, {
       onStderr: (line) => log.info({ stderr: line }, 'upstream stderr'),
       limits: sessionLimits(config.maxResponseBytes, session.calls, log, options.key),
+      log,
     }, options.authorization, options.rejoin)
     session.#http = created.http
     const transport = new AttributingTransport(
@@ -154,7 +161,7 @@ export class UpstreamSession {
       session.#checkAlive(Math.min(5000, config.timeouts.connect))
     }
     // Closing the transport fails a connect under way (the SDK does not watch the signal while it probes the era).
-    const giveUp = (): void => { void transport.close().catch(() => {}) }
+    const giveUp = (): void => { transport.close().catch(ignoreWithTrace(log, 'closing a transport to end its connect failed; the connect fails either way')) }
     options.signal?.addEventListener('abort', giveUp, { once: true })
     try {
       options.signal?.throwIfAborted()
@@ -163,7 +170,7 @@ export class UpstreamSession {
       await client.connect(transport, { timeout: config.timeouts.connect, ...(prior && { prior }) })
     } catch (err) {
       session.#closed = true
-      await client.close().catch(() => {})
+      await client.close().catch(ignoreWithTrace(log, 'closing a session whose connect failed failed too; the connect\'s error is the one reported'))
       throw err
     } finally {
       options.signal?.removeEventListener('abort', giveUp)
@@ -308,7 +315,8 @@ export class UpstreamSession {
   close (): Promise<void> {
     this.#closed = true
     this.#inbound?.clientTasks.close()
-    this.#closing ??= Promise.all([this.#lists?.close(), this.client.close().catch(() => {})]).then(() => {})
+    const closed = this.client.close().catch(ignoreWithTrace(this.#log, 'an upstream session did not close cleanly; it is dropped either way', { session: this.key }))
+    this.#closing ??= Promise.all([this.#lists?.close(), closed]).then(() => {})
     return this.#closing
   }
 

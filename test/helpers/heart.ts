@@ -130,10 +130,17 @@ export function engine (options: EngineOptions): Engine {
   const events = new SeenEvents()
   const calls = new HandCalls()
   const shutdown = options.shutdown ?? new AbortController()
-  const inputs = new TaskInputs(options.store, events, config.tasks, options.bus, options.processId)
+  const inputs = new TaskInputs({
+    store: options.store,
+    events,
+    config: config.tasks,
+    bus: options.bus,
+    processId: options.processId,
+    log: silent,
+  })
   const runner = new TaskRunner({
     store: options.store,
-    upstreams: { get: (name) => name === upstream.name ? upstream : undefined },
+    upstreams: { upstream: (name) => name === upstream.name ? upstream : undefined },
     calls: calls.engine,
     inputs,
     events,

@@ -164,4 +164,19 @@ describe('the catalog', () => {
     expect(names(catalog.base().list('tools', FULL_ACCESS))).toEqual(['alpha__search', 'alpha__fetch', 'alpha__late'])
     expect(told.said).toEqual([`everywhere ${TOOLS_CHANGED}`])
   })
+
+  it('finds an upstream by name as the configuration in force has it, before and after a reload replaces the list', async () => {
+    const alpha = upstreamOf('alpha', [tool('search')])
+    const beta = upstreamOf('beta', [tool('build')])
+    const upstreams = [alpha.upstream, beta.upstream]
+    const catalog = new Catalog(upstreams, silent, () => {})
+    expect(catalog.upstream('beta')).toBe(beta.upstream)
+    // A reload changes the list in place: beta removed, alpha replaced by a new one of the same name, gamma added.
+    const alphaAgain = upstreamOf('alpha', [tool('search')])
+    const gamma = upstreamOf('gamma', [tool('fetch')])
+    upstreams.splice(0, upstreams.length, alphaAgain.upstream, gamma.upstream)
+    catalog.upstreamsChanged([beta.upstream])
+    expect([catalog.upstream('alpha'), catalog.upstream('beta'), catalog.upstream('gamma')]).toEqual([alphaAgain.upstream, undefined, gamma.upstream])
+    expect(catalog.upstream('alpha')).not.toBe(alpha.upstream)
+  })
 })

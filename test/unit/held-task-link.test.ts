@@ -17,7 +17,7 @@ const ADDRESS = { sessionId: 'upstream-session-1', protocolVersion: '2025-11-25'
 function runnerOn (store: MemoryStore): TaskRunner {
   return new TaskRunner({
     store: store.tasks,
-    upstreams: { get: () => undefined },
+    upstreams: { upstream: () => undefined },
     calls: {} as unknown as CallEngine,
     inputs: { expireAll: async () => {} } as unknown as TaskInputs,
     events: { status: () => {}, progress: () => {}, notification: () => {} } as unknown as TaskEvents,

@@ -35,9 +35,9 @@ function runnerOf (store: MemoryStore, call: (origin: CallOrigin) => Promise<voi
   } as unknown as CallEngine
   const runner = new TaskRunner({
     store: store.tasks,
-    upstreams: { get: () => upstream },
+    upstreams: { upstream: () => upstream },
     calls,
-    inputs: new TaskInputs(store.tasks, events, config, store.bus, 'a'),
+    inputs: new TaskInputs({ store: store.tasks, events, config, bus: store.bus, processId: 'a', log: pino({ level: 'silent' }) }),
     events,
     log: pino({ level: 'silent' }),
     shutdown: new AbortController().signal,
@@ -82,7 +82,7 @@ describe('a process paused past its lease, whose task another process took over'
     const store = new MemoryStore()
     const record = task({ owner: 'a', statusMessage: null, createdAt: Date.now(), lastUpdatedAt: Date.now() })
     await store.tasks.create(record)
-    const inputs = new TaskInputs(store.tasks, events, config, store.bus, 'a')
+    const inputs = new TaskInputs({ store: store.tasks, events, config, bus: store.bus, processId: 'a', log: pino({ level: 'silent' }) })
     const asked = inputs.ask(record, 'elicitation/create', { message: 'which one?' }, new AbortController().signal, 7)
     const pending = await until('the question stored', async () => (await store.tasks.pendingInputs(record.id))[0])
     await takeOver(store, record.id)
@@ -107,7 +107,7 @@ describe('a process paused past its lease, whose task another process took over'
         }
       },
     })
-    const inputs = new TaskInputs(remote, events, config, store.bus, 'a')
+    const inputs = new TaskInputs({ store: remote, events, config, bus: store.bus, processId: 'a', log: pino({ level: 'silent' }) })
     await expect(inputs.ask(record, 'elicitation/create', { message: 'which one?' }, new AbortController().signal, 8))
       .rejects.toMatchObject({ code: 'GW_ERR_INPUT_EXPIRED' } satisfies Partial<GatewayError>)
     expect(await store.tasks.get(record.id, Date.now())).toEqual(taken)

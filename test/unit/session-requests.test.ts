@@ -12,7 +12,7 @@ function setup (): { bus: MemoryBus, requests: SessionRequests, offered: JsonObj
   const offered: JsonObject[] = []
   // The inbox of the process `p2`, where a GET stream of the session opens.
   subscribeTo(bus, BUS.offer, 'p2', ({ message }) => { offered.push(message) })
-  return { bus, requests: new SessionRequests(hub, bus), offered }
+  return { bus, requests: new SessionRequests(hub, bus, pino({ level: 'silent' })), offered }
 }
 
 describe('requests for a session\'s GET stream', () => {

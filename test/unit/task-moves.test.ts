@@ -49,10 +49,10 @@ function withoutInputs (tasks: TaskStore): TaskStore {
 }
 
 function serviceOf (tasks: TaskStore, store: MemoryStore, events: TaskEvents): TaskService {
-  const inputs = new TaskInputs(tasks, events, config, store.bus, 'a')
+  const inputs = new TaskInputs({ store: tasks, events, config, bus: store.bus, processId: 'a', log })
   const runner = new TaskRunner({
     store: tasks,
-    upstreams: { get: () => undefined },
+    upstreams: { upstream: () => undefined },
     calls: {} as CallEngine,
     inputs,
     events,

@@ -10,7 +10,7 @@ const log = pino({ level: 'silent' })
 
 /** The store's tasks, told to task events that hear nothing. */
 function moves (store: MemoryStore) {
-  return { store: store.tasks, events: { status: () => {} } as unknown as TaskEvents, bus: store.bus }
+  return { store: store.tasks, events: { status: () => {} } as unknown as TaskEvents, bus: store.bus, log: pino({ level: 'silent' }) }
 }
 
 describe('storeOutcome', () => {

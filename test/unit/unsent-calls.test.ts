@@ -33,7 +33,7 @@ function runner (store: MemoryStore, id: string, between: () => Promise<void>): 
   const inputs = { expireAll: async () => {} } as unknown as TaskInputs
   const taskRunner = new TaskRunner({
     store: store.tasks,
-    upstreams: { get: () => upstream },
+    upstreams: { upstream: () => upstream },
     calls,
     inputs,
     events,

@@ -1,4 +1,6 @@
 import { BUS, publishOn, subscribeTo } from '../../store/bus-channels.ts'
+import { ignoreWithTrace } from '../../observability/ignored.ts'
+import type { Logger } from '../../observability/logger.ts'
 import type { SignalBus } from '../../store/types.ts'
 
 interface Held {
@@ -20,8 +22,11 @@ export class InputOffers {
   readonly #bus: SignalBus
   readonly #held = new Map<string, Held>()
 
-  constructor (bus: SignalBus) {
+  readonly #log: Logger
+
+  constructor (bus: SignalBus, log: Logger) {
     this.#bus = bus
+    this.#log = log
   }
 
   /**
@@ -57,7 +62,7 @@ export class InputOffers {
 
   /** Input `key` was answered or expired: every process lets it go. */
   settled (key: string): void {
-    void publishOn(this.#bus, BUS.offered, key, { settled: true }).catch(() => {})
+    publishOn(this.#bus, BUS.offered, key, { settled: true }).catch(ignoreWithTrace(this.#log, 'other processes were not told an input settled; they let it go when their stream ends', { key }))
   }
 
   /** How many inputs this process holds as offered. */

@@ -1,6 +1,8 @@
 import { BUS, publishOn, subscribeTo } from '../../store/bus-channels.ts'
 import type { SignalBus } from '../../store/types.ts'
 import type { StreamHub } from '../../streams/stream-hub.ts'
+import { ignoreWithTrace } from '../../observability/ignored.ts'
+import type { Logger } from '../../observability/logger.ts'
 import type { JsonObject, RequestId, RpcMessage } from '../../wire/jsonrpc.ts'
 
 /**
@@ -14,16 +16,17 @@ export class SessionRequests {
   /** Per session, the requests no GET stream has carried yet, by id. */
   readonly #waiting = new Map<string, Map<RequestId, RpcMessage>>()
 
-  constructor (hub: StreamHub, bus: SignalBus) {
+  constructor (hub: StreamHub, bus: SignalBus, log: Logger) {
     this.#hub = hub
     this.#bus = bus
+    const lost = ignoreWithTrace(log, 'a request waiting for a GET stream was not passed to the process that opened one; the upstream request times out unanswered')
     // A GET stream of a session opened on the process whose delivery inbox is `from`.
     subscribeTo(bus, BUS.getStream, undefined, ({ sessionId, from }) => {
       const waiting = this.#waiting.get(sessionId)
       if (waiting === undefined) return
       this.#waiting.delete(sessionId)
       for (const message of waiting.values()) {
-        void publishOn(this.#bus, BUS.offer, from, { sessionId, message: message as unknown as JsonObject }).catch(() => {})
+        publishOn(this.#bus, BUS.offer, from, { sessionId, message: message as unknown as JsonObject }).catch(lost)
       }
     })
   }

@@ -7,6 +7,8 @@ import { isTerminal } from '../../wire/task-state.ts'
 import { RELATED_TASK, relatedTaskMeta, renderInputRequest, renderTask } from './task-wire.ts'
 import type { EventStream } from '../../streams/event-stream.ts'
 import type { StreamHub } from '../../streams/stream-hub.ts'
+import { ignoreWithTrace } from '../../observability/ignored.ts'
+import type { Logger } from '../../observability/logger.ts'
 import { InputOffers } from './input-offers.ts'
 
 type Send = (message: RpcMessage) => void
@@ -52,16 +54,21 @@ export class LegacyTaskDelivery implements TaskEvents {
   readonly #unanswered = new Map<string, Map<string, RpcRequest>>()
   /** The inputs offered on streams still open, in every process. */
   readonly #offers: InputOffers
+  /** An input whose stream went away, not offered again: it stays pending for the session's next stream or tasks/result. */
+  readonly #notOfferedAgain = (err: unknown): void => { this.#log.debug({ err }, 'an input was not offered again after its stream went away; it stays pending') }
 
-  constructor (hub: StreamHub, bus: SignalBus, store: TaskStore) {
+  readonly #log: Logger
+
+  constructor (hub: StreamHub, bus: SignalBus, store: TaskStore, log: Logger) {
     this.#hub = hub
     this.#bus = bus
     this.#store = store
-    this.#offers = new InputOffers(bus)
+    this.#log = log
+    this.#offers = new InputOffers(bus, log)
     // A process announces there that a session opened a GET stream on it.
     subscribeTo(bus, BUS.getStream, undefined, ({ sessionId, from }) => {
       // A store failure here only means the inputs are not offered on this stream (they stay pending).
-      this.#offerUnanswered(sessionId, from).catch(() => {})
+      this.#offerUnanswered(sessionId, from).catch(ignoreWithTrace(log, 'pending inputs were not offered on a new GET stream; they stay pending for the next one or tasks/result'))
     })
     // The inbox of this process for input requests to offer on a GET stream it holds.
     subscribeTo(bus, BUS.offer, this.#id, ({ sessionId, message }) => {
@@ -140,7 +147,7 @@ export class LegacyTaskDelivery implements TaskEvents {
         this.#streams.delete(taskId)
       }
       for (const { release, request } of holds.splice(0)) {
-        if (release() && sessionId !== undefined) this.#offerAgain(taskId, sessionId, request).catch(() => {})
+        if (release() && sessionId !== undefined) this.#offerAgain(taskId, sessionId, request).catch(this.#notOfferedAgain)
       }
     }
     try {
@@ -166,7 +173,7 @@ export class LegacyTaskDelivery implements TaskEvents {
     if (taskId === undefined || !isInputRequest(request)) return
     const release = this.#offers.hold(request.id)
     stream.onDetach(() => {
-      if (release()) this.#offerAgain(taskId, stream.sessionId, request).catch(() => {})
+      if (release()) this.#offerAgain(taskId, stream.sessionId, request).catch(this.#notOfferedAgain)
     })
   }
 
@@ -239,7 +246,8 @@ export class LegacyTaskDelivery implements TaskEvents {
       }
       if (task.sessionId === null) return
     }
-    const sent = (earlier ?? Promise.resolve()).then(async () => await this.#deliver(task, message)).catch(() => {})
+    const sent = (earlier ?? Promise.resolve()).then(async () => await this.#deliver(task, message))
+      .catch(ignoreWithTrace(this.#log, 'a message of a task was not delivered to its session; an input stays pending and is offered again on its next stream', { taskId: task.id }))
     this.#inTransit.set(task.id, sent)
     void sent.then(() => {
       if (this.#inTransit.get(task.id) === sent) this.#inTransit.delete(task.id)

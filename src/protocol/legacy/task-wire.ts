@@ -64,6 +64,8 @@ export function decodeTaskCursor (cursor: string): { createdAt: number, id: stri
   try {
     const value = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as unknown
     if (Array.isArray(value) && typeof value[0] === 'number' && typeof value[1] === 'string') return { createdAt: value[0], id: value[1] }
-  } catch {}
+  } catch {
+    // Not a cursor this gateway wrote: undefined, which the caller refuses.
+  }
   return undefined
 }

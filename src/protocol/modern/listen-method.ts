@@ -11,6 +11,7 @@ import { declaresTasks, tasksCapabilityRequired } from './envelope.ts'
 import { onSubscription, type ListenFilter, type ListenHub } from './listen-hub.ts'
 import { renderDetailedTask, renderLostTask } from './task-wire.ts'
 import { GatewayError } from '../../errors.ts'
+import { ignoreWithTrace } from '../../observability/ignored.ts'
 
 export interface ListenDeps {
   catalog: Catalog
@@ -55,7 +56,7 @@ function taskNotifier (deps: ListenDeps, ctx: RequestContext): (taskId: string) 
     ctx.send(onSubscription(ctx.requestId, 'notifications/tasks', params))
   }
   return (taskId) => {
-    queue = queue.then(() => notify(taskId)).catch(() => {})
+    queue = queue.then(() => notify(taskId)).catch(ignoreWithTrace(ctx.log, 'a task change was not sent on a listen stream; the next change of the task sends its state', { taskId }))
   }
 }
 
@@ -79,7 +80,10 @@ export function listenMethod (deps: ListenDeps): Handler {
         const route = (await deps.catalog.view(ctx.client, ctx.caller)).resource(uri, ctx.caller.access)
         await deps.subscriptions.subscribe(id, uri, route.upstream, ctx.client, ctx.caller.authorization)
         resourceSubscriptions.push(uri)
-      } catch {}
+      } catch (err) {
+        // Left out of the honoured filter the client gets back, which tells it this URI has no subscription.
+        ctx.log.debug({ err, uri }, 'subscriptions/listen: a resource subscription could not be made')
+      }
     }
     const filter: ListenFilter = {
       toolsListChanged: flag(requested, 'toolsListChanged'),

@@ -55,7 +55,9 @@ export class RequestStateCodec {
     let value: unknown
     try {
       value = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8'))
-    } catch {}
+    } catch {
+      // Not JSON: refused just below, as a payload of another format.
+    }
     // Signed by this gateway but not in this version's format (minted before an upgrade).
     if (!isPayload(value)) throw invalid('was issued by another version of this gateway')
     if (value.p !== principal) throw invalid('names no call that is waiting for you (it finished, expired or was never yours)')

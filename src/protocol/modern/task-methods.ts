@@ -7,6 +7,7 @@ import type { TaskService } from '../../tasks/task-service.ts'
 import { isTerminal } from '../../wire/task-state.ts'
 import type { JsonObject } from '../../wire/jsonrpc.ts'
 import { declaresTasks, tasksCapabilityRequired } from './envelope.ts'
+import { ignoreWithTrace } from '../../observability/ignored.ts'
 import { renderDetailedTask } from './task-wire.ts'
 
 export interface ModernTaskMethodDeps {
@@ -58,7 +59,7 @@ export function modernTaskMethods (deps: ModernTaskMethodDeps): Readonly<Record<
     guard(ctx.clientCapabilities)
     const task = await tasks.get(ctx.client.principal, requireString(params, 'taskId'), ctx.trace)
     // An acknowledgement either way: cancelling a task that already ended changes nothing.
-    if (!isTerminal(task.status)) await tasks.cancel(ctx.client.principal, task.id).catch(() => {})
+    if (!isTerminal(task.status)) await tasks.cancel(ctx.client.principal, task.id).catch(ignoreWithTrace(ctx.log, 'tasks/cancel is acknowledged even when the cancel failed: the client reads the task\'s status with tasks/get', { taskId: task.id }))
     return { resultType: 'complete' }
   }
 

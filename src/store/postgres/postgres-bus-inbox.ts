@@ -3,6 +3,7 @@ import type { Logger } from '../../observability/logger.ts'
 import type { JsonObject } from '../../wire/jsonrpc.ts'
 import type { BusHandler } from '../types.ts'
 import type { BusStatements } from './postgres-bus-sql.ts'
+import { ignoreWithTrace } from '../../observability/ignored.ts'
 
 export interface InboxOptions {
   /** The LISTEN connection, on which stored messages are read; null while it is lost. */
@@ -55,7 +56,7 @@ export class BusInbox {
       const result = await client.query<{ body: string, remaining: number }>({ ...this.#options.sql.read, values: [id] })
       const row = result.rows[0]
       if (row === undefined) return undefined
-      if (row.remaining <= 0) client.query({ ...this.#options.sql.drop, values: [id] }).catch(() => {})
+      if (row.remaining <= 0) client.query({ ...this.#options.sql.drop, values: [id] }).catch(ignoreWithTrace(this.#options.log, 'a bus message read by every listener was not deleted; the sweep deletes it after five minutes'))
       return row.body
     } catch {
       return undefined

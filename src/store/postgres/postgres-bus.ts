@@ -6,6 +6,7 @@ import type { BusHandler, SignalBus } from '../types.ts'
 import { busStatements, encodeMessage, listenChannel, MAX_NOTIFY_BYTES, type BusStatements } from './postgres-bus-sql.ts'
 import { BusInbox } from './postgres-bus-inbox.ts'
 import { PgListener } from './postgres-listener.ts'
+import { ignoreWithTrace } from '../../observability/ignored.ts'
 
 export { busTables } from './postgres-bus-sql.ts'
 
@@ -110,7 +111,7 @@ export class PostgresBus implements SignalBus {
     await this.#listener.settled()
     const client = this.#listener.client
     await this.#round
-    await client?.query(this.#sql.leave, [this.#processId]).catch(() => {})
+    await client?.query(this.#sql.leave, [this.#processId]).catch(ignoreWithTrace(this.#log, 'this process\'s bus rows were not deleted at close; the sweep of the other processes deletes them'))
     await this.#listener.close()
   }
 
@@ -228,7 +229,8 @@ export class PostgresBus implements SignalBus {
       }
       await client.query('COMMIT')
     } catch (err) {
-      await client.query('ROLLBACK').catch(() => {})
+      // The transaction's own error is the one thrown; a connection that cannot roll back is lost and set up again.
+      await client.query('ROLLBACK').catch(ignoreWithTrace(this.#log, 'ROLLBACK failed after a failed subscription change'))
       for (const channel of channels) this.#dirty.add(channel)
       throw err
     }

@@ -1,5 +1,6 @@
 import pg from 'pg'
 import type { Logger } from '../../observability/logger.ts'
+import { ignoreWithTrace } from '../../observability/ignored.ts'
 
 /** Longest pause between two attempts to connect again, so the bus is back soon after PostgreSQL is. */
 const MAX_RECONNECT_DELAY_MS = 2000
@@ -29,6 +30,8 @@ export interface ListenerOptions {
  */
 export class PgListener {
   readonly #options: ListenerOptions
+  /** A connection given up (closed, lost, or failed to set up) that does not end cleanly is dropped either way. */
+  readonly #unclean = (err: unknown): void => { ignoreWithTrace(this.#options.log, 'a PostgreSQL bus connection did not end cleanly; it is dropped either way')(err) }
   /** The connection, once it is set up; null while there is none. */
   #client: pg.Client | null = null
   /** The attempt to connect in progress. */
@@ -69,7 +72,7 @@ export class PgListener {
     await this.settled()
     const client = this.#client
     this.#client = null
-    await client?.end().catch(() => {})
+    await client?.end().catch(this.#unclean)
   }
 
   /** One attempt: the error that ended it, or undefined when the connection is up. */
@@ -104,11 +107,11 @@ export class PgListener {
       await this.#options.setup(client)
     } catch (err) {
       lost = true
-      await client.end().catch(() => {})
+      await client.end().catch(this.#unclean)
       throw err
     }
     if (lost || this.#closed) {
-      await client.end().catch(() => {})
+      await client.end().catch(this.#unclean)
       throw new Error('the connection ended while it was set up')
     }
     this.#client = client
@@ -124,7 +127,7 @@ export class PgListener {
   #lost (client: pg.Client, err?: Error): void {
     if (this.#client !== client || this.#closed) return
     this.#client = null
-    client.end().catch(() => {})
+    client.end().catch(this.#unclean)
     this.#lostAt = Date.now()
     this.#options.log?.warn({ err: err?.message ?? 'connection ended' }, 'PostgreSQL bus connection lost; signals between processes are not delivered until it is back')
     this.#retry()

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto'
 import type { Redis } from 'ioredis'
 import type { Logger } from '../../observability/logger.ts'
 import type { DataLossWatch, StoreLoss } from '../data-loss.ts'
+import { ignoreWithTrace } from '../../observability/ignored.ts'
 
 /** How long /readyz mentions a loss after it was found: long enough for an operator to look. */
 const LOSS_SHOWN_MS = 15 * 60_000
@@ -48,7 +49,9 @@ export class RedisEpoch implements DataLossWatch {
   /** Checks now; concurrent calls share one check. A store that cannot be read is not a loss. */
   async check (): Promise<void> {
     if (this.#known === undefined) return
-    this.#checking ??= this.#check().catch(() => {}).finally(() => { this.#checking = undefined })
+    this.#checking ??= this.#check()
+      .catch(ignoreWithTrace(this.#log, 'the store epoch could not be read; not a loss, checked again next time'))
+      .finally(() => { this.#checking = undefined })
     await this.#checking
   }
 

@@ -13,6 +13,7 @@ import { RedisHomeStore } from './redis-homes.ts'
 import { RedisHealth } from './redis-health.ts'
 import { RedisEpoch } from './redis-epoch.ts'
 import { migrateRevisions } from './redis-revisions.ts'
+import { ignoreWithTrace, settled } from '../../observability/ignored.ts'
 
 /** Longest wait for a connection or a command before Redis counts as unreachable. */
 const TIMEOUT_MS = 5000
@@ -112,7 +113,10 @@ class RedisBus implements SignalBus {
   /** Subscriptions Redis has not confirmed yet: a publish waits for them, so a subscriber never misses it. */
   readonly #pending = new Set<Promise<unknown>>()
 
-  constructor (publisher: Redis, subscriber: Redis, prefix: string) {
+  readonly #log: Logger | undefined
+
+  constructor (publisher: Redis, subscriber: Redis, prefix: string, log?: Logger) {
+    this.#log = log
     this.#publisher = publisher
     this.#subscriber = subscriber
     this.#p = prefix
@@ -132,7 +136,9 @@ class RedisBus implements SignalBus {
       let message: unknown
       try {
         message = JSON.parse(text)
-      } catch {}
+      } catch {
+        // Not JSON: handed on as {} below, as the comment above says.
+      }
       if (typeof message !== 'object' || message === null || Array.isArray(message)) message = {}
       for (const handler of [...handlers]) handler(message as JsonObject)
     })
@@ -160,7 +166,7 @@ class RedisBus implements SignalBus {
       const current = this.#handlers.get(channel)
       if (!current?.delete(handler) || current.size > 0) return
       this.#handlers.delete(channel)
-      this.#subscriber.unsubscribe(this.#channel(channel)).catch(() => {})
+      this.#subscriber.unsubscribe(this.#channel(channel)).catch(ignoreWithTrace(this.#log, 'an UNSUBSCRIBE failed; messages of the channel arriving later find no handler', { channel }))
     }
   }
 
@@ -170,7 +176,8 @@ class RedisBus implements SignalBus {
 
   /** A SUBSCRIBE that publishes wait for; one that fails (Redis unreachable) is sent again on reconnection. */
   #track (subscribing: Promise<unknown>): void {
-    const subscribed = subscribing.catch(() => {})
+    // A failed SUBSCRIBE is sent again on reconnection (see above); publishes only wait for it to be over.
+    const subscribed = settled(subscribing)
     this.#pending.add(subscribed)
     void subscribed.finally(() => this.#pending.delete(subscribed))
   }
@@ -227,6 +234,7 @@ export class RedisStore implements GatewayStore {
   readonly #redis: Redis
   readonly #subscriber: Redis
   readonly #health: RedisHealth
+  readonly #log: Logger | undefined
   readonly #epoch: RedisEpoch
   readonly dataLoss: RedisEpoch
   /** Rewrites the previous names of stored eras once (redis-revisions.ts). */
@@ -262,7 +270,8 @@ export class RedisStore implements GatewayStore {
     const failed = (err: unknown): void => this.#health.failed(err)
     this.sessions = guarded(new RedisSessionStore(this.#redis, options.prefix), failed)
     this.tasks = guarded(new RedisTaskStore(this.#redis, options.prefix), failed)
-    this.bus = new RedisBus(this.#redis, this.#subscriber, options.prefix)
+    this.bus = new RedisBus(this.#redis, this.#subscriber, options.prefix, options.log)
+    this.#log = options.log
     this.leases = guarded(new RedisLeaseStore(this.#redis, options.prefix, () => { void this.#epoch.check() }), failed)
     this.homes = guarded(new RedisHomeStore(this.#redis, options.prefix), failed)
     this.rateLimits = guarded(new RedisRateLimits(this.#redis, options.prefix), failed)
@@ -314,6 +323,7 @@ export class RedisStore implements GatewayStore {
   async close (): Promise<void> {
     this.#closing = true
     this.#health.stop()
-    await Promise.all([this.#redis.quit().catch(() => {}), this.#subscriber.quit().catch(() => {})])
+    const unclean = ignoreWithTrace(this.#log, 'a Redis connection did not quit cleanly at close; it is dropped either way')
+    await Promise.all([this.#redis.quit().catch(unclean), this.#subscriber.quit().catch(unclean)])
   }
 }

@@ -28,17 +28,21 @@ function tick () {
     for (let i = 0; i < workerData.vacuumChunks && db.pragma('freelist_count', { simple: true }) > 0; i++) {
       db.pragma('incremental_vacuum(' + workerData.vacuumPages + ')')
     }
-  } catch {}
+  } catch {
+    // The file busy past busy_timeout (or locked): the next tick tries again.
+  }
   try {
     db.pragma('wal_checkpoint(PASSIVE)')
-  } catch {}
+  } catch {
+    // As above: the next tick tries again.
+  }
 }
 // Started one interval after the store opened: the first tick is due now.
 tick()
 const timer = setInterval(tick, workerData.intervalMs)
 parentPort.once('message', () => {
   clearInterval(timer)
-  try { db.pragma('wal_checkpoint(PASSIVE)') } catch {}
+  try { db.pragma('wal_checkpoint(PASSIVE)') } catch { /* the gateway's own connection checkpoints as it closes */ }
   db.close()
   parentPort.postMessage('closed')
 })
