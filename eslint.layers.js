@@ -17,7 +17,7 @@ export const LAYERS = [
   ['dispatch'],
   ['cluster'],
   ['streams'],
-  ['protocol/legacy', 'protocol/modern'],
+  ['protocol/2025-11-25', 'protocol/2026-07-28'],
   ['http', 'reload'],
   ['admin'],
   ['gateway'],

@@ -18,8 +18,8 @@ export interface MethodSpec {
 }
 
 /**
- * Every method a protocol revision answers, declared in one place (`legacy/legacy-methods.ts` for 2025-11-25,
- * `modern/modern-methods.ts` for 2026-07-28). A method it does not declare is -32601.
+ * Every method a protocol revision answers, declared in one place (`2025-11-25/methods.ts` for 2025-11-25,
+ * `2026-07-28/methods.ts` for 2026-07-28). A method it does not declare is -32601.
  */
 export interface MethodRegistry {
   readonly methods: Readonly<Record<string, MethodSpec>>

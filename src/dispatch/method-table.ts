@@ -63,7 +63,7 @@ export type SharedHandlers = Readonly<Record<SharedMethod, Handler>>
 /**
  * The handlers of the methods both revisions answer alike. The calls (`tools/call`, `prompts/get`) are not
  * here: how an upstream's input requests reach the client differs by revision, so each revision's registry
- * declares its own (`legacy/legacy-methods.ts`, `modern/modern-methods.ts`).
+ * declares its own (`2025-11-25/methods.ts`, `2026-07-28/methods.ts`).
  */
 export function sharedMethods (deps: SharedMethodDeps): SharedHandlers {
   const { catalog, subscriptions, pageSize } = deps

@@ -45,10 +45,10 @@ describe('the layers of src/', () => {
       const [result] = await eslint.lintText(code, { filePath: join(root, file) })
       return result!.messages.map((message) => message.ruleId ?? message.message)
     }
-    const up = "import type { LegacyEndpoint } from '../protocol/legacy/legacy-endpoint.ts'\nexport type X = LegacyEndpoint\n"
+    const up = "import type { LegacyEndpoint } from '../protocol/2025-11-25/endpoint.ts'\nexport type X = LegacyEndpoint\n"
     expect(await lint('src/store/probe.ts', up)).toContain('import-x/no-restricted-paths')
-    const sideways = "import type { ModernEndpoint } from '../modern/modern-endpoint.ts'\nexport type X = ModernEndpoint\n"
-    expect(await lint('src/protocol/legacy/probe.ts', sideways)).toContain('import-x/no-restricted-paths')
+    const sideways = "import type { ModernEndpoint } from '../2026-07-28/endpoint.ts'\nexport type X = ModernEndpoint\n"
+    expect(await lint('src/protocol/2025-11-25/probe.ts', sideways)).toContain('import-x/no-restricted-paths')
     const down = "import type { TaskStatus } from '../wire/task-state.ts'\nexport type X = TaskStatus\n"
     expect(await lint('src/store/probe.ts', down)).toEqual([])
   }, 60_000)

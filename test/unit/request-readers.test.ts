@@ -47,7 +47,7 @@ describe('the one reading of a POSTed body', () => {
   it('classifies JSON-RPC messages only in classifyPost, and in the broker for answers relayed by another process', () => {
     // client-requests.ts reads an answer another gateway process relayed over the bus: not a body this process was posted.
     const callers = occurrences(/\bclassifyMessage\(/).map(fileOf)
-    expect(new Set(callers)).toEqual(new Set(['wire/classified-message.ts', 'protocol/legacy/client-requests.ts']))
+    expect(new Set(callers)).toEqual(new Set(['wire/classified-message.ts', 'protocol/2025-11-25/client-requests.ts']))
   })
 
   it('takes the era from the classification: only classifyPost looks for the protocol version claim', () => {

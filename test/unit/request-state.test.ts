@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { RequestStateCodec } from '../../src/protocol/modern/request-state.ts'
+import { RequestStateCodec } from '../../src/protocol/2026-07-28/request-state.ts'
 
 describe('requestState', () => {
   const codec = new RequestStateCodec('a-shared-secret-of-some-length', 60_000)

@@ -1,6 +1,6 @@
 import { pino } from 'pino'
 import { describe, expect, it } from 'vitest'
-import { SessionRequests } from '../../src/protocol/legacy/session-requests.ts'
+import { SessionRequests } from '../../src/protocol/2025-11-25/session-requests.ts'
 import { BUS, publishOn, subscribeTo } from '../../src/store/bus-channels.ts'
 import { MemoryBus } from '../../src/store/memory/memory-bus.ts'
 import { StreamHub } from '../../src/streams/stream-hub.ts'

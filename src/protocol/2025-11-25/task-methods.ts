@@ -46,7 +46,7 @@ export type LegacyTaskMethod = 'tools/call' | 'prompts/get' | 'tasks/get' | 'tas
 /**
  * The handlers of the 2025-11-25 calls: `tools/call` (synchronous, or as a task with `params.task`),
  * `prompts/get`, and the task dialect: `tasks/get`, blocking `tasks/result`, `tasks/list` and `tasks/cancel`.
- * The revision's registry (`legacy-methods.ts`) declares them beside the methods both revisions share.
+ * The revision's registry (`methods.ts`) declares them beside the methods both revisions share.
  */
 export function legacyTaskMethods (deps: LegacyTaskMethodDeps): Readonly<Record<LegacyTaskMethod, Handler>> {
   const { catalog, calls, tasks, delivery, bus } = deps
