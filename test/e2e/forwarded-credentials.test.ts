@@ -77,7 +77,7 @@ describe('forwardAuthorization with auth off: a caller\'s credential is never le
   const whoami = async (client: ModernRaw, upstream: string): Promise<string> => textOf(await client.result('tools/call', { name: `${upstream}__whoami`, arguments: {} }))
 
   it('gives a 2026-07-28 client without an Authorization header a session of its own, in every sharing mode', async () => {
-    expect(gw.gateway.upstreams[3]!.era).toBe('modern')
+    expect(gw.gateway.upstreams[3]!.era).toBe('2026-07-28')
     for (const upstream of ['own', 'common', 'each', 'modern']) {
       const alice = new ModernRaw(gw.url, {}, { authorization: ALICE })
       const bob = new ModernRaw(gw.url, {}, { authorization: BOB })

@@ -98,7 +98,7 @@ describe('Prometheus metrics on the main listener', () => {
       expect(reply.body).toMatchObject({ id: 4, error: { code: -32600, message: expect.stringContaining('"jsonrpc" must be "2.0"') } })
     }
     const after = await scrape(gw.app)
-    const invalid = 'gateway_request_duration_seconds_count{method="invalid",era="legacy",outcome="error"}'
+    const invalid = 'gateway_request_duration_seconds_count{method="invalid",era="2025-11-25",outcome="error"}'
     expect(value(after, invalid) - value(before, invalid)).toBe(2)
     const named = 'gateway_request_duration_seconds_count{method="tasks/get",era="legacy",outcome="error"}'
     expect(value(after, named) - value(before, named)).toBe(0)

@@ -116,9 +116,9 @@ describe('Redis keys over many short-lived tasks and sessions', () => {
     await redis?.quit()
   })
 
-  it('leaves only the live process\'s lease and the store\'s epoch once every task and session is past its TTL', async () => {
+  it('leaves only the live process\'s lease and the store\'s markers once every task and session is past its TTL', async () => {
     const baseline = await keysUnder(redis, prefix)
-    expect(baseline).toEqual(['epoch', 'owners'])
+    expect(baseline).toEqual(['epoch', 'owners', 'revisions'])
 
     const counts = await Promise.all([
       ...Array.from({ length: SESSIONS }, async (_, i) => await legacyWorker(gw.url, i)),
@@ -138,8 +138,8 @@ describe('Redis keys over many short-lived tasks and sessions', () => {
     expect(gw.logs().filter((l) => typeof l.msg === 'string' && /failed|unhandled/i.test(l.msg) && l.msg !== 'request failed')).toEqual([])
 
     // A gateway that stops cleanly gives its lease up: nothing is left but the store's epoch (kept for good: its
-    // absence is how the next process tells an emptied Redis).
+    // absence is how the next process tells an emptied Redis) and the mark that its stored eras are revisions.
     await gw.close()
-    expect(await keysUnder(redis, prefix)).toEqual(['epoch'])
+    expect(await keysUnder(redis, prefix)).toEqual(['epoch', 'revisions'])
   }, 180_000)
 })
