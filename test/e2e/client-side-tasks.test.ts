@@ -112,7 +112,9 @@ const OVER_HTTP: Placement = {
   },
 }
 
-describe.each([
+// The two placements run side by side (each with its own server and gateway; a placement's tests one after another):
+// most of their time is spent waiting on the server's polls of the client's tasks.
+describe.concurrent.each([
   ['over stdio', OVER_STDIO],
   ['over Streamable HTTP', OVER_HTTP],
 ])('server-everything %s, for a client that runs server→client requests as tasks of its own (2025-11-25 client-side tasks)', (_label, placement) => {
@@ -139,14 +141,14 @@ describe.each([
     await closeUpstream?.()
   })
 
-  it('sees the same tools through the gateway as directly, those offered only to task-capable clients included', { timeout: 60_000 }, async () => {
+  it.sequential('sees the same tools through the gateway as directly, those offered only to task-capable clients included', { timeout: 60_000 }, async () => {
     const directly = await direct.settledTools()
     expect(directly).toContain('trigger-sampling-request-async')
     expect(directly).toContain('trigger-elicitation-request-async')
     expect(await through.settledTools()).toEqual(directly)
   })
 
-  it('gets the same result from a tool whose server runs its sampling request as a task of the client, asked once', { timeout: 60_000 }, async () => {
+  it.sequential('gets the same result from a tool whose server runs its sampling request as a task of the client, asked once', { timeout: 60_000 }, async () => {
     await through.settledTools()
     const args = { name: 'trigger-sampling-request-async', arguments: { prompt: 'hello', maxTokens: 10 } }
     const askedBefore = [direct.asked.length, through.asked.length]
@@ -160,7 +162,7 @@ describe.each([
     expect(through.asked.length - askedBefore[1]!).toBe(1)
   })
 
-  it('gets the same result from a tool whose server runs its elicitation as a task of the client', { timeout: 60_000 }, async () => {
+  it.sequential('gets the same result from a tool whose server runs its elicitation as a task of the client', { timeout: 60_000 }, async () => {
     await through.settledTools()
     const args = { name: 'trigger-elicitation-request-async', arguments: {} }
     const directly = await direct.client.callTool(args) as CallToolResult
@@ -169,7 +171,7 @@ describe.each([
     expect(normalised(viaGateway)).toEqual(normalised(directly))
   })
 
-  it('gets the same result when the call runs as a task of the gateway, the client asked once through the task', { timeout: 60_000 }, async () => {
+  it.sequential('gets the same result when the call runs as a task of the gateway, the client asked once through the task', { timeout: 60_000 }, async () => {
     await through.settledTools()
     const args = { prompt: 'as a task', maxTokens: 10 }
     const directly = await direct.client.callTool({ name: 'trigger-sampling-request-async', arguments: args }) as CallToolResult
@@ -180,7 +182,7 @@ describe.each([
     expect(through.asked.length - askedBefore).toBe(1)
   })
 
-  it('completes a task of the gateway whose client was away when the server asked: the client is asked once, when it is back', { timeout: 60_000 }, async () => {
+  it.sequential('completes a task of the gateway whose client was away when the server asked: the client is asked once, when it is back', { timeout: 60_000 }, async () => {
     const args = { prompt: 'while away', maxTokens: 10 }
     const directly = await direct.client.callTool({ name: 'trigger-sampling-request-async', arguments: args }) as CallToolResult
     // A client with no stream open: it creates the task and leaves.

@@ -19,7 +19,7 @@ logging: { level: info }
 tasks: { pollInterval: 50ms, ownerLease: 2s }
 upstreams:
 ${demoStdioYaml()}
-`, { count: 2, server: { shutdownGrace: '5s' } })
+`, { count: 2, server: { shutdownGrace: '2s' } })
   }, 60_000)
 
   afterAll(async () => {
@@ -33,6 +33,7 @@ ${demoStdioYaml()}
       const created = await session.request('tools/call', { name: 'demo__slow', arguments: { duration, steps: 2 }, task: {} })
       return ((created.result as Json).task as Json).taskId as string
     }
+    // The grace (2s) waits out the long one: the short one has the grace many times over to finish.
     const short = await start(300)
     const long = await start(60_000)
 

@@ -3,12 +3,12 @@ import { mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Redis } from 'ioredis'
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it, type TestContext } from 'vitest'
 import type { CountingProxy } from '../helpers/counting-proxy.ts'
 import { loggedLine, startGatewayProcess, stopAll, writeConfig, type GatewayProcess } from '../helpers/process.ts'
 import { legacyTask, RawSession } from '../helpers/raw-session.ts'
 import { purge, REDIS_URL, STATE_SECRET } from '../helpers/redis.ts'
-import { expectCompleted, recordedInRedis, recordedInSqlite, startPair, startResumeUpstreams, type ResumeUpstreams } from '../helpers/resume.ts'
+import { expectCompleted, recordedInRedis, recordedInSqlite, startResumeUpstreams, type ResumeUpstreams } from '../helpers/resume.ts'
 import { until } from '../helpers/until.ts'
 
 type Json = Record<string, unknown>
@@ -20,7 +20,8 @@ const QUEUED = 'queued: upstream \'ev\' already runs its maxConcurrentCalls call
 /** A task of either tool, and the text its real result holds. */
 interface Job { tool: typeof LONG | typeof RESEARCH, args: Json, result: string }
 
-function long (duration: number, steps = 2): Job {
+/** `steps` tells one test's plain calls from another's on the shared upstream (the result names only the duration). */
+function long (duration: number, steps: number): Job {
   return { tool: LONG, args: { duration, steps }, result: `Long running operation completed. Duration: ${duration} seconds` }
 }
 
@@ -34,16 +35,25 @@ function research (topic: string): Job {
  * bound on its call slots. Tasks created while every slot is taken wait in their process, marked unsent: when that
  * process is killed (SIGKILL) or shuts down (SIGTERM), another process on Redis, or the next one on a SQLite file,
  * starts them, and every task completes with the upstream having run it once.
+ *
+ * The tests run side by side (most of their time is spent waiting on the upstream and on leases): each has its
+ * own key prefix or file, and counts only its own calls on the shared upstream, by their arguments.
  */
 describe('tasks still waiting for a call slot when their process stops', () => {
-  const prefix = `mcpgw-queued:${randomUUID()}:`
+  const prefixes: string[] = []
   let upstreams: ResumeUpstreams
   let proxy: CountingProxy
   let redis: Redis
-  const processes: GatewayProcess[] = []
 
-  /** A config on Redis (shared by every process started on it) with `slots` call slots on the upstream. */
-  function onRedis (slots: number, server = ''): string {
+  /** A fresh key prefix for one test's processes (removed at the end). */
+  function freshPrefix (): string {
+    const prefix = `mcpgw-queued:${randomUUID()}:`
+    prefixes.push(prefix)
+    return prefix
+  }
+
+  /** A config on Redis under `prefix` (shared by every process started on it) with `slots` call slots on the upstream. */
+  function onRedis (prefix: string, slots: number, server = ''): string {
     return writeConfig(`
 store: { kind: redis, url: ${JSON.stringify(REDIS_URL)}, prefix: ${JSON.stringify(prefix)} }
 server: { stateSecret: ${JSON.stringify(STATE_SECRET)}${server} }
@@ -65,21 +75,32 @@ upstreams:
     return { config, database }
   }
 
-  async function startOne (config: string): Promise<GatewayProcess> {
-    const gateway = await startGatewayProcess(config)
+  /** The processes of one test, stopped when it ends. */
+  function processesOf (onTestFinished: TestContext['onTestFinished']): GatewayProcess[] {
+    const processes: GatewayProcess[] = []
+    onTestFinished(async () => { await stopAll(processes) })
+    return processes
+  }
+
+  let starting: Promise<unknown> = Promise.resolve()
+
+  /**
+   * Starts a process on `config` once those started before it are up (or failed to): on a loaded machine
+   * server-everything takes seconds to open a session, and many at once outlast a start.
+   */
+  async function startOne (config: string, processes: GatewayProcess[]): Promise<GatewayProcess> {
+    const started = starting.then(async () => await startGatewayProcess(config))
+    starting = started.catch(() => {})
+    const gateway = await started
     processes.push(gateway)
     return gateway
   }
 
-  /** Upstream calls of each tool so far. */
-  function calls (): Json {
-    return { [LONG]: proxy.count(`tools/call ${LONG}`), [RESEARCH]: proxy.count(`tools/call ${RESEARCH}`) }
-  }
-
-  /** Upstream calls of each tool since `before`. */
-  function callsSince (before: Json): Json {
-    const now = calls()
-    return { [LONG]: Number(now[LONG]) - Number(before[LONG]), [RESEARCH]: Number(now[RESEARCH]) - Number(before[RESEARCH]) }
+  /** Upstream calls of each tool with the arguments of one of `jobs` (a test's own: see `long`). */
+  function callsOf (jobs: readonly Job[]): Json {
+    const matches = (tool: string) => (args: Json) =>
+      jobs.some((job) => job.tool === tool && Object.entries(job.args).every(([key, value]) => args[key] === value))
+    return { [LONG]: proxy.countWhere(`tools/call ${LONG}`, matches(LONG)), [RESEARCH]: proxy.countWhere(`tools/call ${RESEARCH}`, matches(RESEARCH)) }
   }
 
   /** Creates the tasks one after the other (each takes a free slot, or waits behind those before it). */
@@ -91,13 +112,14 @@ upstreams:
 
   /**
    * Holds the only call slot of `gateway` with a plain call its client waits for (not a task: the shutdown's grace
-   * waits for it, and cancels it at its end); resolves once the upstream has it.
+   * waits for it, and cancels it at its end); resolves once the upstream has it. `duration` (seconds, at least 20)
+   * tells it from another test's.
    */
-  async function holdTheSlot (gateway: GatewayProcess): Promise<void> {
-    const before = proxy.count(`tools/call ${LONG}`)
+  async function holdTheSlot (gateway: GatewayProcess, duration: number): Promise<void> {
     const session = await RawSession.open(gateway.url)
-    session.request('tools/call', { name: `ev__${LONG}`, arguments: { duration: 20, steps: 2 } }).catch(() => {})
-    await until('the upstream running the call that holds the slot', () => proxy.count(`tools/call ${LONG}`) > before ? true : undefined)
+    // Its client is gone by the time the grace ends: the answer (an error) has nobody to tell.
+    session.request('tools/call', { name: `ev__${LONG}`, arguments: { duration, steps: 1 } }).catch(() => {})
+    await until('the upstream running the call that holds the slot', () => proxy.countWhere(`tools/call ${LONG}`, (args) => args.duration === duration) > 0 ? true : undefined)
   }
 
   beforeAll(async () => {
@@ -106,98 +128,100 @@ upstreams:
     redis = new Redis(REDIS_URL)
   }, 90_000)
 
-  afterEach(async () => { await stopAll(processes) })
-
   afterAll(async () => {
-    await stopAll(processes)
     redis?.disconnect()
-    await purge(prefix)
+    await Promise.all(prefixes.map(async (prefix) => await purge(prefix)))
     await upstreams?.close()
   })
 
-  it('SIGKILL of the owner while 4 of 20 tasks wait for a slot: the survivor completes all 20, each run once upstream', { timeout: 120_000 }, async () => {
-    const [a, b] = await startPair(onRedis(16), processes)
+  it.concurrent('SIGKILL of the owner while 4 of 20 tasks wait for a slot: the survivor completes all 20, each run once upstream', { timeout: 180_000 }, async ({ onTestFinished }) => {
+    const prefix = freshPrefix()
+    const processes = processesOf(onTestFinished)
+    const config = onRedis(prefix, 16)
+    const [a, b] = await Promise.all([startOne(config, processes), startOne(config, processes)])
     const session = await RawSession.open(a.url)
     // 16 take the slots (8 plain calls, then 8 of the upstream's own tasks); 2 of each kind wait behind them.
     const jobs = [
-      ...Array.from({ length: 8 }, () => long(8)),
+      ...Array.from({ length: 8 }, () => long(8, 2)),
       ...Array.from({ length: 8 }, (_, i) => research(`failover ${i}`)),
-      long(2), long(3), research('failover queued 0'), research('failover queued 1'),
+      long(2, 2), long(3, 2), research('failover queued 0'), research('failover queued 1'),
     ]
-    const before = calls()
     const taskIds = await create(session, jobs)
     await recordedInRedis(redis, prefix, taskIds.slice(0, 8), 'stream')
     await recordedInRedis(redis, prefix, taskIds.slice(8, 16), 'native')
     await queuedBehind(session, taskIds.slice(16))
-    expect(callsSince(before)).toEqual({ [LONG]: 8, [RESEARCH]: 8 })
+    expect(callsOf(jobs)).toEqual({ [LONG]: 8, [RESEARCH]: 8 })
 
     a.child.kill('SIGKILL')
     await a.exited
     await expectAllCompleted(session.on(b.url), taskIds, jobs)
-    expect(callsSince(before)).toEqual({ [LONG]: 10, [RESEARCH]: 10 })
+    expect(callsOf(jobs)).toEqual({ [LONG]: 10, [RESEARCH]: 10 })
   })
 
-  it('kill -9 of the only process on a SQLite file: the next one starts the queued tasks, each runs once upstream', { timeout: 90_000 }, async () => {
+  it.concurrent('kill -9 of the only process on a SQLite file: the next one starts the queued tasks, each runs once upstream', { timeout: 180_000 }, async ({ onTestFinished }) => {
+    const processes = processesOf(onTestFinished)
     const { config, database } = onSqlite(2)
-    const first = await startOne(config)
+    const first = await startOne(config, processes)
     const session = await RawSession.open(first.url)
     // The next process starts the queued task of the upstream's own task tool as one, once it has read the tool list.
-    const jobs = [long(2), long(2), long(2), research('restart queued'), long(3)]
-    const before = calls()
+    const jobs = [long(2, 3), long(2, 3), long(2, 3), research('restart queued'), long(3, 3)]
     const taskIds = await create(session, jobs)
     await recordedInSqlite(database, taskIds.slice(0, 2), 'stream')
     await queuedBehind(session, taskIds.slice(2))
-    expect(callsSince(before)).toEqual({ [LONG]: 2, [RESEARCH]: 0 })
+    expect(callsOf(jobs)).toEqual({ [LONG]: 2, [RESEARCH]: 0 })
 
     first.child.kill('SIGKILL')
     await first.exited
     // Slots for all 5 on the next process: the tasks it starts run side by side, not one after the other.
-    const second = await startOne(onSqlite(5, '', database).config)
+    const second = await startOne(onSqlite(5, '', database).config, processes)
     await expectAllCompleted(session.on(second.url), taskIds, jobs)
-    expect(callsSince(before)).toEqual({ [LONG]: 4, [RESEARCH]: 1 })
+    expect(callsOf(jobs)).toEqual({ [LONG]: 4, [RESEARCH]: 1 })
   })
 
   // Each queued task leaves at once: the grace waits only for the call that holds the slot, and its end finds no task left.
   // The grace starts after that hand-over, so a short one (1s) still finds the 3 tasks there if they were not handed over.
-  const queuedJobs = [long(2), long(3), research('handed over')]
+  const queuedJobs = (steps: number, topic: string): Job[] => [long(2, steps), long(3, steps), research(topic)]
 
-  it('SIGTERM of the owner: its queued tasks are handed over at once and the other process completes them, each run once', { timeout: 90_000 }, async () => {
+  it.concurrent('SIGTERM of the owner: its queued tasks are handed over at once and the other process completes them, each run once', { timeout: 180_000 }, async ({ onTestFinished }) => {
+    const processes = processesOf(onTestFinished)
+    const prefix = freshPrefix()
+    const jobs = queuedJobs(4, 'handed over on Redis')
     // One slot on the owner (the queue), one per task on the other process (they run side by side there).
-    const [a, b] = await Promise.all([startOne(onRedis(1, ', shutdownGrace: 1s')), startOne(onRedis(3))])
-    await holdTheSlot(a)
+    const [a, b] = await Promise.all([startOne(onRedis(prefix, 1, ', shutdownGrace: 1s'), processes), startOne(onRedis(prefix, 3), processes)])
+    await holdTheSlot(a, 20)
     const session = await RawSession.open(a.url)
-    const before = calls()
-    const taskIds = await create(session, queuedJobs)
+    const taskIds = await create(session, jobs)
     await queuedBehind(session, taskIds)
 
     const from = b.lines.length
     a.child.kill('SIGTERM')
     const taken = JSON.parse(await loggedLine(b, 'took over the tasks of a lost gateway process', { from })) as Json
     expect(taken).toMatchObject({ started: 3, resumed: 0, rerun: 0, failed: 0 })
-    await expectAllCompleted(session.on(b.url), taskIds, queuedJobs)
-    expect(callsSince(before)).toEqual({ [LONG]: 2, [RESEARCH]: 1 })
+    await expectAllCompleted(session.on(b.url), taskIds, jobs)
+    expect(callsOf(jobs)).toEqual({ [LONG]: 2, [RESEARCH]: 1 })
     await a.exited
     expectHandedOverAtOnce(a)
   })
 
-  it('SIGTERM of the only process on a SQLite file: the next one starts its queued tasks, each runs once upstream', { timeout: 90_000 }, async () => {
+  it.concurrent('SIGTERM of the only process on a SQLite file: the next one starts its queued tasks, each runs once upstream', { timeout: 180_000 }, async ({ onTestFinished }) => {
+    const processes = processesOf(onTestFinished)
+    const jobs = queuedJobs(5, 'handed over on SQLite')
     const { config, database } = onSqlite(1, ', shutdownGrace: 1s')
-    const first = await startOne(config)
-    await holdTheSlot(first)
+    const first = await startOne(config, processes)
+    await holdTheSlot(first, 21)
     const session = await RawSession.open(first.url)
-    const before = calls()
-    const taskIds = await create(session, queuedJobs)
+    const taskIds = await create(session, jobs)
     await queuedBehind(session, taskIds)
 
     first.child.kill('SIGTERM')
     await first.exited
     expectHandedOverAtOnce(first)
     // A slot per task on the next process: they run side by side there.
-    const second = await startOne(onSqlite(3, '', database).config)
+    const second = await startOne(onSqlite(3, '', database).config, processes)
     const recovered = JSON.parse(await loggedLine(second, 'recovered tasks interrupted by a restart')) as Json
     expect(recovered).toMatchObject({ started: 3, resumed: 0, rerun: 0, failed: 0 })
-    await expectAllCompleted(session.on(second.url), taskIds, queuedJobs)
-    expect(callsSince(before)).toEqual({ [LONG]: 2, [RESEARCH]: 1 })
+    await expectAllCompleted(session.on(second.url), taskIds, jobs)
+    expect(callsOf(jobs)).toEqual({ [LONG]: 2, [RESEARCH]: 1 })
   })
 })
 

@@ -59,7 +59,7 @@ upstreams:
     return { after: session.on(second.url), taskIds, second }
   }
 
-  it('the upstream\'s own tasks: every task completes with its real report, none run twice upstream', { timeout: 90_000 }, async () => {
+  it.concurrent('the upstream\'s own tasks: every task completes with its real report, none run twice upstream', { timeout: 90_000 }, async () => {
     const before = everythingProxy.count('tools/call simulate-research-query')
     const { after, taskIds, second } = await killMidway('ev__simulate-research-query', (i) => ({ topic: `restart ${i}` }), 5, 'native')
     await expectCompleted(after, taskIds, (i) => `Research Report: restart ${i}`)
@@ -67,7 +67,7 @@ upstreams:
     expect(second.lines.some((line) => line.includes('recovered tasks interrupted by a restart') && line.includes('"resumed":5'))).toBe(true)
   })
 
-  it('plain calls whose streams the upstream replays: every task completes with the call\'s result, none called twice', { timeout: 60_000 }, async () => {
+  it.concurrent('plain calls whose streams the upstream replays: every task completes with the call\'s result, none called twice', { timeout: 60_000 }, async () => {
     const before = replayProxy.count('tools/call slow_report')
     const { after, taskIds } = await killMidway('rp__slow_report', (i) => ({ topic: `restart ${i}`, ms: 3000 }), 3, 'stream')
     await expectCompleted(after, taskIds, (i) => `report on restart ${i} after 3 steps`)

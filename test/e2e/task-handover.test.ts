@@ -21,6 +21,10 @@ const ADMIN_TOKEN = 'handover-admin-token'
  * A gateway that shuts down (SIGTERM, a deploy) while tasks of @modelcontextprotocol/server-everything run as
  * the server's own tasks: it hands them over at once instead of waiting for them and failing them, and leaves
  * the upstream session open; the next process on a SQLite file, or another process on Redis, finishes them.
+ *
+ * The tests run side by side (most of their time is spent waiting on the upstream's task stages), each on a file
+ * or key prefix of its own; on the shared upstream each counts its own calls, by their arguments. None of them
+ * cancels anything upstream.
  */
 describe('handing running tasks over on shutdown', () => {
   let everything: StartedUpstream
@@ -78,9 +82,13 @@ describe('handing running tasks over on shutdown', () => {
     await expectCompleted(session, taskIds, (i) => `Research Report: ${topic} ${i}`)
   }
 
-  it('on SQLite, the next process on the file finishes what the stopped one handed over', { timeout: 90_000 }, async () => {
+  /** Calls of the server's task tool whose topic starts with `topic` (the topics of one test). */
+  function researchCalls (topic: string): number {
+    return proxy.countWhere('tools/call simulate-research-query', (args) => String(args.topic).startsWith(`${topic} `))
+  }
+
+  it.concurrent('on SQLite, the next process on the file finishes what the stopped one handed over', { timeout: 90_000 }, async () => {
     const store = { kind: 'sqlite', path: join(mkdtempSync(join(tmpdir(), 'gw-handover-')), 'gateway.db') }
-    const calls = proxy.count('tools/call simulate-research-query')
     const first = await start(store)
     const { session, taskIds } = await tasksOn(first, 3, 'sqlite')
     // What a restart costs, before one: the server's task tool is resumed, every other tool's running task lost.
@@ -109,12 +117,12 @@ describe('handing running tasks over on shutdown', () => {
     expect([...upstreamSessions].filter((id) => proxy.deleted.has(String(id)))).toEqual([])
     const second = await start(store)
     await expectReports(session.on(second.url), taskIds, 'sqlite')
-    expect(proxy.count('tools/call simulate-research-query') - calls).toBe(3)
+    expect(researchCalls('sqlite')).toBe(3)
     expect(proxy.count('tasks/cancel')).toBe(0)
     expect(second.logs().find((line) => line.msg === 'recovered tasks interrupted by a restart')).toMatchObject({ resumed: 3, rerun: 0, failed: 0 })
   })
 
-  it('hands over a task whose upstream task is still being recorded as the shutdown reaches the handover', { timeout: 90_000 }, async () => {
+  it.concurrent('hands over a task whose upstream task is still being recorded as the shutdown reaches the handover', { timeout: 90_000 }, async () => {
     const store = { kind: 'sqlite', path: join(mkdtempSync(join(tmpdir(), 'gw-handover-held-')), 'gateway.db') }
     const first = await start(store)
     // The store write that records the task's upstream task is held until the shutdown has begun its handover.
@@ -144,7 +152,7 @@ describe('handing running tasks over on shutdown', () => {
     await expectReports(session.on(second.url), [taskId], 'held')
   })
 
-  it('hands a task still waiting for a call slot over at once, without waiting for the slot through the grace', { timeout: 90_000 }, async () => {
+  it.concurrent('hands a task still waiting for a call slot over at once, without waiting for the slot through the grace', { timeout: 90_000 }, async () => {
     const store = { kind: 'sqlite', path: join(mkdtempSync(join(tmpdir(), 'gw-handover-queued-')), 'gateway.db') }
     const base = config(store)
     // One call at a time: the task waits behind a plain call that ends during the grace.
@@ -152,9 +160,9 @@ describe('handing running tasks over on shutdown', () => {
     const first = await startGateway({ ...base, server: { shutdownGrace: '8s' }, upstreams: [upstream] })
     running.push(first)
     const session = await RawSession.open(first.url, { elicitation: { form: {} } })
-    const plainCalls = proxy.count('tools/call trigger-long-running-operation')
     await legacyTask(session, 'ev__trigger-long-running-operation', { duration: 2, steps: 2 })
-    await until('the plain call to hold the upstream\'s one call slot', () => proxy.count('tools/call trigger-long-running-operation') > plainCalls ? true : undefined)
+    const holding = (args: Record<string, unknown>): boolean => args.duration === 2 && args.steps === 2
+    await until('the plain call to hold the upstream\'s one call slot', () => proxy.countWhere('tools/call trigger-long-running-operation', holding) > 0 ? true : undefined)
     // It would ask a question once it runs, and wait for the answer past the grace.
     const taskId = await legacyTask(session, TOOL, { topic: 'queued 0', ambiguous: true })
     await until('the task to wait for the call slot', async () => String(((await session.request('tasks/get', { taskId })).result as Json).statusMessage ?? '').startsWith('queued') ? true : undefined)
@@ -174,11 +182,10 @@ describe('handing running tasks over on shutdown', () => {
     await expectReports(viaSecond, [taskId], 'queued')
   })
 
-  it('on Redis, another process takes the tasks over at once and finishes them', { timeout: 90_000 }, async () => {
+  it.concurrent('on Redis, another process takes the tasks over at once and finishes them', { timeout: 90_000 }, async () => {
     const prefix = `mcpgw-handover:${randomUUID()}:`
     const store = { kind: 'redis', url: REDIS_URL, prefix }
     try {
-      const calls = proxy.count('tools/call simulate-research-query')
       const [a, b] = await Promise.all([start(store), start(store)])
       const { session, taskIds } = await tasksOn(a, 3, 'redis')
       // A plain call of the same server that is not resumed (resume: off for it) runs out its grace on A.
@@ -196,7 +203,7 @@ describe('handing running tasks over on shutdown', () => {
       await expectReports(session.on(b.url), taskIds, 'redis')
       // The plain call finished on A within its grace.
       expect(JSON.stringify((await session.on(b.url).request('tasks/result', { taskId: slow })).result)).toContain('Long running operation completed')
-      expect(proxy.count('tools/call simulate-research-query') - calls).toBe(3)
+      expect(researchCalls('redis')).toBe(3)
       const taken = b.logs().find((line) => line.msg === 'took over the tasks of a lost gateway process')
       expect(taken).toMatchObject({ resumed: 3, rerun: 0, failed: 0 })
       const timeline = await b.gateway.store.tasks.timeline(taskIds[0]!)
@@ -206,18 +213,17 @@ describe('handing running tasks over on shutdown', () => {
     }
   })
 
-  it('a process declared lost while it still runs stops waiting for the tasks another one resumed, and cancels nothing', { timeout: 90_000 }, async () => {
+  it.concurrent('a process declared lost while it still runs stops waiting for the tasks another one resumed, and cancels nothing', { timeout: 90_000 }, async () => {
     const prefix = `mcpgw-stalled:${randomUUID()}:`
     const store = { kind: 'redis', url: REDIS_URL, prefix }
     try {
-      const calls = proxy.count('tools/call simulate-research-query')
       const cancels = proxy.count('tasks/cancel')
       const [a, b] = await Promise.all([start(store), start(store)])
       const { session, taskIds } = await tasksOn(a, 2, 'stalled')
       // What B's lease scan does once A's lease has lapsed (A stalled longer than tasks.ownerLease), while A still runs.
       expect(await b.gateway.tasks.adoptOrphans(a.gateway.processId)).toEqual({ resumed: 2, rerun: 0, started: 0, failed: 0 })
       await expectReports(session.on(b.url), taskIds, 'stalled')
-      expect(proxy.count('tools/call simulate-research-query') - calls).toBe(2)
+      expect(researchCalls('stalled')).toBe(2)
       expect(proxy.count('tasks/cancel') - cancels).toBe(0)
       for (const taskId of taskIds) {
         // B stored the outcome; A, told that B resumed the task, stopped waiting and stored nothing.

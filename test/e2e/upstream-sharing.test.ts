@@ -25,7 +25,8 @@ async function answering (url: string, shownIn: Map<string, string> = new Map())
   })
 }
 
-describe('sessions: shared', () => {
+// The two describes run side by side, each with a gateway of its own (a describe's tests one after another).
+describe.concurrent('sessions: shared', () => {
   let gw: RunningGateway
   const clients: Client[] = []
 
@@ -38,7 +39,7 @@ describe('sessions: shared', () => {
     await gw?.close()
   })
 
-  it('serves every client that declares the same capabilities from one session, and the others from another', async () => {
+  it.sequential('serves every client that declares the same capabilities from one session, and the others from another', async () => {
     const [a, b] = [await connectV1(gw.url, { capabilities: {} }), await connectV1(gw.url, { capabilities: {} })]
     const c = await answering(gw.url)
     clients.push(a, b, c)
@@ -50,7 +51,7 @@ describe('sessions: shared', () => {
     expect(gw.gateway.upstreams[0]!.load.sessions).toBe(2)
   })
 
-  it('refuses a question it cannot give to one client rather than ask the wrong one', async () => {
+  it.sequential('refuses a question it cannot give to one client rather than ask the wrong one', async () => {
     const [a, b] = [await connectV1(gw.url, { ...ELICITATION, onElicit: () => ({ action: 'accept', content: { name: 'A' } }) }), await connectV1(gw.url, { ...ELICITATION, onElicit: () => ({ action: 'accept', content: { name: 'B' } }) })]
     clients.push(a, b)
     const answers = await Promise.all([call(a, 'ask_in_pair', { question: 'Who is A?' }), call(b, 'ask_in_pair', { question: 'Who is B?' })])
@@ -58,10 +59,10 @@ describe('sessions: shared', () => {
   })
 })
 
-describe('sessions: per-call', () => {
+describe.concurrent('sessions: per-call', () => {
   const gw = gatewayForSuite({ upstreams: [{ ...STATEFUL, sessions: 'per-call' }], tasks: { pollInterval: '50ms' } })
 
-  it('shows each of two concurrent questions of one client in the task that asked it', async () => {
+  it.sequential('shows each of two concurrent questions of one client in the task that asked it', async () => {
     const shownIn = new Map<string, string>()
     const client = await answering(gw.url, shownIn)
     try {

@@ -18,6 +18,8 @@ export class CountingProxy {
    * JSON-RPC responses (answers passed on to the upstream) as `response`.
    */
   readonly counts = new Map<string, number>()
+  /** The params of every JSON-RPC request seen, by method, in order (see `countWhere`). */
+  readonly #params = new Map<string, Json[]>()
   /** The Mcp-Session-Id of every session ended with DELETE. */
   readonly deleted = new Set<string>()
   url = ''
@@ -54,6 +56,16 @@ export class CountingProxy {
     return this.counts.get(key) ?? 0
   }
 
+  /**
+   * Requests of `key` (as `count` names them) whose params satisfy `match`: a test that shares the proxy with
+   * others running at the same time counts only its own (`tools/call <name>` matches on the call's arguments).
+   */
+  countWhere (key: string, match: (params: Json) => boolean): number {
+    const seen = this.#params.get(key) ?? []
+    const of = key.startsWith('tools/call ') ? (params: Json) => (params.arguments ?? {}) as Json : (params: Json) => params
+    return seen.filter((params) => match(of(params))).length
+  }
+
   #count (body: Buffer): void {
     let message: Json
     try {
@@ -69,7 +81,13 @@ export class CountingProxy {
     const keys = [message.method]
     const name = (message.params as Json | undefined)?.name
     if (message.method === 'tools/call' && typeof name === 'string') keys.push(`tools/call ${name}`)
-    for (const key of keys) this.#bump(key)
+    const params = (message.params ?? {}) as Json
+    for (const key of keys) {
+      this.#bump(key)
+      const seen = this.#params.get(key)
+      if (seen === undefined) this.#params.set(key, [params])
+      else seen.push(params)
+    }
   }
 
   #bump (key: string): void {
