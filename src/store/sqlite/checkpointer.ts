@@ -37,8 +37,6 @@ function tick () {
     // As above: the next tick tries again.
   }
 }
-// Started one interval after the store opened: the first tick is due now.
-tick()
 const timer = setInterval(tick, workerData.intervalMs)
 parentPort.once('message', () => {
   clearInterval(timer)
@@ -55,32 +53,21 @@ parentPort.once('message', () => {
  * file system.
  */
 export class Checkpointer {
-  readonly #path: string
-  readonly #intervalMs: number
-  /** Starts the worker when the first tick is due. */
-  readonly #starter: NodeJS.Timeout
-  #worker: Worker | undefined
+  readonly #worker: Worker
 
   /**
-   * The worker starts when the first tick is due, one interval from now: starting a thread that loads SQLite
-   * takes tens of ms of CPU, which a store closed sooner (a test's, a command's) never needs to spend, and which
-   * stays off a gateway's start. A store closed before then leaves the last checkpoint to SQLite's close.
+   * The worker opens the file now, as the store opens it: a connection opened later would open whatever is at
+   * the path by then, and create an empty database there if the file was deleted (the store's guard must see
+   * the deletion, not a new file; sqlite-guard.ts).
    */
   constructor (path: string, intervalMs = 1000) {
-    this.#path = path
-    this.#intervalMs = intervalMs
-    this.#starter = setTimeout(() => this.#start(), intervalMs)
-    this.#starter.unref()
-  }
-
-  #start (): void {
     const module = createRequire(import.meta.url).resolve('better-sqlite3')
     this.#worker = new Worker(WORKER_SOURCE, {
       eval: true,
       workerData: {
         module,
-        path: this.#path,
-        intervalMs: this.#intervalMs,
+        path,
+        intervalMs,
         walLimit: WAL_SIZE_LIMIT_BYTES,
         vacuumPages: VACUUM_CHUNK_PAGES,
         vacuumChunks: VACUUM_CHUNKS_PER_TICK,
@@ -91,9 +78,7 @@ export class Checkpointer {
 
   /** Runs a last checkpoint and stops the worker. */
   async close (): Promise<void> {
-    clearTimeout(this.#starter)
     const worker = this.#worker
-    if (worker === undefined) return
     const closed = new Promise<void>((resolve) => {
       worker.once('message', () => resolve())
       worker.once('exit', () => resolve())
