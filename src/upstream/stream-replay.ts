@@ -5,6 +5,9 @@ import { settled } from '../observability/ignored.ts'
 
 /** How long a replayed stream may stay silent before it is asked for again from its last event. */
 const REPLAY_SILENCE_MS = 1000
+/** How often a replay refused with 409 is asked for again, the first wait, doubled each time (about 3 s in all). */
+const CONFLICT_RETRIES = 5
+const CONFLICT_WAIT_MS = 100
 
 type Body = Dispatcher.ResponseData['body']
 
@@ -20,6 +23,22 @@ export interface ReplayAnswer {
   statusCode: number
   text: string
   body: Body | undefined
+}
+
+/**
+ * The first replay of a call's stream that another process handed over: an upstream that still counts that
+ * process's connection to the stream as open answers 409 (the TypeScript SDK: "Stream already has an active
+ * connection") until it notices the connection closed, a moment later. Such a refusal is asked again after a
+ * short, doubling wait, a few times; any other answer is returned as it came, and so is the last 409.
+ */
+export async function firstReplay (
+  ask: () => Promise<ReplayAnswer>, signal: AbortSignal, waitMs = CONFLICT_WAIT_MS,
+): Promise<ReplayAnswer> {
+  for (let attempt = 0; ; attempt++) {
+    const res = await ask()
+    if (res.statusCode !== 409 || attempt === CONFLICT_RETRIES || signal.aborted) return res
+    await settled(delay(waitMs * 2 ** attempt, undefined, { signal }))
+  }
 }
 
 export interface ReplayFollower {

@@ -6,7 +6,7 @@ import type { ArrivalInfo } from './call-attribution.ts'
 import { upstreamHttpError } from './http-dispatcher.ts'
 import { JsonStreamParser } from './json-stream-parser.ts'
 import { isResponse, readEventStream, streamCursor, type EventStreamOptions, type StreamCursor, type StreamHost, type WireMessage } from './sse-stream-reader.ts'
-import { followReplay, type Replayed, type ReplayAnswer } from './stream-replay.ts'
+import { firstReplay, followReplay, type Replayed, type ReplayAnswer } from './stream-replay.ts'
 import { MAX_RECONNECT_MS, resumeFailedResponse, resumeUntilAnswered } from './stream-resume.ts'
 import { decodeResumptionToken, encodeResumptionToken } from './resumption-token.ts'
 import { limitFor, type ResponseLimit, type ResponseLimits } from './response-limit.ts'
@@ -287,7 +287,7 @@ export class StreamableHttpTransport implements Transport {
     if (position === undefined) throw new Error('not a resumption token of this gateway')
     const replayed: Replayed = { from: position.requestId, to: msg.id as string | number, answered: false }
     const limit = limitFor(this.#options.limits, replayed.to)
-    const res = await this.#replayFrom(position.eventId, options)
+    const res = await firstReplay(async () => await this.#replayFrom(position.eventId, options), this.#closed.signal)
     if (res.statusCode !== 200) throw upstreamHttpError(res.statusCode, undefined, res.text)
     void followReplay({
       body: res.body!,

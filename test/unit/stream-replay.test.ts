@@ -1,6 +1,6 @@
 import { Readable } from 'node:stream'
 import { describe, expect, it } from 'vitest'
-import { followReplay, type ReplayAnswer, type ReplayFollower, type Replayed } from '../../src/upstream/stream-replay.ts'
+import { firstReplay, followReplay, type ReplayAnswer, type ReplayFollower, type Replayed } from '../../src/upstream/stream-replay.ts'
 
 type Body = ReplayFollower['body']
 
@@ -47,5 +47,40 @@ describe('following a replayed stream', () => {
     expect(replayed.answered).toBe(true)
     expect(reopened).toEqual(['e1', 'e1'])
     expect(delivered).toEqual([])
+  })
+})
+
+/**
+ * The first replay of a handed-over call: the TypeScript SDK's server answers 409 while it still counts the
+ * stopped process's connection to the stream as open, and lets the replay through once it noticed it closed.
+ */
+describe('the first replay of a handed-over call', () => {
+  const conflict: ReplayAnswer = { statusCode: 409, text: 'Conflict: Stream already has an active connection', body: undefined }
+  const replay: ReplayAnswer = { statusCode: 200, text: '', body: body() }
+
+  it('asks again while the upstream answers 409, and gets the replay once the old connection is gone', async () => {
+    const answers = [conflict, conflict, replay]
+    let asked = 0
+    const res = await firstReplay(async () => answers[asked++]!, new AbortController().signal, 1)
+    expect(res).toBe(replay)
+    expect(asked).toBe(3)
+  })
+
+  it('gives up after a few 409s with the last refusal, and never asks again after another refusal', async () => {
+    let asked = 0
+    expect(await firstReplay(async () => { asked++; return conflict }, new AbortController().signal, 1)).toBe(conflict)
+    expect(asked).toBe(6)
+    const gone: ReplayAnswer = { statusCode: 404, text: 'Session not found', body: undefined }
+    asked = 0
+    expect(await firstReplay(async () => { asked++; return gone }, new AbortController().signal, 1)).toBe(gone)
+    expect(asked).toBe(1)
+  })
+
+  it('stops asking when the transport closes', async () => {
+    const closed = new AbortController()
+    let asked = 0
+    const res = await firstReplay(async () => { asked++; closed.abort(); return conflict }, closed.signal, 1)
+    expect(res).toBe(conflict)
+    expect(asked).toBe(1)
   })
 })
