@@ -43,9 +43,12 @@ export function rateLimitStoreContract (backends: Record<string, () => Promise<G
 
       it('refills up to `burst` and no further', async () => {
         const key = `task-ops:${randomUUID()}`
-        expect(await store.take(key, 100, 2)).toBe(0)
-        await sleep(60)
-        const waits = await Promise.all([1, 2, 3].map(async () => await store.take(key, 100, 2)))
+        // 10 tokens a second: 300 ms would refill three, the bucket keeps two. The three takes that follow would
+        // earn a third token only if 100 ms passed between the first and the last, which a loaded machine allows
+        // at 100 tokens a second (10 ms) but not here.
+        expect(await store.take(key, 10, 2)).toBe(0)
+        await sleep(300)
+        const waits = await Promise.all([1, 2, 3].map(async () => await store.take(key, 10, 2)))
         expect(waits.filter((w) => w === 0)).toHaveLength(2)
       })
 
