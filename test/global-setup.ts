@@ -3,7 +3,7 @@ import { build } from 'esbuild'
 import { Redis } from 'ioredis'
 import pg from 'pg'
 import type { TestProject } from 'vitest/node'
-import { buildDist, writeWhenChanged } from '../scripts/build.ts'
+import { NOT_BUNDLED, REQUIRE_BANNER, buildDist, packageDefine, writeWhenChanged } from '../scripts/build.ts'
 import { COMPILED_FIXTURES, FIXTURES_OUT } from './helpers/built.ts'
 
 declare module 'vitest' {
@@ -34,7 +34,8 @@ const ROOT = fileURLToPath(new URL('../', import.meta.url))
 
 /**
  * The gateway and the demo upstream run from dist/, which buildDist() writes; the fixtures from bundles in
- * FIXTURES_OUT (test/helpers/built.ts), each fixture one file with its packages left as imports of node_modules/.
+ * FIXTURES_OUT (test/helpers/built.ts), each fixture one file with its packages, as dist/main.js is (a child
+ * process then starts on about half the CPU time: module loading dominates a start).
  * Both always, as esbuild takes well under a second: no staleness check to get wrong. A file changes only when
  * its content did, through a rename, so a child of another run in this checkout never reads half of one.
  */
@@ -47,7 +48,9 @@ async function compileFixtures (): Promise<void> {
     bundle: true,
     platform: 'node',
     format: 'esm',
-    packages: 'external',
+    external: NOT_BUNDLED,
+    banner: REQUIRE_BANNER,
+    define: { GATEWAY_PACKAGE: packageDefine() },
     target: 'node20',
     // Shared code stays inside each bundle: one file per fixture, as a child process loads it.
     splitting: false,

@@ -33,8 +33,13 @@ export function negotiateVersion (requested: unknown): string {
   return typeof requested === 'string' && isLegacyVersion(requested) ? requested : LATEST_LEGACY_VERSION
 }
 
-/** The package's own name and version (read once; src/ and dist/ sit at the same depth below package.json). */
-const PACKAGE = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { name: string, version: string }
+/** Set by the build (scripts/build.ts) to package.json's name and version; undefined when run from src/. */
+declare const GATEWAY_PACKAGE: { name: string, version: string } | undefined
+
+/** The package's own name and version: put in by the build, or read once from package.json (two levels above src/wire/). */
+const PACKAGE = typeof GATEWAY_PACKAGE === 'object'
+  ? GATEWAY_PACKAGE
+  : JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { name: string, version: string }
 
 /** How the gateway names itself: to clients as `serverInfo`, to upstreams as `clientInfo`, to tracing as the service. */
 export const GATEWAY_INFO: Readonly<{ name: string, version: string }> = Object.freeze({ name: PACKAGE.name, version: PACKAGE.version })
