@@ -136,35 +136,6 @@ upstreams:
       const modern = ModernRaw.withTasks(cluster.url, { elicitation: { form: {} } })
       const tracked: Tracked[] = []
 
-      // Every fifth task asks the user (answered for half of them, in both eras); 40 tasks of two clients (legacy
-      // session 0 and the modern client) run for a minute, so however slowly a loaded machine gets to the kill, the
-      // victim (the process with the most unfinished tasks) has at least half of them; the rest run 0.5–6 s.
-      const plan = Array.from({ length: 300 }, (_, i) => {
-        const asks = i % 10 === 3 || i % 10 === 6
-        const tool = asks ? 'demo__ask_user' : i % 3 === 0 ? 'redo__slow' : 'demo__slow'
-        const long = tool === 'demo__slow' && (i % 10 === 0 || i % 10 === 5)
-        const duration = long ? LONG_MS : 500 + ((i * 197) % 5500)
-        const args = asks ? { message: `Task ${i}?`, timeoutMs: 5000 } : { duration, steps: 3 }
-        return { i, era: i % 2 === 0 ? 'legacy' as const : 'modern' as const, tool, asks, long, args }
-      })
-      expect(plan.filter((p) => p.long)).toHaveLength(40)
-      for (let start = 0; start < plan.length; start += 30) {
-        await Promise.all(plan.slice(start, start + 30).map(async (p) => {
-          if (p.era === 'legacy') {
-            const session = sessions[p.i % sessions.length]!
-            const created = await session.request('tools/call', { name: p.tool, arguments: p.args, task: {} })
-            const task = (created.result as Json | undefined)?.task as Json | undefined
-            if (!task) throw new Error(`legacy task not created: ${JSON.stringify(created)}`)
-            tracked.push({ id: task.taskId as string, era: 'legacy', tool: p.tool, asks: p.asks, native: false, long: p.long, session })
-          } else {
-            const created = await modern.request('tools/call', { name: p.tool, arguments: p.args })
-            if (created.body.result === undefined) throw new Error(`modern task not created: ${JSON.stringify(created.body)}`)
-            tracked.push({ id: (created.body.result as Json).taskId as string, era: 'modern', tool: p.tool, asks: p.asks, native: false, long: p.long })
-          }
-        }))
-      }
-      expect(tracked).toHaveLength(300)
-
       const read = async (task: Tracked): Promise<{ status: string, result: unknown, statusMessage: unknown, lastUpdatedAt: unknown }> => {
         if (task.era === 'legacy') {
           const got = legacyStatus(await task.session!.request('tasks/get', { taskId: task.id }))
@@ -203,7 +174,44 @@ upstreams:
           }
         }
       }
-      const answering = tracked.filter((t) => t.asks && !t.native && t.replayed !== true && t.extension !== true).filter((_, n) => n % 4 < 2).map(async (task) => { await answer(task, { name: 'Chaos' }) })
+      // Every fifth task asks the user (answered for half of them, in both eras); 40 tasks of two clients (legacy
+      // session 0 and the modern client) run for a minute, so however slowly a loaded machine gets to the kill, the
+      // victim (the process with the most unfinished tasks) has at least half of them; the rest run 0.5–6 s.
+      const plan = Array.from({ length: 300 }, (_, i) => {
+        const asks = i % 10 === 3 || i % 10 === 6
+        const tool = asks ? 'demo__ask_user' : i % 3 === 0 ? 'redo__slow' : 'demo__slow'
+        const long = tool === 'demo__slow' && (i % 10 === 0 || i % 10 === 5)
+        const duration = long ? LONG_MS : 500 + ((i * 197) % 5500)
+        const args = asks ? { message: `Task ${i}?`, timeoutMs: 15_000 } : { duration, steps: 3 }
+        return { i, era: i % 2 === 0 ? 'legacy' as const : 'modern' as const, tool, asks, long, args }
+      })
+      expect(plan.filter((p) => p.long)).toHaveLength(40)
+      // Half of the questions are answered (both eras), each from as soon as its task is created: a loaded machine
+      // may take longer to create all 300 than a question waits.
+      const answering: Array<Promise<void>> = []
+      const answerIfPlanned = (p: { i: number, asks: boolean }, task: Tracked): void => {
+        if (p.asks && Math.floor(p.i / 10) % 2 === 0) answering.push(answer(task, { name: 'Chaos' }))
+      }
+      for (let start = 0; start < plan.length; start += 30) {
+        await Promise.all(plan.slice(start, start + 30).map(async (p) => {
+          if (p.era === 'legacy') {
+            const session = sessions[p.i % sessions.length]!
+            const created = await session.request('tools/call', { name: p.tool, arguments: p.args, task: {} })
+            const task = (created.result as Json | undefined)?.task as Json | undefined
+            if (!task) throw new Error(`legacy task not created: ${JSON.stringify(created)}`)
+            const tracking: Tracked = { id: task.taskId as string, era: 'legacy', tool: p.tool, asks: p.asks, native: false, long: p.long, session }
+            tracked.push(tracking)
+            answerIfPlanned(p, tracking)
+          } else {
+            const created = await modern.request('tools/call', { name: p.tool, arguments: p.args })
+            if (created.body.result === undefined) throw new Error(`modern task not created: ${JSON.stringify(created.body)}`)
+            const tracking: Tracked = { id: (created.body.result as Json).taskId as string, era: 'modern', tool: p.tool, asks: p.asks, native: false, long: p.long }
+            tracked.push(tracking)
+            answerIfPlanned(p, tracking)
+          }
+        }))
+      }
+      expect(tracked).toHaveLength(300)
 
       // Mid-run: some tasks have completed, most are still running.
       await until('the first completions', async () => {
