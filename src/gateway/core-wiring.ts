@@ -38,6 +38,7 @@ import { SessionEnd } from './session-end.ts'
 
 /** What the gateway is made of behind its endpoints: built by wireCore, started and stopped by the lifecycle. */
 export interface GatewayCore {
+  /** The configuration the gateway started with: what a reload changes is read through `live` instead. */
   readonly config: Config
   readonly tls: ListenerTls
   readonly log: Logger
@@ -47,6 +48,7 @@ export interface GatewayCore {
   readonly problems: RecentProblems | undefined
   readonly metrics: GatewayMetrics | undefined
   readonly oauth: OAuthResource | undefined
+  /** The configuration in force and what requests derive from it (authenticator, limiter): a reload replaces them. */
   readonly live: LiveSettings
   readonly hub: StreamHub
   readonly listen: ListenHub

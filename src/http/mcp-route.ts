@@ -1,4 +1,5 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { Live } from '../config/live.ts'
 import type { ServerConfig } from '../config/schema.ts'
 import { GatewayError, errorMessage } from '../errors.ts'
 import { sendHttpError, writeHttpError } from '../wire/error-replies.ts'
@@ -15,16 +16,18 @@ import { methodLabel, type GatewayMetrics } from '../observability/metrics.ts'
 import type { RequestTrace } from '../observability/request-trace.ts'
 import type { GatewayTracing } from '../observability/tracing.ts'
 
+/** What the route serves with. The `Live` values follow a reload: each is read per request, never kept. */
 export interface McpRouteOptions {
+  /** The listener's options as the gateway started (its path and body limit change only at a restart). */
   config: ServerConfig
   legacy: LegacyEndpoint
   modern: ModernEndpoint
   /** Resolves the caller: its principal and what it may use; undefined when auth is off. */
-  authenticator: Authenticator | undefined
+  readonly authenticator: Live<Authenticator | undefined>
   /** With auth off: keep the request's Authorization header for upstreams that forward it (forwardAuthorization). */
-  passAuthorization: boolean
-  /** The request rate limits (limits.*); undefined when all are off. Read per request, like the authenticator. */
-  limiter: RateLimiter | undefined
+  readonly passAuthorization: Live<boolean>
+  /** The request rate limits (limits.*); undefined when all are off. */
+  readonly limiter: Live<RateLimiter | undefined>
   /** True once shutdown began: new requests are refused with 503. */
   isClosing (): boolean
   /** Where requests and refusals are counted; undefined when metrics are off. */

@@ -66,17 +66,17 @@ export class LiveSettings {
   }
 
   /** Undefined when auth is off. */
-  get authenticator (): Authenticator | undefined {
+  get authenticator (): Live<Authenticator | undefined> {
     return this.#authenticator
   }
 
   /** Undefined when every rate limit is off. */
-  get limiter (): RateLimiter | undefined {
+  get limiter (): Live<RateLimiter | undefined> {
     return this.#limiter
   }
 
   /** With auth off: whether a request's Authorization header is kept for upstreams with forwardAuthorization. */
-  get passAuthorization (): boolean {
+  get passAuthorization (): Live<boolean> {
     return this.#passAuthorization
   }
 

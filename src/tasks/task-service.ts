@@ -4,6 +4,7 @@ import type { TasksConfig } from '../config/schema.ts'
 import { withoutProgressToken } from '../wire/params.ts'
 import { toWireError } from '../wire/error-replies.ts'
 import { GatewayError } from '../errors.ts'
+import { ignoreWithTrace } from '../observability/ignored.ts'
 import type { Logger } from '../observability/logger.ts'
 import type { RequestTrace } from '../observability/request-trace.ts'
 import type { JsonObject, RequestId } from '../wire/jsonrpc.ts'
@@ -260,7 +261,8 @@ export class TaskService {
       const page = await this.#tasks.list(principal, after, 500, Date.now())
       for (const task of page) {
         if (isTerminal(task.status)) continue
-        await this.cancel(principal, task.id).then(() => cancelled++, () => {})
+        // It may have ended since it was listed (a cancel then refuses) or the store may refuse: its ttl removes it.
+        await this.cancel(principal, task.id).then(() => cancelled++, ignoreWithTrace(this.#log, 'a task of an ended session could not be cancelled', { taskId: task.id }))
       }
       const last = page.at(-1)
       if (page.length < 500 || !last) return cancelled

@@ -1,6 +1,8 @@
 import type { SessionLease } from './upstream-events.ts'
 import type { SessionAddress, SessionOpenOptions, UpstreamSession } from './upstream-session.ts'
 import { randomId } from '../wire/random-id.ts'
+import { ignoreWithTrace } from '../observability/ignored.ts'
+import type { Logger } from '../observability/logger.ts'
 
 /** Opens a session of the upstream under `key`, joining an existing upstream session. */
 type Opener = (key: string, rejoin: NonNullable<SessionOpenOptions['rejoin']>) => Promise<UpstreamSession>
@@ -46,10 +48,11 @@ export class RejoinedSessions {
     }
   }
 
-  /** Leaves every session (the upstream keeps them). */
-  async detachAll (): Promise<void> {
+  /** Leaves every session (the upstream keeps them); one that failed to open is traced in `log` (lease() told its caller). */
+  async detachAll (log: Logger): Promise<void> {
     const all = [...this.#sessions.values()]
     this.#sessions.clear()
-    await Promise.all(all.map(async (p) => await p.then((s) => s.detach(), () => {})))
+    const failedOpen = ignoreWithTrace(log, 'a rejoined upstream session failed to open; the tasks that waited for it were told')
+    await Promise.all(all.map(async (p) => await p.then(async (s) => { await s.detach() }, failedOpen)))
   }
 }

@@ -11,6 +11,8 @@ import { MAX_RECONNECT_MS, resumeFailedResponse, resumeUntilAnswered } from './s
 import { decodeResumptionToken, encodeResumptionToken } from './resumption-token.ts'
 import { limitFor, type ResponseLimit, type ResponseLimits } from './response-limit.ts'
 import type { RequestId } from '../wire/jsonrpc.ts'
+import { ignoreWithTrace } from '../observability/ignored.ts'
+import type { Logger } from '../observability/logger.ts'
 
 const PROTOCOL_VERSION_META_KEY = 'io.modelcontextprotocol/protocolVersion'
 
@@ -31,6 +33,8 @@ export interface StreamableHttpTransportOptions {
   rejoin?: { sessionId: string | null, protocolVersion: string, idPrefix: string } | undefined
   /** How large an answer may be: one over its limit is given up as it arrives (its response closed) and fails its request. */
   limits: ResponseLimits
+  /** Where a DELETE that ends the upstream session on close is traced when it fails. */
+  log?: Logger | undefined
 }
 
 type Message = WireMessage
@@ -178,7 +182,7 @@ export class StreamableHttpTransport implements Transport {
         method: 'DELETE',
         headers: this.#headers('application/json'),
         signal: AbortSignal.timeout(2000),
-      }).then((res) => res.body.dump(), () => {})
+      }).then(async (res) => { await res.body.dump() }).catch(ignoreWithTrace(this.#options.log, 'ending an upstream session (DELETE) failed; the upstream ends it when it expires'))
     }
     this.#closed.abort()
     this.onclose?.()

@@ -98,6 +98,7 @@ export function createTransport (
         headers: withAuthorization(config.headers, authorization),
         rejoin,
         limits: hooks.limits,
+        log: hooks.log,
       })
       return { transport, delayResponses: false, http: transport }
     }

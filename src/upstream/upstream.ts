@@ -4,6 +4,7 @@ import type { UpstreamConfig } from '../config/schema.ts'
 import { formatDuration } from '../config/units.ts'
 import { GatewayError, errorMessage } from '../errors.ts'
 import type { Revision } from '../wire/versions.ts'
+import { ignoreWithTrace } from '../observability/ignored.ts'
 import type { Logger } from '../observability/logger.ts'
 import { CallSlots } from './call-slots.ts'
 import { GATEWAY_CLIENT, GATEWAY_KEY, credentialTag, type ClientRef } from './client-ref.ts'
@@ -247,10 +248,11 @@ export class Upstream {
     clearTimeout(this.#reconnectTimer)
     clearInterval(this.#reaper)
     this.slots.rejectAll(why)
-    const opening = this.#clients.clear().map(async (p) => await p.then((s) => s.close(), () => {}))
+    const failedOpen = ignoreWithTrace(this.#log, 'a session still opening at close failed to open; whoever waited for it was told')
+    const opening = this.#clients.clear().map(async (p) => await p.then(async (s) => { await s.close() }, failedOpen))
     const all = [...this.#perCall.drain(), ...(this.#gateway ? [this.#gateway] : [])]
     this.#gateway = undefined
-    await Promise.all([...opening, this.#rejoined.detachAll(), ...all.map(async (s) => await s.close())])
+    await Promise.all([...opening, this.#rejoined.detachAll(this.#log), ...all.map(async (s) => await s.close())])
     await this.#http?.close()
   }
 

@@ -191,11 +191,12 @@ ${UPSTREAMS}`, { store: kind })
 
 const LEASE_MS = 2000
 /**
- * The lease lapses, then the forwarding process's next liveness check of the owner (every second) notices:
- * about 3 s. The bound is far from that and far from a hang (the call would wait for its upstream timeout,
- * minutes), so a loaded machine cannot make it fail while a retry that waits for anything but the lease does.
+ * The lease lapses, then the forwarding process's next liveness check of the owner (every second) notices: the
+ * retry is answered GW_ERR_PEER_LOST. What else it could get is told apart by its answer, not by a clock: a retry
+ * that waited for the call's upstream timeout (minutes) would outlast the test's timeout, and one that ended any
+ * other way would carry another error.
  */
-const LOST_WITHIN_MS = 4 * LEASE_MS + 5000
+const PEER_LOST = { code: -32603, data: { code: 'GW_ERR_PEER_LOST' } }
 
 /** A retry for a call whose process died gets GW_ERR_PEER_LOST, never a hang. */
 describe.each(SHARED_KINDS)('2026-07-28 retries on %s when the process holding the call is lost', (kind) => {
@@ -217,11 +218,9 @@ ${UPSTREAMS}`, { store: kind })
     const round = await new ModernRaw(p[0]!.url, ELICITATION).result('tools/call', { name: 'demo__ask_user', arguments: {} })
     const [key] = onlyInput(round)
     await cluster.kill(0)
-    const started = Date.now()
     const retry = await new ModernRaw(p[1]!.url, ELICITATION).request('tools/call', { name: 'demo__ask_user', arguments: {}, inputResponses: { [key]: { action: 'accept', content: { name: 'Late' } } }, requestState: round.requestState })
-    expect(Date.now() - started).toBeLessThan(LOST_WITHIN_MS)
     expect(retry.status).toBe(200)
-    expect(retry.body.error).toMatchObject({ code: -32603, message: expect.stringContaining('the gateway process holding this tools/call is gone') })
+    expect(retry.body.error).toMatchObject({ ...PEER_LOST, message: expect.stringContaining('the gateway process holding this tools/call is gone') })
   })
 
   it('answers GW_ERR_PEER_LOST to a retry the owner was serving when it died', async () => {
@@ -231,9 +230,7 @@ ${UPSTREAMS}`, { store: kind })
     const retry = new ModernRaw(p[2]!.url, ELICITATION).request('tools/call', { name: 'conf__test_tool_with_task', arguments: {}, inputResponses: { [key]: { action: 'accept', content: { name: 'Gone' } } }, requestState: round.requestState })
     await loggedLine(p[1]!, SERVING, { from })
     await cluster.kill(1)
-    const killed = Date.now()
     const reply = await retry
-    expect(Date.now() - killed).toBeLessThan(LOST_WITHIN_MS)
-    expect(reply.body.error).toMatchObject({ code: -32603, message: expect.stringContaining('is gone') })
+    expect(reply.body.error).toMatchObject({ ...PEER_LOST, message: expect.stringContaining('is gone') })
   })
 })

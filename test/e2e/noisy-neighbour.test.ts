@@ -16,19 +16,37 @@ const BOB = { authorization: 'Bearer bob-quiet-token-0123456789' }
 /** The address alice's silent sockets come from (the whole of 127.0.0.0/8 is this machine). */
 const SILENT_FROM = '127.0.0.3'
 const SILENT_SOCKETS = 300
-/** What bob runs in one round: plain calls, timed one by one, and tasks, which must all complete. */
+/** What bob runs in one round: plain calls one after another, and tasks, which must all complete. */
 const CALLS_PER_ROUND = 100
 const TASKS_PER_ROUND = 3
 const ROUNDS = 5
+/** The series of the demo upstream's call slots in /metrics. */
+const ACTIVE = 'gateway_upstream_calls_active{upstream="demo"}'
+const QUEUED = 'gateway_upstream_calls_queued{upstream="demo"}'
+const CONNECTIONS_REFUSED = 'closed new connections from an address that holds limits.connectionsPerIp connections'
 
 /** A JSON-RPC error's code and message, or undefined for a result. */
 function refusal (response: Json): { code: number, message: string, data?: Json } | undefined {
   return response.error as { code: number, message: string, data?: Json } | undefined
 }
 
-function p99 (samples: number[]): number {
-  const sorted = [...samples].sort((a, b) => a - b)
-  return sorted[Math.min(sorted.length - 1, Math.ceil(sorted.length * 0.99) - 1)] ?? 0
+/** The gateway's call slots of the demo upstream, from one scrape of /metrics. */
+async function slots (gw: RunningGateway): Promise<{ active: number, queued: number }> {
+  const res = await gw.app.inject({ method: 'GET', url: '/metrics' })
+  const sample = (series: string): number => Number(res.body.split('\n').find((line) => line.startsWith(`${series} `))?.slice(series.length + 1) ?? 0)
+  return { active: sample(ACTIVE), queued: sample(QUEUED) }
+}
+
+/**
+ * Waits until alice's four long calls are all that hold or wait for the upstream's call slots: two run (her share
+ * of maxConcurrentCallsPerPrincipal), two wait. A slot is given back a moment after its call's answer is sent.
+ */
+async function aliceHoldsHerShare (gw: RunningGateway): Promise<void> {
+  let last = { active: -1, queued: -1 }
+  await until('alice\'s long calls to hold her share of the call slots, and only they', async () => {
+    last = await slots(gw)
+    return last.active === 2 && last.queued === 2 ? true : undefined
+  }, { describeLast: () => `: last seen ${JSON.stringify(last)}` })
 }
 
 /** A v1 SDK client (what most deployed 2025-era hosts are built on) with a bearer token. */
@@ -54,34 +72,17 @@ async function silentSockets (gw: RunningGateway, count: number, localAddress: s
   }))
 }
 
-/** Bob's round: plain calls one after another (their latencies) and a few tasks alongside; every one must succeed. */
-async function bobRound (bob: Client): Promise<number[]> {
+/** Bob's round: plain calls one after another and a few tasks alongside; every one must succeed. */
+async function bobRound (bob: Client): Promise<void> {
   const tasks = Array.from({ length: TASKS_PER_ROUND }, async (_, i) => await runTask(bob, 'demo__echo', { text: `task ${i}` }))
-  const latencies: number[] = []
   for (let i = 0; i < CALLS_PER_ROUND; i++) {
-    const started = performance.now()
     const result = await bob.callTool({ name: 'demo__echo', arguments: { text: `call ${i}` } })
-    latencies.push(performance.now() - started)
     expect(textOf(result), `bob's call ${i}`).toBe(`call ${i}`)
   }
   for (const [i, outcome] of (await Promise.all(tasks)).entries()) {
     expect(outcome.error, `bob's task ${i}`).toBeUndefined()
     expect(textOf(outcome.result), `bob's task ${i}`).toBe(`task ${i}`)
   }
-  return latencies
-}
-
-/**
- * The best p99 of `ROUNDS` rounds, each begun with `before` (what else happens meanwhile): noise from the rest of
- * the machine only ever adds to a round's latencies.
- */
-async function bestP99 (bob: Client, before: () => Promise<void> = async () => {}): Promise<number> {
-  const rounds: number[] = []
-  for (let round = 0; round < ROUNDS; round++) {
-    const [latencies] = await Promise.all([bobRound(bob), before()])
-    rounds.push(p99(latencies))
-  }
-  return Math.min(...rounds)
 }
 
 describe('a noisy neighbour takes nothing the others need', () => {
@@ -93,6 +94,7 @@ describe('a noisy neighbour takes nothing the others need', () => {
     const token = (headers: { authorization: string }, principal: string): Json => ({ principal, sha256: sha256Hex(headers.authorization.slice('Bearer '.length)) })
     gw = await startGateway({
       auth: { tokens: [token(ALICE, 'alice'), token(BOB, 'bob')] },
+      metrics: { listener: 'main' },
       limits: { storedBytesPerPrincipal: '1mb', connectionsPerIp: 50, headersTimeout: '1s' },
       upstreams: [demoStdio({
         maxSessions: 8,
@@ -112,10 +114,12 @@ describe('a noisy neighbour takes nothing the others need', () => {
     await gw?.close()
   })
 
-  it('keeps the second principal\'s calls and tasks served, at no more than twice the p99 it has alone', async () => {
-    // Bob alone, after a round that opens his upstream session and warms both processes up.
+  // What bob would notice is a refusal, a call that waits for a slot alice holds (his calls have a slotWaitTimeout),
+  // or a task that never ends; so the test counts shares and outcomes. It compares no latencies: alice's requests
+  // share the test process's CPU with bob's, so on a loaded machine a latency ratio measures the machine.
+  it('keeps the second principal\'s calls and tasks served from his share while the first takes all of hers', async () => {
+    // Bob alone: his round opens his upstream session.
     await bobRound(bob)
-    const alone = await bestP99(bob)
 
     // Alice takes what she can of everything at once.
     const stop = new AbortController()
@@ -136,8 +140,9 @@ describe('a noisy neighbour takes nothing the others need', () => {
     const spent = await until('alice\'s budget of stored bytes spent', async () => refusal(await alice[0]!.request('tools/call', big)))
     expect(spent.message).toContain('storedBytesPerPrincipal')
     expect(spent.code).toBe(-32070)
-    // Long calls: at most her share of the call slots run, the rest wait.
+    // Long calls: at most her share of the call slots run (2 of the upstream's 4), the rest wait.
     await Promise.all(alice.flatMap((session) => [0, 1].map(async () => await legacyTask(session, 'demo__slow', { duration: 600_000, steps: 1 }, 600_000))))
+    await aliceHoldsHerShare(gw)
 
     // And keeps at it while bob works: new sessions, large tasks and large answers, each refused.
     let refused = 0
@@ -151,12 +156,19 @@ describe('a noisy neighbour takes nothing the others need', () => {
         refused += answers.filter((answer) => answer.error !== undefined).length
       }
     })()
-    // Every round of bob's starts beside a fresh batch of silent sockets from one address.
-    const attacked = await bestP99(bob, async () => await silentSockets(gw, SILENT_SOCKETS, SILENT_FROM))
+    // Every round of bob's runs beside a fresh batch of silent sockets from one address.
+    for (let round = 0; round < ROUNDS; round++) {
+      await Promise.all([bobRound(bob), silentSockets(gw, SILENT_SOCKETS, SILENT_FROM)])
+    }
     stop.abort()
     await attack
 
     expect(refused, 'alice\'s attempts were refused').toBeGreaterThan(0)
-    expect(attacked, `bob's p99: ${attacked.toFixed(2)} ms beside alice, ${alone.toFixed(2)} ms alone`).toBeLessThanOrEqual(2 * alone)
+    // Her long calls still hold her two slots and no more: bob's calls took the others and gave them back.
+    await aliceHoldsHerShare(gw)
+    // Her silent sockets beyond limits.connectionsPerIp were closed at once, never more than 50 held.
+    const refusedConnections = gw.logs().filter((line) => line.msg === CONNECTIONS_REFUSED && String(line.address).endsWith(SILENT_FROM))
+    expect(refusedConnections.length).toBeGreaterThan(0)
+    expect(refusedConnections.filter((line) => line.open !== 50)).toEqual([])
   })
 })

@@ -104,14 +104,16 @@ async function listen (client: ModernRaw, auth: Record<string, string>, id: stri
   return await answer(res, controller)
 }
 
-/** Retries `open` until the gateway has seen a stream close and accepts another one (bounded). */
+/**
+ * Retries `open` until the gateway has seen a stream close and accepts another one: the close reaches the gateway a
+ * moment after the client makes it, an event it tells nobody of. A refused attempt holds no stream.
+ */
 async function acceptedAgain (open: () => Promise<Answer>): Promise<Answer> {
-  const deadline = Date.now() + 5000
-  for (;;) {
-    const attempt = await open()
-    if (attempt.status !== 429 || Date.now() > deadline) return attempt
-    await delay(20)
-  }
+  let last: Answer | undefined
+  return await until('the gateway to accept a stream again after one closed', async () => {
+    last = await open()
+    return last.status !== 429 ? last : undefined
+  }, { describeLast: () => `: last answered HTTP ${last?.status}` })
 }
 
 function expectRefused (refused: Answer, id: string | number | null): void {

@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest'
+import { afterEach, describe, expect, it, vi } from 'vitest'
 import { GatewayError } from '../../src/errors.ts'
 import { whileStoreUnavailable } from '../../src/tasks/store-retry.ts'
 
@@ -17,6 +17,8 @@ function flaky<T> (failures: number, value: T): { work: () => Promise<T>, calls:
 }
 
 describe('whileStoreUnavailable()', () => {
+  afterEach(() => { vi.useRealTimers() })
+
   it('retries while the store is unavailable and returns once it answers', async () => {
     const store = flaky(3, 'stored')
     const retries: number[] = []
@@ -25,12 +27,17 @@ describe('whileStoreUnavailable()', () => {
     expect(retries).toEqual([1, 2, 3])
   })
 
-  it('gives up with the store error once `until` has passed', async () => {
+  it('gives up with the store error once `until` has passed, its last wait cut short to it', async () => {
+    vi.useFakeTimers({ now: 0 })
     const store = flaky(Number.POSITIVE_INFINITY, 'never')
-    const started = Date.now()
-    await expect(whileStoreUnavailable(store.work, { until: started + 250 })).rejects.toMatchObject({ code: 'GW_ERR_STORE_UNAVAILABLE' })
-    expect(Date.now() - started).toBeLessThan(1000)
-    expect(store.calls()).toBeGreaterThan(1)
+    const givenUp = expect(whileStoreUnavailable(store.work, { until: 250 })).rejects.toMatchObject({ code: 'GW_ERR_STORE_UNAVAILABLE' })
+    // Attempts at 0 and 100 ms (the first backoff); the second backoff, 200 ms, is cut to `until`.
+    await vi.advanceTimersByTimeAsync(249)
+    expect(store.calls()).toBe(2)
+    await vi.advanceTimersByTimeAsync(1)
+    await givenUp
+    expect(store.calls()).toBe(3)
+    expect(Date.now()).toBe(250)
   })
 
   it('makes one last attempt at once when the signal aborts, then gives up', async () => {

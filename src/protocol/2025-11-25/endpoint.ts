@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto'
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http'
 import type { Caller } from '../../auth/access.ts'
 import type { ServerProfile } from '../../catalog/server-profile.ts'
+import type { Live } from '../../config/live.ts'
 import type { MethodTable } from '../../dispatch/context.ts'
 import { lookupHandler } from '../../dispatch/method-table.ts'
 import { errorResponse, writeHttpError } from '../../wire/error-replies.ts'
@@ -36,11 +37,11 @@ export interface LegacyEndpointDeps {
   /** Least time between two records of a session's use (see touchInterval). */
   touchIntervalMs: number
   /** Sessions one principal (without auth: one client address) may hold (limits.sessionsPerPrincipal). */
-  sessionsPerPrincipal: number
+  readonly sessionsPerPrincipal: Live<number>
   /** Largest `capabilities` and `clientInfo` (as JSON) a session stores (limits.clientInfoBytes). */
-  clientInfoBytes: number
+  readonly clientInfoBytes: Live<number>
   /** The bytes one principal (without auth: one client address) may store, its sessions included (limits.storedBytesPerPrincipal). */
-  storedBytesPerPrincipal: number
+  readonly storedBytesPerPrincipal: Live<number>
   /** What initialize announces: the upstreams' capabilities and instructions, once every upstream's first connect has ended. */
   profile (): Promise<ServerProfile>
   /** Called when a session ends (DELETE), to release what it held. */

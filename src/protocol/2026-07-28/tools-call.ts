@@ -2,6 +2,7 @@ import type { Catalog } from '../../catalog/catalog.ts'
 import type { Route } from '../../catalog/catalog-view.ts'
 import { callTarget, type CallEngine } from '../../calls/call-engine.ts'
 import type { HeldCalls, HeldOutcome } from '../../calls/held-calls.ts'
+import type { Live } from '../../config/live.ts'
 import type { TasksConfig } from '../../config/schema.ts'
 import { requestOrigin, type Handler, type RequestContext } from '../../dispatch/context.ts'
 import { optionalObject, optionalString, requireString } from '../../wire/params.ts'
@@ -20,7 +21,8 @@ export interface ModernToolsCallDeps {
   retries: RetryRouter
   tasks: TaskService
   inputs: TaskInputs
-  config: TasksConfig
+  /** tasks.* in force: read per call (the decision window, the ttl), never kept. */
+  readonly config: Live<TasksConfig>
 }
 
 /** What a held call needs to become a task if it outlasts the decision window. */
