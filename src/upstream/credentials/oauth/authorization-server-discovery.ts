@@ -45,14 +45,22 @@ export function fetchWithTimeout (timeoutMs: number): FetchLike {
   }
 }
 
+/** Where RFC 9728 (and the MCP spec's fallback) look for an upstream's metadata: under its path, then at the root. */
+export function wellKnownMetadataUrls (url: string): string[] {
+  const { origin, pathname } = new URL(url)
+  const root = `${origin}/.well-known/oauth-protected-resource`
+  return pathname === '/' ? [root] : [`${root}${pathname.replace(/\/$/, '')}`, root]
+}
+
 export class AuthorizationServerDiscovery {
   readonly #options: OAuthCredentialsOptions
   readonly #fetch: FetchLike
   readonly #timeoutMs: number
   #found: Promise<DiscoveredServer> | undefined
-  /** The protected resource metadata URL an upstream's 401 named, and whether the current discovery used it. */
+  /** The protected resource metadata URL an upstream's 401 named, to be used by the next discovery. */
   #hint: string | undefined
-  #hintUsed = false
+  /** The metadata URLs the current discovery read or tried: a 401 naming one of them teaches nothing new. */
+  #used: readonly string[] = []
 
   constructor (options: OAuthCredentialsOptions, timeoutMs: number) {
     this.#options = options
@@ -78,9 +86,8 @@ export class AuthorizationServerDiscovery {
   learn (wwwAuthenticate: string | undefined): boolean {
     if (this.#options.issuer !== undefined || this.#options.tokenEndpoint !== undefined) return false
     const hint = resourceMetadataOf(wwwAuthenticate)
-    if (hint === undefined || (hint === this.#hint && this.#hintUsed)) return false
+    if (hint === undefined || hint === this.#hint || this.#used.includes(hint)) return false
     this.#hint = hint
-    this.#hintUsed = false
     this.#found = undefined
     return true
   }
@@ -92,7 +99,7 @@ export class AuthorizationServerDiscovery {
     }
     if (issuer !== undefined) return { server: await this.#serverMetadata(issuer), resource: resource ?? url }
     const hint = this.#hint ?? await this.#probe()
-    this.#hintUsed = hint !== undefined
+    this.#used = hint === undefined ? wellKnownMetadataUrls(url) : [hint]
     const metadata = await this.#guard('its protected resource metadata', async () =>
       await discoverOAuthProtectedResourceMetadata(url, hint === undefined ? {} : { resourceMetadataUrl: hint }, this.#fetch))
     if (!checkResourceAllowed({ requestedResource: url, configuredResource: metadata.resource })) {
