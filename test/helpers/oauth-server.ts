@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto'
 import { once } from 'node:events'
 import { createServer, type IncomingMessage, type ServerResponse, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
@@ -39,11 +40,17 @@ export class OAuthServer {
   readonly grants: string[] = []
   /** While set, the token endpoint answers 503 without asking the provider. */
   failing = false
+  /** While set, an exchange also returns a refresh token (which its own refresh grant takes). */
+  issueRefreshTokens = false
+  /** The refresh tokens issued: whom each speaks for, and for which resource. */
+  readonly #refreshTokens = new Map<string, { sub: string, resource: string }>()
   /** Principals (`sub` of the caller's token) whose exchange is refused. */
   readonly refusedSubjects = new Set<string>()
   /** The resources tokens may be asked for (the upstreams' URLs); others get `invalid_target`. */
   readonly resources: string[] = []
   readonly #options: OAuthServerOptions
+  /** The caller each exchanged token speaks for. */
+  readonly #subjects = new WeakMap<object, string>()
 
   constructor (options: OAuthServerOptions = {}) {
     this.#options = options
@@ -100,7 +107,7 @@ export class OAuthServer {
 
   #build (): Provider {
     const ttl = this.#options.accessTokenTtl ?? 300
-    const grantTypes = ['client_credentials', TOKEN_EXCHANGE]
+    const grantTypes = ['client_credentials', TOKEN_EXCHANGE, 'refresh_token']
     const common = { grant_types: grantTypes, redirect_uris: [], response_types: [] }
     const provider = new Provider(this.issuer, {
       clients: [
@@ -125,6 +132,10 @@ export class OAuthServer {
       },
       scopes: ['mcp'],
       ttl: { ClientCredentials: () => ttl },
+      extraTokenClaims: (_ctx, token) => {
+        const sub = this.#subjects.get(token)
+        return sub === undefined ? undefined : { sub, act: { sub: token.clientId } }
+      },
       formats: {
         customizers: {
           // An exchanged token speaks for the caller: its `sub` is the caller's, `act` names the gateway.
@@ -136,6 +147,7 @@ export class OAuthServer {
       },
     })
     provider.registerGrantType(TOKEN_EXCHANGE, async (ctx) => { await this.#exchange(provider, ctx, ttl) }, ['subject_token', 'subject_token_type', 'requested_token_type', 'audience', 'resource', 'scope'])
+    provider.registerGrantType('refresh_token', async (ctx) => { await this.#refresh(provider, ctx, ttl) }, ['refresh_token', 'resource', 'scope'])
     provider.on('grant.success', (ctx: KoaContextWithOIDC) => { this.grants.push(String(ctx.oidc.params?.grant_type)) })
     provider.on('grant.error', (ctx: KoaContextWithOIDC) => { this.grants.push(`${String(ctx.oidc.params?.grant_type)} (refused)`) })
     return provider
@@ -154,9 +166,23 @@ export class OAuthServer {
     if (this.refusedSubjects.has(sub)) throw new errors.InvalidGrant(`subject ${sub} may not act at this resource`)
     const resource = params.resource
     if (resource === undefined || !this.resources.includes(resource)) throw new errors.InvalidTarget('unknown resource')
+    ctx.body = await this.#issue(provider, ctx, sub, resource, ttl)
+  }
+
+  /** The refresh grant for the refresh tokens an exchange gave (rotated at each use). */
+  async #refresh (provider: Provider, ctx: KoaContextWithOIDC, ttl: number): Promise<void> {
+    const params = ctx.oidc.params as Record<string, string | undefined>
+    const grant = this.#refreshTokens.get(params.refresh_token ?? '')
+    if (grant === undefined) throw new errors.InvalidGrant('unknown refresh token')
+    if (this.refusedSubjects.has(grant.sub)) throw new errors.InvalidGrant(`subject ${grant.sub} may not act at this resource`)
+    this.#refreshTokens.delete(params.refresh_token!)
+    ctx.body = await this.#issue(provider, ctx, grant.sub, params.resource ?? grant.resource, ttl)
+  }
+
+  async #issue (provider: Provider, ctx: KoaContextWithOIDC, sub: string, resource: string, ttl: number): Promise<Record<string, unknown>> {
     const client = ctx.oidc.client!
     const token = new provider.ClientCredentials({ client, scope: 'mcp' })
-    Object.assign(token, { extra: { sub, act: { sub: client.clientId } } })
+    this.#subjects.set(token, sub)
     token.resourceServer = {
       audience: resource,
       scope: 'mcp',
@@ -166,6 +192,13 @@ export class OAuthServer {
       identifier: () => resource,
     } as unknown as typeof token.resourceServer
     const value = await token.save()
-    ctx.body = { access_token: value, issued_token_type: ACCESS_TOKEN_TYPE, token_type: 'Bearer', expires_in: token.expiration, scope: 'mcp' }
+    const body: Record<string, unknown> = { access_token: value, issued_token_type: ACCESS_TOKEN_TYPE, token_type: 'Bearer', expires_in: token.expiration, scope: 'mcp' }
+    if (this.issueRefreshTokens) {
+      const refreshToken = randomBytes(24).toString('base64url')
+      this.#refreshTokens.set(refreshToken, { sub, resource })
+      body.refresh_token = refreshToken
+    }
+    return body
   }
+
 }
