@@ -138,8 +138,11 @@ describe('OAuth token exchange to an upstream, per principal', () => {
     const creds = await exchange()
     failures.push(await failureOf(creds.headersFor(subject('mallory'))))
     const wrong = await OAuthTokenExchange.create({
-      upstream: 'remote', url: upstream.url, clientId: CLIENTS.post,
-      clientAuth: { method: 'client_secret_post', secretEnv: 'S' }, env: { S: 'not-the-secret-but-still-secret' },
+      upstream: 'remote',
+      url: upstream.url,
+      clientId: CLIENTS.post,
+      clientAuth: { method: 'client_secret_post', secretEnv: 'S' },
+      env: { S: 'not-the-secret-but-still-secret' },
     })
     secrets.push('not-the-secret-but-still-secret')
     failures.push(await failureOf(wrong.headersFor(subject('alice'))))

@@ -22,7 +22,9 @@ function configError (upstream: string, what: string, cause?: unknown): GatewayE
   return new GatewayError('GW_ERR_CONFIG_INVALID', [`upstreams['${upstream}'].credentials: ${what}`], { cause })
 }
 
-async function readSecret (upstream: string, auth: Extract<ClientAuthOptions, { secretFile?: unknown }>, env: Readonly<Record<string, string | undefined>>): Promise<string> {
+type Env = Readonly<Record<string, string | undefined>>
+
+async function readSecret (upstream: string, auth: Extract<ClientAuthOptions, { secretFile?: unknown }>, env: Env): Promise<string> {
   if ((auth.secretFile === undefined) === (auth.secretEnv === undefined)) {
     throw configError(upstream, `${auth.method} needs the client secret from exactly one of secretFile and secretEnv`)
   }
@@ -87,7 +89,7 @@ async function readPrivateKey (upstream: string, auth: Extract<ClientAuthOptions
 export async function loadClientAuthentication (
   upstream: string,
   auth: ClientAuthOptions,
-  env: Readonly<Record<string, string | undefined>> = process.env,
+  env: Env = process.env,
 ): Promise<ClientAuthentication> {
   if (auth.method === 'private_key_jwt') {
     return { apply: oauth.PrivateKeyJwt(await readPrivateKey(upstream, auth)), secret: undefined }

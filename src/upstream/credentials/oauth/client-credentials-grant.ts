@@ -39,7 +39,8 @@ export class OAuthClientCredentials implements UpstreamCredentials {
     const timings = resolveTimings(options)
     const discovery = new AuthorizationServerDiscovery(options, timings.timeoutMs)
     const auth = await loadClientAuthentication(options.upstream, options.clientAuth, options.env)
-    return new OAuthClientCredentials(discovery, new TokenEndpoint(options, timings, discovery, auth), new TokenCache(options.upstream, timings))
+    const endpoint = new TokenEndpoint(options, timings, discovery, auth)
+    return new OAuthClientCredentials(discovery, endpoint, new TokenCache(options.upstream, timings))
   }
 
   /** Token requests sent to the authorization server so far. */

@@ -22,6 +22,9 @@ export interface ObtainedToken {
   readonly refreshToken?: string | undefined
 }
 
+/** Gets a new token; `previous` is the one it replaces (for its refresh token). */
+export type Obtain = (previous: ObtainedToken | undefined) => Promise<ObtainedToken>
+
 interface Entry {
   token?: ObtainedToken | undefined
   /** When the token is renewed (its expiry less the skew); -Infinity once the upstream rejected it. */
@@ -52,7 +55,7 @@ export class TokenCache {
    * The token under `key`: the cached one while fresh, else the one `obtain` gets (which sees the token it
    * replaces, for its refresh token). Rejects with the GatewayError of the last failure while its backoff runs.
    */
-  async get (key: string, obtain: (previous: ObtainedToken | undefined) => Promise<ObtainedToken>, signal?: AbortSignal): Promise<ObtainedToken> {
+  async get (key: string, obtain: Obtain, signal?: AbortSignal): Promise<ObtainedToken> {
     signal?.throwIfAborted()
     const entry = this.#touch(key)
     const now = this.#timings.now()
@@ -113,7 +116,7 @@ export class TokenCache {
     }
   }
 
-  async #start (key: string, entry: Entry, obtain: (previous: ObtainedToken | undefined) => Promise<ObtainedToken>): Promise<ObtainedToken> {
+  async #start (key: string, entry: Entry, obtain: Obtain): Promise<ObtainedToken> {
     try {
       const token = await obtain(entry.token)
       const now = this.#timings.now()

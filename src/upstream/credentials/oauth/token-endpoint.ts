@@ -26,7 +26,12 @@ export class TokenEndpoint {
   /** Token requests sent, for tests and metrics. */
   requests = 0
 
-  constructor (options: OAuthCredentialsOptions, timings: ResolvedTimings, discovery: AuthorizationServerDiscovery, auth: ClientAuthentication) {
+  constructor (
+    options: OAuthCredentialsOptions,
+    timings: ResolvedTimings,
+    discovery: AuthorizationServerDiscovery,
+    auth: ClientAuthentication,
+  ) {
     this.#options = options
     this.#timings = timings
     this.#discovery = discovery
@@ -52,7 +57,8 @@ export class TokenEndpoint {
       params.set('subject_token_type', ACCESS_TOKEN_TYPE)
       params.set('requested_token_type', ACCESS_TOKEN_TYPE)
       if (this.#options.audience !== undefined) params.set('audience', this.#options.audience)
-      const res = await oauth.genericTokenEndpointRequest(found.server, this.#client, this.#auth.apply, TOKEN_EXCHANGE_GRANT, params, options)
+      const { server } = found
+      const res = await oauth.genericTokenEndpointRequest(server, this.#client, this.#auth.apply, TOKEN_EXCHANGE_GRANT, params, options)
       return await oauth.processGenericTokenEndpointResponse(found.server, this.#client, res)
     })
   }

@@ -16,7 +16,7 @@ import { AuthorizationServerDiscovery } from './authorization-server-discovery.t
 import { loadClientAuthentication } from './client-authentication.ts'
 import { bearer, bearerTokenOf } from './client-credentials-grant.ts'
 import { resolveTimings, type OAuthCredentialsOptions } from './oauth-options.ts'
-import { TokenCache, type ObtainedToken } from './token-cache.ts'
+import { TokenCache, type Obtain, type ObtainedToken } from './token-cache.ts'
 import { TokenEndpoint } from './token-endpoint.ts'
 import { TokenFailure } from './token-failure.ts'
 
@@ -38,7 +38,13 @@ export class OAuthTokenExchange implements UpstreamCredentials {
   /** Keys the hashes of cache keys, so a key seen in a heap dump or log cannot be tried against guessed tokens. */
   readonly #hashKey = randomBytes(32)
 
-  private constructor (upstream: string, discovery: AuthorizationServerDiscovery, endpoint: TokenEndpoint, cache: TokenCache, maxPrincipals: number) {
+  private constructor (
+    upstream: string,
+    discovery: AuthorizationServerDiscovery,
+    endpoint: TokenEndpoint,
+    cache: TokenCache,
+    maxPrincipals: number,
+  ) {
     this.#upstream = upstream
     this.#discovery = discovery
     this.#endpoint = endpoint
@@ -62,7 +68,8 @@ export class OAuthTokenExchange implements UpstreamCredentials {
 
   async headersFor (subject: CredentialSubject, signal?: AbortSignal): Promise<UpstreamAuthHeaders> {
     const principal = subject.principal ?? ''
-    const token = await this.#cache.get(this.#keyOf(subject), async (previous) => await this.#obtain(principal, subject.subjectToken, previous), signal)
+    const obtain: Obtain = async (previous) => await this.#obtain(principal, subject.subjectToken, previous)
+    const token = await this.#cache.get(this.#keyOf(subject), obtain, signal)
     return bearer(token.accessToken)
   }
 
