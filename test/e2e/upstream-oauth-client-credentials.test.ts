@@ -176,6 +176,23 @@ describe('OAuth client credentials to an upstream', () => {
     await creds.close()
   })
 
+  it('stops waiting for a server too slow to answer, with one request for 100 calls', async () => {
+    const creds = await credentials(wellKnown.url, { issuer: as.issuer, timeoutMs: 500 })
+    await creds.headersFor(GATEWAY)
+    as.holding = true
+    try {
+      clock += TTL_S * 1000
+      const requests = as.tokenRequests
+      const errors = await Promise.all(Array.from({ length: 100 }, async () => await failureOf(creds.headersFor(GATEWAY))))
+      expect(as.tokenRequests - requests).toBe(1)
+      expect(errors.every((e) => e.code === 'GW_ERR_UPSTREAM_AUTH_SERVER_UNAVAILABLE')).toBe(true)
+      expect(errors[0]!.message).toContain('no answer within 500 ms')
+    } finally {
+      as.answerHeld()
+    }
+    await creds.close()
+  })
+
   it('names a server that cannot be reached, and a resource the metadata does not cover', async () => {
     const gone = new OAuthServer()
     await gone.start()

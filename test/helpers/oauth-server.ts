@@ -40,6 +40,9 @@ export class OAuthServer {
   readonly grants: string[] = []
   /** While set, the token endpoint answers 503 without asking the provider. */
   failing = false
+  /** While set, token requests get no answer (until `answerHeld`): a server too slow to wait for. */
+  holding = false
+  readonly #held: ServerResponse[] = []
   /** While set, an exchange also returns a refresh token (which its own refresh grant takes). */
   issueRefreshTokens = false
   /** The refresh tokens issued: whom each speaks for, and for which resource. */
@@ -88,6 +91,12 @@ export class OAuthServer {
       .sign(this.#callerKey.privateKey)
   }
 
+  /** Answers the held token requests, 503, and holds no more. */
+  answerHeld (): void {
+    this.holding = false
+    for (const res of this.#held.splice(0)) if (!res.destroyed) res.writeHead(503).end()
+  }
+
   async stop (): Promise<void> {
     this.#http.closeAllConnections()
     this.#http.close()
@@ -99,6 +108,10 @@ export class OAuthServer {
       this.tokenRequests++
       if (this.failing) {
         res.writeHead(503, { 'content-type': 'text/plain' }).end('down for maintenance')
+        return
+      }
+      if (this.holding) {
+        this.#held.push(res)
         return
       }
     }
