@@ -72,6 +72,8 @@ export interface GatewayOptions {
   metrics?: Record<string, unknown>
   /** The tracing section; default: off. */
   tracing?: Record<string, unknown>
+  /** The auth section; default: off. */
+  auth?: Record<string, unknown>
 }
 
 async function waitReady (base: string, failed: () => string | undefined): Promise<void> {
@@ -102,6 +104,7 @@ export async function startGateway (settings: Settings, options: GatewayOptions)
     ...(options.tasks !== undefined && { tasks: options.tasks }),
     metrics: options.metrics ?? { enabled: settings.metrics === 'on' },
     ...(options.tracing !== undefined && { tracing: options.tracing }),
+    ...(options.auth !== undefined && { auth: options.auth }),
     upstreams: [{
       name: 'demo',
       ...(options.stdio === undefined

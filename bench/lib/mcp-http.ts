@@ -54,7 +54,7 @@ export class McpHttpSession implements TaskClient {
   readonly #owned: boolean
   #nextId = 1
 
-  private constructor (url: URL, pool: Pool, sessionId: string, owned = true) {
+  private constructor (url: URL, pool: Pool, sessionId: string, owned = true, extra: Record<string, string> = {}) {
     this.url = url
     this.#pool = pool
     this.#owned = owned
@@ -63,6 +63,7 @@ export class McpHttpSession implements TaskClient {
       accept: 'application/json, text/event-stream',
       'mcp-session-id': sessionId,
       'mcp-protocol-version': PROTOCOL_VERSION,
+      ...extra,
     }
   }
 
@@ -70,8 +71,11 @@ export class McpHttpSession implements TaskClient {
     return this.#headers['mcp-session-id']!
   }
 
-  /** Opens a pool of `connections` keep-alive sockets and an MCP session on it. */
-  static async open (endpoint: string, connections: number): Promise<McpHttpSession> {
+  /**
+   * Opens a pool of `connections` keep-alive sockets and an MCP session on it; `extra` headers go with every
+   * request of the session (`authorization` for a gateway with auth on).
+   */
+  static async open (endpoint: string, connections: number, extra: Record<string, string> = {}): Promise<McpHttpSession> {
     const url = new URL(endpoint)
     const pool = openPool(url, connections)
     try {
@@ -84,7 +88,7 @@ export class McpHttpSession implements TaskClient {
       const res = await pool.request({
         path: url.pathname,
         method: 'POST',
-        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...extra },
         body,
       })
       const text = await res.body.text()
@@ -93,7 +97,7 @@ export class McpHttpSession implements TaskClient {
       if (typeof sessionId !== 'string') throw new Error(`initialize at ${endpoint}: no Mcp-Session-Id header`)
       const answer = parseAnswer(String(res.headers['content-type'] ?? ''), text, 0)
       if (answer.error) throw new Error(`initialize at ${endpoint}: ${answer.error.message ?? JSON.stringify(answer.error)}`)
-      const session = new McpHttpSession(url, pool, sessionId)
+      const session = new McpHttpSession(url, pool, sessionId, true, extra)
       const ack = await pool.request({
         path: url.pathname,
         method: 'POST',

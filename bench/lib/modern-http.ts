@@ -15,13 +15,18 @@ export class ModernHttpClient implements TaskClient {
   readonly url: URL
   readonly #pool: Pool
   readonly #capabilities: Record<string, unknown>
+  readonly #extra: Record<string, string>
   #nextId = 1
 
-  /** `tasks`: declare the tasks extension (a tools/call may then be answered with a task; needed for tasks/*). */
-  constructor (endpoint: string, connections: number, { tasks }: { tasks: boolean }) {
+  /**
+   * `tasks`: declare the tasks extension (a tools/call may then be answered with a task; needed for tasks/*);
+   * `headers`: sent with every request (`authorization` for a gateway with auth on).
+   */
+  constructor (endpoint: string, connections: number, { tasks, headers = {} }: { tasks: boolean, headers?: Record<string, string> }) {
     this.url = new URL(endpoint)
     this.#pool = openPool(this.url, connections)
     this.#capabilities = tasks ? { extensions: { [TASKS_EXT]: {} } } : {}
+    this.#extra = headers
   }
 
   /** One request of this client built once (a fresh JSON-RPC id), for the load generator or to send now. */
@@ -43,6 +48,7 @@ export class ModernHttpClient implements TaskClient {
         'mcp-protocol-version': MODERN_VERSION,
         'mcp-method': method,
         ...(typeof name === 'string' && { 'mcp-name': name }),
+        ...this.#extra,
       },
       body: JSON.stringify({ jsonrpc: '2.0', id: this.#nextId++, method, params: { ...params, _meta } }),
     }

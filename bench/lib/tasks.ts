@@ -96,21 +96,24 @@ export interface TaskGatewayLimits {
  * binds the client address, which the session and the 2026-07-28 clients share) and the upstream's maxQueuedCalls
  * are raised (maxConcurrentCalls keeps its default, so all but a few tasks wait in the upstream pool's queue);
  * a 2026-07-28 call that declares the tasks extension is a task at once (`tasks.decide: always`), and the
- * shutdown grace is zero so closing it does not wait for tasks that run for an hour.
+ * shutdown grace is zero so closing it does not wait for tasks that run for an hour. `auth`: the auth section
+ * (default off).
  */
 export async function startTaskGateway (
   ctx: BenchContext,
   store: StoreKind | RedisStoreConfig | PostgresStoreConfig,
   limits: TaskGatewayLimits,
+  auth?: Record<string, unknown>,
 ): Promise<GatewayHandle> {
   if (store === 'redis' || store === 'postgres') {
     // A fresh key prefix or schema, removed once this gateway has closed.
     const shared = freshSharedStore(ctx, store)
-    const gateway = await startTaskGateway(ctx, shared.config, limits)
+    const gateway = await startTaskGateway(ctx, shared.config, limits, auth)
     return { ...gateway, close: async () => { await gateway.close(); await shared.remove() } }
   }
   return await ctx.startGateway({
     store,
+    ...(auth !== undefined && { auth }),
     tasks: { maxActivePerPrincipal: 2 * limits.maxTasks, decide: 'always' },
     upstream: { maxQueuedCalls: 2 * limits.maxTasks },
     // With a shared store the processes sign their messages to each other with a key derived from it.

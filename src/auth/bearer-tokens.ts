@@ -1,4 +1,4 @@
-import { createHash, timingSafeEqual } from 'node:crypto'
+import { hash } from 'node:crypto'
 import type { IncomingHttpHeaders } from 'node:http'
 import type { AuthConfig } from '../config/schema.ts'
 import { GatewayError } from '../errors.ts'
@@ -21,15 +21,18 @@ export interface Authenticator {
 
 const REALM = 'Bearer realm="mcp-task-gateway"'
 
+/** One-shot hashing (no Hash object per call): it runs on every authenticated request. */
 export function sha256Hex (token: string): string {
-  return createHash('sha256').update(token, 'utf8').digest('hex')
+  return hash('sha256', token, 'hex')
 }
 
 /**
- * Bearer tokens: static ones (the configuration holds SHA-256 hashes only; a request's token is hashed
- * and compared in constant time) and, with `auth.oauth`, JWT access tokens checked by the resource
+ * Bearer tokens: static ones (the configuration holds SHA-256 hashes only; a request's token is hashed and
+ * its hash looked up, so what a lookup's time could tell is about hashes, not about the token: finding a
+ * token from them means inverting SHA-256) and, with `auth.oauth`, JWT access tokens checked by the resource
  * server. Undefined when neither is configured: auth is off and every session is its own principal.
  * The request's Authorization header is kept on the caller only when `forwardAuthorization` needs it.
+ * What a static token grants is worked out once, when the authenticator is built (a reload builds a new one).
  */
 export function createAuthenticator (
   config: AuthConfig,
@@ -37,15 +40,15 @@ export function createAuthenticator (
   keepAuthorization: boolean,
 ): Authenticator | undefined {
   if (config.tokens.length === 0 && oauth === undefined) return undefined
-  const known = config.tokens.map((t) => {
-    const sha256 = t.sha256.toLowerCase()
-    const credential: Credential = { kind: 'token', sha256, scopes: t.scopes, expiresAt: undefined }
-    return { principal: t.principal, scopes: t.scopes, hash: Buffer.from(sha256, 'hex'), credential }
-  })
-  // As authenticate() does, the first entry of a hash listed twice wins.
-  const byHash = new Map<string, (typeof known)[number]>()
-  for (const entry of known) if (!byHash.has(entry.credential.sha256)) byHash.set(entry.credential.sha256, entry)
   const accessOf = compilePermissions(config.permissions)
+  // The first entry of a hash listed twice wins.
+  const byHash = new Map<string, { principal: string, scopes: readonly string[], access: Access, credential: Credential }>()
+  for (const t of config.tokens) {
+    const sha256 = t.sha256.toLowerCase()
+    if (byHash.has(sha256)) continue
+    const credential: Credential = { kind: 'token', sha256, scopes: t.scopes, expiresAt: undefined }
+    byHash.set(sha256, { principal: t.principal, scopes: t.scopes, access: accessOf(t.scopes), credential })
+  }
   const scope = oauth?.challengeScope === undefined ? '' : `, scope="${oauth.challengeScope}"`
   const metadata = oauth === undefined ? '' : `, resource_metadata="${oauth.resourceMetadataUrl}"${scope}`
   return {
@@ -55,18 +58,12 @@ export function createAuthenticator (
       const match = /^Bearer\s+(\S+)\s*$/i.exec(header)
       if (!match) throw new GatewayError('GW_ERR_AUTH_INVALID')
       const hex = sha256Hex(match[1]!)
-      const hash = Buffer.from(hex, 'hex')
-      let identity: { principal: string, scopes: readonly string[], credential: Credential } | undefined
-      for (const entry of known) {
-        if (timingSafeEqual(entry.hash, hash)) identity ??= entry
-      }
-      if (identity === undefined && oauth === undefined) throw new GatewayError('GW_ERR_AUTH_INVALID')
-      if (identity === undefined) {
-        const { principal, scopes, expiresAt } = await oauth!.verify(match[1]!)
-        identity = { principal, scopes, credential: { kind: 'oauth', sha256: hex, scopes, expiresAt } }
-      }
       const authorization = keepAuthorization ? header : undefined
-      return { principal: identity.principal, access: accessOf(identity.scopes), authorization, credential: identity.credential }
+      const known = byHash.get(hex)
+      if (known !== undefined) return { principal: known.principal, access: known.access, authorization, credential: known.credential }
+      if (oauth === undefined) throw new GatewayError('GW_ERR_AUTH_INVALID')
+      const { principal, scopes, expiresAt } = await oauth.verify(match[1]!)
+      return { principal, access: accessOf(scopes), authorization, credential: { kind: 'oauth', sha256: hex, scopes, expiresAt } }
     },
     recheck: ({ principal, credential }) => {
       if (credential === undefined) return undefined

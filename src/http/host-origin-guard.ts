@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyReply } from 'fastify'
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { ServerConfig } from '../config/schema.ts'
 import { sendHttpError } from '../wire/error-replies.ts'
 import { GatewayError } from '../errors.ts'
@@ -44,12 +44,31 @@ export function createHostOriginCheck (config: Pick<ServerConfig, 'allowedHosts'
   }
 }
 
-/** How many `Host` headers a request carries: Node keeps the first in `headers.host` and drops the others silently. */
+/**
+ * How many `Host` headers a request carries: Node keeps the first in `headers.host` and drops the others silently.
+ * Only names of four letters are lowered to compare (this runs on every request).
+ */
 function hostHeaders (rawHeaders: readonly string[]): number {
   let count = 0
-  for (let i = 0; i < rawHeaders.length; i += 2) if (rawHeaders[i]!.toLowerCase() === 'host') count++
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const name = rawHeaders[i]!
+    if (name.length === 4 && name.toLowerCase() === 'host') count++
+  }
   return count
 }
+
+/**
+ * Whether a request was routed to `path`. Its URL's path is that path (a query after it allowed) on every request
+ * of a client; only a URL that differs (percent-encoded, which the router decodes) asks the router's answer, which
+ * Fastify builds as a new object on each read.
+ */
+function routedTo (request: FastifyRequest, path: string): boolean {
+  const url = request.url
+  if (url.startsWith(path) && (url.length === path.length || url.charCodeAt(path.length) === QUESTION_MARK)) return true
+  return request.routeOptions.url === path
+}
+
+const QUESTION_MARK = 0x3f
 
 /**
  * Answers 400 to a request with more than one `Host` header, on every route (RFC 9112 §3.2): the guard below,
@@ -76,7 +95,7 @@ export function registerHostOriginGuard (app: FastifyInstance, config: ServerCon
   const check = createHostOriginCheck(config)
   // A callback hook, not an async one: it runs on every request, and an async hook costs a promise each time.
   app.addHook('onRequest', (request, reply, done) => {
-    if (request.routeOptions.url !== config.path) {
+    if (!routedTo(request, config.path)) {
       done()
       return
     }

@@ -1,4 +1,4 @@
-import { LogController, type FastifyReply, type FastifyRequest } from 'fastify'
+import { LogController, type FastifyBaseLogger, type FastifyReply, type FastifyRequest } from 'fastify'
 import { accessNoteOf } from '../wire/access-notes.ts'
 
 /** The paths of the health probes, on the MCP listener. */
@@ -10,6 +10,13 @@ const FINGERPRINT_DIGITS = 12
 /** What an access line shows of a credential: `sha256:` and the first 12 lower-case hex digits of its SHA-256. */
 export function credentialFingerprint (sha256: string): string {
   return `sha256:${sha256.slice(0, FINGERPRINT_DIGITS).toLowerCase()}`
+}
+
+/** The levels at which info lines are written (the gateway's logger has pino's levels only). */
+const INFO_WRITTEN = new Set(['trace', 'debug', 'info'])
+
+function logsInfo (log: FastifyBaseLogger): boolean {
+  return INFO_WRITTEN.has(log.level)
 }
 
 function pathOf (url: string): string {
@@ -36,7 +43,14 @@ export class AccessLog extends LogController {
     return this.#quiet.size > 0 && this.#quiet.has(pathOf(request.url))
   }
 
+  override incomingRequest (request: FastifyRequest, reply: FastifyReply): void {
+    if (!logsInfo(request.log)) return
+    super.incomingRequest(request, reply)
+  }
+
   override requestCompleted (error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
+    // Below info (warn, the level of many deployments) a request that went well writes nothing: no line to build.
+    if (!error && !logsInfo(reply.log)) return
     if (this.isLogDisabled(request)) return
     const note = accessNoteOf(reply.raw)
     const line: Record<string, unknown> = { res: reply, responseTime: reply.elapsedTime, remoteAddress: request.ip }

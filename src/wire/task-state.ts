@@ -34,8 +34,10 @@ const SOURCES: Readonly<Record<TaskStatus, readonly TaskStatus[]>> = Object.free
   TASK_STATUSES.map((to) => [to, Object.freeze(TASK_STATUSES.filter((from) => TRANSITIONS[from].includes(to)))]),
 ) as Record<TaskStatus, readonly TaskStatus[]>)
 
+const TERMINAL = new Set<string>(TERMINAL_STATUSES)
+
 export function isTerminal (status: TaskStatus): boolean {
-  return TERMINAL_STATUSES.includes(status)
+  return TERMINAL.has(status)
 }
 
 export function canTransition (from: TaskStatus, to: TaskStatus): boolean {

@@ -141,6 +141,11 @@ describe('the Streamable HTTP endpoint', () => {
     expect(configured.statusCode).toBe(200)
     const localOrigin = await app.inject({ method: 'POST', url: '/mcp', headers: { ...JSON_HEADERS, host: '127.0.0.1:8080', origin: 'http://localhost:6274' }, payload: rpc('initialize', INIT) })
     expect(localOrigin.statusCode).toBe(200)
+    // The MCP path however the URL spells it: with a query, or percent-encoded (the router decodes it).
+    for (const url of ['/mcp?x=1', '/m%63p']) {
+      const spelled = await app.inject({ method: 'POST', url, headers: { ...JSON_HEADERS, host: 'evil.example:8080' }, payload: rpc('initialize', INIT) })
+      expect(spelled.statusCode, url).toBe(403)
+    }
   })
 
   it('limits the body size with 413 and insists on JSON and on the Accept header', async () => {
