@@ -1,83 +1,34 @@
 // `npm run bench:page`: runs `npm run bench` with its default settings (BENCH_* variables are not passed on, but
 // for BENCH_REDIS_URL and BENCH_POSTGRES_URL, which say where Redis and PostgreSQL are) and writes
 // docs/benchmarks.md from its results JSON: the machine, the settings, the floors, every budget with its ratio and
-// PASS/FAIL, the stdio peers and a history of runs, whose rows (one per run: date, git revision, the main ratios)
-// are kept in docs/benchmarks-history.json beside the page.
+// PASS/FAIL, the scale curves, the stdio peers and a history of runs, whose rows (one per run: date, git revision,
+// the main ratios) are kept in docs/benchmarks-history.json beside the page. The charts (the main ratios over the
+// runs, each scale curve) are SVG files in docs/benchmarks/, drawn by bench/lib/svg-chart.ts and shown as images.
 //
 //   npm run bench:page                                  # run the bench, then write the page and add the run to the history
 //   npm run bench:page -- --from <results.json>         # write the page from an existing results file, without running the bench
 //   npm run bench:page -- --out <dir>/benchmarks.md     # write the page (and <dir>/benchmarks-history.json) elsewhere
 //
-// A run already in the history (same start date) replaces its row, so rendering one results file twice adds nothing.
+// A run already in the history (same start date) replaces its row, and a file is written only when its content
+// changed (a chart no longer drawn is removed), so rendering one results file twice changes no file.
 import { spawn } from 'node:child_process'
 import { existsSync } from 'node:fs'
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
+import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { basename, dirname, join, relative, resolve } from 'node:path'
 import { parseArgs } from 'node:util'
 import { REPO_ROOT } from '../test/fixtures/spawn-upstream.ts'
 import { readSettings } from './lib/settings.ts'
+import { MAIN_RATIOS, type History, type HistoryRow, type Json, type Results } from './lib/bench-results.ts'
+import { writeCharts, writeIfChanged } from './lib/chart-files.ts'
+import { historyCharts, type ChartFile } from './lib/history-charts.ts'
+import { scalePart } from './lib/scale-curves.ts'
 import type { Table } from './lib/stats.ts'
-import type { Check, SectionResult } from './lib/types.ts'
 
 const DEFAULT_PAGE = join(REPO_ROOT, 'docs', 'benchmarks.md')
 const COMMAND = 'npm run bench:page'
 /** Settings that say where things are rather than what is measured: left out of the page and of the comparison with the defaults. */
 const NOT_SHOWN = new Set(['out', 'profileDir'])
-
-/** The JSON results are read as written by bench/run.ts, without a schema: a missing field shows as n/a. */
-type Json = Record<string, any>
-
-interface Results {
-  environment: { date: string, node: string, platform: string, cpus: number, cpuModel: string, loadavg: number[], git: string | null }
-  settings: Json
-  checks: Array<Check & { section: string }>
-  sections: Record<string, SectionResult & { title: string, data: Json }>
-}
-
-interface HistoryRow {
-  date: string
-  git: string | null
-  /** `default`, or the settings that differed from the defaults. */
-  settings: string
-  ratios: Record<string, number | null>
-  /** Budgets met, and budgets measured (PASS or FAIL). */
-  budgets: [number, number]
-}
-
-/**
- * A change that moved the numbers, and what it bought: entered by hand in the history file (`fixes`, oldest
- * first) by whoever made it, measured before and after in one session (the same section, minutes apart).
- */
-interface Fix {
-  /** The commit (short hash) or range that made the change. */
-  commit: string
-  what: string
-  /** What it bought: the ratio or cost before → after, and how it was measured. */
-  measured: string
-}
-
-interface History { generatedBy: string, runs: HistoryRow[], fixes?: Fix[] }
-
-/** The main ratios, one history column each: where each comes from in the results and how it reads. */
-const MAIN_RATIOS: ReadonlyArray<{ id: string, label: string, unit: '×' | '%', of: (r: Results) => unknown }> = [
-  { id: 'sync.addedP50', label: 'sync +p50', unit: '×', of: (r) => r.sections['sync-call']?.data.ratios?.gateway?.addedP50 },
-  { id: 'sync.throughput', label: 'sync c=64', unit: '%', of: (r) => r.sections['sync-call']?.data.ratios?.gateway?.throughputToForwarder },
-  { id: 'sync2026.addedP50', label: 'sync +p50 2026', unit: '×', of: (r) => r.sections['sync-call']?.data.ratios?.['gateway 2026-07-28']?.addedP50 },
-  { id: 'sync2026.throughput', label: 'sync c=64 2026', unit: '%', of: (r) => r.sections['sync-call']?.data.ratios?.['gateway 2026-07-28']?.throughputToForwarder },
-  { id: 'get.memory', label: 'tasks/get memory', unit: '%', of: (r) => r.sections['task-get']?.data.memory?.ratioToFloor },
-  { id: 'get.sqlite', label: 'tasks/get sqlite', unit: '%', of: (r) => r.sections['task-get']?.data.sqlite?.ratioToFloor },
-  { id: 'get2026.memory', label: 'tasks/get memory 2026', unit: '%', of: (r) => r.sections['task-get']?.data['memory 2026-07-28']?.ratioToFloor },
-  { id: 'get2026.sqlite', label: 'tasks/get sqlite 2026', unit: '%', of: (r) => r.sections['task-get']?.data['sqlite 2026-07-28']?.ratioToFloor },
-  { id: 'get.cluster', label: 'tasks/get 3 processes', unit: '%', of: (r) => r.sections['task-cluster']?.data.redis?.ratios?.tasksGetToFloor },
-  { id: 'get.cluster.postgres', label: 'tasks/get 3 processes postgres', unit: '%', of: (r) => r.sections['task-cluster']?.data.postgres?.ratios?.tasksGetToFloor },
-  { id: 'create.memory', label: 'create p99 memory', unit: '×', of: (r) => r.sections['task-create']?.data.p99RatioToTasksGet?.memory },
-  { id: 'create.sqlite', label: 'create p99 sqlite', unit: '×', of: (r) => r.sections['task-create']?.data.p99RatioToTasksGet?.sqlite },
-  { id: 'create2026.memory', label: 'create p99 memory 2026', unit: '×', of: (r) => r.sections['task-create']?.data.p99RatioToTasksGet?.['memory 2026-07-28'] },
-  { id: 'create2026.sqlite', label: 'create p99 sqlite 2026', unit: '×', of: (r) => r.sections['task-create']?.data.p99RatioToTasksGet?.['sqlite 2026-07-28'] },
-  { id: 'create.cluster', label: 'create p99 3 processes', unit: '×', of: (r) => r.sections['task-cluster']?.data.redis?.ratios?.createP99ToTasksGetP99 },
-  { id: 'create.cluster.postgres', label: 'create p99 3 processes postgres', unit: '×', of: (r) => r.sections['task-cluster']?.data.postgres?.ratios?.createP99ToTasksGetP99 },
-]
 
 function cell (text: string): string {
   return text.replaceAll('|', '\\|').replaceAll('\n', ' ')
@@ -213,12 +164,18 @@ function peers (results: Results): string {
   return `## Stdio peers\n\n${section.title} (section \`stdio-peers\`).\n\n${tables.join('\n\n')}`
 }
 
-function historyPart (history: History, historyFile: string): string {
+/** A chart as an image on the page: `charts` is the folder of the charts relative to the page. */
+function image (chart: ChartFile, charts: string): string {
+  return `![${chart.alt}](${charts}/${chart.name})`
+}
+
+function historyPart (history: History, historyFile: string, charts: readonly ChartFile[], chartsDir: string): string {
   const rows = [...history.runs].reverse().map((run) => [run.date.slice(0, 16).replace('T', ' '), run.git ?? '?', run.settings,
     ...MAIN_RATIOS.map(({ id, unit }) => ratio(run.ratios[id], unit)), `${run.budgets[0]}/${run.budgets[1]}`])
   return `## History\n\nOne row per run of \`${COMMAND}\`, newest first; the rows are kept in [${historyFile}](${historyFile}). ` +
     '× columns: a p99 or added p50 over its floor\'s (lower is better); % columns: throughput over its floor\'s (higher is better); ' +
-    '"2026" columns: 2026-07-28 requests.\n\n' +
+    '"2026" columns: 2026-07-28 requests. The charts draw the same ratios, oldest run first, with the budget of this run dashed.\n\n' +
+    charts.map((chart) => `${image(chart, chartsDir)}\n\n`).join('') +
     markdownTable(['run (UTC)', 'git', 'settings', ...MAIN_RATIOS.map((c) => c.label), 'budgets met'], rows, true)
 }
 
@@ -230,21 +187,29 @@ function fixesPart (history: History, historyFile: string): string {
   return `${intro}\n\n${markdownTable(['commit', 'change', 'what it bought'], [...fixes].reverse().map((f) => [f.commit, f.what, f.measured]))}`
 }
 
-function renderPage (results: Results, history: History, historyFile: string): string {
-  return [
+interface RenderedPage { markdown: string, charts: ChartFile[] }
+
+/** The page and the charts it shows; `chartsDir`: the folder of the charts relative to the page. */
+function renderPage (results: Results, history: History, historyFile: string, chartsDir: string): RenderedPage {
+  const ratioCharts = historyCharts(history, results)
+  const scale = scalePart(results.sections.scale, chartsDir, markdownTable)
+  const markdown = [
     '# Benchmarks',
     `<!-- Generated by \`${COMMAND}\` (bench/page.ts) from the results of \`npm run bench\`: do not edit, run the command again. -->`,
     `This page is generated by \`${COMMAND}\` (\`bench/page.ts\`), which runs \`npm run bench\` with its default settings and writes ` +
       'the page from the results. What the bench measures and how: [Development](development.md#documentation-benchmarks-and-conformance). ' +
-      'The numbers are of one run on one machine; the ratios, not the absolute rates, are what carries from one machine to another.',
+      'The numbers are of one run on one machine; the ratios, not the absolute rates, are what carries from one machine to another. ' +
+      `The charts are SVG files in [${chartsDir}/](${chartsDir}/), drawn by the same command from the same numbers (\`bench/lib/svg-chart.ts\`).`,
     machine(results),
     settingsPart(results),
     floors(results),
     verdict(results),
+    scale.markdown,
     peers(results),
     fixesPart(history, historyFile),
-    historyPart(history, historyFile),
+    historyPart(history, historyFile, ratioCharts, chartsDir),
   ].join('\n\n') + '\n'
+  return { markdown, charts: [...scale.files, ...ratioCharts] }
 }
 
 /** The variables that say where the servers are, passed on to the bench. */
@@ -275,10 +240,17 @@ async function main (): Promise<void> {
     const results = JSON.parse(await readFile(from, 'utf8')) as Results
     const previous: History = existsSync(historyPath) ? JSON.parse(await readFile(historyPath, 'utf8')) as History : { generatedBy: COMMAND, runs: [] }
     const history = withRun(previous, historyRow(results))
+    const chartsDir = basename(page, '.md')
+    const { markdown, charts } = renderPage(results, history, relative(dirname(page), historyPath), chartsDir)
     await mkdir(dirname(page), { recursive: true })
-    await writeFile(historyPath, JSON.stringify(history, null, 2) + '\n')
-    await writeFile(page, renderPage(results, history, relative(dirname(page), historyPath)))
-    process.stdout.write(`bench:page: wrote ${relative(process.cwd(), page)} and ${relative(process.cwd(), historyPath)} (${history.runs.length} runs in the history)\n`)
+    const svg = await writeCharts(join(dirname(page), chartsDir), charts)
+    const written = [
+      ...(await writeIfChanged(historyPath, JSON.stringify(history, null, 2) + '\n') ? [historyPath] : []),
+      ...(await writeIfChanged(page, markdown) ? [page] : []),
+    ].map((file) => relative(process.cwd(), file))
+    process.stdout.write(`bench:page: ${written.length === 0 ? 'page and history unchanged' : `wrote ${written.join(' and ')}`} ` +
+      `(${history.runs.length} runs in the history); ${charts.length} charts in ${relative(process.cwd(), join(dirname(page), chartsDir))}/, ` +
+      `${svg.written.length} written, ${svg.removed.length} removed\n`)
   } finally {
     if (dir !== undefined) await rm(dir, { recursive: true, force: true })
   }
