@@ -14,6 +14,11 @@ export interface ChartFile {
   alt: string
 }
 
+/** A chart as an image on the page: `charts` is the folder of the charts relative to the page. */
+export function image (chart: ChartFile, charts: string): string {
+  return `![${chart.alt.replaceAll(/[[\]\\]/g, '\\$&')}](${charts}/${chart.name})`
+}
+
 const FAMILIES: Record<RatioFamily, { title: string, y: string }> = {
   'sync-latency': { title: 'Sync tools/call: added p50 latency over the forwarder\'s, per run', y: '× the forwarder\'s added p50 (lower is better)' },
   'sync-throughput': { title: 'Sync tools/call: throughput at concurrency 64, per run', y: '% of the forwarder\'s calls/s (higher is better)' },

@@ -5,7 +5,7 @@
 import { z } from 'zod'
 import { formatNumber } from './chart-axis.ts'
 import type { Json } from './bench-results.ts'
-import type { ChartFile } from './history-charts.ts'
+import { image, type ChartFile } from './history-charts.ts'
 import { lineChartSvg, type LineChart } from './svg-chart.ts'
 
 const ID = /^[A-Za-z0-9][A-Za-z0-9._-]*$/
@@ -84,7 +84,8 @@ function cell (value: number | null | undefined): string {
  * The page's scale section and its chart files (`charts`: the folder of the charts relative to the page), or a
  * line saying the section was not run. `table` writes a Markdown table (the page's own).
  */
-export function scalePart (section: ScaleSection | undefined,
+export function scalePart (
+  section: ScaleSection | undefined,
   charts: string,
   table: MarkdownTable,
 ): { markdown: string, files: ChartFile[] } {
@@ -107,7 +108,7 @@ export function scalePart (section: ScaleSection | undefined,
     }
     files.push(file)
     const rows = curve.x.values.map((x, i) => [formatNumber(x, 6), ...curve.series.map((s) => cell(s.values[i]))])
-    parts.push(`### ${curve.title}`, `![${file.alt}](${charts}/${file.name})`,
+    parts.push(`### ${curve.title}`, image(file, charts),
       `${axisLabel(curve.y.label, curve.y.unit)}; — where not measured.\n\n${table([curve.x.label, ...curve.series.map((s) => s.name)], rows, true)}`)
   }
   if (section.tables.length > 0) {

@@ -146,14 +146,10 @@ export function lineChartSvg (chart: LineChart): string {
     `<text x="${px((left + right) / 2)}" y="${bottom + 40}" text-anchor="middle">${xml(chart.x.label)}</text>`,
     '</g>',
   ]
-  guides.forEach((guide, i) => {
+  for (const guide of guides) {
     const y = yScale.at(guide.value)
-    const [lx, row] = legend.at[chart.series.length + i]!
-    const ly = legendTop + row * LEGEND_ROW
-    out.push(`<g class="guide" data-value="${round(guide.value)}"><line x1="${left}" x2="${right}" y1="${y}" y2="${y}" ${GUIDE_STROKE}/></g>`,
-      `<g class="legend-entry"><line x1="${px(lx)}" x2="${px(lx + 24)}" y1="${ly}" y2="${ly}" ${GUIDE_STROKE}/>` +
-      `<text x="${px(lx + 30)}" y="${ly + 4}" fill="#222222">${xml(guide.label)}</text></g>`)
-  })
+    out.push(`<g class="guide" data-value="${round(guide.value)}"><line x1="${left}" x2="${right}" y1="${y}" y2="${y}" ${GUIDE_STROKE}/></g>`)
+  }
   chart.series.forEach((series, i) => {
     const colour = COLOURS[i % COLOURS.length]!
     const shape = SHAPES[i % SHAPES.length]!
@@ -173,6 +169,12 @@ export function lineChartSvg (chart: LineChart): string {
     const ly = legendTop + row * LEGEND_ROW
     out.push(`<g class="legend-entry"><line x1="${px(lx)}" x2="${px(lx + 24)}" y1="${ly}" y2="${ly}" stroke="${colour}" stroke-width="2"${dash === '' ? '' : ` stroke-dasharray="${dash}"`}/>` +
       `${marker(shape, px(lx + 12), ly, colour)}<text x="${px(lx + 30)}" y="${ly + 4}" fill="#222222">${xml(series.name)}</text></g>`)
+  })
+  guides.forEach((guide, i) => {
+    const [lx, row] = legend.at[chart.series.length + i]!
+    const ly = legendTop + row * LEGEND_ROW
+    out.push(`<g class="legend-entry"><line x1="${px(lx)}" x2="${px(lx + 24)}" y1="${ly}" y2="${ly}" ${GUIDE_STROKE}/>` +
+      `<text x="${px(lx + 30)}" y="${ly + 4}" fill="#222222">${xml(guide.label)}</text></g>`)
   })
   out.push('</svg>')
   return out.join('\n') + '\n'
