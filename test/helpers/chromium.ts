@@ -5,7 +5,7 @@ import { delimiter, join } from 'node:path'
 const NAMES = ['chromium', 'chromium-browser']
 
 /** What to do when no Chromium is found: the package to install, or the variable to set. */
-export const MISSING_CHROMIUM = 'test/e2e/dashboard.test.ts drives the dashboard in a headless Chromium and found none: ' +
+export const MISSING_CHROMIUM = 'test/e2e/dashboard.test.ts and test/e2e/bench-charts-browser.test.ts drive a headless Chromium and found none: ' +
   'install the `chromium` package first (Debian: `sudo apt-get install chromium`; Ubuntu: `sudo apt-get install ' +
   'chromium-browser`), or set CHROMIUM_PATH to a Chromium or Chrome binary. ' +
   'Every other test file runs without it; see docs/development.md.'
