@@ -57,6 +57,7 @@ export const ERRORS = {
   GW_ERR_UPSTREAM_SESSION_LIMIT: { status: 503, rpc: -32059, message: "upstream '%s' already has %s sessions open, all in use (upstreams[].maxSessions); try again when a call or task ends, or raise maxSessions, or use sessions: shared for a server that keeps no per-client state" },
   GW_ERR_UPSTREAM_SESSION_SHARE: { status: 503, rpc: -32059, message: "upstream '%s' already has %s sessions open for this principal, all in use (upstreams[].maxSessionsPerPrincipal); wait for a call or task to end, or end unused sessions with DELETE" },
   GW_ERR_UPSTREAM_RESPONSE_TOO_LARGE: { status: 502, rpc: -32063, message: "upstream '%s' answered %s with more than %s bytes (upstreams[].maxResponseBytes); the answer was not read to its end: ask the tool for less, or raise maxResponseBytes of this upstream" },
+  GW_ERR_UPSTREAM_NO_CREDENTIAL: { status: 403, rpc: -32064, message: "upstream '%s' has no credential for this principal (%s); ask the operator for a key of yours in upstreams[].credentials" },
 
   GW_ERR_CLIENT_UNREACHABLE: { status: 200, rpc: -32603, message: "the upstream sent '%s' while no call of its client was in flight, and %s" },
   GW_ERR_CLIENT_CAPABILITY_MISSING: { status: 200, rpc: -32601, message: "the downstream client did not declare the '%s' capability, so '%s' cannot be relayed to it" },

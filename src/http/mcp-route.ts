@@ -4,7 +4,7 @@ import { GatewayError, errorMessage } from '../errors.ts'
 import { sendHttpError, writeHttpError } from '../wire/error-replies.ts'
 import { noteCaller } from '../wire/access-notes.ts'
 import type { LegacyEndpoint } from '../protocol/2025-11-25/endpoint.ts'
-import { ANONYMOUS_CALLER, anonymousAccount, type Caller } from '../auth/access.ts'
+import { ANONYMOUS_CALLER, anonymousAccount, withholding, type Caller } from '../auth/access.ts'
 import type { Authenticator } from '../auth/bearer-tokens.ts'
 import type { RecentProblems } from '../observability/recent-problems.ts'
 import { answeredId, classifyPost, type ClassifiedMessage } from '../wire/classified-message.ts'
@@ -23,6 +23,8 @@ export interface McpRouteOptions {
   authenticator: Authenticator | undefined
   /** With auth off: keep the request's Authorization header for upstreams that forward it (forwardAuthorization). */
   passAuthorization: boolean
+  /** The upstreams a principal has no credential for (upstreams[].credentials): hidden from it, refused by name. */
+  withheld?: ((principal: string) => readonly string[]) | undefined
   /** The request rate limits (limits.*); undefined when all are off. Read per request, like the authenticator. */
   limiter: RateLimiter | undefined
   /** True once shutdown began: new requests are refused with 503. */
@@ -97,6 +99,12 @@ export async function registerMcpRoute (app: FastifyInstance, options: McpRouteO
     return { principal: undefined, access: ANONYMOUS_CALLER.access, authorization, account: anonymousAccount(address), address }
   }
 
+  /** An authenticated caller, less the upstreams it has no credential for. */
+  const authenticated = (caller: Caller, address: string): Caller => {
+    const withheld = caller.principal === undefined ? undefined : options.withheld?.(caller.principal)
+    return withheld === undefined || withheld.length === 0 ? { ...caller, address } : { ...caller, access: withholding(caller.access, withheld), address }
+  }
+
   /**
    * `method` and `era` label the request in the metrics; it is timed until its response ends. `message` is a
    * POST's classified message (undefined for GET and DELETE): the limits count it, and an error ending the
@@ -134,7 +142,7 @@ export async function registerMcpRoute (app: FastifyInstance, options: McpRouteO
       const authenticator = options.authenticator
       caller = authenticator === undefined
         ? anonymous(request)
-        : { ...await authenticator.authenticate(request.headers), address: request.ip }
+        : authenticated(await authenticator.authenticate(request.headers), request.ip)
       noteCaller(reply.raw, caller.principal, caller.credential?.sha256)
       if (limiter !== undefined) await limiter.checkCaller(caller.principal, request.ip, message)
       await work(caller)

@@ -2,8 +2,8 @@ import type { SessionLease } from './upstream-events.ts'
 import type { SessionAddress, SessionOpenOptions, UpstreamSession } from './upstream-session.ts'
 import { randomId } from '../wire/random-id.ts'
 
-/** Opens a session of the upstream under `key`, joining an existing upstream session. */
-type Opener = (key: string, rejoin: NonNullable<SessionOpenOptions['rejoin']>) => Promise<UpstreamSession>
+/** Opens a session of the upstream under `key` for `principal`, joining an existing upstream session. */
+type Opener = (key: string, rejoin: NonNullable<SessionOpenOptions['rejoin']>, principal: string) => Promise<UpstreamSession>
 
 /**
  * The upstream sessions of one upstream that other gateway processes opened and this one uses again, for the
@@ -23,12 +23,13 @@ export class RejoinedSessions {
     return this.#sessions.size
   }
 
-  async lease (address: SessionAddress): Promise<SessionLease> {
-    const key = `rejoin:${address.sessionId ?? ''}`
+  /** `principal`: whom the adopted work is for (its requests carry that principal's credential, if any). */
+  async lease (address: SessionAddress, principal = ''): Promise<SessionLease> {
+    const key = `rejoin:${address.sessionId ?? ''}${principal === '' ? '' : `\u0000${principal}`}`
     let opening = this.#sessions.get(key)
     if (opening === undefined) {
       // Request ids of this process carry a prefix of their own: the first owner's ids may still be answered.
-      opening = this.#open(key, { sessionId: address.sessionId, protocolVersion: address.protocolVersion, idPrefix: `gw-${randomId().slice(0, 12)}-` })
+      opening = this.#open(key, { sessionId: address.sessionId, protocolVersion: address.protocolVersion, idPrefix: `gw-${randomId().slice(0, 12)}-` }, principal)
       this.#sessions.set(key, opening)
       const forget = (): void => { if (this.#sessions.get(key) === opening) this.#sessions.delete(key) }
       opening.then((session) => { if (session.closed) forget() }, forget)
