@@ -15,7 +15,9 @@ export function forwardAuthorizationWarning (upstream: string): string {
   return `upstream '${upstream}' is sent each caller's own Authorization header (forwardAuthorization): a token issued for the gateway reaches another server, which could use it against the gateway or any service that accepts it; use it only for an upstream that shares the gateway's audience, else give it credentials`
 }
 
-export function configWarnings (config: Config, env: Readonly<Record<string, string | undefined>> = process.env, cwd = process.cwd()): ConfigWarning[] {
+type Env = Readonly<Record<string, string | undefined>>
+
+export function configWarnings (config: Config, env: Env = process.env, cwd = process.cwd()): ConfigWarning[] {
   const warnings: ConfigWarning[] = []
   config.upstreams.forEach((upstream, index) => {
     if (upstream.transport === 'streamable-http' && upstream.forwardAuthorization) {
@@ -31,7 +33,7 @@ export function configWarnings (config: Config, env: Readonly<Record<string, str
 }
 
 /** The keys of every per-principal credential that cannot be read, each with its YAML path (a configuration error). */
-export function credentialKeyProblems (config: Config, env: Readonly<Record<string, string | undefined>> = process.env, cwd = process.cwd()): ConfigWarning[] {
+export function credentialKeyProblems (config: Config, env: Env = process.env, cwd = process.cwd()): ConfigWarning[] {
   return config.upstreams.flatMap((upstream, index) => {
     if (upstream.transport === 'stdio' || upstream.credentials?.kind !== 'per-principal') return []
     return readPrincipalKeys(upstream.credentials, env, cwd).problems.map((problem) => ({ path: `upstreams[${index}].credentials.${problem.field}`, message: problem.message }))

@@ -102,7 +102,8 @@ export async function registerMcpRoute (app: FastifyInstance, options: McpRouteO
   /** An authenticated caller, less the upstreams it has no credential for. */
   const authenticated = (caller: Caller, address: string): Caller => {
     const withheld = caller.principal === undefined ? undefined : options.withheld?.(caller.principal)
-    return withheld === undefined || withheld.length === 0 ? { ...caller, address } : { ...caller, access: withholding(caller.access, withheld), address }
+    if (withheld === undefined || withheld.length === 0) return { ...caller, address }
+    return { ...caller, access: withholding(caller.access, withheld), address }
   }
 
   /**

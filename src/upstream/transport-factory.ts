@@ -96,7 +96,7 @@ export function createTransport (
       if (!http) throw new Error(`upstream '${config.name}' has no HTTP pool`)
       const transport = new StreamableHttpTransport({
         url: new URL(config.url),
-        dispatcher: credentials === undefined ? http.dispatcher : credentialedRequester(http.dispatcher, credentials.credentials, credentials.subject),
+        dispatcher: credentials === undefined ? http.dispatcher : credentialedRequester(http.dispatcher, credentials),
         headers: withAuthorization(config.headers, authorization),
         rejoin,
         limits: hooks.limits,
@@ -107,7 +107,7 @@ export function createTransport (
       const base = http?.fetch ?? (fetch as FetchLike)
       const transport: SSEClientTransport = new SSEClientTransport(new URL(config.url), {
         requestInit: { headers: { ...config.headers } },
-        fetch: limitedEventStreams(credentials === undefined ? base : credentialedFetch(base, credentials.credentials, credentials.subject), hooks.limits, () => {
+        fetch: limitedEventStreams(credentials === undefined ? base : credentialedFetch(base, credentials), hooks.limits, () => {
           transport.close().catch(ignoreWithTrace(hooks.log, 'closing an SSE transport after an answer over its limit failed; its request fails either way'))
         }),
       })

@@ -9,7 +9,12 @@ import type { Upstream } from './upstream.ts'
  * What the sessions of `upstream` report, passed on to the gateway (`events`): list changes, resource updates,
  * and what the upstream sends outside a call, which only a per-client session has a client to hand to.
  */
-export function upstreamSessionEvents (upstream: Upstream, events: UpstreamEvents, log: Logger, closed: (session: UpstreamSession) => void): SessionEvents {
+export function upstreamSessionEvents (
+  upstream: Upstream,
+  events: UpstreamEvents,
+  log: Logger,
+  closed: (session: UpstreamSession) => void,
+): SessionEvents {
   return {
     onListChanged: (session, kind) => events.onListChanged(upstream, session, kind),
     onResourceUpdated: (session, params) => events.onResourceUpdated(upstream, session, params),

@@ -318,7 +318,9 @@ export class Upstream {
       capabilities: client.capabilities,
       signature: client.signature,
       listKey: this.listKeyOf(client, authorization),
-      credentials: key === GATEWAY_KEY || this.credentials === undefined ? undefined : { credentials: this.credentials, subject: { principal: client.principal } },
+      credentials: key === GATEWAY_KEY || this.credentials === undefined
+        ? undefined
+        : { credentials: this.credentials, subject: { principal: client.principal } },
       events: upstreamSessionEvents(this, this.#events, this.#log, (session) => { this.#closed(session) }),
       log: this.#log,
       prior: this.#prior,

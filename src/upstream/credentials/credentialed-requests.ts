@@ -34,7 +34,7 @@ function resendable (body: unknown): boolean {
   return body === undefined || body === null || typeof body === 'string' || body instanceof Uint8Array
 }
 
-export function credentialedRequester (inner: UpstreamRequester, credentials: UpstreamCredentials, subject: CredentialSubject): UpstreamRequester {
+export function credentialedRequester (inner: UpstreamRequester, { credentials, subject }: SessionCredentials): UpstreamRequester {
   return {
     async request (options) {
       const signal = options.signal as AbortSignal | undefined
@@ -56,7 +56,7 @@ function fetchHeaders (init: RequestInit | undefined, sent: UpstreamAuthHeaders)
 }
 
 /** The same for the legacy HTTP+SSE transport, which sends its requests (and opens its stream) with fetch. */
-export function credentialedFetch (inner: FetchLike, credentials: UpstreamCredentials, subject: CredentialSubject): FetchLike {
+export function credentialedFetch (inner: FetchLike, { credentials, subject }: SessionCredentials): FetchLike {
   return async (url, init) => {
     const signal = init?.signal ?? undefined
     const sent = await credentials.headersFor(subject, signal)

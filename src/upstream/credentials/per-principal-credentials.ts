@@ -46,14 +46,17 @@ export class PerPrincipalCredentials implements UpstreamCredentials {
 
   refusal (subject: CredentialSubject): GatewayError | undefined {
     const { principal } = subject
-    if (principal !== undefined && this.#headers.has(principal)) return undefined
-    return new GatewayError('GW_ERR_UPSTREAM_NO_CREDENTIAL', [this.#upstream, principal === undefined ? 'the caller is not authenticated' : 'no key is configured for it'])
+    return principal !== undefined && this.#headers.has(principal) ? undefined : this.#noKey(principal)
   }
 
   async headersFor (subject: CredentialSubject): Promise<UpstreamAuthHeaders> {
     const headers = subject.principal === undefined ? undefined : this.#headers.get(subject.principal)
-    if (headers !== undefined) return headers
-    throw this.refusal(subject)!
+    if (headers === undefined) throw this.#noKey(subject.principal)
+    return headers
+  }
+
+  #noKey (principal: string | undefined): GatewayError {
+    return new GatewayError('GW_ERR_UPSTREAM_NO_CREDENTIAL', [this.#upstream, principal === undefined ? 'the caller is not authenticated' : 'no key is configured for it'])
   }
 
   /** A static key the upstream refused is sent again only if a reload changed it meanwhile. */
