@@ -61,6 +61,7 @@ export const ERRORS = {
   GW_ERR_UPSTREAM_AUTH_SERVER_UNAVAILABLE: { status: 503, rpc: -32065, message: "the authorization server of upstream '%s' cannot give a token now: %s; try again in %s s" },
   GW_ERR_UPSTREAM_AUTH_DISCOVERY: { status: 502, rpc: -32066, message: "upstream '%s' does not say how to get a token for it: %s" },
   GW_ERR_UPSTREAM_SUBJECT_TOKEN_MISSING: { status: 403, rpc: -32067, message: "upstream '%s' takes a token exchanged for the caller's own access token, and this request has none: %s" },
+  GW_ERR_UPSTREAM_NO_CREDENTIAL: { status: 403, rpc: -32068, message: "upstream '%s' has no credential for this principal (%s); ask the operator for a key of yours in upstreams[].credentials" },
 
   GW_ERR_CLIENT_UNREACHABLE: { status: 200, rpc: -32603, message: "the upstream sent '%s' while no call of its client was in flight, and %s" },
   GW_ERR_CLIENT_CAPABILITY_MISSING: { status: 200, rpc: -32601, message: "the downstream client did not declare the '%s' capability, so '%s' cannot be relayed to it" },

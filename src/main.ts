@@ -2,6 +2,7 @@
 import { parseArgs } from 'node:util'
 import { configError, loadConfig, readConfig, type LoadedConfig } from './config/load.ts'
 import { preflight } from './config/preflight.ts'
+import { configWarnings } from './config/config-warnings.ts'
 import { unreadVariables } from './config/env-overrides.ts'
 import { openListenerProblems } from './config/open-listener.ts'
 import type { Config } from './config/schema.ts'
@@ -158,6 +159,7 @@ async function main (): Promise<void> {
   if (values.check) {
     if (problems.length > 0) fail(configError(values.config, problems).message)
     const applied = loaded.overrides.map((o) => `  ${o.variable} sets ${o.path}\n`).join('')
+    for (const warning of configWarnings(config)) process.stderr.write(`warning: ${warning.path}: ${warning.message}\n`)
     for (const name of unreadVariables(process.env)) process.stderr.write(`note: ${name} is not read: the parts of an option's path are separated by __ (GATEWAY_SERVER__PORT)\n`)
     process.stdout.write(`${values.config}: configuration is valid (${config.upstreams.length} upstreams)\n${applied === '' ? '' : `from the environment:\n${applied}`}`)
     return

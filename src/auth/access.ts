@@ -1,5 +1,6 @@
 import type { AuthConfig } from '../config/schema.ts'
 import { compileFilter } from '../config/name-filter.ts'
+import { GatewayError } from '../errors.ts'
 
 /**
  * What one caller may use. With no `auth.permissions` every caller may use everything; otherwise an
@@ -14,6 +15,11 @@ export interface Access {
   readonly key: string
   upstream (name: string): boolean
   tool (upstream: string, exposedName: string): boolean
+  /**
+   * Why the caller may not use an upstream it is otherwise granted (it has no credential for it): a name of it
+   * is then answered with this error, not as unknown. Undefined for an upstream it may use, or may not see at all.
+   */
+  refusal? (upstream: string): Error | undefined
 }
 
 /**
@@ -115,4 +121,40 @@ export function compilePermissions (permissions: AuthConfig['permissions']): (sc
     cache.set(key, access)
     return access
   }
+}
+
+/** Each access, less each set of upstreams it lacks credentials for, made once (the lists it filters are cached by it). */
+const WITHHOLDING = new WeakMap<Access, Map<string, Access>>()
+
+/**
+ * `access` less the upstreams named in `withheld`, which the caller has no credential for
+ * (`upstreams[].credentials`): their entries are not listed to it, and a call of one gets
+ * GW_ERR_UPSTREAM_NO_CREDENTIAL naming the upstream. The same access and names give the same object.
+ */
+export function withholding (access: Access, withheld: readonly string[]): Access {
+  if (withheld.length === 0) return access
+  const names = new Set(withheld)
+  const key = [...names].sort().join('\u0000')
+  let made = WITHHOLDING.get(access)
+  if (made === undefined) {
+    made = new Map()
+    WITHHOLDING.set(access, made)
+  }
+  const known = made.get(key)
+  if (known !== undefined) return known
+  const narrower: Access = {
+    all: false,
+    // The key stays the grants' own: another process rebuilds the grants from it and applies its own credentials.
+    key: access.key,
+    upstream: (name) => !names.has(name) && access.upstream(name),
+    tool: (upstream, exposedName) => !names.has(upstream) && access.tool(upstream, exposedName),
+    refusal: (upstream) => names.has(upstream) && access.upstream(upstream)
+      ? new GatewayError('GW_ERR_UPSTREAM_NO_CREDENTIAL', [upstream, 'no key is configured for it'])
+      : undefined,
+  }
+  const grants = GRANTS.get(access)
+  if (grants !== undefined) GRANTS.set(narrower, grants)
+  if (made.size >= CACHE_LIMIT) made.clear()
+  made.set(key, narrower)
+  return narrower
 }

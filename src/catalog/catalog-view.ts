@@ -164,6 +164,8 @@ export class CatalogView {
   #visible (kind: CatalogKind, route: Route | undefined, name: string, access: Access): Route {
     if (route === undefined && (kind === 'tools' || kind === 'prompts')) return this.#unlisted(kind, name, access)
     if (route && allows(access, kind, route.upstream.name, name)) return route
+    const refused = route === undefined ? undefined : access.refusal?.(route.upstream.name)
+    if (refused !== undefined) throw refused
     return this.#missing(kind, name, access)
   }
 
@@ -174,6 +176,8 @@ export class CatalogView {
    */
   #unlisted (kind: 'tools' | 'prompts', name: string, access: Access): Route {
     const owner = this.#owner(name)
+    const refused = owner === undefined ? undefined : access.refusal?.(owner.name)
+    if (refused !== undefined) throw refused
     const forwarded = owner !== undefined && allows(access, kind, owner.name, name) && passes(owner, kind, name)
     if (!forwarded) return this.#missing(kind, name, access)
     const down = !this.#parts.some((p) => p.upstream === owner)

@@ -5,6 +5,7 @@ import { GatewayError, errorMessage } from '../errors.ts'
 import { formatPath, hideInterpolated, interpolateDocument, interpolateTree, newInterpolation, type ConfigProblem, type Env, type Interpolation } from './interpolate.ts'
 import { configSchema, upstreamCommonSchema, upstreamVariants, type Config } from './schema.ts'
 import { applyEnvironment, overridden, type EnvOverride } from './env-overrides.ts'
+import { credentialKeyProblems } from './config-warnings.ts'
 
 export { formatPath, type ConfigProblem } from './interpolate.ts'
 export type { EnvOverride } from './env-overrides.ts'
@@ -89,6 +90,8 @@ function validate (tree: unknown, env: Env, found: Interpolation, source: string
       }
     }
   }
+  // Per-principal keys are read at each load: a key file that cannot serve refuses the start or the reload.
+  if (result.success) problems.push(...credentialKeyProblems(result.data, env))
   const hidden = [...found.interpolated, ...overlay.hidden]
   if (problems.length > 0 || !result.success) throw configError(source, hideInterpolated(problems, hidden))
   return { config: deepFreeze(result.data), overrides: overlay.overrides, written: tree }

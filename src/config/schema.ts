@@ -4,6 +4,7 @@ import { openListenerProblems } from './open-listener.ts'
 import { sharedPortProblems } from './listener-ports.ts'
 import { originEntryProblem } from './origin-entry.ts'
 import { authSchema } from './auth-schema.ts'
+import { credentialsProblems, upstreamCredentialsSchema } from './credentials-schema.ts'
 
 /**
  * The one source of truth for the gateway's configuration: validation, defaults, the `Config` type and
@@ -113,6 +114,7 @@ const httpCommon = {
   headers: z.record(z.string(), z.string()).prefault({})
     // eslint-disable-next-line no-template-curly-in-string
     .describe('headers sent with every request to the upstream, e.g. `Authorization: Bearer ${API_TOKEN}`; write secrets as ${ENV_VAR}'),
+  credentials: upstreamCredentialsSchema.optional(),
   connections: z.number().int().min(1).prefault(64).describe('sockets in the upstream HTTP pool; raised to at least maxSessions + 2 × (maxConcurrentCalls + 1), since every upstream session holds one for its SSE stream'),
   keepAliveTimeout: duration('how long a socket of the pool is kept for the next request once idle, when the upstream does not say how long it keeps one (a `Keep-Alive: timeout=N` response header, then honoured less 2 s); keep it below the upstream\'s own idle timeout (5 s for Node.js and uvicorn servers), else a request sent as the upstream closes the socket fails with ECONNRESET')
     .refine((ms) => ms >= 1, 'must be at least 1ms').prefault('4s'),
@@ -363,6 +365,7 @@ export const configSchema = z.strictObject({
 }).superRefine((config, ctx) => {
   for (const problem of openListenerProblems(config)) ctx.addIssue({ code: 'custom', message: problem.message, path: ['server', 'host'] })
   for (const problem of sharedPortProblems(config)) ctx.addIssue({ code: 'custom', message: problem.message, path: ['admin', 'port'] })
+  for (const problem of credentialsProblems(config)) ctx.addIssue({ code: 'custom', ...problem })
 })
 
 export type Config = z.output<typeof configSchema>

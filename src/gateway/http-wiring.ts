@@ -155,6 +155,7 @@ export async function wireHttp (core: HttpParts, configSource: (() => Promise<Co
     get authenticator () { return live.authenticator },
     get passAuthorization () { return live.passAuthorization },
     get limiter () { return live.limiter },
+    withheld: (principal) => upstreams.filter((u) => u.credentials?.refusal?.({ principal }) !== undefined).map((u) => u.name),
     isClosing: () => closing,
     metrics,
     tracing,

@@ -5,7 +5,7 @@ import { GatewayError, errorMessage } from '../errors.ts'
 import { sendHttpError, writeHttpError } from '../wire/error-replies.ts'
 import { noteCaller } from '../wire/access-notes.ts'
 import type { LegacyEndpoint } from '../protocol/2025-11-25/endpoint.ts'
-import { ANONYMOUS_CALLER, anonymousAccount, type Caller } from '../auth/access.ts'
+import { ANONYMOUS_CALLER, anonymousAccount, withholding, type Caller } from '../auth/access.ts'
 import type { Authenticator } from '../auth/bearer-tokens.ts'
 import type { RecentProblems } from '../observability/recent-problems.ts'
 import { answeredId, classifyPost, type ClassifiedMessage } from '../wire/classified-message.ts'
@@ -26,6 +26,8 @@ export interface McpRouteOptions {
   readonly authenticator: Live<Authenticator | undefined>
   /** With auth off: keep the request's Authorization header for upstreams that forward it (forwardAuthorization). */
   readonly passAuthorization: Live<boolean>
+  /** The upstreams a principal has no credential for (upstreams[].credentials): hidden from it, refused by name. */
+  readonly withheld?: ((principal: string) => readonly string[]) | undefined
   /** The request rate limits (limits.*); undefined when all are off. */
   readonly limiter: Live<RateLimiter | undefined>
   /** True once shutdown began: new requests are refused with 503. */
@@ -100,6 +102,13 @@ export async function registerMcpRoute (app: FastifyInstance, options: McpRouteO
     return { principal: undefined, access: ANONYMOUS_CALLER.access, authorization, account: anonymousAccount(address), address }
   }
 
+  /** An authenticated caller, less the upstreams it has no credential for. */
+  const authenticated = (caller: Caller, address: string): Caller => {
+    const withheld = caller.principal === undefined ? undefined : options.withheld?.(caller.principal)
+    if (withheld === undefined || withheld.length === 0) return { ...caller, address }
+    return { ...caller, access: withholding(caller.access, withheld), address }
+  }
+
   /**
    * `method` and `era` label the request in the metrics; it is timed until its response ends. `message` is a
    * POST's classified message (undefined for GET and DELETE): the limits count it, and an error ending the
@@ -137,7 +146,7 @@ export async function registerMcpRoute (app: FastifyInstance, options: McpRouteO
       const authenticator = options.authenticator
       caller = authenticator === undefined
         ? anonymous(request)
-        : { ...await authenticator.authenticate(request.headers), address: request.ip }
+        : authenticated(await authenticator.authenticate(request.headers), request.ip)
       noteCaller(reply.raw, caller.principal, caller.credential?.sha256)
       if (limiter !== undefined) await limiter.checkCaller(caller.principal, request.ip, message)
       await work(caller)

@@ -122,6 +122,8 @@ export class Reloader {
       started.push(fresh)
     }
     for (const upstream of changes.retuned) byName.get(upstream.name)!.retune(upstream)
+    // Key files and variables are read again: a rotated key is used from the next request on.
+    for (const upstream of byName.values()) if (!started.includes(upstream)) upstream.credentials?.reload?.()
     // Configuration order decides which upstream keeps a name two of them offer.
     upstreams.splice(0, upstreams.length, ...config.upstreams.map((u) => byName.get(u.name)!))
     if (removed.length + replaced.length + started.length > 0) {

@@ -28,11 +28,12 @@ export class PerCallSessions {
    */
   async lease (
     client: ClientRef,
-    authorization: string | undefined,
+    listKey: string,
     open: () => Promise<UpstreamSession>,
     reusable: () => boolean,
   ): Promise<SessionLease> {
-    const idle = this.#idle.find((s) => s.signature === client.signature && s.authorization === authorization && !s.closed)
+    // The same list key: the same capabilities and, where the upstream tells callers apart, the same caller.
+    const idle = this.#idle.find((s) => s.listKey === listKey && !s.closed)
     let session: UpstreamSession
     if (idle !== undefined) {
       this.#pool.transfer(idle, client.principal)

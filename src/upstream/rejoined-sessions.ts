@@ -4,8 +4,8 @@ import { randomId } from '../wire/random-id.ts'
 import { ignoreWithTrace } from '../observability/ignored.ts'
 import type { Logger } from '../observability/logger.ts'
 
-/** Opens a session of the upstream under `key`, joining an existing upstream session. */
-type Opener = (key: string, rejoin: NonNullable<SessionOpenOptions['rejoin']>) => Promise<UpstreamSession>
+/** Opens a session of the upstream under `key` for `principal`, joining an existing upstream session. */
+type Opener = (key: string, rejoin: NonNullable<SessionOpenOptions['rejoin']>, principal: string) => Promise<UpstreamSession>
 
 /**
  * The upstream sessions of one upstream that other gateway processes opened and this one uses again, for the
@@ -25,12 +25,13 @@ export class RejoinedSessions {
     return this.#sessions.size
   }
 
-  async lease (address: SessionAddress): Promise<SessionLease> {
-    const key = `rejoin:${address.sessionId ?? ''}`
+  /** `principal`: whom the adopted work is for (its requests carry that principal's credential, if any). */
+  async lease (address: SessionAddress, principal = ''): Promise<SessionLease> {
+    const key = `rejoin:${address.sessionId ?? ''}${principal === '' ? '' : `\u0000${principal}`}`
     let opening = this.#sessions.get(key)
     if (opening === undefined) {
       // Request ids of this process carry a prefix of their own: the first owner's ids may still be answered.
-      opening = this.#open(key, { sessionId: address.sessionId, protocolVersion: address.protocolVersion, idPrefix: `gw-${randomId().slice(0, 12)}-` })
+      opening = this.#open(key, { sessionId: address.sessionId, protocolVersion: address.protocolVersion, idPrefix: `gw-${randomId().slice(0, 12)}-` }, principal)
       this.#sessions.set(key, opening)
       const forget = (): void => { if (this.#sessions.get(key) === opening) this.#sessions.delete(key) }
       opening.then((session) => { if (session.closed) forget() }, forget)

@@ -1,6 +1,6 @@
 import { setMaxListeners } from 'node:events'
 import type { JSONRPCMessage, Transport, TransportSendOptions } from '@modelcontextprotocol/client'
-import type { Dispatcher } from 'undici'
+import type { UpstreamRequester } from './credentials/credentialed-requests.ts'
 import { encodeHeaderValue, MCP_NAME_SOURCE } from '../wire/mcp-name.ts'
 import type { ArrivalInfo } from './call-attribution.ts'
 import { upstreamHttpError } from './http-dispatcher.ts'
@@ -23,7 +23,7 @@ const OPEN_WAIT_MS = 2000
 
 export interface StreamableHttpTransportOptions {
   url: URL
-  dispatcher: Dispatcher
+  dispatcher: UpstreamRequester
   headers: Readonly<Record<string, string>>
   /**
    * Joins an upstream session another gateway process opened (its Mcp-Session-Id and negotiated version):

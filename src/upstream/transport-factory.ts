@@ -9,6 +9,7 @@ import { StdioLineReader } from './stdio-line-reader.ts'
 import { ignoreWithTrace } from '../observability/ignored.ts'
 import type { Logger } from '../observability/logger.ts'
 import { StreamableHttpTransport, type StreamableHttpTransportOptions } from './streamable-http-transport.ts'
+import { credentialedFetch, credentialedRequester, type SessionCredentials } from './credentials/credentialed-requests.ts'
 
 export interface TransportHooks {
   /** Receives each line the child writes to stderr (stdio upstreams only). */
@@ -77,7 +78,7 @@ function withAuthorization (
  * Builds a fresh client transport for one upstream session. `authorization`, when given, is the caller's
  * own Authorization header, sent instead of the configured one (forwardAuthorization, Streamable HTTP
  * only); each later request may carry its caller's own again. `rejoin`: an existing upstream session to use
- * (Streamable HTTP only).
+ * (Streamable HTTP only). `credentials`: every HTTP request of the session gets its headers from them.
  */
 export function createTransport (
   config: UpstreamConfig,
@@ -85,6 +86,7 @@ export function createTransport (
   hooks: TransportHooks,
   authorization?: string,
   rejoin?: StreamableHttpTransportOptions['rejoin'],
+  credentials?: SessionCredentials,
 ): CreatedTransport {
   if (rejoin !== undefined && config.transport !== 'streamable-http') throw new Error(`upstream '${config.name}' has no sessions another process could use`)
   switch (config.transport) {
@@ -94,7 +96,7 @@ export function createTransport (
       if (!http) throw new Error(`upstream '${config.name}' has no HTTP pool`)
       const transport = new StreamableHttpTransport({
         url: new URL(config.url),
-        dispatcher: http.dispatcher,
+        dispatcher: credentials === undefined ? http.dispatcher : credentialedRequester(http.dispatcher, credentials),
         headers: withAuthorization(config.headers, authorization),
         rejoin,
         limits: hooks.limits,
@@ -103,9 +105,10 @@ export function createTransport (
       return { transport, delayResponses: false, http: transport }
     }
     case 'sse': {
+      const base = http?.fetch ?? (fetch as FetchLike)
       const transport: SSEClientTransport = new SSEClientTransport(new URL(config.url), {
         requestInit: { headers: { ...config.headers } },
-        fetch: limitedEventStreams(http?.fetch ?? (fetch as FetchLike), hooks.limits, () => {
+        fetch: limitedEventStreams(credentials === undefined ? base : credentialedFetch(base, credentials), hooks.limits, () => {
           transport.close().catch(ignoreWithTrace(hooks.log, 'closing an SSE transport after an answer over its limit failed; its request fails either way'))
         }),
       })

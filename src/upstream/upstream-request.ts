@@ -111,7 +111,7 @@ export async function requestUpstream<T> (
     const rejoin = plan.rejoin
     const lease = rejoin === undefined || rejoin.sessionId === null
       ? await upstream.acquire(plan.client, plan.purpose, plan.authorization)
-      : await upstream.rejoin(rejoin)
+      : await upstream.rejoin(rejoin, plan.client.principal)
     request = new UpstreamRequest(lease, timeout, {
       timeout,
       signal: plan.signal,

@@ -14,6 +14,7 @@ import type { UpstreamHttp } from './http-dispatcher.ts'
 import { ListenStream } from './listen-stream.ts'
 import { sessionLimits } from './response-limit.ts'
 import { createTransport } from './transport-factory.ts'
+import type { SessionCredentials } from './credentials/credentialed-requests.ts'
 import { sessionIdOf } from './client-ref.ts'
 import { UpstreamInbound } from './upstream-inbound.ts'
 import { ignoreWithTrace } from '../observability/ignored.ts'
@@ -52,6 +53,8 @@ export interface SessionOpenOptions {
   signal?: AbortSignal | undefined
   /** An upstream session another gateway process opened, to use again without a handshake (Streamable HTTP). */
   rejoin?: StreamableHttpTransportOptions['rejoin']
+  /** `upstreams[].credentials`, and whom the session serves: each of its HTTP requests gets its headers from them. */
+  credentials?: SessionCredentials | undefined
 }
 
 /** Where an upstream session can be reached from another gateway process: what a TaskResume records of it. */
@@ -140,7 +143,7 @@ export class UpstreamSession {
       onStderr: (line) => log.info({ stderr: line }, 'upstream stderr'),
       limits: sessionLimits(config.maxResponseBytes, session.calls, log, options.key),
       log,
-    }, options.authorization, options.rejoin)
+    }, options.authorization, options.rejoin, options.credentials)
     session.#http = created.http
     const transport = new AttributingTransport(
       created.transport,

@@ -2,6 +2,7 @@ import { setMaxListeners } from 'node:events'
 import type { PriorDiscovery } from '@modelcontextprotocol/client'
 import type { UpstreamConfig } from '../config/schema.ts'
 import { formatDuration } from '../config/units.ts'
+import { forwardAuthorizationWarning } from '../config/config-warnings.ts'
 import { GatewayError, errorMessage } from '../errors.ts'
 import type { Revision } from '../wire/versions.ts'
 import { ignoreWithTrace } from '../observability/ignored.ts'
@@ -10,12 +11,15 @@ import { CallSlots } from './call-slots.ts'
 import { GATEWAY_CLIENT, GATEWAY_KEY, credentialTag, type ClientRef } from './client-ref.ts'
 import type { Purpose, SessionLease, UpstreamEvents, UpstreamOffer, UpstreamState } from './upstream-events.ts'
 import { createUpstreamHttp, type UpstreamHttp } from './http-dispatcher.ts'
-import { UpstreamSession, type SessionAddress, type SessionEvents, type SessionOpenOptions } from './upstream-session.ts'
+import { UpstreamSession, type SessionAddress, type SessionOpenOptions } from './upstream-session.ts'
 import { connectFailure } from './upstream-errors.ts'
+import { upstreamSessionEvents } from './upstream-session-events.ts'
 import { RejoinedSessions } from './rejoined-sessions.ts'
 import { SessionPool, type PoolLimits } from './session-pool.ts'
 import { ClientSessions } from './client-sessions.ts'
 import { PerCallSessions } from './per-call-sessions.ts'
+import { createUpstreamCredentials } from './credentials/create-credentials.ts'
+import type { UpstreamCredentials } from './credentials/upstream-credentials.ts'
 
 /**
  * One configured upstream and its sessions. The gateway's own session (declaring no client capabilities)
@@ -29,7 +33,8 @@ import { PerCallSessions } from './per-call-sessions.ts'
  *   reads and subscriptions use the gateway's own session.
  *
  * With forwardAuthorization, a session is also keyed by the credential it was opened with (see
- * credentialTag): it serves callers with that credential only.
+ * credentialTag): it serves callers with that credential only. With `credentials` whose sharing is
+ * `principal`, a session is keyed by its principal, and its requests carry that principal's credential.
  *
  * Every client session counts in one SessionPool, whatever the mode: `maxSessions` caps them,
  * `maxSessionsPerPrincipal` caps one principal's, and idle ones make room when needed. A session that calls,
@@ -48,6 +53,8 @@ export class Upstream {
   /** Why the upstream was closed while the gateway runs on (a reload removed or replaced it). */
   closedBy: GatewayError | undefined
   readonly slots: CallSlots
+  /** `upstreams[].credentials`: what the requests of a client's session are sent with (not the gateway's own). */
+  readonly credentials: UpstreamCredentials | undefined
   readonly #log: Logger
   readonly #events: UpstreamEvents
   readonly #http: UpstreamHttp | undefined
@@ -58,7 +65,7 @@ export class Upstream {
   /** Per-client and shared sessions, by slot key (see #slotKey). */
   readonly #clients: ClientSessions
   readonly #perCall: PerCallSessions
-  readonly #rejoined = new RejoinedSessions((key, rejoin) => this.#openSession(key, { key, principal: '', capabilities: {}, signature: '{}' }, undefined, rejoin))
+  readonly #rejoined = new RejoinedSessions((key, rejoin, principal) => this.#openSession(key, { key, principal, capabilities: {}, signature: '{}' }, undefined, rejoin))
   #attempt = 0
   #reconnectTimer: NodeJS.Timeout | undefined
   readonly #reaper: NodeJS.Timeout
@@ -72,6 +79,8 @@ export class Upstream {
     this.#log = log.child({ upstream: config.name })
     this.#events = events
     this.#http = config.transport === 'stdio' ? undefined : createUpstreamHttp(config)
+    this.credentials = createUpstreamCredentials(config, this.#log)
+    if (this.forwardsAuthorization) this.#log.warn({ option: 'forwardAuthorization' }, forwardAuthorizationWarning(config.name))
     this.slots = new CallSlots(config.name, config.maxConcurrentCalls, config.maxQueuedCalls, config.maxConcurrentCallsPerPrincipal)
     this.#pool = new SessionPool(config.name, () => this.#limits(), (session) => this.#evict(session))
     this.#clients = new ClientSessions(this.#pool)
@@ -182,6 +191,8 @@ export class Upstream {
     // Whatever needs the upstream during its first connect (a task run again at start) waits for it.
     if (this.state === 'starting') await this.firstAttempt
     if (this.state === 'closed') throw this.closedBy ?? new GatewayError('GW_ERR_SHUTTING_DOWN')
+    const refused = this.credentials?.refusal?.({ principal: client.principal })
+    if (refused !== undefined) throw refused
     const forwarded = this.forwardsAuthorization ? authorization : undefined
     const mode = this.config.sessions
     if (mode === 'per-call') return purpose === 'read' ? this.#lease(this.gatewaySession()) : await this.#exclusiveLease(client, forwarded)
@@ -211,10 +222,10 @@ export class Upstream {
    * The upstream session at `address`, which another gateway process opened, for a task this one adopted
    * (see RejoinedSessions).
    */
-  async rejoin (address: SessionAddress): Promise<SessionLease> {
+  async rejoin (address: SessionAddress, principal: string): Promise<SessionLease> {
     if (this.state === 'starting') await this.firstAttempt
     if (this.state === 'closed') throw this.closedBy ?? new GatewayError('GW_ERR_SHUTTING_DOWN')
-    return await this.#rejoined.lease(address)
+    return await this.#rejoined.lease(address, this.credentials === undefined ? '' : principal)
   }
 
   /**
@@ -253,7 +264,7 @@ export class Upstream {
     const all = [...this.#perCall.drain(), ...(this.#gateway ? [this.#gateway] : [])]
     this.#gateway = undefined
     await Promise.all([...opening, this.#rejoined.detachAll(this.#log), ...all.map(async (s) => await s.close())])
-    await this.#http?.close()
+    await Promise.all([this.#http?.close(), this.credentials?.close()])
   }
 
   /**
@@ -261,6 +272,7 @@ export class Upstream {
    * caller's own Authorization header, on who the caller is and on that header (`authorization`).
    */
   listKeyOf (client: Pick<ClientRef, 'signature' | 'principal'>, authorization?: string): string {
+    if (this.credentials?.sharing === 'principal') return `${client.signature} ${client.principal}`
     return this.forwardsAuthorization ? `${client.signature} ${client.principal} ${credentialTag(authorization)}` : client.signature
   }
 
@@ -289,7 +301,7 @@ export class Upstream {
   /** per-call: a session for this call alone (see PerCallSessions). */
   async #exclusiveLease (client: ClientRef, authorization: string | undefined): Promise<SessionLease> {
     if (this.state !== 'ready') throw this.#unavailable()
-    return await this.#perCall.lease(client, authorization, async () => {
+    return await this.#perCall.lease(client, this.listKeyOf(client, authorization), async () => {
       try {
         return await this.#openSession(`call:${client.signature}`, client, authorization)
       } catch (err) {
@@ -308,33 +320,16 @@ export class Upstream {
       capabilities: client.capabilities,
       signature: client.signature,
       listKey: this.listKeyOf(client, authorization),
-      events: this.#sessionEvents(),
+      credentials: key === GATEWAY_KEY || this.credentials === undefined
+        ? undefined
+        : { credentials: this.credentials, subject: { principal: client.principal } },
+      events: upstreamSessionEvents(this, this.#events, this.#log, (session) => { this.#closed(session) }),
       log: this.#log,
       prior: this.#prior,
       signal: this.#closing.signal,
     })
     if (key !== GATEWAY_KEY) this.#log.debug({ session: key }, 'upstream session opened')
     return session
-  }
-
-  #sessionEvents (): SessionEvents {
-    return {
-      onListChanged: (session, kind) => this.#events.onListChanged(this, session, kind),
-      onResourceUpdated: (session, params) => this.#events.onResourceUpdated(this, session, params),
-      onOrphanRequest: async (session, method, params, signal) => {
-        if (session.key === GATEWAY_KEY || this.config.sessions !== 'per-client') {
-          throw new GatewayError('GW_ERR_INTERNAL', [`'${method}' arrived while no call was in flight on a session that serves no single client, so there is nobody to ask`])
-        }
-        return await this.#events.onOrphanRequest(this, session, method, params, signal)
-      },
-      onOrphanNotification: (session, method, params) => {
-        if (session.key !== GATEWAY_KEY && this.config.sessions === 'per-client') this.#events.onOrphanNotification(this, session, method, params)
-      },
-      onResultWithoutType: () => {
-        if (this.resultsWithoutResultType++ === 0) this.#log.warn('upstream sent a 2026-07-28 result without resultType (it must say "complete"); taken as complete, counted in /readyz, not logged again')
-      },
-      onClosed: (session) => this.#closed(session),
-    }
   }
 
   #closed (session: UpstreamSession): void {

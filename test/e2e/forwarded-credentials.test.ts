@@ -91,6 +91,12 @@ describe('forwardAuthorization with auth off: a caller\'s credential is never le
     }
   })
 
+  it('warns at start, once per upstream, that each caller\'s own token leaves the gateway', () => {
+    const warnings = gw.logs().filter((line) => line.level === 40 && String(line.msg).includes('(forwardAuthorization)'))
+    expect(warnings.map((line) => line.upstream).sort()).toEqual(['common', 'each', 'modern', 'own'])
+    for (const line of warnings) expect(line.msg).toMatch(new RegExp(`^upstream '${String(line.upstream)}' is sent each caller's own Authorization header \\(forwardAuthorization\\): a token issued for the gateway reaches another server`))
+  })
+
   it('keeps the credential out of session keys and the log', async () => {
     const session = await RawSession.open(gw.url, {}, { authorization: ALICE })
     expect(textOf((await session.request('tools/call', { name: 'own__whoami', arguments: {} })).result as Json)).toBe(ALICE)

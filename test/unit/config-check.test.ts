@@ -52,6 +52,12 @@ describe('--check', () => {
     expect(result.stderr).toMatch(/upstreams\[2\]\.cwd: '.*no-such-dir' is not a directory/)
   })
 
+  it('warns of an upstream with forwardAuthorization, naming it, and still passes', async () => {
+    const result = await check('upstreams:\n  - { name: mail, transport: streamable-http, url: "http://127.0.0.1:9/mcp", forwardAuthorization: true }\n')
+    expect(result.code).toBe(0)
+    expect(result.stderr).toMatch(/^warning: upstreams\[0\]\.forwardAuthorization: upstream 'mail' is sent each caller's own Authorization header \(forwardAuthorization\): a token issued for the gateway reaches another server/m)
+  })
+
   it('fails on server.tls and admin.tls files that cannot be read, naming each path', async () => {
     const cert = join(dir, 'missing.crt')
     const key = join(dir, 'missing.key')

@@ -44,6 +44,14 @@ export interface UpstreamCredentials {
    * Returns whether a retry with new headers may succeed (false: the same credential would be sent again).
    */
   rejected (subject: CredentialSubject, sent: UpstreamAuthHeaders, wwwAuthenticate: string | undefined): boolean
+  /**
+   * A refusal known without asking anyone (no key for this principal): such a caller is not shown the upstream's
+   * tools, prompts and resources, and is refused a session with this error. Undefined when headersFor may
+   * succeed. Optional: a way that can always try (an OAuth grant) leaves it out.
+   */
+  refusal? (subject: CredentialSubject): Error | undefined
+  /** Reads again what the credentials were configured from (key files, the environment): a configuration reload. */
+  reload? (): void
   /** Stops timers and closes connections to the authorization server. */
   close (): Promise<void>
 }
