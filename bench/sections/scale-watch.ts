@@ -34,6 +34,14 @@ export interface WatchWindow {
   /** Polls sent (each task when its interval is up) and polls answered. */
   pollsSent: number
   pollsAnswered: number
+  /** Gateway CPU µs per poll answered (polling only). */
+  cpuUsPerPoll: number | undefined
+  /**
+   * Polling: µs per poll × the polls one task gets a second at its interval (1 s fixed, or the mean suggested), what
+   * the CPU per task per second is when the clients keep to the interval (on a busy machine they fall behind it);
+   * otherwise the measured CPU per task per second.
+   */
+  cpuUsPerTaskSecondAtInterval: number
   /** Mean interval the gateway's answers suggested (polling only). */
   meanSuggestedMs: number | undefined
 }
@@ -123,11 +131,16 @@ async function window (gateway: GatewayHandle, mode: WatchMode, tasks: number,
   const seconds = (performance.now() - started) / 1000
   const stats = await gateway.readStats()
   if (stats === undefined) throw new Error('scale watched: the gateway runs in the bench process (BENCH_GATEWAY=inprocess); its CPU cannot be told apart')
+  const perTaskSecond = stats.cpuMs * 1000 / tasks / seconds
+  const perPoll = polled === undefined || polled.answered === 0 ? undefined : stats.cpuMs * 1000 / polled.answered
+  const interval = mode === 'polling, fixed interval' ? POLL_INTERVAL_MS : polled?.meanSuggestedMs
   return {
     mode,
     seconds,
+    cpuUsPerPoll: perPoll,
+    cpuUsPerTaskSecondAtInterval: perPoll === undefined || interval === undefined ? perTaskSecond : perPoll * 1000 / interval,
     gatewayCpuMs: stats.cpuMs,
-    cpuUsPerTaskSecond: stats.cpuMs * 1000 / tasks / seconds,
+    cpuUsPerTaskSecond: perTaskSecond,
     pollsSent: polled?.sent ?? 0,
     pollsAnswered: polled?.answered ?? 0,
     meanSuggestedMs: polled?.meanSuggestedMs,

@@ -88,6 +88,9 @@ async function run (ctx: BenchContext): Promise<SectionResult> {
         `listeners; each window ${cpuMs / 1000} s of the gateway's CPU. "fixed interval" polls each task every tasks.pollInterval (1 s); ` +
         '"suggested interval" polls each task again after the pollInterval its last answer gave; "listening" holds subscriptions/listen streams ' +
         '(100 task ids each) open; "idle" is nobody watching (listen streams of smaller sizes stay open)',
+      '"µs/task/s at interval" is the gateway\'s CPU per poll times the polls a task gets a second at the interval (1 s, or the mean suggested ' +
+        'one): the cost when clients keep to it; where "polls sent/s" is below tasks ÷ interval, the clients fell behind (a busy machine) and ' +
+        'the measured µs/task/s understates polling',
       'no task changes status during the windows: a listener\'s cost per change (one notifications/tasks per change) is not in these numbers, a poller pays per poll whatever changes',
     )
   }
