@@ -15,7 +15,10 @@
 // (comma-separated stores of the task sections: memory, sqlite, redis, postgres; default all four), BENCH_SECTIONS
 // (comma-separated ids), BENCH_PROFILE_DIR (write V8 CPU profiles of the gateway during the measured
 // windows; summarise with bench/tools/cpuprofile-top.ts), BENCH_METRICS (on | off: metrics of the gateways;
-// section metrics-cost measures both; section tracing-cost measures tracing on vs off), BENCH_OUT (results file).
+// section metrics-cost measures both; section tracing-cost measures tracing on vs off), BENCH_SCALE_TASKS
+// (1000,10000,100000), BENCH_SCALE_SESSIONS (100,1000,5000), BENCH_SCALE_WATCHED (1000,10000), BENCH_SCALE_STDIO
+// (10,50,100) and BENCH_SCALE_FIGURES (stored,sessions,watched,stdio): the sizes and figures of section scale,
+// BENCH_OUT (results file).
 import { execFileSync } from 'node:child_process'
 import { mkdir, writeFile } from 'node:fs/promises'
 import { cpus, loadavg } from 'node:os'

@@ -68,6 +68,8 @@ export interface GatewayOptions {
   server?: Record<string, unknown>
   /** The tasks section (limits such as maxActivePerPrincipal). */
   tasks?: Record<string, unknown>
+  /** The limits section (sessions, streams, connections). */
+  limits?: Record<string, unknown>
   /** The metrics section; default: enabled as BENCH_METRICS says. */
   metrics?: Record<string, unknown>
   /** The tracing section; default: off. */
@@ -102,6 +104,7 @@ export async function startGateway (settings: Settings, options: GatewayOptions)
     logging: { level: settings.gatewayLogLevel },
     store: typeof options.store === 'object' ? options.store : kind === 'sqlite' ? { kind: 'sqlite', path: join(dir, 'gateway.db') } : { kind: 'memory' },
     ...(options.tasks !== undefined && { tasks: options.tasks }),
+    ...(options.limits !== undefined && { limits: options.limits }),
     metrics: options.metrics ?? { enabled: settings.metrics === 'on' },
     ...(options.tracing !== undefined && { tracing: options.tracing }),
     ...(options.auth !== undefined && { auth: options.auth }),

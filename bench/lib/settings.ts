@@ -63,6 +63,16 @@ export interface Settings {
    * section metrics-cost always measures both.
    */
   metrics: 'on' | 'off'
+  /** Section scale: stored tasks per store at each size (BENCH_SCALE_TASKS, comma separated). */
+  scaleTasks: number[]
+  /** Section scale: open 2025-11-25 sessions, each with a GET stream, at each size (BENCH_SCALE_SESSIONS). */
+  scaleSessions: number[]
+  /** Section scale: tasks being watched (polled, or listened to) at each size (BENCH_SCALE_WATCHED). */
+  scaleWatched: number[]
+  /** Section scale: stdio upstream sessions per client (one process each) at each size (BENCH_SCALE_STDIO). */
+  scaleStdio: number[]
+  /** Section scale: the figures to measure (BENCH_SCALE_FIGURES, comma separated: stored, sessions, watched, stdio); default all. */
+  scaleFigures: Array<'stored' | 'sessions' | 'watched' | 'stdio'>
   /** Results file (BENCH_OUT). */
   out: string
 }
@@ -81,6 +91,15 @@ function positive (env: NodeJS.ProcessEnv, name: string, fallback: number): numb
   const value = Number(raw)
   if (!Number.isFinite(value) || value <= 0) throw new Error(`${name} must be a positive number, got '${raw}'`)
   return value
+}
+
+/** Comma-separated integers ≥ `min`, ascending (the sizes of a scale figure). */
+function sizes (env: NodeJS.ProcessEnv, name: string, fallback: number[], min = 1): number[] {
+  const raw = env[name]
+  if (raw === undefined || raw === '') return fallback
+  const values = raw.split(',').map((part) => Number(part.trim().replaceAll('_', '')))
+  if (values.some((v) => !Number.isInteger(v) || v < min)) throw new Error(`${name} must be comma-separated integers ≥ ${min}, got '${raw}'`)
+  return [...new Set(values)].sort((a, b) => a - b)
 }
 
 function oneOf<T extends string> (env: NodeJS.ProcessEnv, name: string, allowed: readonly T[], fallback: T): T {
@@ -115,6 +134,13 @@ export function readSettings (env: NodeJS.ProcessEnv = process.env): Settings {
     sections: sections === undefined || sections === '' ? undefined : sections.split(',').map((s) => s.trim()).filter((s) => s !== ''),
     profileDir: env.BENCH_PROFILE_DIR === '' ? undefined : env.BENCH_PROFILE_DIR,
     metrics: oneOf(env, 'BENCH_METRICS', ['on', 'off'] as const, 'on'),
+    scaleTasks: sizes(env, 'BENCH_SCALE_TASKS', [1000, 10_000, 100_000]),
+    scaleSessions: sizes(env, 'BENCH_SCALE_SESSIONS', [100, 1000, 5000]),
+    scaleWatched: sizes(env, 'BENCH_SCALE_WATCHED', [1000, 10_000]),
+    scaleStdio: sizes(env, 'BENCH_SCALE_STDIO', [10, 50, 100]),
+    scaleFigures: env.BENCH_SCALE_FIGURES === undefined || env.BENCH_SCALE_FIGURES === ''
+      ? ['stored', 'sessions', 'watched', 'stdio']
+      : env.BENCH_SCALE_FIGURES.split(',').map((f) => oneOf({ BENCH_SCALE_FIGURES: f.trim() }, 'BENCH_SCALE_FIGURES', ['stored', 'sessions', 'watched', 'stdio'] as const, 'stored')),
     out: env.BENCH_OUT ?? join(tmpdir(), 'mcp-task-gateway-bench', 'latest.json'),
   }
 }

@@ -197,6 +197,7 @@ const tasksSchema = z.strictObject({
   defaultTtl: duration('retention of a task when the client asks for none, counted from its creation').prefault('1h'),
   maxTtl: duration('longest retention a client may ask for with `task.ttl`; longer requests are cut to this').prefault('24h'),
   pollInterval: duration('poll interval suggested to clients (the Task\'s `pollInterval`)').prefault('1s'),
+  pollIntervalMax: duration('longest poll interval suggested to clients: a running task\'s suggested interval is tasks.pollInterval while it is young, then a tenth of its age (whole seconds) up to this, so that long tasks are polled less often; at or below tasks.pollInterval, the interval stays fixed').prefault('30s'),
   maxActivePerPrincipal: z.number().int().min(1).prefault(100)
     .describe('tasks one principal may have in `working` or `input_required` at once; the next one fails with GW_ERR_TASK_LIMIT'),
   maxQueuedInputs: z.number().int().min(1).prefault(10)

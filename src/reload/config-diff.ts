@@ -30,7 +30,7 @@ const LIVE = {
   server: ['reloadGrace', 'shutdownGrace', 'instructions'],
   // Loggers made at start (per upstream, admin) keep the level they were made with: logging needs a restart.
   logging: [],
-  tasks: ['defaultTtl', 'maxTtl', 'pollInterval', 'maxActivePerPrincipal', 'maxQueuedInputs', 'maxResultBytes', 'decide'],
+  tasks: ['defaultTtl', 'maxTtl', 'pollInterval', 'pollIntervalMax', 'maxActivePerPrincipal', 'maxQueuedInputs', 'maxResultBytes', 'decide'],
   limits: ['requestsPerIp', 'requestsPerPrincipal', 'taskOpsPerPrincipal', 'pollBurst', 'sessionsPerPrincipal', 'storedBytesPerPrincipal', 'clientInfoBytes'],
   auth: ['tokens', 'permissions'],
 } as const

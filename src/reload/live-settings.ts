@@ -49,6 +49,7 @@ export class LiveSettings {
       get defaultTtl () { return read().defaultTtl },
       get maxTtl () { return read().maxTtl },
       get pollInterval () { return read().pollInterval },
+      get pollIntervalMax () { return read().pollIntervalMax },
       get maxActivePerPrincipal () { return read().maxActivePerPrincipal },
       get maxQueuedInputs () { return read().maxQueuedInputs },
       get maxResultBytes () { return read().maxResultBytes },

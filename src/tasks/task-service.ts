@@ -19,6 +19,7 @@ import { resumedWork } from './upstream-task-link.ts'
 import { isTerminal, sourcesOf } from '../wire/task-state.ts'
 import { randomId } from '../wire/random-id.ts'
 import type { Revision } from '../wire/versions.ts'
+import { withSuggestedPollInterval } from './poll-interval.ts'
 
 export interface CreateTaskRequest {
   principal: string
@@ -217,12 +218,13 @@ export class TaskService {
    * the request asking (tracing on), which joins or links the task's trace.
    */
   async get (principal: string, taskId: string, trace?: RequestTrace): Promise<TaskRecord> {
-    const task = await this.#tasks.get(taskId, Date.now())
+    const now = Date.now()
+    const task = await this.#tasks.get(taskId, now)
     if (!task) throw await this.#deps.lost?.lostError(taskId, principal) ?? new GatewayError('GW_ERR_TASK_NOT_FOUND', [taskId])
     if (task.principal !== principal) throw new GatewayError('GW_ERR_TASK_NOT_FOUND', [taskId])
     this.#deps.lost?.remember(task)
     trace?.task(task)
-    return task
+    return withSuggestedPollInterval(task, now, this.#config.pollIntervalMax)
   }
 
   /** Records (audit log) that a principal was handed a task's outcome. */
@@ -231,7 +233,9 @@ export class TaskService {
   }
 
   async list (principal: string, after: TaskCursor | undefined, limit: number): Promise<TaskRecord[]> {
-    return await this.#tasks.list(principal, after, limit, Date.now())
+    const now = Date.now()
+    const page = await this.#tasks.list(principal, after, limit, now)
+    return page.map((task) => withSuggestedPollInterval(task, now, this.#config.pollIntervalMax))
   }
 
   /**
