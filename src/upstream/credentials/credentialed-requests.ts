@@ -30,8 +30,8 @@ function firstValue (value: string | string[] | undefined): string | undefined {
 }
 
 /** A body that can be sent twice (the transport sends strings); a stream cannot. */
-function resendable (body: unknown): boolean {
-  return body === undefined || body === null || typeof body === 'string' || body instanceof Uint8Array
+function resendable (payload: unknown): boolean {
+  return payload === undefined || payload === null || typeof payload === 'string' || payload instanceof Uint8Array
 }
 
 export function credentialedRequester (inner: UpstreamRequester, { credentials, subject }: SessionCredentials): UpstreamRequester {
