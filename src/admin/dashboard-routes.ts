@@ -2,11 +2,8 @@ import { readFileSync } from 'node:fs'
 import type { FastifyInstance } from 'fastify'
 import { TASK_STATUSES, TERMINAL_STATUSES } from '../wire/task-state.ts'
 
-/** Set by the build where this module is part of one file with others (dist/main.js): the files' path from there. */
-declare const GATEWAY_DASHBOARD_DIRECTORY: string | undefined
-
 /** The dashboard's files, next to this module (the build copies them into dist with it). */
-const DIRECTORY = new URL(typeof GATEWAY_DASHBOARD_DIRECTORY === 'string' ? GATEWAY_DASHBOARD_DIRECTORY : './dashboard/', import.meta.url)
+const DIRECTORY = new URL('./dashboard/', import.meta.url)
 
 /** The dashboard's address on the admin listener. */
 export const DASHBOARD_PATH = '/admin/dashboard'
