@@ -1,5 +1,6 @@
 import type { Config } from './schema.ts'
 import { readPrincipalKeys } from './principal-keys.ts'
+import { oauthSecretProblems, oauthSecretWarnings } from './oauth-secrets.ts'
 
 /**
  * What a valid configuration does that its operator should know, said at start (in the log) and by `--check`
@@ -28,14 +29,25 @@ export function configWarnings (config: Config, env: Env = process.env, cwd = pr
         warnings.push({ path: `upstreams[${index}].credentials.${warning.field}`, message: warning.message })
       }
     }
+    if (upstream.transport !== 'stdio' && upstream.credentials?.kind === 'oauth') {
+      for (const warning of oauthSecretWarnings(upstream.credentials, cwd)) {
+        warnings.push({ path: `upstreams[${index}].credentials.${warning.field}`, message: warning.message })
+      }
+    }
   })
   return warnings
 }
 
-/** The keys of every per-principal credential that cannot be read, each with its YAML path (a configuration error). */
+/**
+ * The keys of every per-principal credential, and the client secrets and private keys of every OAuth one, that
+ * cannot be read, each with its YAML path (a configuration error).
+ */
 export function credentialKeyProblems (config: Config, env: Env = process.env, cwd = process.cwd()): ConfigWarning[] {
   return config.upstreams.flatMap((upstream, index) => {
-    if (upstream.transport === 'stdio' || upstream.credentials?.kind !== 'per-principal') return []
-    return readPrincipalKeys(upstream.credentials, env, cwd).problems.map((problem) => ({ path: `upstreams[${index}].credentials.${problem.field}`, message: problem.message }))
+    if (upstream.transport === 'stdio' || upstream.credentials === undefined) return []
+    const problems = upstream.credentials.kind === 'per-principal'
+      ? readPrincipalKeys(upstream.credentials, env, cwd).problems
+      : oauthSecretProblems(upstream.credentials, env, cwd)
+    return problems.map((problem) => ({ path: `upstreams[${index}].credentials.${problem.field}`, message: problem.message }))
   })
 }

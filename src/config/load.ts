@@ -90,7 +90,7 @@ function validate (tree: unknown, env: Env, found: Interpolation, source: string
       }
     }
   }
-  // Per-principal keys are read at each load: a key file that cannot serve refuses the start or the reload.
+  // Per-principal keys and OAuth client secrets are read at each load: one that cannot serve refuses the start or the reload.
   if (result.success) problems.push(...credentialKeyProblems(result.data, env))
   const hidden = [...found.interpolated, ...overlay.hidden]
   if (problems.length > 0 || !result.success) throw configError(source, hideInterpolated(problems, hidden))

@@ -18,7 +18,8 @@ import { RejoinedSessions } from './rejoined-sessions.ts'
 import { SessionPool, type PoolLimits } from './session-pool.ts'
 import { ClientSessions } from './client-sessions.ts'
 import { PerCallSessions } from './per-call-sessions.ts'
-import { createUpstreamCredentials } from './credentials/create-credentials.ts'
+import { createUpstreamCredentials, sessionCredentials } from './credentials/create-credentials.ts'
+import type { CallerTokens } from '../auth/caller-tokens.ts'
 import type { UpstreamCredentials } from './credentials/upstream-credentials.ts'
 
 /**
@@ -55,6 +56,9 @@ export class Upstream {
   readonly slots: CallSlots
   /** `upstreams[].credentials`: what the requests of a client's session are sent with (not the gateway's own). */
   readonly credentials: UpstreamCredentials | undefined
+  /** What the gateway's own session is sent with (OAuth: a token of the gateway's client); the callers' tokens to exchange. */
+  readonly #ownCredentials: UpstreamCredentials | undefined
+  readonly #callerTokens: CallerTokens | undefined
   readonly #log: Logger
   readonly #events: UpstreamEvents
   readonly #http: UpstreamHttp | undefined
@@ -74,12 +78,15 @@ export class Upstream {
   /** Resolves when the first connect has ended, whether the upstream came up or not (or it was closed). */
   readonly firstAttempt = new Promise<void>((resolve) => { this.#firstAttemptEnded = resolve })
 
-  constructor (config: UpstreamConfig, log: Logger, events: UpstreamEvents) {
+  constructor (config: UpstreamConfig, log: Logger, events: UpstreamEvents, callerTokens?: CallerTokens) {
     this.config = config
     this.#log = log.child({ upstream: config.name })
     this.#events = events
     this.#http = config.transport === 'stdio' ? undefined : createUpstreamHttp(config)
-    this.credentials = createUpstreamCredentials(config, this.#log)
+    const credentials = createUpstreamCredentials(config, this.#log)
+    this.credentials = credentials.callers
+    this.#ownCredentials = credentials.gateway
+    this.#callerTokens = callerTokens
     if (this.forwardsAuthorization) this.#log.warn({ option: 'forwardAuthorization' }, forwardAuthorizationWarning(config.name))
     this.slots = new CallSlots(config.name, config.maxConcurrentCalls, config.maxQueuedCalls, config.maxConcurrentCallsPerPrincipal)
     this.#pool = new SessionPool(config.name, () => this.#limits(), (session) => this.#evict(session))
@@ -264,7 +271,7 @@ export class Upstream {
     const all = [...this.#perCall.drain(), ...(this.#gateway ? [this.#gateway] : [])]
     this.#gateway = undefined
     await Promise.all([...opening, this.#rejoined.detachAll(this.#log), ...all.map(async (s) => await s.close())])
-    await Promise.all([this.#http?.close(), this.credentials?.close()])
+    await Promise.all([this.#http?.close(), this.credentials?.close(), this.#ownCredentials?.close()])
   }
 
   /**
@@ -320,9 +327,9 @@ export class Upstream {
       capabilities: client.capabilities,
       signature: client.signature,
       listKey: this.listKeyOf(client, authorization),
-      credentials: key === GATEWAY_KEY || this.credentials === undefined
-        ? undefined
-        : { credentials: this.credentials, subject: { principal: client.principal } },
+      credentials: key === GATEWAY_KEY
+        ? sessionCredentials(this.#ownCredentials, undefined, undefined)
+        : sessionCredentials(this.credentials, client.principal, this.#callerTokens),
       events: upstreamSessionEvents(this, this.#events, this.#log, (session) => { this.#closed(session) }),
       log: this.#log,
       prior: this.#prior,
