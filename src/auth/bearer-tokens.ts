@@ -4,6 +4,7 @@ import type { AuthConfig } from '../config/schema.ts'
 import { GatewayError } from '../errors.ts'
 import { compilePermissions, type Access, type Caller, type Credential } from './access.ts'
 import type { OAuthResource } from './oauth-resource.ts'
+import type { CallerTokens } from './caller-tokens.ts'
 
 /** Who is calling, from a request's headers: the principal and what its scopes grant, or a GW_ERR_AUTH_* error. */
 export interface Authenticator {
@@ -31,13 +32,15 @@ export function sha256Hex (token: string): string {
  * its hash looked up, so what a lookup's time could tell is about hashes, not about the token: finding a
  * token from them means inverting SHA-256) and, with `auth.oauth`, JWT access tokens checked by the resource
  * server. Undefined when neither is configured: auth is off and every session is its own principal.
- * The request's Authorization header is kept on the caller only when `forwardAuthorization` needs it.
+ * The request's Authorization header is kept on the caller only when `forwardAuthorization` needs it; a valid
+ * OAuth access token is noted in `callerTokens` only when an upstream exchanges it (credentials token_exchange).
  * What a static token grants is worked out once, when the authenticator is built (a reload builds a new one).
  */
 export function createAuthenticator (
   config: AuthConfig,
   oauth: OAuthResource | undefined,
   keepAuthorization: boolean,
+  callerTokens?: CallerTokens,
 ): Authenticator | undefined {
   if (config.tokens.length === 0 && oauth === undefined) return undefined
   const accessOf = compilePermissions(config.permissions)
@@ -63,6 +66,7 @@ export function createAuthenticator (
       if (known !== undefined) return { principal: known.principal, access: known.access, authorization, credential: known.credential }
       if (oauth === undefined) throw new GatewayError('GW_ERR_AUTH_INVALID')
       const { principal, scopes, expiresAt } = await oauth.verify(match[1]!)
+      callerTokens?.note(principal, match[1]!, expiresAt)
       return { principal, access: accessOf(scopes), authorization, credential: { kind: 'oauth', sha256: hex, scopes, expiresAt } }
     },
     recheck: ({ principal, credential }) => {

@@ -153,7 +153,7 @@ export async function wireCore (config: Config, given: { logger?: Logger, store?
       homes.sessionClosed(session.key)
     },
   }
-  for (const upstream of config.upstreams) upstreams.push(new Upstream(upstream, log, events))
+  for (const upstream of config.upstreams) upstreams.push(new Upstream(upstream, log, events, live.callerTokens))
   const catalog = new Catalog(upstreams, log, (change) => sync.changed(change))
 
   const shutdown = new AbortController()

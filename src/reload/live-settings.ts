@@ -1,6 +1,7 @@
 import { compilePermissions, type Access } from '../auth/access.ts'
 import { createAuthenticator, type Authenticator } from '../auth/bearer-tokens.ts'
 import type { OAuthResource } from '../auth/oauth-resource.ts'
+import { CallerTokens } from '../auth/caller-tokens.ts'
 import type { Live } from '../config/live.ts'
 import type { Config, TasksConfig } from '../config/schema.ts'
 import { createRateLimiter, type RateLimiter } from '../limits/rate-limiter.ts'
@@ -19,6 +20,11 @@ function forwardsAuthorization (config: Config): boolean {
   return config.upstreams.some((u) => u.transport === 'streamable-http' && u.forwardAuthorization)
 }
 
+/** Whether some upstream exchanges each caller's own access token (then the authenticator notes it). */
+function exchangesTokens (config: Config): boolean {
+  return config.upstreams.some((u) => u.transport !== 'stdio' && u.credentials?.kind === 'oauth' && u.credentials.grant === 'token_exchange')
+}
+
 /**
  * The one holder of the configuration in force, and of what requests read from it: the authenticator
  * (static tokens, permissions), the rate limiter, the grants of a set of scopes, the task options and
@@ -32,6 +38,9 @@ export class LiveSettings {
   #limiter: RateLimiter | undefined
   #access: (scopes: readonly string[]) => Access
   #passAuthorization: boolean
+  #exchangesTokens: boolean
+  /** The callers' own access tokens, for upstreams that exchange them (memory only; see CallerTokens). */
+  readonly callerTokens = new CallerTokens()
   /** `tasks.*` as the task service, inputs and calls read them: always the values in force. */
   readonly tasks: Live<TasksConfig>
   /** The bytes one principal's tasks may store (limits.storedBytesPerPrincipal), read at each write. */
@@ -41,7 +50,8 @@ export class LiveSettings {
     this.#deps = deps
     this.#config = config
     this.#passAuthorization = forwardsAuthorization(config)
-    this.#authenticator = createAuthenticator(config.auth, deps.oauth, this.#passAuthorization)
+    this.#exchangesTokens = exchangesTokens(config)
+    this.#authenticator = this.#createAuthenticator(config)
     this.#limiter = this.#createLimiter(config)
     this.#access = compilePermissions(config.auth.permissions)
     const read = (): TasksConfig => this.#config.tasks
@@ -94,14 +104,23 @@ export class LiveSettings {
     const before = this.#config
     this.#config = config
     const pass = forwardsAuthorization(config)
-    if (JSON.stringify(before.auth) !== JSON.stringify(config.auth) || pass !== this.#passAuthorization) {
+    const exchanges = exchangesTokens(config)
+    const authChanged = JSON.stringify(before.auth) !== JSON.stringify(config.auth)
+    if (authChanged || pass !== this.#passAuthorization || exchanges !== this.#exchangesTokens) {
       this.#passAuthorization = pass
-      this.#authenticator = createAuthenticator(config.auth, this.#deps.oauth, pass)
+      this.#exchangesTokens = exchanges
+      if (!exchanges) this.callerTokens.clear()
+      this.#authenticator = this.#createAuthenticator(config)
       this.#access = compilePermissions(config.auth.permissions)
     }
     if (JSON.stringify(before.limits) !== JSON.stringify(config.limits) || before.tasks.pollInterval !== config.tasks.pollInterval) {
       this.#limiter = this.#createLimiter(config)
     }
+  }
+
+  #createAuthenticator (config: Config): Authenticator | undefined {
+    const tokens = this.#exchangesTokens ? this.callerTokens : undefined
+    return createAuthenticator(config.auth, this.#deps.oauth, this.#passAuthorization, tokens)
   }
 
   #createLimiter (config: Config): RateLimiter | undefined {

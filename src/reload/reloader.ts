@@ -105,7 +105,7 @@ export class Reloader {
   }
 
   #applyUpstreams (config: Config, changes: ReturnType<typeof diffConfig>['upstreams']): void {
-    const { upstreams, catalog, events, log } = this.#deps
+    const { upstreams, catalog, events, log, live } = this.#deps
     const byName = new Map(upstreams.map((u) => [u.name, u]))
     const removed: Upstream[] = []
     const replaced: Upstream[] = []
@@ -117,7 +117,7 @@ export class Reloader {
     for (const upstream of [...changes.replaced, ...changes.added]) {
       const old = byName.get(upstream.name)
       if (old !== undefined) replaced.push(old)
-      const fresh = new Upstream(upstream, log, events)
+      const fresh = new Upstream(upstream, log, events, live.callerTokens)
       byName.set(upstream.name, fresh)
       started.push(fresh)
     }
