@@ -7,6 +7,7 @@ import type { ClientRef } from '../upstream/client-ref.ts'
 import { type Upstream } from '../upstream/upstream.ts'
 import { GATEWAY_CLIENT, credentialTag } from '../upstream/client-ref.ts'
 import type { UpstreamSession } from '../upstream/upstream-session.ts'
+import { credentialFailure } from '../upstream/credentials/upstream-credentials.ts'
 import { CatalogView, type RemovedUpstream, type ViewPart } from './catalog-view.ts'
 import { compileFilter } from '../config/name-filter.ts'
 import { fetchSnapshot, type UpstreamSnapshot } from './snapshot.ts'
@@ -296,7 +297,15 @@ export class Catalog {
     this.base()
   }
 
+  /** With no credential for this caller now (a token refused, its server down): the gateway's own lists; a call is told why. */
   async #snapshotFor (upstream: Upstream, client: ClientRef, caller: Caller): Promise<Snapshot | undefined> {
+    return await this.#ownSnapshot(upstream, client, caller).catch((err: unknown) => {
+      if (credentialFailure(err) === undefined) throw err
+      return this.#templates.get(upstream.name, upstream.listKeyOf(GATEWAY_CLIENT))
+    })
+  }
+
+  async #ownSnapshot (upstream: Upstream, client: ClientRef, caller: Caller): Promise<Snapshot | undefined> {
     const session = upstream.sessionOf(client, caller.authorization)
     if (session !== undefined) return await this.#listsOf(upstream, session)
     if (upstream.state !== 'ready') return undefined

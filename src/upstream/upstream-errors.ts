@@ -5,6 +5,7 @@ import { formatDuration } from '../config/units.ts'
 import type { JsonObject } from '../wire/jsonrpc.ts'
 import { responseTooLarge } from './response-limit.ts'
 import { streamResumeFailed } from './stream-resume.ts'
+import { credentialFailure } from './credentials/upstream-credentials.ts'
 
 /** Network failures by their `code` (undici's own, or Node's system errors undici passes on): timeouts, by the limit that ran out. */
 const TIMED_OUT: Readonly<Record<string, string>> = {
@@ -85,6 +86,9 @@ function unshielded (data: unknown): unknown {
  */
 export function mapUpstreamError (err: unknown, upstream: string, what: string, timeoutMs: number, signal?: AbortSignal): Error {
   if (err instanceof GatewayError || err instanceof RpcError) return err
+  // No credential for the request (headersFor failed in the transport, which the SDK may wrap): said as it is.
+  const credential = credentialFailure(err)
+  if (credential !== undefined) return credential
   const tooLarge = responseTooLarge(err)
   if (tooLarge !== undefined) return tooLarge.toGatewayError(upstream, what)
   const lost = streamResumeFailed(err)

@@ -20,7 +20,7 @@ import { ClientSessions } from './client-sessions.ts'
 import { PerCallSessions } from './per-call-sessions.ts'
 import { createUpstreamCredentials, sessionCredentials } from './credentials/create-credentials.ts'
 import type { CallerTokens } from '../auth/caller-tokens.ts'
-import type { UpstreamCredentials } from './credentials/upstream-credentials.ts'
+import { credentialFailure, type UpstreamCredentials } from './credentials/upstream-credentials.ts'
 
 /**
  * One configured upstream and its sessions. The gateway's own session (declaring no client capabilities)
@@ -212,7 +212,7 @@ export class Upstream {
     try {
       session = await opening
     } catch (err) {
-      throw new GatewayError('GW_ERR_UPSTREAM_UNAVAILABLE', [this.name, errorMessage(err)], { cause: err })
+      throw credentialFailure(err) ?? new GatewayError('GW_ERR_UPSTREAM_UNAVAILABLE', [this.name, errorMessage(err)], { cause: err })
     }
     if (session.closed) throw new GatewayError('GW_ERR_UPSTREAM_UNAVAILABLE', [this.name, 'its session closed while it was opened'])
     return this.#lease(session)
@@ -312,7 +312,7 @@ export class Upstream {
       try {
         return await this.#openSession(`call:${client.signature}`, client, authorization)
       } catch (err) {
-        throw new GatewayError('GW_ERR_UPSTREAM_UNAVAILABLE', [this.name, errorMessage(err)], { cause: err })
+        throw credentialFailure(err) ?? new GatewayError('GW_ERR_UPSTREAM_UNAVAILABLE', [this.name, errorMessage(err)], { cause: err })
       }
     }, () => this.state === 'ready')
   }

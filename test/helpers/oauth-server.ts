@@ -38,6 +38,8 @@ export class OAuthServer {
   tokenRequests = 0
   /** The grant types of the token requests, in order. */
   readonly grants: string[] = []
+  /** The same, with the client that asked (token requests the provider answered, granted or refused). */
+  readonly clientGrants: Array<{ grant: string, client: string | undefined }> = []
   /** While set, the token endpoint answers 503 without asking the provider. */
   failing = false
   /** While set, token requests get no answer (until `answerHeld`): a server too slow to wait for. */
@@ -76,6 +78,11 @@ export class OAuthServer {
     return `${this.issuer}/jwks`
   }
 
+  /** Where the public key of the callers' own issuer (CALLER_ISSUER) is published: auth.oauth.jwksUri of a gateway. */
+  get callerJwksUri (): string {
+    return `${this.issuer}/caller-jwks`
+  }
+
   /** Gives the clients a new secret: the one they had is no longer accepted. */
   rotateSecret (secret: string): void {
     this.secret = secret
@@ -85,7 +92,7 @@ export class OAuthServer {
   /** An access token the callers' own issuer made for `sub`, for the gateway (the subject of an exchange). */
   async callerToken (sub: string): Promise<string> {
     return await new SignJWT({ scope: 'mcp' })
-      .setProtectedHeader({ alg: 'ES256', typ: 'at+jwt' })
+      .setProtectedHeader({ alg: 'ES256', typ: 'at+jwt', kid: 'caller-key-1' })
       .setIssuer(CALLER_ISSUER).setAudience(GATEWAY_RESOURCE).setSubject(sub)
       .setIssuedAt().setExpirationTime('10m')
       .sign(this.#callerKey.privateKey)
@@ -104,6 +111,12 @@ export class OAuthServer {
   }
 
   #handle (req: IncomingMessage, res: ServerResponse): void {
+    if (new URL(req.url ?? '/', this.issuer).pathname === '/caller-jwks') {
+      exportJWK(this.#callerKey.publicKey).then((jwk) => {
+        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys: [{ ...jwk, kid: 'caller-key-1', alg: 'ES256', use: 'sig' }] }))
+      }, () => res.writeHead(500).end())
+      return
+    }
     if (new URL(req.url ?? '/', this.issuer).pathname === '/token') {
       this.tokenRequests++
       if (this.failing) {
@@ -161,8 +174,12 @@ export class OAuthServer {
     })
     provider.registerGrantType(TOKEN_EXCHANGE, async (ctx) => { await this.#exchange(provider, ctx, ttl) }, ['subject_token', 'subject_token_type', 'requested_token_type', 'audience', 'resource', 'scope'])
     provider.registerGrantType('refresh_token', async (ctx) => { await this.#refresh(provider, ctx, ttl) }, ['refresh_token', 'resource', 'scope'])
-    provider.on('grant.success', (ctx: KoaContextWithOIDC) => { this.grants.push(String(ctx.oidc.params?.grant_type)) })
-    provider.on('grant.error', (ctx: KoaContextWithOIDC) => { this.grants.push(`${String(ctx.oidc.params?.grant_type)} (refused)`) })
+    const record = (ctx: KoaContextWithOIDC, grant: string): void => {
+      this.grants.push(grant)
+      this.clientGrants.push({ grant, client: ctx.oidc.client?.clientId })
+    }
+    provider.on('grant.success', (ctx: KoaContextWithOIDC) => { record(ctx, String(ctx.oidc.params?.grant_type)) })
+    provider.on('grant.error', (ctx: KoaContextWithOIDC) => { record(ctx, `${String(ctx.oidc.params?.grant_type)} (refused)`) })
     return provider
   }
 

@@ -7,6 +7,7 @@
  * A credential is never passed through from the caller (that is `forwardAuthorization`, kept apart): what goes
  * upstream was made for that upstream.
  */
+import { GatewayError } from '../../errors.ts'
 
 /** Whom a request to an upstream is made for. */
 export interface CredentialSubject {
@@ -54,4 +55,27 @@ export interface UpstreamCredentials {
   reload? (): void
   /** Stops timers and closes connections to the authorization server. */
   close (): Promise<void>
+}
+
+/** The errors that say no credential could be had for a caller: told to that caller as they are. */
+const CREDENTIAL_CODES: ReadonlySet<string> = new Set([
+  'GW_ERR_UPSTREAM_NO_CREDENTIAL',
+  'GW_ERR_UPSTREAM_TOKEN_REFUSED',
+  'GW_ERR_UPSTREAM_AUTH_SERVER_UNAVAILABLE',
+  'GW_ERR_UPSTREAM_AUTH_DISCOVERY',
+  'GW_ERR_UPSTREAM_SUBJECT_TOKEN_MISSING',
+])
+
+/**
+ * The credentials' own error behind `err` (an upstream session that could not open because its first request got
+ * no credential: the transport and the SDK wrap what headersFor threw), looked for along the `cause` chain;
+ * undefined when the failure was not the credentials'.
+ */
+export function credentialFailure (err: unknown): GatewayError | undefined {
+  let current = err
+  for (let depth = 0; depth < 6 && current instanceof Error; depth++) {
+    if (current instanceof GatewayError && CREDENTIAL_CODES.has(current.code)) return current
+    current = current.cause
+  }
+  return undefined
 }
