@@ -130,6 +130,7 @@ upstreams:
     expect(error.code).toBe(-32064)
     expect(error.message).toMatch(/^the authorization server of upstream 'personal' refused a token for it: invalid_grant/)
     expect(error.data).toMatchObject({ code: 'GW_ERR_UPSTREAM_TOKEN_REFUSED', upstream: 'personal' })
+    process.stdout.write(`exchange refused: HTTP ${reply.status}, JSON-RPC ${String(error.code)}\n`)
     expect(upstream.refused.length).toBe(refused)
     // Mallory may still use what does not need her own token.
     expect(textOf((await call(mallory, 'service__whoami')).body.result)).toBe(CLIENTS.basic)

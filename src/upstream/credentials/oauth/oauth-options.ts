@@ -1,7 +1,7 @@
 /**
- * What an upstream's OAuth credentials are built from: the shape the configuration maps onto (the
- * `upstreams[].credentials` entries of kind `oauth-client-credentials` and `oauth-token-exchange`), with the
- * defaults in one place. Secrets are named by where they are read from (a file or an environment variable), so
+ * What an upstream's OAuth credentials are built from: the shape the configuration maps onto (an
+ * `upstreams[].credentials` entry of kind `oauth`, by oauthOptions in oauth-config.ts), with the defaults in one
+ * place. Secrets are named by where they are read from (a file or an environment variable), so
  * this object itself may be logged.
  */
 
