@@ -1,0 +1,56 @@
+// What one tasks/list page costs each store, counted by the store itself (records looked at) or by the
+// database's own plan: it must not grow with the tasks stored, nor with the tasks past their TTL that wait for
+// the sweep. No clock: the counts are deterministic.
+import { describe, expect, it } from 'vitest'
+import { MemoryStore } from '../../src/store/memory/memory-store.ts'
+import type { TaskRecord, TaskStore } from '../../src/store/types.ts'
+import { task, T0 } from '../contract/task-records.ts'
+
+const PRINCIPAL = 'principal:many'
+
+/** `expired` tasks past their TTL at T0 (the oldest), then `live` ones, all of PRINCIPAL, created in bulk. */
+async function fill (tasks: TaskStore, expired: number, live: number): Promise<TaskRecord[]> {
+  const created: TaskRecord[] = []
+  for (let i = 0; i < expired + live; i++) {
+    const old = i < expired
+    created.push(task({ id: `${old ? 'old' : 'live'}-${String(i).padStart(7, '0')}`, principal: PRINCIPAL, createdAt: i, lastUpdatedAt: i, ttlMs: old ? 10 : null }))
+  }
+  for (let i = 0; i < created.length; i += 1000) await Promise.all(created.slice(i, i + 1000).map((t) => tasks.create(t)))
+  return created.filter((t) => t.ttlMs === null)
+}
+
+describe('tasks/list page cost, memory store', () => {
+  const visitsOfPages = async (expired: number, live: number): Promise<{ visits: number, first: string[] }> => {
+    const store = new MemoryStore()
+    const liveTasks = await fill(store.tasks, expired, live)
+    const before = store.tasks.listVisits(PRINCIPAL)
+    const first = await store.tasks.list(PRINCIPAL, undefined, 20, T0)
+    const middle = liveTasks[Math.floor(live / 2)]!
+    await store.tasks.list(PRINCIPAL, { createdAt: middle.createdAt, id: middle.id }, 20, T0)
+    return { visits: store.tasks.listVisits(PRINCIPAL) - before, first: first.map((t) => t.id) }
+  }
+
+  it('looks at the same records for a first and a middle page with 1,000 or 20,000 tasks stored (the order itself: task-order.test.ts, 100,000)', async () => {
+    const small = await visitsOfPages(0, 1000)
+    const large = await visitsOfPages(0, 20_000)
+    expect(small.visits).toBe(40)
+    expect(large.visits).toBe(40)
+  })
+
+  it('returns the live tasks behind 20,000 expired unswept ones after looking at no more than a block of the expired', async () => {
+    const few = await visitsOfPages(100, 1000)
+    const many = await visitsOfPages(20_000, 1000)
+    expect(many.first).toEqual(Array.from({ length: 20 }, (_, i) => `live-${String(20_000 + i).padStart(7, '0')}`))
+    expect(many.visits).toBeLessThanOrEqual(few.visits + 1024)
+  })
+
+  it('sweeps the expired tasks and nothing else, and pages the same afterwards', async () => {
+    const store = new MemoryStore()
+    await fill(store.tasks, 3000, 100)
+    expect(await store.tasks.sweep(T0)).toBe(3000)
+    expect(await store.tasks.sweep(T0)).toBe(0)
+    const page = await store.tasks.list(PRINCIPAL, undefined, 200, T0)
+    expect(page).toHaveLength(100)
+    expect(page[0]!.id).toBe('live-0003000')
+  })
+})
