@@ -4,7 +4,9 @@
 import { describe, expect, it } from 'vitest'
 import { MemoryStore } from '../../src/store/memory/memory-store.ts'
 import type { TaskRecord, TaskStore } from '../../src/store/types.ts'
+import type { RedisTaskStore } from '../../src/store/redis/redis-task-store.ts'
 import { task, T0 } from '../contract/task-records.ts'
+import { isolatedRedisStore } from '../helpers/redis.ts'
 
 const PRINCIPAL = 'principal:many'
 
@@ -23,11 +25,11 @@ describe('tasks/list page cost, memory store', () => {
   const visitsOfPages = async (expired: number, live: number): Promise<{ visits: number, first: string[] }> => {
     const store = new MemoryStore()
     const liveTasks = await fill(store.tasks, expired, live)
-    const before = store.tasks.listVisits(PRINCIPAL)
+    const before = store.tasks.listVisits
     const first = await store.tasks.list(PRINCIPAL, undefined, 20, T0)
     const middle = liveTasks[Math.floor(live / 2)]!
     await store.tasks.list(PRINCIPAL, { createdAt: middle.createdAt, id: middle.id }, 20, T0)
-    return { visits: store.tasks.listVisits(PRINCIPAL) - before, first: first.map((t) => t.id) }
+    return { visits: store.tasks.listVisits - before, first: first.map((t) => t.id) }
   }
 
   it('looks at the same records for a first and a middle page with 1,000 or 20,000 tasks stored (the order itself: task-order.test.ts, 100,000)', async () => {
@@ -52,5 +54,44 @@ describe('tasks/list page cost, memory store', () => {
     const page = await store.tasks.list(PRINCIPAL, undefined, 200, T0)
     expect(page).toHaveLength(100)
     expect(page[0]!.id).toBe('live-0003000')
+  })
+})
+
+describe('tasks/list page cost, Redis store', () => {
+  it('looks at the same index entries for a first and a middle page with 1,000 or 20,000 tasks stored', async () => {
+    const visitsOfPages = async (live: number): Promise<number> => {
+      const store = await isolatedRedisStore()
+      try {
+        const liveTasks = await fill(store.tasks, 0, live)
+        const tasks = store.tasks as RedisTaskStore
+        const before = tasks.listVisits
+        expect(await tasks.list(PRINCIPAL, undefined, 20, T0)).toHaveLength(20)
+        const middle = liveTasks[Math.floor(live / 2)]!
+        const page = await tasks.list(PRINCIPAL, { createdAt: middle.createdAt, id: middle.id }, 20, T0)
+        expect(page[0]!.id).toBe(liveTasks[Math.floor(live / 2) + 1]!.id)
+        return tasks.listVisits - before
+      } finally {
+        await store.close()
+      }
+    }
+    expect(await visitsOfPages(1000)).toBe(40)
+    expect(await visitsOfPages(20_000)).toBe(40)
+  })
+
+  it('passes over 20,000 expired unswept tasks once: the next first page looks at the page only', async () => {
+    const store = await isolatedRedisStore()
+    try {
+      await fill(store.tasks, 20_000, 100)
+      const tasks = store.tasks as RedisTaskStore
+      const first = await tasks.list(PRINCIPAL, undefined, 20, T0)
+      expect(first.map((t) => t.id)).toEqual(Array.from({ length: 20 }, (_, i) => `live-${String(20_000 + i).padStart(7, '0')}`))
+      const before = tasks.listVisits
+      expect(await tasks.list(PRINCIPAL, undefined, 20, T0)).toEqual(first)
+      expect(tasks.listVisits - before).toBe(20)
+      // The sweep still finds and removes every one of them.
+      expect(await tasks.sweep(T0)).toBe(20_000)
+    } finally {
+      await store.close()
+    }
   })
 })

@@ -52,6 +52,7 @@ export class MemoryTaskStore implements TaskStore {
   readonly #byPrincipal = new Map<string, TaskOrder>()
   /** Task ids by the end of their TTL: the sweep takes the due ones without a walk over every task. */
   readonly #expiries = new ExpiryQueue()
+  #listVisits = 0
 
   constructor (bytes = new AccountBytes()) {
     this.#bytesByAccount = bytes
@@ -84,9 +85,9 @@ export class MemoryTaskStore implements TaskStore {
     if (task.ttlMs !== null) this.#expiries.add(task.id, expiresAt(task))
   }
 
-  /** Task records the list pages of `principal` have looked at so far (what a page costs, for tests and the bench). */
-  listVisits (principal: string): number {
-    return this.#byPrincipal.get(principal)?.visited ?? 0
+  /** Task records the list pages of this store have looked at so far (what a page costs, for tests and the bench). */
+  get listVisits (): number {
+    return this.#listVisits
   }
 
   /** Adds `bytes` (or, negative, removes them) to the task's count and its account's. */
@@ -126,7 +127,11 @@ export class MemoryTaskStore implements TaskStore {
   }
 
   async list (principal: string, after: TaskCursor | undefined, limit: number, now: number): Promise<TaskRecord[]> {
-    const ids = this.#byPrincipal.get(principal)?.page(after, limit, now) ?? []
+    const order = this.#byPrincipal.get(principal)
+    if (!order) return []
+    const visited = order.visited
+    const ids = order.page(after, limit, now)
+    this.#listVisits += order.visited - visited
     const tasks: TaskRecord[] = []
     for (const id of ids) {
       const task = this.#tasks.get(id)
