@@ -1,9 +1,17 @@
 // What one tasks/list page costs each store, counted by the store itself (records looked at) or by the
 // database's own plan: it must not grow with the tasks stored, nor with the tasks past their TTL that wait for
 // the sweep. No clock: the counts are deterministic.
-import { describe, expect, it } from 'vitest'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import Database from 'better-sqlite3'
+import { afterAll, describe, expect, it } from 'vitest'
 import { MemoryStore } from '../../src/store/memory/memory-store.ts'
 import type { TaskRecord, TaskStore } from '../../src/store/types.ts'
+import { MIGRATIONS, SCHEMA_VERSION } from '../../src/store/sqlite/sqlite-schema.ts'
+import { SqliteStore } from '../../src/store/sqlite/sqlite-store.ts'
+import { LIST_AFTER, LIST_FIRST } from '../../src/store/sqlite/sqlite-task-store.ts'
+import { SWEEP_ACCOUNT_BYTES } from '../../src/store/sqlite/sqlite-account-bytes.ts'
 import type { RedisTaskStore } from '../../src/store/redis/redis-task-store.ts'
 import { task, T0 } from '../contract/task-records.ts'
 import { isolatedRedisStore } from '../helpers/redis.ts'
@@ -92,6 +100,62 @@ describe('tasks/list page cost, Redis store', () => {
       expect(await tasks.sweep(T0)).toBe(20_000)
     } finally {
       await store.close()
+    }
+  })
+})
+
+describe('tasks/list page cost, SQLite store', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'gw-list-cost-'))
+  afterAll(() => rmSync(dir, { recursive: true, force: true }))
+  const plan = (db: Database.Database, sql: string): string =>
+    db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all({ principal: 'p', now: 1, limit: 20, createdAt: 1, id: 'x' }).map((row) => (row as { detail: string }).detail).join(' | ')
+
+  it('reads a page from an index that holds each task\'s expiry, from the cursor on, unsorted', async () => {
+    const file = join(dir, 'plan.db')
+    await new SqliteStore(file).close()
+    const db = new Database(file, { readonly: true })
+    try {
+      for (const sql of [LIST_FIRST, LIST_AFTER]) {
+        const used = plan(db, sql)
+        expect(used).toMatch(/^SEARCH tasks USING INDEX tasks_principal_list \(principal=\?/)
+        expect(used).not.toMatch(/SCAN|TEMP B-TREE/)
+      }
+      expect(plan(db, LIST_AFTER)).toContain('created_at>?')
+      // The expiry is in the index: a task past its TTL is passed over without reading its row.
+      const columns = db.pragma('index_info(tasks_principal_list)') as Array<{ name: string }>
+      expect(columns.map((c) => c.name)).toEqual(['principal', 'created_at', 'id', 'expires_at'])
+      // The sweep's count of freed bytes reads the expired tasks only, not every task of their accounts.
+      expect(plan(db, SWEEP_ACCOUNT_BYTES)).toMatch(/SEARCH tasks USING INDEX tasks_expires \(expires_at<\?\)/)
+      expect(plan(db, SWEEP_ACCOUNT_BYTES)).not.toMatch(/SCAN tasks|SCAN account_bytes/)
+    } finally {
+      db.close()
+    }
+  })
+
+  it('upgrades a database of the previous layout: its tasks are listed, in order, through the new index', async () => {
+    const file = join(dir, 'upgrade.db')
+    const old = new Database(file)
+    for (const step of MIGRATIONS.slice(0, SCHEMA_VERSION - 1)) old.exec(step)
+    old.pragma(`user_version = ${SCHEMA_VERSION - 1}`)
+    const insert = old.prepare(`INSERT INTO tasks (id, principal, era, status, created_at, last_updated_at, ttl_ms, expires_at, poll_interval_ms, upstream, tool,
+      request, client_capabilities, account) VALUES (?, 'p', '2025-11-25', 'working', ?, ?, ?, ?, 1000, 'demo', 'echo', '{}', '{}', 'p')`)
+    insert.run('b', 2, 2, null, null)
+    insert.run('a', 2, 2, null, null)
+    insert.run('gone', 1, 1, 5, 6)
+    insert.run('c', 3, 3, 100, 103)
+    old.close()
+    const store = new SqliteStore(file)
+    try {
+      expect((await store.tasks.list('p', undefined, 10, 50)).map((t) => t.id)).toEqual(['a', 'b', 'c'])
+      expect((await store.tasks.list('p', { createdAt: 2, id: 'a' }, 10, 50)).map((t) => t.id)).toEqual(['b', 'c'])
+    } finally {
+      await store.close()
+    }
+    const db = new Database(file, { readonly: true })
+    try {
+      expect(plan(db, LIST_FIRST)).toContain('tasks_principal_list')
+    } finally {
+      db.close()
     }
   })
 })
