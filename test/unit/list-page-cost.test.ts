@@ -15,18 +15,23 @@ import { SWEEP_ACCOUNT_BYTES } from '../../src/store/sqlite/sqlite-account-bytes
 import type { RedisTaskStore } from '../../src/store/redis/redis-task-store.ts'
 import { task, T0 } from '../contract/task-records.ts'
 import { isolatedRedisStore } from '../helpers/redis.ts'
+import { dropSchema, freshSchema, sql, storeOptions } from '../helpers/postgres.ts'
+import { PostgresStore } from '../../src/store/postgres/postgres-store.ts'
+import { listStatement } from '../../src/store/postgres/postgres-task-store.ts'
+import { SCHEMA_VERSION as POSTGRES_SCHEMA } from '../../src/store/postgres/postgres-schema.ts'
 
 const PRINCIPAL = 'principal:many'
+const YEAR_MS = 365 * 86_400_000
 
-/** `expired` tasks past their TTL at T0 (the oldest), then `live` ones, all of PRINCIPAL, created in bulk. */
-async function fill (tasks: TaskStore, expired: number, live: number): Promise<TaskRecord[]> {
+/** `expired` tasks past their TTL at T0 (the oldest), then `live` ones (every other one with a TTL), all of PRINCIPAL, created in bulk. */
+async function fill (tasks: TaskStore, expired: number, live: number, batch = 1000): Promise<TaskRecord[]> {
   const created: TaskRecord[] = []
   for (let i = 0; i < expired + live; i++) {
     const old = i < expired
-    created.push(task({ id: `${old ? 'old' : 'live'}-${String(i).padStart(7, '0')}`, principal: PRINCIPAL, createdAt: i, lastUpdatedAt: i, ttlMs: old ? 10 : null }))
+    created.push(task({ id: `${old ? 'old' : 'live'}-${String(i).padStart(7, '0')}`, principal: PRINCIPAL, createdAt: i, lastUpdatedAt: i, ttlMs: old ? 10 : i % 2 === 0 ? null : YEAR_MS }))
   }
-  for (let i = 0; i < created.length; i += 1000) await Promise.all(created.slice(i, i + 1000).map((t) => tasks.create(t)))
-  return created.filter((t) => t.ttlMs === null)
+  for (let i = 0; i < created.length; i += batch) await Promise.all(created.slice(i, i + batch).map((t) => tasks.create(t)))
+  return created.filter((t) => t.ttlMs !== 10)
 }
 
 describe('tasks/list page cost, memory store', () => {
@@ -156,6 +161,70 @@ describe('tasks/list page cost, SQLite store', () => {
       expect(plan(db, LIST_FIRST)).toContain('tasks_principal_list')
     } finally {
       db.close()
+    }
+  })
+})
+
+interface PlanNode { 'Node Type': string, 'Index Name'?: string, 'Index Cond'?: string, Filter?: string, Plans?: PlanNode[] }
+
+function nodes (node: PlanNode): PlanNode[] {
+  return [node, ...(node.Plans ?? []).flatMap(nodes)]
+}
+
+describe('tasks/list page cost, PostgreSQL store', () => {
+  const opened = async (name: string): Promise<PostgresStore> => {
+    const store = new PostgresStore(storeOptions(name))
+    await store.ready()
+    return store
+  }
+
+  it('reads a page in two index scans that check each task\'s expiry in the index, behind 2,000 expired unswept tasks', async () => {
+    const name = freshSchema()
+    const schema = `"${name}"`
+    const store = await opened(name)
+    try {
+      await fill(store.tasks, 2000, 2000, 50)
+      await sql(`ANALYZE ${schema}.tasks`)
+      const first = await store.tasks.list(PRINCIPAL, undefined, 20, T0)
+      expect(first.map((t) => t.id)).toEqual(Array.from({ length: 20 }, (_, i) => `live-${String(2000 + i).padStart(7, '0')}`))
+      for (const [after, values] of [[false, [PRINCIPAL, T0, 20]], [true, [PRINCIPAL, T0, 3000, 'live-0003000', 20]]] as const) {
+        const [row] = (await sql(`EXPLAIN (FORMAT JSON) ${listStatement(schema, after)}`, [...values])).rows as Array<{ 'QUERY PLAN': Array<{ Plan: PlanNode }> }>
+        const plan = nodes(row!['QUERY PLAN'][0]!.Plan)
+        const scans = plan.filter((node) => node['Node Type'].includes('Scan') && node['Node Type'] !== 'Subquery Scan')
+        expect(scans.map((node) => node['Index Name'])).toEqual(['tasks_principal_list', 'tasks_principal_list'])
+        for (const scan of scans) {
+          expect(scan['Index Cond']).toMatch(/expires_at/)
+          expect(scan.Filter).toBeUndefined()
+        }
+        expect(plan.some((node) => node['Node Type'] === 'Seq Scan')).toBe(false)
+      }
+    } finally {
+      await store.close()
+      await dropSchema(name)
+    }
+  })
+
+  it('upgrades a schema of the previous layout: its tasks are listed, in order, through the new index', async () => {
+    const name = freshSchema()
+    const schema = `"${name}"`
+    const store = await opened(name)
+    try {
+      await fill(store.tasks, 3, 5, 50)
+      await sql(`DROP INDEX ${schema}.tasks_principal_list`)
+      await sql(`CREATE INDEX tasks_principal_created ON ${schema}.tasks (principal, created_at, id)`)
+      await sql(`DELETE FROM ${schema}.schema_migrations WHERE version = $1`, [POSTGRES_SCHEMA])
+      const upgraded = await opened(name)
+      try {
+        expect((await upgraded.tasks.list(PRINCIPAL, undefined, 10, T0)).map((t) => t.id)).toEqual(Array.from({ length: 5 }, (_, i) => `live-${String(3 + i).padStart(7, '0')}`))
+      } finally {
+        await upgraded.close()
+      }
+      const indexes = await sql('SELECT indexname FROM pg_indexes WHERE schemaname = $1', [name])
+      expect(indexes.rows.map((r) => (r as { indexname: string }).indexname)).toContain('tasks_principal_list')
+      expect(indexes.rows.map((r) => (r as { indexname: string }).indexname)).not.toContain('tasks_principal_created')
+    } finally {
+      await store.close()
+      await dropSchema(name)
     }
   })
 })

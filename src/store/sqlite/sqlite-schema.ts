@@ -100,8 +100,8 @@ export const MIGRATIONS: readonly string[] = [
      WHERE resume LIKE '%"era":"legacy"%' OR resume LIKE '%"era":"modern"%';`,
   // A principal's list carries each task's expiry, so a page passes over tasks past their TTL that wait for the
   // sweep in the index, without reading their rows.
-  `CREATE INDEX tasks_principal_list ON tasks (principal, created_at, id, expires_at);
-   DROP INDEX tasks_principal_created;`,
+  `CREATE INDEX IF NOT EXISTS tasks_principal_list ON tasks (principal, created_at, id, expires_at);
+   DROP INDEX IF EXISTS tasks_principal_created;`,
 ]
 
 export const SCHEMA_VERSION = MIGRATIONS.length
