@@ -62,8 +62,8 @@ async function run (ctx: BenchContext): Promise<SectionResult> {
       'store size: SQLite, the database file and its WAL; Redis, MEMORY USAGE of every key under the gateway\'s prefix; PostgreSQL, pg_total_relation_size of ' +
         'the gateway schema\'s tables; memory, the bench process\'s heap after full GC over the heap with the gateway started and empty',
       'the tasks past their ttl are the oldest, ahead of every live task in list order until the sweep removes them: a first page ' +
-        'walks past them (between two sweeps a store holds what expired in one tasks.sweepInterval, usually far fewer than a tenth); ' +
-        'the middle page starts after them',
+        'passes over them without reading them (memory: whole blocks at once; Redis: by their expiry score, once, as they leave the ' +
+        'principal\'s list; SQLite and PostgreSQL: in the index, which holds the expiry); the middle page starts after them',
       ...skippedStoreNotes(ctx, stores),
     )
   }
