@@ -156,7 +156,9 @@ class StoredFigure {
   /** The store the fills write through: the gateway's own, or for PostgreSQL one more store on its schema (see open). */
   readonly #filler: GatewayStore
 
-  private constructor (ctx: BenchContext, store: StoreKind, started: InProcessGateway, session: McpHttpSession, template: TaskRecord, filler: GatewayStore) {
+  private constructor (
+    ctx: BenchContext, store: StoreKind, started: InProcessGateway, session: McpHttpSession, template: TaskRecord, filler: GatewayStore,
+  ) {
     this.#ctx = ctx
     this.#filler = filler
     this.store = store
@@ -246,7 +248,9 @@ class StoredFigure {
     const swept = await tasks.sweep(Date.now())
     const sweepMs = performance.now() - sweepStarted
     this.#ctx.log(`scale stored ${store} ${size}: filled in ${(this.#fillMs / 1000).toFixed(1)} s, measured in ${((performance.now() - started) / 1000).toFixed(1)} s`)
-    const result = { tasks: size, expired: this.#expired, get, listFirst, listMiddle, create, sweepMs, swept, storeBytes: bytes, fillMs: this.#fillMs }
+    const result = {
+      tasks: size, expired: this.#expired, get, listFirst, listMiddle, create, sweepMs, swept, storeBytes: bytes, fillMs: this.#fillMs,
+    }
     this.#expired = 0
     return result
   }

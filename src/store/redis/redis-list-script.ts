@@ -91,7 +91,9 @@ function pairs (flat: readonly string[]): Record<string, string> {
 }
 
 /** Runs the list script once for the principal's set `tasks` (full key). */
-export async function listRun (redis: Redis, prefix: string, tasks: string, after: TaskCursor | undefined, limit: number, now: number): Promise<ListRun> {
+export async function listRun (
+  redis: Redis, prefix: string, tasks: string, after: TaskCursor | undefined, limit: number, now: number,
+): Promise<ListRun> {
   const reply = await run(redis, LIST_TASKS, [tasks, `${prefix}expiry`], [
     prefix, after ? String(after.createdAt) : '', after?.id ?? '', limit, now, LIST_VISIT_LIMIT,
   ]) as [number, number, string, string, ...string[][]]
