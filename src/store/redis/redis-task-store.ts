@@ -148,12 +148,14 @@ export class RedisTaskStore implements TaskStore {
     // The smallest index that holds every match: a principal's own tasks, or the unfinished ones, or all.
     const unfinished = query.status !== undefined && !isTerminal(query.status)
     const index = this.#p + (query.principal !== undefined ? `tasks:${query.principal}` : unfinished ? 'active' : 'created')
-    const max = before ? String(before.createdAt) : '+inf'
     const matches = (task: TaskRecord): boolean => live(task, now) && (query.status === undefined || task.status === query.status) &&
       (query.upstream === undefined || task.upstream === query.upstream) && (query.tool === undefined || task.tool === query.tool) &&
       (query.principal === undefined || task.principal === query.principal)
-    for (let offset = 0; out.length < limit; offset += QUERY_PAGE) {
-      const page = await this.#redis.zrevrangebyscore(index, max, '-inf', 'WITHSCORES', 'LIMIT', offset, QUERY_PAGE)
+    // Newest first by rank, each round from where the last one stopped (O(log n + a round), never an offset walk):
+    // after the tasks newer than the cursor's createdAt, then after the last id read.
+    let rank = before ? await this.#redis.zcount(index, `(${before.createdAt}`, '+inf') : 0
+    while (out.length < limit) {
+      const page = await this.#redis.zrevrange(index, rank, rank + QUERY_PAGE - 1, 'WITHSCORES')
       const pipeline = this.#redis.pipeline()
       for (let i = 0; i + 1 < page.length; i += 2) {
         const id = page[i]!
@@ -164,6 +166,9 @@ export class RedisTaskStore implements TaskStore {
         if (task && matches(task) && out.length < limit) out.push(task)
       }
       if (page.length < 2 * QUERY_PAGE) break
+      // A sweep between rounds moves ranks: go on after the last id read, where it is now.
+      const last = await this.#redis.zrevrank(index, page[page.length - 2]!)
+      rank = last === null ? rank + QUERY_PAGE : last + 1
     }
     return out
   }
