@@ -1,8 +1,8 @@
 // Section "scale", figure "open sessions": what open 2025-11-25 sessions, each with its GET stream, cost the
 // gateway in memory, and what a cheap request (`ping` on another session, from the load generator) takes
-// meanwhile, at BENCH_SCALE_SESSIONS sizes. One fresh gateway (its own process, memory store) per size:
-// idle after a warm-up, then with the sessions (initialize and notifications/initialized each), then with a GET
-// stream on each; memory read after two full GCs each time.
+// meanwhile, at BENCH_SCALE_SESSIONS sizes. One gateway (its own process, memory store) grown through the sizes:
+// idle after a warm-up, then at each size with the sessions added (initialize and notifications/initialized each),
+// then with a GET stream on each new one; memory read after two full GCs each time.
 import { Pool } from 'undici'
 import type { ProbeStats } from '../lib/gateway.ts'
 import { generate } from '../lib/loadgen.ts'
@@ -35,10 +35,6 @@ async function settled (read: (options: { gc: boolean }) => Promise<ProbeStats |
   return { heapUsedBytes: stats.heapUsedBytes, rssBytes: stats.rssBytes }
 }
 
-function perItem (before: Memory, after: Memory, count: number): { heapBytes: number, rssBytes: number } {
-  return { heapBytes: (after.heapUsedBytes - before.heapUsedBytes) / count, rssBytes: (after.rssBytes - before.rssBytes) / count }
-}
-
 /** initialize and notifications/initialized on `pool`; the new session's id. */
 async function openSession (pool: Pool, path: string): Promise<string> {
   const res = await pool.request({
@@ -69,8 +65,29 @@ async function inParallel (count: number, workers: number, task: (i: number) => 
   }))
 }
 
-async function measureSize (ctx: BenchContext, count: number, windowMs: number): Promise<SessionsSizeResult> {
-  const room = count + 200
+/** Opens a GET stream on each session of `ids` through `streams` (one socket each), reading whatever comes. */
+async function openStreams (streams: Pool, path: string, ids: readonly string[]): Promise<void> {
+  await inParallel(ids.length, OPENERS, async (i) => {
+    const res = await streams.request({
+      path,
+      method: 'GET',
+      headers: { accept: 'text/event-stream', 'mcp-session-id': ids[i]!, 'mcp-protocol-version': PROTOCOL_VERSION },
+    })
+    if (res.statusCode !== 200) throw new Error(`scale sessions: GET stream got HTTP ${res.statusCode} ${(await res.body.text()).slice(0, 200)}`)
+    // Read whatever comes (keep-alive comments), so no stream counts as stalled.
+    res.body.on('data', () => {})
+    res.body.on('error', () => {})
+  })
+}
+
+/**
+ * The figure: one gateway grown through the sizes in turn (sessions added up to each size, then a GET stream on
+ * each new one), so that no size opens again what the one before opened. Per session and per stream are what
+ * all the sessions and all the streams added over the idle gateway, over the size.
+ */
+export async function measureOpenSessions (ctx: BenchContext, sizes: readonly number[], windowMs: number): Promise<SessionsSizeResult[]> {
+  const most = Math.max(...sizes)
+  const room = most + 200
   const gateway = await ctx.startGateway({
     store: 'memory',
     server: { shutdownGrace: 0 },
@@ -79,54 +96,51 @@ async function measureSize (ctx: BenchContext, count: number, windowMs: number):
   const url = new URL(gateway.url)
   const opener = new Pool(url.origin, { connections: OPENERS, pipelining: 1 })
   // One socket per GET stream: a stream holds its connection for as long as it is open.
-  const streams = new Pool(url.origin, { connections: count, pipelining: 1, bodyTimeout: 0, headersTimeout: 30_000 })
+  const streams = new Pool(url.origin, { connections: most, pipelining: 1, bodyTimeout: 0, headersTimeout: 30_000 })
   const probe = await McpHttpSession.open(gateway.url, 1)
   try {
     const pings = Array.from({ length: 64 }, () => probe.prepare('ping', {}))
     await generate({ requests: pings, concurrency: 1, durationMs: 1000, expect: '"result"' })
     const idle = await settled(gateway.readStats)
-    ctx.log(`scale sessions: opening ${count} sessions`)
-    const started = performance.now()
-    const ids: string[] = new Array<string>(count)
-    await inParallel(count, OPENERS, async (i) => { ids[i] = await openSession(opener, url.pathname) })
-    const withSessions = await settled(gateway.readStats)
-    ctx.log(`scale sessions: opening a GET stream on each of the ${count} sessions`)
-    await inParallel(count, OPENERS, async (i) => {
-      const res = await streams.request({
-        path: url.pathname,
-        method: 'GET',
-        headers: { accept: 'text/event-stream', 'mcp-session-id': ids[i]!, 'mcp-protocol-version': PROTOCOL_VERSION },
+    const results: SessionsSizeResult[] = []
+    const ids: string[] = []
+    // What the sessions and the streams added so far, over the idle gateway.
+    const added = { sessions: { heapUsedBytes: 0, rssBytes: 0 }, streams: { heapUsedBytes: 0, rssBytes: 0 } }
+    let before = idle
+    for (const count of sizes) {
+      ctx.log(`scale sessions: opening sessions up to ${count}`)
+      const started = performance.now()
+      const fresh: string[] = new Array<string>(count - ids.length)
+      await inParallel(fresh.length, OPENERS, async (i) => { fresh[i] = await openSession(opener, url.pathname) })
+      const withSessions = await settled(gateway.readStats)
+      ctx.log(`scale sessions: opening a GET stream on each of the ${fresh.length} new sessions`)
+      await openStreams(streams, url.pathname, fresh)
+      ids.push(...fresh)
+      const openMs = performance.now() - started
+      const withStreams = await settled(gateway.readStats)
+      added.sessions.heapUsedBytes += withSessions.heapUsedBytes - before.heapUsedBytes
+      added.sessions.rssBytes += withSessions.rssBytes - before.rssBytes
+      added.streams.heapUsedBytes += withStreams.heapUsedBytes - withSessions.heapUsedBytes
+      added.streams.rssBytes += withStreams.rssBytes - withSessions.rssBytes
+      before = withStreams
+      ctx.log(`scale sessions ${count}: ping latency meanwhile`)
+      const ping = summarize((await generate({ requests: pings, concurrency: 1, durationMs: windowMs, expect: '"result"' })).latencies)
+      results.push({
+        sessions: count,
+        idle,
+        withSessions,
+        withStreams,
+        perSession: { heapBytes: added.sessions.heapUsedBytes / count, rssBytes: added.sessions.rssBytes / count },
+        perStream: { heapBytes: added.streams.heapUsedBytes / count, rssBytes: added.streams.rssBytes / count },
+        ping,
+        openMs,
       })
-      if (res.statusCode !== 200) throw new Error(`scale sessions: GET stream got HTTP ${res.statusCode} ${(await res.body.text()).slice(0, 200)}`)
-      // Read whatever comes (keep-alive comments), so no stream counts as stalled.
-      res.body.on('data', () => {})
-      res.body.on('error', () => {})
-    })
-    const openMs = performance.now() - started
-    const withStreams = await settled(gateway.readStats)
-    ctx.log(`scale sessions ${count}: ping latency meanwhile`)
-    const ping = summarize((await generate({ requests: pings, concurrency: 1, durationMs: windowMs, expect: '"result"' })).latencies)
-    return {
-      sessions: count,
-      idle,
-      withSessions,
-      withStreams,
-      perSession: perItem(idle, withSessions, count),
-      perStream: perItem(withSessions, withStreams, count),
-      ping,
-      openMs,
     }
+    return results
   } finally {
     await probe.close()
     await streams.destroy().catch(() => {})
     await opener.close().catch(() => {})
     await gateway.close()
   }
-}
-
-/** The figure: one fresh gateway per size. */
-export async function measureOpenSessions (ctx: BenchContext, sizes: readonly number[], windowMs: number): Promise<SessionsSizeResult[]> {
-  const results: SessionsSizeResult[] = []
-  for (const size of sizes) results.push(await measureSize(ctx, size, windowMs))
-  return results
 }

@@ -5,7 +5,7 @@
 // principal, session and outcome), each with a fresh id and its own creation time, a tenth of them already past
 // their ttl (what one sweep then removes). Creation is measured through HTTP as a client creates tasks.
 import { randomBytes } from 'node:crypto'
-import { mkdtemp, rm, stat } from 'node:fs/promises'
+import { mkdir, mkdtemp, rm, stat } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setFlagsFromString } from 'node:v8'
@@ -17,7 +17,8 @@ import { parseConfig } from '../../src/config/load.ts'
 import { buildGateway, type Gateway } from '../../src/gateway.ts'
 import { loggerOptions } from '../../src/observability/logger.ts'
 import { encodeTaskCursor } from '../../src/protocol/2025-11-25/task-wire.ts'
-import type { TaskRecord } from '../../src/store/types.ts'
+import { PostgresStore } from '../../src/store/postgres/postgres-store.ts'
+import type { GatewayStore, TaskRecord } from '../../src/store/types.ts'
 import { generate } from '../lib/loadgen.ts'
 import { McpHttpSession } from '../lib/mcp-http.ts'
 import { track } from '../lib/processes.ts'
@@ -28,6 +29,8 @@ import type { BenchContext } from '../lib/types.ts'
 
 /** Store writes in flight while filling. */
 const FILL_BATCH = 512
+/** Connections of the store PostgreSQL's fills write through. */
+const FILL_POOL = 16
 /** Accounts the filled tasks are spread over. */
 const FILL_ACCOUNTS = 64
 /** Share of the filled tasks that are already past their ttl. */
@@ -135,81 +138,184 @@ async function latencies (requests: ReturnType<McpHttpSession['prepare']>[], dur
   return summarize(run.latencies)
 }
 
-/** The figure for one store: a fresh gateway filled up to each size in turn. */
+/** One store's gateway, filled in turn up to each size and measured there. */
+class StoredFigure {
+  readonly store: StoreKind
+  readonly #ctx: BenchContext
+  readonly #started: InProcessGateway
+  readonly #session: McpHttpSession
+  readonly #template: TaskRecord
+  readonly #base = Date.now() - 1000
+  /** Live tasks in list order: by createdAt, then id (the fill gives each its own createdAt, oldest first). */
+  readonly #live: TaskRecord[] = []
+  /** Tasks past their ttl added by the last fill (what the next sweep removes). */
+  #expired = 0
+  /** The memory store's bytes: what its fills added to the bench process's heap (after full GCs). */
+  #heapFilled = 0
+  #fillMs = 0
+  /** The store the fills write through: the gateway's own, or for PostgreSQL one more store on its schema (see open). */
+  readonly #filler: GatewayStore
+
+  private constructor (
+    ctx: BenchContext, store: StoreKind, started: InProcessGateway, session: McpHttpSession, template: TaskRecord, filler: GatewayStore,
+  ) {
+    this.#ctx = ctx
+    this.#filler = filler
+    this.store = store
+    this.#started = started
+    this.#session = session
+    this.#template = template
+  }
+
+  static async open (ctx: BenchContext, store: StoreKind, dir: string): Promise<StoredFigure> {
+    const started = await startInProcess(ctx, store, join(dir, store))
+    const session = await McpHttpSession.open(started.url, 4)
+    try {
+      // The template: a real task of this session, ended (its outcome stored), read back from the store.
+      const [firstId] = await createTasks(session, 1, 1, QUICK_TASK)
+      await awaitTerminal(session, [firstId!])
+      const template = await started.gateway.store.tasks.get(firstId!, Date.now())
+      if (template === null) throw new Error(`${store}: the template task ${firstId!} is not in the store`)
+      // PostgreSQL commits each creation on its own (one WAL flush each): the fills write through a store of their
+      // own on the same schema with a pool large enough for many commits to share a flush. The gateway's store, and
+      // what is measured, keep their settings.
+      let filler: GatewayStore = started.gateway.store
+      if (store === 'postgres') {
+        const { url, schema } = started.storeConfig as { url: string, schema: string }
+        filler = new PostgresStore({ url, schema, poolSize: FILL_POOL, acquireTimeout: 60_000 })
+        await (filler as PostgresStore).ready()
+      }
+      return new StoredFigure(ctx, store, started, session, template, filler)
+    } catch (err) {
+      await started.close()
+      await session.close()
+      throw err
+    }
+  }
+
+  /** Fills the store up to `size` live tasks, and a tenth as many of the new ones past their ttl. */
+  async fill (size: number): Promise<void> {
+    const { store } = this
+    const tasks = this.#filler.tasks
+    const template = this.#template
+    this.#ctx.log(`scale stored ${store}: filling the store up to ${size} live tasks (and a tenth as many past their ttl)`)
+    if (store === 'memory') fullGc()
+    const heapBefore = process.memoryUsage().heapUsed
+    const fillStarted = performance.now()
+    const records: TaskRecord[] = []
+    const base = this.#base
+    for (let i = this.#live.length; i < size; i++) {
+      records.push({ ...template, id: newId(template.id), createdAt: base - size + i, lastUpdatedAt: base - size + i, ttlMs: DAY_MS })
+    }
+    const expiring = Math.round((size - this.#live.length) * EXPIRED_SHARE)
+    for (let i = 0; i < expiring; i++) {
+      const createdAt = base - 2 * TASK_TTL_MS
+      records.push({ ...template, id: newId(template.id), createdAt, lastUpdatedAt: createdAt, ttlMs: TASK_TTL_MS })
+    }
+    // Each write under one of FILL_ACCOUNTS accounts (the limits' key, not the principal tasks/get and tasks/list go by):
+    // PostgreSQL takes an account's creations in turn, and a fill of one account would be that one lock's speed.
+    const batch = store === 'postgres' ? 4 * FILL_POOL : FILL_BATCH
+    for (let i = 0; i < records.length; i += batch) {
+      await Promise.all(records.slice(i, i + batch).map((r, n) => tasks.create(r, { account: `scale-fill-${n % FILL_ACCOUNTS}` })))
+    }
+    this.#fillMs = performance.now() - fillStarted
+    if (store === 'memory') {
+      fullGc()
+      this.#heapFilled += process.memoryUsage().heapUsed - heapBefore
+    }
+    this.#live.push(...records.slice(0, records.length - expiring))
+    this.#expired = expiring
+    this.#live.sort((a, b) => a.createdAt - b.createdAt || (a.id < b.id ? -1 : 1))
+  }
+
+  /** The figures at the size the last fill reached. */
+  async measure (size: number, windowMs: number): Promise<StoredSizeResult> {
+    const { store } = this
+    const session = this.#session
+    const tasks = this.#started.gateway.store.tasks
+    const live = this.#live
+    const started = performance.now()
+    const getRequests = Array.from({ length: GET_IDS }, (_, i) => session.prepare('tasks/get', { taskId: live[Math.floor(i * live.length / GET_IDS)]!.id }))
+    const middle = live[Math.floor(live.length / 2)]!
+    this.#ctx.log(`scale stored ${store} ${size}: tasks/get, tasks/list (first and middle page), ${CREATIONS} creations, a sweep`)
+    const get = await latencies(getRequests, windowMs, '"status":"completed"')
+    const listFirst = await latencies([session.prepare('tasks/list', {})], windowMs, '"tasks"')
+    const listMiddle = await latencies([session.prepare('tasks/list', { cursor: encodeTaskCursor(middle.createdAt, middle.id) })], windowMs, '"tasks"')
+    const create = await latencies([session.prepare('tools/call', { name: SLOW_TOOL, arguments: QUICK_TASK, task: { ttl: TASK_TTL_MS } })], 4 * windowMs,
+      '"status":"working"', CREATIONS)
+    const bytes = store === 'memory' ? this.#heapFilled : await storeBytes(store, this.#started.storeConfig)
+    const sweepStarted = performance.now()
+    const swept = await tasks.sweep(Date.now())
+    const sweepMs = performance.now() - sweepStarted
+    this.#ctx.log(`scale stored ${store} ${size}: filled in ${(this.#fillMs / 1000).toFixed(1)} s, measured in ${((performance.now() - started) / 1000).toFixed(1)} s`)
+    const result = {
+      tasks: size, expired: this.#expired, get, listFirst, listMiddle, create, sweepMs, swept, storeBytes: bytes, fillMs: this.#fillMs,
+    }
+    this.#expired = 0
+    return result
+  }
+
+  async close (): Promise<void> {
+    // The gateway first: ending the session would cancel its principal's tasks, a walk over the whole store.
+    if (this.#filler !== this.#started.gateway.store) await this.#filler.close()
+    await this.#started.close()
+    await this.#session.close()
+  }
+}
+
+/**
+ * The figure for every store: a gateway each (in the bench process), grown through the sizes together. At each
+ * size the memory store is filled alone (its size is the heap its fill adds), then the others at once (a fill's
+ * work is in the bench process for SQLite, in Redis and PostgreSQL for theirs, so those fills overlap), then every
+ * store is measured, one after the other, with nothing else running.
+ * A store that fails is left out from then on, with its error in `failures`.
+ */
 export async function measureStoredTasks (
   ctx: BenchContext,
-  store: StoreKind,
+  stores: readonly StoreKind[],
   sizes: readonly number[],
   windowMs: number,
-): Promise<StoredSizeResult[]> {
+): Promise<{ byStore: Record<string, StoredSizeResult[]>, failures: Record<string, string> }> {
   const dir = await mkdtemp(join(tmpdir(), 'mcp-gw-bench-scale-'))
-  const started = await startInProcess(ctx, store, dir)
-  const session = await McpHttpSession.open(started.url, 4)
+  const byStore: Record<string, StoredSizeResult[]> = {}
+  const failures: Record<string, string> = {}
+  const figures: StoredFigure[] = []
+  const failed = (store: string, err: unknown): void => {
+    failures[store] = err instanceof Error ? err.message : String(err)
+  }
   try {
-    const tasks = started.gateway.store.tasks
-    // The template: a real task of this session, ended (its outcome stored), read back from the store.
-    const [firstId] = await createTasks(session, 1, 1, QUICK_TASK)
-    await awaitTerminal(session, [firstId!])
-    const template = await tasks.get(firstId!, Date.now())
-    if (template === null) throw new Error(`${store}: the template task ${firstId!} is not in the store`)
-    // The memory store's bytes: what its fills added to the bench process's heap (after full GCs).
-    let heapFilled = 0
-    const base = Date.now() - 1000
-    const live: TaskRecord[] = []
-    let expired = 0
-    const results: StoredSizeResult[] = []
-    for (const size of sizes) {
-      ctx.log(`scale stored ${store}: filling the store up to ${size} live tasks (and a tenth as many past their ttl)`)
-      if (store === 'memory') fullGc()
-      const heapBefore = process.memoryUsage().heapUsed
-      const fillStarted = performance.now()
-      const records: TaskRecord[] = []
-      for (let i = live.length; i < size; i++) {
-        records.push({ ...template, id: newId(template.id), createdAt: base - size + i, lastUpdatedAt: base - size + i, ttlMs: DAY_MS })
+    for (const store of stores) {
+      await mkdir(join(dir, store))
+      try {
+        figures.push(await StoredFigure.open(ctx, store, dir))
+      } catch (err) {
+        failed(store, err)
       }
-      const expiring = Math.round((size - live.length) * EXPIRED_SHARE)
-      for (let i = 0; i < expiring; i++) {
-        const createdAt = base - 2 * TASK_TTL_MS
-        records.push({ ...template, id: newId(template.id), createdAt, lastUpdatedAt: createdAt, ttlMs: TASK_TTL_MS })
-      }
-      // Each write under one of FILL_ACCOUNTS accounts (the limits' key, not the principal tasks/get and tasks/list go by):
-      // PostgreSQL takes an account's creations in turn, and a fill of one account would be that one lock's speed.
-      // PostgreSQL's pool (store.poolSize, 10) hands a connection to a waiting write within store.acquireTimeout (5 s) only.
-      const batch = store === 'postgres' ? 32 : FILL_BATCH
-      for (let i = 0; i < records.length; i += batch) {
-        await Promise.all(records.slice(i, i + batch).map((r, n) => tasks.create(r, { account: `scale-fill-${n % FILL_ACCOUNTS}` })))
-      }
-      const fillMs = performance.now() - fillStarted
-      if (store === 'memory') {
-        fullGc()
-        heapFilled += process.memoryUsage().heapUsed - heapBefore
-      }
-      live.push(...records.slice(0, records.length - expiring))
-      expired += expiring
-      // Live tasks in list order: by createdAt, then id (the fill gave each its own createdAt, oldest first).
-      live.sort((a, b) => a.createdAt - b.createdAt || (a.id < b.id ? -1 : 1))
-
-      const getRequests = Array.from({ length: GET_IDS }, (_, i) => session.prepare('tasks/get', { taskId: live[Math.floor(i * live.length / GET_IDS)]!.id }))
-      const middle = live[Math.floor(live.length / 2)]!
-      ctx.log(`scale stored ${store} ${size}: tasks/get, tasks/list (first and middle page), ${CREATIONS} creations, a sweep`)
-      const get = await latencies(getRequests, windowMs, '"status":"completed"')
-      const listFirst = await latencies([session.prepare('tasks/list', {})], windowMs, '"tasks"')
-      const listMiddle = await latencies([session.prepare('tasks/list', { cursor: encodeTaskCursor(middle.createdAt, middle.id) })], windowMs, '"tasks"')
-      const create = await latencies([session.prepare('tools/call', { name: SLOW_TOOL, arguments: QUICK_TASK, task: { ttl: TASK_TTL_MS } })], 4 * windowMs,
-        '"status":"working"', CREATIONS)
-      const bytes = store === 'memory' ? heapFilled : await storeBytes(store, started.storeConfig)
-      const sweepStarted = performance.now()
-      const swept = await tasks.sweep(Date.now())
-      const sweepMs = performance.now() - sweepStarted
-      ctx.log(`scale stored ${store} ${size}: filled in ${(fillMs / 1000).toFixed(1)} s, measured in ${((performance.now() - fillStarted - fillMs) / 1000).toFixed(1)} s`)
-      results.push({ tasks: size, expired, get, listFirst, listMiddle, create, sweepMs, swept, storeBytes: bytes, fillMs })
-      expired = 0
     }
-    return results
+    for (const size of sizes) {
+      const fill = async (figure: StoredFigure): Promise<void> => {
+        if (failures[figure.store] !== undefined) return
+        try {
+          await figure.fill(size)
+        } catch (err) {
+          failed(figure.store, err)
+        }
+      }
+      // The memory store alone: its size is what its fill adds to the bench process's heap.
+      for (const figure of figures.filter((f) => f.store === 'memory')) await fill(figure)
+      await Promise.all(figures.filter((f) => f.store !== 'memory').map(fill))
+      for (const figure of figures) {
+        if (failures[figure.store] !== undefined) continue
+        try {
+          (byStore[figure.store] ??= []).push(await figure.measure(size, windowMs))
+        } catch (err) {
+          failed(figure.store, err)
+        }
+      }
+    }
+    return { byStore, failures }
   } finally {
-    // The gateway first: ending the session would cancel its principal's tasks, a walk over the whole store.
-    await started.close()
-    await session.close()
+    for (const figure of figures) await figure.close().catch(() => {})
     await rm(dir, { recursive: true, force: true })
   }
 }

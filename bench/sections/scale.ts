@@ -15,7 +15,7 @@ import type { BenchContext, Check, Section, SectionResult } from '../lib/types.t
 import { GROWTH_LIMIT, sessionsReport, stdioReport, storedReport, watchReport, type Curve } from './scale-report.ts'
 import { measureOpenSessions } from './scale-sessions.ts'
 import { measureStdioSessions } from './scale-stdio.ts'
-import { measureStoredTasks, type StoredSizeResult } from './scale-stored.ts'
+import { measureStoredTasks } from './scale-stored.ts'
 import { measureWatchedTasks } from './scale-watch.ts'
 
 async function run (ctx: BenchContext): Promise<SectionResult> {
@@ -48,16 +48,9 @@ async function run (ctx: BenchContext): Promise<SectionResult> {
 
   if (figures.includes('stored')) {
     const stores = await measuredStores(ctx)
-    const byStore: Record<string, StoredSizeResult[]> = {}
-    await timed('stored', async () => {
-      for (const store of stores) {
-        try {
-          byStore[store] = await measureStoredTasks(ctx, store as StoreKind, settings.scaleTasks, latencyMs / 2)
-        } catch (err) {
-          notes.push(`stored tasks, ${store} store: not measured: ${err instanceof Error ? err.message : String(err)}`)
-        }
-      }
-    })
+    const { byStore, failures } = await timed('stored', async () =>
+      await measureStoredTasks(ctx, stores as StoreKind[], settings.scaleTasks, latencyMs / 2))
+    for (const [store, message] of Object.entries(failures)) notes.push(`stored tasks, ${store} store: not measured: ${message}`)
     data.stored = byStore
     add(storedReport(byStore))
     notes.push(
@@ -69,8 +62,8 @@ async function run (ctx: BenchContext): Promise<SectionResult> {
       'store size: SQLite, the database file and its WAL; Redis, MEMORY USAGE of every key under the gateway\'s prefix; PostgreSQL, pg_total_relation_size of ' +
         'the gateway schema\'s tables; memory, the bench process\'s heap after full GC over the heap with the gateway started and empty',
       'the tasks past their ttl are the oldest, ahead of every live task in list order until the sweep removes them: a first page ' +
-        'walks past them (between two sweeps a store holds what expired in one tasks.sweepInterval, usually far fewer than a tenth); ' +
-        'the middle page starts after them',
+        'passes over them without reading them (memory: whole blocks at once; Redis: by their expiry score, once, as they leave the ' +
+        'principal\'s list; SQLite and PostgreSQL: in the index, which holds the expiry); the middle page starts after them',
       ...skippedStoreNotes(ctx, stores),
     )
   }
@@ -78,8 +71,8 @@ async function run (ctx: BenchContext): Promise<SectionResult> {
     const rows = await timed('sessions', () => measureOpenSessions(ctx, settings.scaleSessions, latencyMs))
     data.sessions = rows
     add(sessionsReport(rows))
-    notes.push('open sessions: one fresh gateway (own process, memory store) per size; memory after two full GCs, idle, with the sessions ' +
-      '(initialize and notifications/initialized), then with a GET stream on each; ping from the load generator on one more session, ' +
+    notes.push('open sessions: one gateway (own process, memory store) grown through the sizes; memory after two full GCs, idle, then at each size with the sessions added ' +
+      '(initialize and notifications/initialized), then with a GET stream on each new one; per session and per stream: what all of them added over the idle gateway, over the size; ping from the load generator on one more session, ' +
       `one at a time for ${latencyMs / 1000} s, with everything open`)
   }
   if (figures.includes('watched')) {

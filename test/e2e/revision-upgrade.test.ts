@@ -23,6 +23,12 @@ const PREVIOUS_NAMES_SQL = [
   'UPDATE $.tasks SET resume = replace(replace(resume, \'"era":"2025-11-25"\', \'"era":"legacy"\'), \'"era":"2026-07-28"\', \'"era":"modern"\')',
 ]
 
+/**
+ * Schema steps after the one that named the eras by revision (the principal's list index, which a step run again
+ * leaves as it is): a store taken back to before that step forgets these too.
+ */
+const LATER_STEPS = 1
+
 /** What the tasks store as their eras: the column (or the body's field) and the resume address's. */
 interface StoredEras { era: string, resume: string | undefined }
 
@@ -90,7 +96,7 @@ describe('tasks stored with the previous names of the eras', () => {
     // The file as the previous version left it: its names, at the schema version before this one.
     const file = new Database(database)
     for (const statement of PREVIOUS_NAMES_SQL) file.exec(statement.replace('$.', ''))
-    file.pragma(`user_version = ${SQLITE_SCHEMA - 1}`)
+    file.pragma(`user_version = ${SQLITE_SCHEMA - 1 - LATER_STEPS}`)
     const eras = (): StoredEras => {
       const row = file.prepare<[string], { era: string, resume: string | null }>('SELECT era, resume FROM tasks WHERE id = ?').get(taskId)!
       return { era: row.era, resume: row.resume === null ? undefined : (JSON.parse(row.resume) as Json).era as string }
@@ -131,7 +137,7 @@ describe('tasks stored with the previous names of the eras', () => {
       if (kind === 'postgres') {
         const schema = `"${String(shared.config.schema)}"`
         for (const statement of PREVIOUS_NAMES_SQL) await sql(`${statement.replace('$', schema)} WHERE id = $1`, [taskId])
-        if (again) await sql(`DELETE FROM ${schema}.schema_migrations WHERE version = $1`, [POSTGRES_SCHEMA])
+        if (again) await sql(`DELETE FROM ${schema}.schema_migrations WHERE version >= $1`, [POSTGRES_SCHEMA - LATER_STEPS])
         return
       }
       const key = `${String(shared.config.prefix)}task:${taskId}`

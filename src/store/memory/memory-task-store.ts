@@ -4,15 +4,15 @@ import { deepFreeze } from '../recent-records.ts'
 import { claimedEvent, createdEvent, inputEvent, settledEvent, statusEvent, TIMELINE_LIMIT } from '../task-timeline.ts'
 import { AccountBytes, jsonBytes, overBudget, taskBytes } from '../stored-bytes.ts'
 import type { InputRecord, TaskCreateOptions, TaskCursor, TaskEvent, TaskOutcome, TaskPatch, TaskQuery, TaskRecord, TaskStore } from '../types.ts'
+import { ExpiryQueue } from './expiry-queue.ts'
+import { byPosition, TaskOrder } from './task-order.ts'
 
 function live (task: TaskRecord, now: number): boolean {
   return task.ttlMs === null || task.createdAt + task.ttlMs > now
 }
 
-/** Task order: createdAt, then id (compared by code unit, like SQLite's BINARY collation for ASCII ids). */
-function byPosition (a: TaskCursor, b: TaskCursor): number {
-  if (a.createdAt !== b.createdAt) return a.createdAt - b.createdAt
-  return a.id < b.id ? -1 : a.id > b.id ? 1 : 0
+function expiresAt (task: TaskRecord): number {
+  return task.ttlMs === null ? Infinity : task.createdAt + task.ttlMs
 }
 
 /** A deep copy nothing can change: what the store keeps and hands out, so a read needs no copy. */
@@ -48,6 +48,11 @@ export class MemoryTaskStore implements TaskStore {
   readonly #bytesByAccount: AccountBytes
   /** Each task's timeline, oldest first. */
   readonly #timelines = new Map<string, TaskEvent[]>()
+  /** Each principal's tasks in list order, kept on write: a page is read without sorting the store. */
+  readonly #byPrincipal = new Map<string, TaskOrder>()
+  /** Task ids by the end of their TTL: the sweep takes the due ones without a walk over every task. */
+  readonly #expiries = new ExpiryQueue()
+  #listVisits = 0
 
   constructor (bytes = new AccountBytes()) {
     this.#bytesByAccount = bytes
@@ -71,6 +76,18 @@ export class MemoryTaskStore implements TaskStore {
     this.#accounting.set(task.id, { account, bytes: 0, requestBytes: bytes.request, outcomeBytes })
     this.#count(task.id, bytes.total)
     this.#timelines.set(task.id, [createdEvent(task)])
+    let order = this.#byPrincipal.get(task.principal)
+    if (!order) {
+      order = new TaskOrder()
+      this.#byPrincipal.set(task.principal, order)
+    }
+    order.add({ createdAt: task.createdAt, id: task.id, expiresAt: expiresAt(task) })
+    if (task.ttlMs !== null) this.#expiries.add(task.id, expiresAt(task))
+  }
+
+  /** Task records the list pages of this store have looked at so far (what a page costs, for tests and the bench). */
+  get listVisits (): number {
+    return this.#listVisits
   }
 
   /** Adds `bytes` (or, negative, removes them) to the task's count and its account's. */
@@ -110,10 +127,17 @@ export class MemoryTaskStore implements TaskStore {
   }
 
   async list (principal: string, after: TaskCursor | undefined, limit: number, now: number): Promise<TaskRecord[]> {
-    const tasks = [...this.#tasks.values()]
-      .filter((task) => task.principal === principal && live(task, now) && (!after || byPosition(task, after) > 0))
-      .sort(byPosition)
-    return tasks.slice(0, Math.max(0, limit))
+    const order = this.#byPrincipal.get(principal)
+    if (!order) return []
+    const visited = order.visited
+    const ids = order.page(after, limit, now)
+    this.#listVisits += order.visited - visited
+    const tasks: TaskRecord[] = []
+    for (const id of ids) {
+      const task = this.#tasks.get(id)
+      if (task) tasks.push(task)
+    }
+    return tasks
   }
 
   async query (query: TaskQuery, before: TaskCursor | undefined, limit: number, now: number): Promise<TaskRecord[]> {
@@ -204,8 +228,11 @@ export class MemoryTaskStore implements TaskStore {
 
   async sweep (now: number): Promise<number> {
     let swept = 0
-    for (const [id, task] of this.#tasks) {
-      if (live(task, now)) continue
+    for (const id of this.#expiries.takeDue(now)) {
+      const task = this.#tasks.get(id)
+      if (!task || live(task, now)) continue
+      const order = this.#byPrincipal.get(task.principal)
+      if (order?.remove(task) && order.size === 0) this.#byPrincipal.delete(task.principal)
       this.#inactive(task)
       this.#count(id, -(this.#accounting.get(id)?.bytes ?? 0))
       this.#accounting.delete(id)

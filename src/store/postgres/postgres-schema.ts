@@ -96,6 +96,11 @@ function migrations (s: string, schema: string): ReadonlyArray<readonly string[]
     busTables(schema),
     activeCounter(s),
     revisionNames(s),
+    // A principal's list carries each task's expiry: a page's scan checks it in the index (postgres-task-store.ts).
+    [
+      `CREATE INDEX IF NOT EXISTS tasks_principal_list ON ${s}.tasks (principal, created_at, id, expires_at)`,
+      `DROP INDEX IF EXISTS ${s}.tasks_principal_created`,
+    ],
   ]
 }
 

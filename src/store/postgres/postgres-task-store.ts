@@ -31,6 +31,21 @@ const FILTERS = [['status', 'status'], ['upstream', 'upstream'], ['tool', 'tool'
  * row, so that the limits hold between processes. `tasks/get` is one prepared SELECT, shared by the reads of one
  * turn of the event loop (ReadBatch).
  */
+/**
+ * A page of a principal's tasks (schema `s`; $1 principal, $2 now, then the cursor's $3 createdAt and $4 id when
+ * `after`, then the page size): two ordered index scans of `tasks_principal_list` from the cursor on, merged, one for
+ * the tasks without a TTL and one for those whose TTL runs past now. Each scan checks the expiry in the index, so a
+ * task past its TTL (waiting for the sweep) is passed over there, its row unread; an OR of the two would be a filter
+ * on every row the scan fetched.
+ */
+export function listStatement (s: string, after: boolean): string {
+  const from = after ? 'AND (created_at, id) > ($3, $4)' : ''
+  const limit = after ? '$5' : '$3'
+  const branch = (expiry: string): string =>
+    `(SELECT ${TASK_FIELDS} FROM ${s}.tasks WHERE principal = $1 AND ${expiry} ${from} ORDER BY created_at, id LIMIT ${limit})`
+  return `SELECT * FROM (${branch('expires_at IS NULL')} UNION ALL ${branch('expires_at > $2')}) AS page ORDER BY created_at, id LIMIT ${limit}`
+}
+
 export class PostgresTaskStore implements TaskStore {
   readonly #db: PostgresRunner
   readonly #s: string
@@ -71,10 +86,8 @@ export class PostgresTaskStore implements TaskStore {
   async list (principal: string, after: TaskCursor | undefined, limit: number, now: number): Promise<TaskRecord[]> {
     const bounded = Math.max(0, limit)
     const rows = after
-      ? await this.#db.rows<TaskRow>(`SELECT ${TASK_FIELDS} FROM ${this.#s}.tasks WHERE principal = $1 AND ${live(2)}
-          AND (created_at, id) > ($3, $4) ORDER BY created_at, id LIMIT $5`, [principal, now, after.createdAt, after.id, bounded], 'gw_task_list_after')
-      : await this.#db.rows<TaskRow>(`SELECT ${TASK_FIELDS} FROM ${this.#s}.tasks WHERE principal = $1 AND ${live(2)}
-          ORDER BY created_at, id LIMIT $3`, [principal, now, bounded], 'gw_task_list')
+      ? await this.#db.rows<TaskRow>(listStatement(this.#s, true), [principal, now, after.createdAt, after.id, bounded], 'gw_task_list_after')
+      : await this.#db.rows<TaskRow>(listStatement(this.#s, false), [principal, now, bounded], 'gw_task_list')
     return rows.map(toTask)
   }
 

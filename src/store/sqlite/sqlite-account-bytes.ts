@@ -2,6 +2,16 @@ import type Database from 'better-sqlite3'
 import { overBudget } from '../stored-bytes.ts'
 
 /**
+ * Takes the bytes of the tasks past their TTL at @now off their accounts, returning the accounts it changed: one pass
+ * over those tasks (tasks_expires) summed per account, so that a sweep reads what it removes, not every task of each
+ * account it touches, nor every account.
+ */
+export const SWEEP_ACCOUNT_BYTES = `UPDATE account_bytes SET bytes = account_bytes.bytes - swept.bytes
+  FROM (SELECT account, SUM(bytes) AS bytes FROM tasks INDEXED BY tasks_expires WHERE expires_at <= @now GROUP BY account) AS swept
+  WHERE account_bytes.account = swept.account
+  RETURNING account_bytes.account AS account, account_bytes.bytes AS bytes`
+
+/**
  * The bytes each account's tasks store (TaskCreateOptions.maxStoredBytes), in the `account_bytes` table, with
  * each task's own share in its `bytes` column. Every method runs inside the caller's transaction, so a count
  * changes in the same step as the write it counts.
@@ -10,8 +20,7 @@ export class SqliteAccountBytes {
   readonly #of: Database.Statement<[string], { bytes: number }>
   readonly #addToTask: Database.Statement<[{ id: string, bytes: number }], { account: string }>
   readonly #addToAccount: Database.Statement<[{ account: string, bytes: number }]>
-  readonly #sweep: Database.Statement<[{ now: number }]>
-  readonly #dropEmpty: Database.Statement<[]>
+  readonly #sweep: Database.Statement<[{ now: number }], { account: string, bytes: number }>
   readonly #dropOne: Database.Statement<[string]>
 
   constructor (db: Database.Database) {
@@ -19,10 +28,7 @@ export class SqliteAccountBytes {
     this.#addToTask = db.prepare('UPDATE tasks SET bytes = bytes + @bytes WHERE id = @id RETURNING account')
     this.#addToAccount = db.prepare(`INSERT INTO account_bytes (account, bytes) VALUES (@account, @bytes)
       ON CONFLICT (account) DO UPDATE SET bytes = bytes + excluded.bytes`)
-    this.#sweep = db.prepare(`UPDATE account_bytes SET bytes = bytes -
-        (SELECT COALESCE(SUM(bytes), 0) FROM tasks WHERE expires_at <= @now AND tasks.account = account_bytes.account)
-      WHERE account IN (SELECT account FROM tasks WHERE expires_at <= @now)`)
-    this.#dropEmpty = db.prepare('DELETE FROM account_bytes WHERE bytes <= 0')
+    this.#sweep = db.prepare(SWEEP_ACCOUNT_BYTES)
     this.#dropOne = db.prepare('DELETE FROM account_bytes WHERE account = ? AND bytes <= 0')
   }
 
@@ -53,7 +59,6 @@ export class SqliteAccountBytes {
 
   /** Takes the bytes of the tasks past their TTL at `now` off their accounts (before they are deleted). */
   sweep (now: number): void {
-    this.#sweep.run({ now })
-    this.#dropEmpty.run()
+    for (const { account, bytes } of this.#sweep.all({ now })) if (bytes <= 0) this.#dropOne.run(account)
   }
 }

@@ -98,6 +98,10 @@ export const MIGRATIONS: readonly string[] = [
   `UPDATE tasks SET era = CASE era WHEN 'legacy' THEN '2025-11-25' ELSE '2026-07-28' END WHERE era IN ('legacy', 'modern');
    UPDATE tasks SET resume = replace(replace(resume, '"era":"legacy"', '"era":"2025-11-25"'), '"era":"modern"', '"era":"2026-07-28"')
      WHERE resume LIKE '%"era":"legacy"%' OR resume LIKE '%"era":"modern"%';`,
+  // A principal's list carries each task's expiry, so a page passes over tasks past their TTL that wait for the
+  // sweep in the index, without reading their rows.
+  `CREATE INDEX IF NOT EXISTS tasks_principal_list ON tasks (principal, created_at, id, expires_at);
+   DROP INDEX IF EXISTS tasks_principal_created;`,
 ]
 
 export const SCHEMA_VERSION = MIGRATIONS.length

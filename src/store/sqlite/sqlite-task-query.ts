@@ -18,7 +18,7 @@ interface QueryParams {
 /**
  * The operator's query over every principal's tasks, newest first. One statement per combination of filters
  * (at most 32, prepared on first use), so that SQLite picks an index for each: `tasks_created` walks every task
- * in order, `tasks_principal_created` serves a principal filter.
+ * in order, `tasks_principal_list` serves a principal filter.
  */
 export class SqliteTaskQuery<Row> {
   readonly #db: Database.Database

@@ -33,6 +33,14 @@ interface TransitionParams {
 
 const LIVE = '(expires_at IS NULL OR expires_at > @now)'
 
+/**
+ * A page of a principal's tasks, read in the order of `tasks_principal_list` from the cursor on: the index holds
+ * each task's expiry, so a task past its TTL (waiting for the sweep) is passed over in the index, its row unread.
+ */
+export const LIST_FIRST = `SELECT * FROM tasks WHERE principal = @principal AND ${LIVE} ORDER BY created_at, id LIMIT @limit`
+export const LIST_AFTER = `SELECT * FROM tasks WHERE principal = @principal AND ${LIVE}
+  AND (created_at > @createdAt OR (created_at = @createdAt AND id > @id)) ORDER BY created_at, id LIMIT @limit`
+
 /** What a new task's row stores, measured as stored-bytes.ts's taskBytes measures it, from the JSON already written. */
 function rowTaskBytes (row: TaskRow): number {
   const outcome = row.outcome === null ? 0 : Buffer.byteLength(row.outcome)
@@ -97,11 +105,8 @@ export class SqliteTaskStore implements TaskStore {
         @account, @bytes)`)
     this.#select = db.prepare(`SELECT * FROM tasks WHERE id = @id AND ${LIVE}`)
     this.#selectAny = db.prepare('SELECT * FROM tasks WHERE id = ?')
-    this.#listFirst = db.prepare(`SELECT * FROM tasks WHERE principal = @principal AND ${LIVE}
-      ORDER BY created_at, id LIMIT @limit`)
-    this.#listAfter = db.prepare(`SELECT * FROM tasks WHERE principal = @principal AND ${LIVE}
-        AND (created_at > @createdAt OR (created_at = @createdAt AND id > @id))
-      ORDER BY created_at, id LIMIT @limit`)
+    this.#listFirst = db.prepare(LIST_FIRST)
+    this.#listAfter = db.prepare(LIST_AFTER)
     this.#query = new SqliteTaskQuery<TaskRow>(db, LIVE)
     this.#update = db.prepare(`UPDATE tasks SET status = @to,
         status_message = CASE WHEN @keepMessage THEN status_message ELSE @statusMessage END,
