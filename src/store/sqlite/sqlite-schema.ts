@@ -98,6 +98,16 @@ export const MIGRATIONS: readonly string[] = [
   `UPDATE tasks SET era = CASE era WHEN 'legacy' THEN '2025-11-25' ELSE '2026-07-28' END WHERE era IN ('legacy', 'modern');
    UPDATE tasks SET resume = replace(replace(resume, '"era":"legacy"', '"era":"2025-11-25"'), '"era":"modern"', '"era":"2026-07-28"')
      WHERE resume LIKE '%"era":"legacy"%' OR resume LIKE '%"era":"modern"%';`,
+  // What renews each principal's upstream token for work resumed without its caller (store/grant-vault.ts):
+  // sealed text only, never a token in clear. Written to run again harmlessly (a test replays the steps before it).
+  `CREATE TABLE IF NOT EXISTS grants (
+     principal TEXT NOT NULL,
+     upstream TEXT NOT NULL,
+     sealed TEXT NOT NULL,
+     expires_at INTEGER NOT NULL,
+     PRIMARY KEY (principal, upstream)
+   ) WITHOUT ROWID;
+   CREATE INDEX IF NOT EXISTS grants_expires ON grants (expires_at);`,
 ]
 
 export const SCHEMA_VERSION = MIGRATIONS.length
