@@ -2,10 +2,9 @@
 // Redis and PostgreSQL (a second store on the same prefix or schema, as another process). The raw readers look
 // at what the backend itself holds: the file's bytes, every value under the prefix, every row of the table.
 import { randomUUID } from 'node:crypto'
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { Redis } from 'ioredis'
 import { afterAll } from 'vitest'
 import { MemoryStore } from '../../src/store/memory/memory-store.ts'
 import { PostgresStore } from '../../src/store/postgres/postgres-store.ts'
@@ -14,42 +13,11 @@ import { SqliteStore } from '../../src/store/sqlite/sqlite-store.ts'
 import type { GatewayStore } from '../../src/store/types.ts'
 import { dropSchema, freshSchema, sql, storeOptions } from '../helpers/postgres.ts'
 import { purge, REDIS_URL } from '../helpers/redis.ts'
+import { redisValues, sqliteBytes } from '../helpers/raw-store.ts'
 import { grantStoreContract, type GrantBackend } from './grant-store.contract.ts'
 
 const dir = mkdtempSync(join(tmpdir(), 'gw-grants-'))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
-
-/** The bytes of a SQLite database file and of its write-ahead log, as text. */
-export function sqliteBytes (file: string): string {
-  const parts = [file, `${file}-wal`].map((path) => {
-    try {
-      return readFileSync(path).toString('latin1')
-    } catch {
-      return ''
-    }
-  })
-  return parts.join('\n')
-}
-
-/** Every value Redis holds under `prefix` (hash fields and values, set members, strings), as text. */
-export async function redisValues (prefix: string): Promise<string> {
-  const redis = new Redis(REDIS_URL)
-  try {
-    const keys = await redis.keys(`${prefix}*`)
-    const values: string[] = []
-    for (const key of keys) {
-      const type = await redis.type(key)
-      if (type === 'hash') values.push(...Object.entries(await redis.hgetall(key)).flat())
-      else if (type === 'zset') values.push(...await redis.zrange(key, '0', '-1'))
-      else if (type === 'string') values.push(await redis.get(key) ?? '')
-      else if (type === 'list') values.push(...await redis.lrange(key, '0', '-1'))
-      else if (type === 'set') values.push(...await redis.smembers(key))
-    }
-    return [...keys, ...values].join('\n')
-  } finally {
-    await redis.quit()
-  }
-}
 
 grantStoreContract('memory', async () => {
   const store = new MemoryStore()
