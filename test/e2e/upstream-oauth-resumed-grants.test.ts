@@ -122,6 +122,21 @@ describe('OAuth token exchange: work resumed without its caller gets a token fro
     for (const token of tokens) expect(values).not.toContain(token)
   })
 
+  it('on Redis, two processes renewing one principal at once: the one whose refresh token the other used up takes the newer grant', async () => {
+    const prefix = `mcpgw-test:${randomUUID()}:`
+    const stores = [new RedisStore({ url: REDIS_URL, prefix }), new RedisStore({ url: REDIS_URL, prefix })]
+    for (const store of stores) open.push({ close: async () => { await store.close() } })
+    open.push({ close: async () => { await purge(prefix) } })
+    await Promise.all(stores.map(async (store) => { await store.ready() }))
+    const [one, two] = [await exchange(stores[0]!), await exchange(stores[1]!)]
+    await one.headersFor({ principal: 'erin', subjectToken: await as.callerToken('erin') })
+    // Both read the same stored refresh token; the server takes it once (rotation) and refuses its second use.
+    const [a, b] = await Promise.all([one.headersFor(resumed('erin')), two.headersFor(resumed('erin'))])
+    expect(await whoami(upstream.url, a.headers)).toBe('erin')
+    expect(await whoami(upstream.url, b.headers)).toBe('erin')
+    expect(await stores[0]!.grants.get('erin', 'remote', Date.now())).not.toBeNull()
+  })
+
   it('gives a refused grant GW_ERR_UPSTREAM_TOKEN_REFUSED, naming the upstream, and deletes it from the store', async () => {
     const file = join(dir, `${randomUUID()}.db`)
     const store = new SqliteStore(file)

@@ -143,16 +143,12 @@ export class OAuthTokenExchange implements UpstreamCredentials {
 
   /**
    * A token for `principal`'s work without its caller, from the grant stored for it (whichever process stored
-   * it last): never from a copy in memory, which another process's refresh may have used up. A grant the
-   * authorization server refuses is deleted, unless another process has meanwhile stored a newer one.
+   * it last): never from a copy in memory, which another process's refresh may have used up. A refused grant
+   * is tried again once when another process has meanwhile stored a newer one (both read the same refresh token,
+   * and the server took it once); else it is deleted.
    */
-  async #renewFromStore (principal: string, grants: GrantVault): Promise<ObtainedToken> {
-    let held: HeldGrant | undefined
-    try {
-      held = await grants.load(principal, this.#upstream)
-    } catch {
-      throw new TokenFailure('unavailable', 'the grant stored for work resumed without its caller cannot be read: the store is unavailable')
-    }
+  async #renewFromStore (principal: string, grants: GrantVault, again = false): Promise<ObtainedToken> {
+    const held = await this.#loadGrant(principal, grants)
     if (held === undefined) {
       throw new TokenFailure('missing', 'the work was resumed without its caller, and no grant for this principal is stored ' +
         '(no exchange left a refresh token, or it expired or was refused)')
@@ -165,9 +161,19 @@ export class OAuthTokenExchange implements UpstreamCredentials {
       return await this.#endpoint.refresh(held.refreshToken, held.issuer)
     } catch (err) {
       if (!(err instanceof TokenFailure) || err.kind !== 'refused') throw err
+      const newer = again ? undefined : await this.#loadGrant(principal, grants)
+      if (newer !== undefined && newer.sealed !== held.sealed) return await this.#renewFromStore(principal, grants, true)
       this.#refreshTokens.delete(principal)
       await grants.forget(principal, this.#upstream, held)
       throw new TokenFailure('refused', `the grant stored for work resumed without its caller was refused (it is deleted): ${err.message}`)
+    }
+  }
+
+  async #loadGrant (principal: string, grants: GrantVault): Promise<HeldGrant | undefined> {
+    try {
+      return await grants.load(principal, this.#upstream)
+    } catch {
+      throw new TokenFailure('unavailable', 'the grant stored for work resumed without its caller cannot be read: the store is unavailable')
     }
   }
 
