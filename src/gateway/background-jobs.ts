@@ -88,6 +88,9 @@ export function gatewayJobs (core: Pick<GatewayCore, 'config' | 'store' | 'tasks
     run: async () => {
       const count = await tasks.sweep()
       if (count > 0) log.info({ count }, 'deleted expired tasks')
+      // Grants that renew upstream tokens for resumed work (store/grant-vault.ts) expire on the same beat.
+      const grants = await store.grants.sweep(Date.now())
+      if (grants > 0) log.info({ count: grants }, 'deleted expired upstream grants')
     },
   })
   return { sessionSweep, taskSweep, lease: core.lease, homes: homeRenewal(core.homes) }

@@ -198,6 +198,7 @@ export function withSignedBus (store: GatewayStore, options: SignedBusOptions): 
     leases: store.leases,
     homes: store.homes,
     rateLimits: store.rateLimits,
+    grants: store.grants,
     health: async () => await store.health(),
     close: async () => await store.close(),
   }

@@ -76,6 +76,7 @@ export function timedStore (store: GatewayStore, metrics: GatewayMetrics): Gatew
     leases: timed(store.leases, 'leases', metrics),
     homes: timed(store.homes, 'homes', metrics),
     rateLimits: timed(store.rateLimits, 'rateLimits', metrics),
+    grants: timed(store.grants, 'grants', metrics),
     health: () => store.health(),
     close: () => store.close(),
   }

@@ -331,6 +331,35 @@ export interface RateLimitStore {
   take (key: string, rate: number, burst: number): Promise<number>
 }
 
+/**
+ * One principal's grant for one upstream, sealed (store/grant-vault.ts): what renews that principal's upstream
+ * token for work that no longer has its caller (a task resumed by another process, or after a restart). The
+ * store keeps `sealed` as opaque text and never sees what it holds.
+ */
+export interface GrantRecord {
+  principal: string
+  upstream: string
+  /** Encrypted and authenticated for exactly this principal and upstream; opaque to the store. */
+  sealed: string
+  /** Epoch ms (the writer's clock) from which the record is gone. */
+  expiresAt: number
+}
+
+/** Sealed grants, one per (principal, upstream): the latest write wins. */
+export interface GrantStore {
+  /** Stores `record`, replacing the one of its principal and upstream. */
+  put (record: GrantRecord): Promise<void>
+  /** The record of `principal` and `upstream`, or null when there is none or it expired at `now`. */
+  get (principal: string, upstream: string, now: number): Promise<GrantRecord | null>
+  /**
+   * Deletes the record of `principal` and `upstream`; with `sealed`, only while it is still that one (a grant
+   * refused by the authorization server does not take a newer one another process wrote). Returns whether one went.
+   */
+  delete (principal: string, upstream: string, sealed?: string): Promise<boolean>
+  /** Deletes the records expired at `now`; returns how many. */
+  sweep (now: number): Promise<number>
+}
+
 export interface StoreHealth {
   ok: boolean
   kind: string
@@ -351,6 +380,7 @@ export interface GatewayStore {
   readonly leases: LeaseStore
   readonly homes: HomeStore
   readonly rateLimits: RateLimitStore
+  readonly grants: GrantStore
   /** Where the store can be emptied under the gateway (Redis): a loss is noticed and told (see data-loss.ts). */
   readonly dataLoss?: DataLossWatch
   /** Liveness of the backend for /readyz. */

@@ -13,21 +13,18 @@ import { sql } from '../helpers/postgres.ts'
 import { readStore, SHARED_KINDS, sharedStore, type SharedStore } from '../helpers/shared-store.ts'
 import { recordedInSqlite, recordedInStore, startPair } from '../helpers/resume.ts'
 import { SCHEMA_VERSION as SQLITE_SCHEMA } from '../../src/store/sqlite/sqlite-schema.ts'
-import { SCHEMA_VERSION as POSTGRES_SCHEMA } from '../../src/store/postgres/postgres-schema.ts'
 
 type Json = Record<string, unknown>
+
+/** The steps that named the eras by revision (released steps keep their numbers): SQLite's 11th, PostgreSQL's 4th. */
+const SQLITE_REVISION_STEP = 11
+const POSTGRES_REVISION_STEP = 4
 
 /** The SQL that puts back the names the previous version stored: the era `legacy`/`modern`, in the column and the resume address. */
 const PREVIOUS_NAMES_SQL = [
   "UPDATE $.tasks SET era = CASE era WHEN '2025-11-25' THEN 'legacy' ELSE 'modern' END",
   'UPDATE $.tasks SET resume = replace(replace(resume, \'"era":"2025-11-25"\', \'"era":"legacy"\'), \'"era":"2026-07-28"\', \'"era":"modern"\')',
 ]
-
-/**
- * Schema steps after the one that named the eras by revision (the principal's list index, which a step run again
- * leaves as it is): a store taken back to before that step forgets these too.
- */
-const LATER_STEPS = 1
 
 /** What the tasks store as their eras: the column (or the body's field) and the resume address's. */
 interface StoredEras { era: string, resume: string | undefined }
@@ -96,7 +93,7 @@ describe('tasks stored with the previous names of the eras', () => {
     // The file as the previous version left it: its names, at the schema version before this one.
     const file = new Database(database)
     for (const statement of PREVIOUS_NAMES_SQL) file.exec(statement.replace('$.', ''))
-    file.pragma(`user_version = ${SQLITE_SCHEMA - 1 - LATER_STEPS}`)
+    file.pragma(`user_version = ${SQLITE_REVISION_STEP - 1}`)
     const eras = (): StoredEras => {
       const row = file.prepare<[string], { era: string, resume: string | null }>('SELECT era, resume FROM tasks WHERE id = ?').get(taskId)!
       return { era: row.era, resume: row.resume === null ? undefined : (JSON.parse(row.resume) as Json).era as string }
@@ -137,7 +134,7 @@ describe('tasks stored with the previous names of the eras', () => {
       if (kind === 'postgres') {
         const schema = `"${String(shared.config.schema)}"`
         for (const statement of PREVIOUS_NAMES_SQL) await sql(`${statement.replace('$', schema)} WHERE id = $1`, [taskId])
-        if (again) await sql(`DELETE FROM ${schema}.schema_migrations WHERE version >= $1`, [POSTGRES_SCHEMA - LATER_STEPS])
+        if (again) await sql(`DELETE FROM ${schema}.schema_migrations WHERE version >= $1`, [POSTGRES_REVISION_STEP])
         return
       }
       const key = `${String(shared.config.prefix)}task:${taskId}`

@@ -4,6 +4,7 @@ import { MemoryRateLimits } from './memory-rate-limits.ts'
 import { MemoryBus } from './memory-bus.ts'
 import { MemoryTaskStore } from './memory-task-store.ts'
 import { MemoryHomeStore } from './memory-homes.ts'
+import { MemoryGrantStore } from './memory-grants.ts'
 import { AccountBytes, overBudget, sessionBytes } from '../stored-bytes.ts'
 
 class MemorySessionStore implements SessionStore {
@@ -110,6 +111,7 @@ export class MemoryStore implements GatewayStore {
   readonly leases = new MemoryLeaseStore()
   readonly homes = new MemoryHomeStore()
   readonly rateLimits = new MemoryRateLimits()
+  readonly grants = new MemoryGrantStore()
 
   async health (): Promise<StoreHealth> {
     return { ok: true, kind: this.kind }

@@ -101,6 +101,13 @@ function migrations (s: string, schema: string): ReadonlyArray<readonly string[]
       `CREATE INDEX IF NOT EXISTS tasks_principal_list ON ${s}.tasks (principal, created_at, id, expires_at)`,
       `DROP INDEX IF EXISTS ${s}.tasks_principal_created`,
     ],
+    // What renews each principal's upstream token for work resumed without its caller (store/grant-vault.ts):
+    // sealed text only, never a token in clear. Written to run again harmlessly, as the steps before it.
+    [
+      `CREATE TABLE IF NOT EXISTS ${s}.grants (principal text COLLATE "C" NOT NULL, upstream text COLLATE "C" NOT NULL, sealed text NOT NULL,
+         expires_at bigint NOT NULL, PRIMARY KEY (principal, upstream))`,
+      `CREATE INDEX IF NOT EXISTS grants_expires ON ${s}.grants (expires_at)`,
+    ],
   ]
 }
 

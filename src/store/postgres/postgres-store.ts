@@ -6,6 +6,7 @@ import { connectionConfig, PostgresRunner, type PostgresConnectionOptions } from
 import { PostgresBus } from './postgres-bus.ts'
 import { PostgresHomeStore, PostgresLeaseStore } from './postgres-homes.ts'
 import { PostgresRateLimits } from './postgres-rate-limits.ts'
+import { PostgresGrantStore } from './postgres-grants.ts'
 import { migrate, SCHEMA_NAME } from './postgres-schema.ts'
 import { PostgresSessionStore } from './postgres-sessions.ts'
 import { PostgresTaskStore } from './postgres-task-store.ts'
@@ -38,6 +39,7 @@ export class PostgresStore implements GatewayStore {
   readonly leases: PostgresLeaseStore
   readonly homes: PostgresHomeStore
   readonly rateLimits: PostgresRateLimits
+  readonly grants: PostgresGrantStore
   readonly #db: PostgresRunner
   readonly #schema: string
   #closed: Promise<void> | undefined
@@ -54,6 +56,7 @@ export class PostgresStore implements GatewayStore {
     this.leases = new PostgresLeaseStore(this.#db, options.schema)
     this.homes = new PostgresHomeStore(this.#db, options.schema)
     this.rateLimits = new PostgresRateLimits(this.#db, options.schema)
+    this.grants = new PostgresGrantStore(this.#db, options.schema)
     this.bus = new PostgresBus({
       pool: this.#db.pool,
       connection,

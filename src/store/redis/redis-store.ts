@@ -10,6 +10,7 @@ import { sessionBytes } from '../stored-bytes.ts'
 import { RedisTaskStore } from './redis-task-store.ts'
 import { RedisRateLimits } from './redis-rate-limits.ts'
 import { RedisHomeStore } from './redis-homes.ts'
+import { RedisGrantStore } from './redis-grants.ts'
 import { RedisHealth } from './redis-health.ts'
 import { RedisEpoch } from './redis-epoch.ts'
 import { migrateRevisions } from './redis-revisions.ts'
@@ -231,6 +232,7 @@ export class RedisStore implements GatewayStore {
   readonly leases: RedisLeaseStore
   readonly homes: RedisHomeStore
   readonly rateLimits: RedisRateLimits
+  readonly grants: RedisGrantStore
   readonly #redis: Redis
   readonly #subscriber: Redis
   readonly #health: RedisHealth
@@ -275,6 +277,7 @@ export class RedisStore implements GatewayStore {
     this.leases = guarded(new RedisLeaseStore(this.#redis, options.prefix, () => { void this.#epoch.check() }), failed)
     this.homes = guarded(new RedisHomeStore(this.#redis, options.prefix), failed)
     this.rateLimits = guarded(new RedisRateLimits(this.#redis, options.prefix), failed)
+    this.grants = guarded(new RedisGrantStore(this.#redis, options.prefix), failed)
   }
 
   /** Logs an outage of the command connection once when it begins and once when it ends, not per retry. */

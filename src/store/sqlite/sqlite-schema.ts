@@ -102,6 +102,16 @@ export const MIGRATIONS: readonly string[] = [
   // sweep in the index, without reading their rows.
   `CREATE INDEX IF NOT EXISTS tasks_principal_list ON tasks (principal, created_at, id, expires_at);
    DROP INDEX IF EXISTS tasks_principal_created;`,
+  // What renews each principal's upstream token for work resumed without its caller (store/grant-vault.ts):
+  // sealed text only, never a token in clear. Written to run again harmlessly (a test replays the steps before it).
+  `CREATE TABLE IF NOT EXISTS grants (
+     principal TEXT NOT NULL,
+     upstream TEXT NOT NULL,
+     sealed TEXT NOT NULL,
+     expires_at INTEGER NOT NULL,
+     PRIMARY KEY (principal, upstream)
+   ) WITHOUT ROWID;
+   CREATE INDEX IF NOT EXISTS grants_expires ON grants (expires_at);`,
 ]
 
 export const SCHEMA_VERSION = MIGRATIONS.length

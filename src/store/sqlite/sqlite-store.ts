@@ -1,6 +1,6 @@
 import Database from 'better-sqlite3'
 import { GatewayError } from '../../errors.ts'
-import type { GatewayStore, SessionStore, StoreHealth } from '../types.ts'
+import type { GatewayStore, GrantStore, SessionStore, StoreHealth } from '../types.ts'
 import { MemoryRateLimits } from '../memory/memory-rate-limits.ts'
 import { MemoryBus } from '../memory/memory-bus.ts'
 import { MemoryLeaseStore, MemoryStore } from '../memory/memory-store.ts'
@@ -10,6 +10,7 @@ import type { SqliteFileLock, SqliteFileLockOptions } from './sqlite-file-lock.t
 import { MemoryHomeStore } from '../memory/memory-homes.ts'
 import { WriteRefusals } from '../write-refusals.ts'
 import { SqliteSessionStore } from './sqlite-session-store.ts'
+import { SqliteGrantStore } from './sqlite-grant-store.ts'
 import { openSqliteFile } from './sqlite-open.ts'
 import { isBusy, SqliteGuard, type GuardedOperations, type StoreFault } from './sqlite-guard.ts'
 
@@ -17,6 +18,10 @@ import { isBusy, SqliteGuard, type GuardedOperations, type StoreFault } from './
 const TASK_OPERATIONS: GuardedOperations = {
   writes: new Set(['create', 'transition', 'claim', 'sweep', 'addInput', 'settleInput']),
   creations: new Set(['create']),
+}
+const GRANT_OPERATIONS: GuardedOperations = {
+  writes: new Set(['put', 'delete', 'sweep']),
+  creations: new Set(),
 }
 const SESSION_OPERATIONS: GuardedOperations = {
   writes: new Set(['create', 'touch', 'delete', 'sweep']),
@@ -44,6 +49,7 @@ export class SqliteStore implements GatewayStore {
   readonly homes = new MemoryHomeStore()
   /** In process: one process per file, so its buckets need not be shared (nor survive a restart). */
   readonly rateLimits = new MemoryRateLimits()
+  readonly grants: GrantStore
   readonly #db: Database.Database
   readonly #checkpointer: Checkpointer | undefined
   readonly #lock: SqliteFileLock | undefined
@@ -76,6 +82,7 @@ export class SqliteStore implements GatewayStore {
     this.sessions = this.#readOnly !== undefined
       ? new MemoryStore().sessions
       : this.#refusals.watch(guard.wrap(new SqliteSessionStore(this.#db, tasks.accountBytes), SESSION_OPERATIONS), 'sessions', sqliteRefusal)
+    this.grants = guard.wrap(new SqliteGrantStore(this.#db), GRANT_OPERATIONS)
     if (this.#readOnly !== undefined) onFault(this.#readOnly)
     if (path !== ':memory:' && this.#readOnly === undefined) {
       this.#db.pragma('wal_autocheckpoint = 0')

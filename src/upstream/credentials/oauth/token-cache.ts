@@ -20,6 +20,8 @@ export interface ObtainedToken {
   readonly expiresAt: number | undefined
   /** Set by a grant that returned one (kept in memory to renew without the caller, see token exchange). */
   readonly refreshToken?: string | undefined
+  /** The issuer of the authorization server that gave it (a refresh token goes back to that server only). */
+  readonly issuer?: string | undefined
 }
 
 /** Gets a new token; `previous` is the one it replaces (for its refresh token). */

@@ -11,7 +11,7 @@ import { fetchWithTimeout } from './authorization-server-discovery.ts'
 import type { ClientAuthentication } from './client-authentication.ts'
 import { isLoopback, type OAuthCredentialsOptions, type ResolvedTimings } from './oauth-options.ts'
 import type { ObtainedToken } from './token-cache.ts'
-import { classifyTokenError } from './token-failure.ts'
+import { classifyTokenError, TokenFailure } from './token-failure.ts'
 
 export const TOKEN_EXCHANGE_GRANT = 'urn:ietf:params:oauth:grant-type:token-exchange'
 export const ACCESS_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:access_token'
@@ -63,8 +63,16 @@ export class TokenEndpoint {
     })
   }
 
-  /** A new access token from a refresh token an earlier grant returned. */
-  async refresh (refreshToken: string): Promise<ObtainedToken> {
+  /**
+   * A new access token from a refresh token an earlier grant returned. With `issuer` (the server that issued it),
+   * the token is sent only if the upstream's authorization server is still that one; else the grant is refused.
+   */
+  async refresh (refreshToken: string, issuer?: string): Promise<ObtainedToken> {
+    const sameIssuer = (found: DiscoveredServer): void => {
+      if (issuer !== undefined && found.server.issuer !== issuer) {
+        throw new TokenFailure('refused', `the stored grant was issued by '${issuer}', and the upstream's authorization server is now '${found.server.issuer}'`)
+      }
+    }
     return await this.#request([refreshToken], async (found, options) => {
       const res = await oauth.refreshTokenGrantRequest(found.server, this.#client, this.#auth.apply, refreshToken, {
         ...options,
@@ -73,7 +81,7 @@ export class TokenEndpoint {
       const answer = await oauth.processRefreshTokenResponse(found.server, this.#client, res)
       // A server that does not rotate refresh tokens returns none: the one used stays good.
       return answer.refresh_token === undefined ? { ...answer, refresh_token: refreshToken } : answer
-    })
+    }, sameIssuer)
   }
 
   #resourceParams (found: DiscoveredServer): URLSearchParams {
@@ -85,6 +93,8 @@ export class TokenEndpoint {
   async #request (
     secrets: ReadonlyArray<string | undefined>,
     send: (found: DiscoveredServer, options: oauth.TokenEndpointRequestOptions) => Promise<oauth.TokenEndpointResponse>,
+    /** Checks the discovered server before anything is sent to it (throws a TokenFailure to send nothing). */
+    before?: (found: DiscoveredServer) => void,
   ): Promise<ObtainedToken> {
     const all = [...secrets, this.#auth.secret]
     try {
@@ -93,6 +103,7 @@ export class TokenEndpoint {
         [oauth.customFetch]: this.#fetch,
         [oauth.allowInsecureRequests]: isLoopback(new URL(found.server.token_endpoint!)),
       }
+      before?.(found)
       this.requests++
       const startedAt = this.#timings.now()
       const answer = await send(found, options)
@@ -101,6 +112,7 @@ export class TokenEndpoint {
         accessToken: answer.access_token,
         expiresAt: expiresIn === undefined ? undefined : startedAt + expiresIn * 1000,
         refreshToken: answer.refresh_token,
+        issuer: found.server.issuer,
       }
     } catch (err) {
       throw classifyTokenError(err, this.#timings.timeoutMs, all)
