@@ -11,7 +11,7 @@
 // times (the median is reported). With BENCH_CPU_PROFILE=1 it then profiles one more window of each gateway
 // and itemises its CPU per request by part of the work (bench/lib/cpu-items.ts).
 //
-// Environment: BENCH_CPU_REQUESTS (5000), BENCH_CPU_CONCURRENCY (16), BENCH_CPU_ROUNDS (3), BENCH_CPU_PROFILE
+// Environment: BENCH_CPU_REQUESTS (2000), BENCH_CPU_CONCURRENCY (16), BENCH_CPU_ROUNDS (3), BENCH_CPU_PROFILE
 // (0 | 1), BENCH_CPU_AUTH (off,on), BENCH_STORES, BENCH_REDIS_URL, BENCH_POSTGRES_URL, BENCH_OUT (results file,
 // default cpu-per-request.json in the bench's temp directory).
 import { mkdir, mkdtemp, writeFile } from 'node:fs/promises'
@@ -33,7 +33,7 @@ import { createTasks, measuredStores, startTaskGateway, type StoreKind } from '.
 import type { BenchContext } from './lib/types.ts'
 
 const env = process.env
-const REQUESTS = Number(env.BENCH_CPU_REQUESTS ?? 5000)
+const REQUESTS = Number(env.BENCH_CPU_REQUESTS ?? 2000)
 const CONCURRENCY = Number(env.BENCH_CPU_CONCURRENCY ?? 16)
 const ROUNDS = Number(env.BENCH_CPU_ROUNDS ?? 3)
 const PROFILE = env.BENCH_CPU_PROFILE === '1'
@@ -196,6 +196,16 @@ async function answerOf (request: PreparedRequest): Promise<{ contentType: strin
   const text = await res.text()
   const json = contentType.startsWith('text/event-stream') ? /^data: (.*)$/m.exec(text)?.[1] ?? '{}' : text
   return { contentType, answer: JSON.parse(json) as Record<string, unknown> }
+}
+
+let interrupted = false
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.on(signal, () => {
+    if (interrupted) return
+    interrupted = true
+    const exit = (): never => process.exit(signal === 'SIGINT' ? 130 : 143)
+    closeAll().then(exit, exit)
+  })
 }
 
 let code = 0
