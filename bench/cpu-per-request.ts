@@ -12,7 +12,7 @@
 // and itemises its CPU per request by part of the work (bench/lib/cpu-items.ts).
 //
 // Environment: BENCH_CPU_REQUESTS (2000), BENCH_CPU_CONCURRENCY (16), BENCH_CPU_ROUNDS (3), BENCH_CPU_PROFILE
-// (0 | 1), BENCH_CPU_AUTH (off,on), BENCH_STORES, BENCH_REDIS_URL, BENCH_POSTGRES_URL, BENCH_OUT (results file,
+// (0 | 1), BENCH_CPU_AUTH (off,on), BENCH_CPU_BUILD (1 | 0: measure dist/ as it is, not rebuilt), BENCH_STORES, BENCH_REDIS_URL, BENCH_POSTGRES_URL, BENCH_OUT (results file,
 // default cpu-per-request.json in the bench's temp directory).
 import { mkdir, mkdtemp, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
@@ -102,7 +102,8 @@ function gatewayCpu (gateway: GatewayHandle): () => Promise<number | undefined> 
 
 async function main (): Promise<void> {
   const settings = readSettings()
-  await buildDist()
+  // BENCH_CPU_BUILD=0 keeps dist/ as it is: a second run beside a first one measures the same build.
+  if (env.BENCH_CPU_BUILD !== '0') await buildDist()
   const upstream = await startDemoUpstream()
   const ctx: BenchContext = {
     settings,
@@ -143,6 +144,8 @@ async function main (): Promise<void> {
           keep(`floor ${revision}`, await cpuPerRequest(requests, floorCpu))
           for (const m of measured) keep(`${m.name}, ${revision}`, await cpuPerRequest(m.requests.get(revision)!, gatewayCpu(m.gateway)))
         }
+        const last = (target: string): string => `${target} ${rounds.get(target)!.map((us) => us.toFixed(1)).join(' ')}`
+        log(`${store}, ${revision}: µs per request by round: ${[`floor ${revision}`, ...measured.map((m) => `${m.name}, ${revision}`)].map(last).join('; ')}`)
         if (profileDir === undefined) continue
         for (const m of measured) {
           const target = `${m.name}, ${revision}`
