@@ -8,7 +8,8 @@
 // revision (2025-11-25 session client, 2026-07-28 client) and auth off and on (one static bearer token), it
 // sends BENCH_CPU_REQUESTS tasks/get (after as many for warm-up) with BENCH_CPU_CONCURRENCY workers from the
 // bench's load generator, reads the server process's CPU time before and after, and repeats BENCH_CPU_ROUNDS
-// times (the median is reported). With BENCH_CPU_PROFILE=1 it then profiles one more window of each gateway
+// times (the median is reported). The floor and a store's gateways are loaded at the same time in each round, so
+// that a busy machine weighs on them alike: the ratio of a round holds where its absolute numbers do not. With BENCH_CPU_PROFILE=1 it then profiles one more window of each gateway
 // and itemises its CPU per request by part of the work (bench/lib/cpu-items.ts).
 //
 // Environment: BENCH_CPU_REQUESTS (2000), BENCH_CPU_CONCURRENCY (16), BENCH_CPU_ROUNDS (3), BENCH_CPU_PROFILE
@@ -136,13 +137,19 @@ async function main (): Promise<void> {
       for (const revision of REVISIONS) {
         const { floor, requests } = floors.get(revision)!
         const floorCpu = async (): Promise<number | undefined> => procCpuMs(floor.pid)
+        // The floor and the gateways of a round are loaded at the same time: whatever else the machine runs then
+        // weighs on each of them alike, so each round's ratio holds even when the rounds differ twofold.
+        const round = async (): Promise<number[]> => await Promise.all([
+          cpuPerRequest(requests, floorCpu),
+          ...measured.map((m) => cpuPerRequest(m.requests.get(revision)!, gatewayCpu(m.gateway))),
+        ])
         log(`${store}, ${revision}: warm-up`)
-        await cpuPerRequest(requests, floorCpu)
-        for (const m of measured) await cpuPerRequest(m.requests.get(revision)!, gatewayCpu(m.gateway))
-        for (let round = 1; round <= ROUNDS; round++) {
-          log(`${store}, ${revision}: round ${round}/${ROUNDS}, ${REQUESTS} requests per target`)
-          keep(`floor ${revision}`, await cpuPerRequest(requests, floorCpu))
-          for (const m of measured) keep(`${m.name}, ${revision}`, await cpuPerRequest(m.requests.get(revision)!, gatewayCpu(m.gateway)))
+        await round()
+        for (let r = 1; r <= ROUNDS; r++) {
+          log(`${store}, ${revision}: round ${r}/${ROUNDS}, ${REQUESTS} requests per target`)
+          const [floorUs, ...gatewayUs] = await round()
+          keep(`floor ${revision}`, floorUs!)
+          measured.forEach((m, i) => keep(`${m.name}, ${revision}`, gatewayUs[i]!))
         }
         const last = (target: string): string => `${target} ${rounds.get(target)!.map((us) => us.toFixed(1)).join(' ')}`
         log(`${store}, ${revision}: µs per request by round: ${[`floor ${revision}`, ...measured.map((m) => `${m.name}, ${revision}`)].map(last).join('; ')}`)
@@ -164,17 +171,24 @@ async function main (): Promise<void> {
   }
 
   const fmt = (value: number | undefined): string => value === undefined ? '—' : value.toFixed(1)
+  // A gateway's rounds pair with the floor's of the same store: the floor rounds are kept in store order.
+  const floorRounds = (target: string): number[] => {
+    const all = rounds.get(`floor ${REVISIONS.find((r) => target.endsWith(r))!}`)!
+    const store = stores.indexOf(target.slice(0, target.indexOf(',')) as StoreKind)
+    return all.slice(store * ROUNDS, (store + 1) * ROUNDS)
+  }
   const table: Table = {
-    title: `CPU µs per tasks/get, median of ${ROUNDS} rounds of ${REQUESTS} requests, ${CONCURRENCY} workers (rounds in brackets)`,
-    head: ['store, auth, revision', 'floor µs', 'gateway µs', 'above floor µs', 'floor ÷ gateway', 'gateway rounds'],
+    title: `CPU µs per tasks/get, median of ${ROUNDS} rounds of ${REQUESTS} requests, ${CONCURRENCY} workers per target, ` +
+      'the floor and the gateways of a store loaded at the same time (above floor and the ratio: medians of the rounds\' own)',
+    head: ['store, auth, revision', 'floor µs', 'gateway µs', 'above floor µs', 'floor ÷ gateway', 'floor rounds', 'gateway rounds'],
     rows: [...rounds].filter(([target]) => !target.startsWith('floor')).map(([target, values]) => {
-      const floorUs = median(rounds.get(`floor ${REVISIONS.find((r) => target.endsWith(r))!}`)!)
-      const us = median(values)
-      return [target, fmt(floorUs), fmt(us), fmt(us - floorUs), `${(100 * floorUs / us).toFixed(0)} %`, values.map(fmt).join(' ')]
+      const floor = floorRounds(target)
+      const above = median(values.map((us, i) => us - floor[i]!))
+      const ratio = median(values.map((us, i) => floor[i]! / us))
+      return [target, fmt(median(floor)), fmt(median(values)), fmt(above), `${(100 * ratio).toFixed(0)} %`, floor.map(fmt).join(' '), values.map(fmt).join(' ')]
     }),
   }
   process.stdout.write(`${renderTable(table)}\n\n`)
-  for (const revision of REVISIONS) process.stdout.write(`  · floor ${revision} rounds: ${rounds.get(`floor ${revision}`)!.map(fmt).join(' ')} µs\n`)
   if (items.size > 0) {
     const targets = [...items.keys()]
     const itemTable: Table = {
