@@ -9,12 +9,14 @@
 // sends BENCH_CPU_REQUESTS tasks/get (after as many for warm-up) with BENCH_CPU_CONCURRENCY workers from the
 // bench's load generator, reads the server process's CPU time before and after, and repeats BENCH_CPU_ROUNDS
 // times (the median is reported). The floor and a store's gateways are loaded at the same time in each round, so
-// that a busy machine weighs on them alike: the ratio of a round holds where its absolute numbers do not. With BENCH_CPU_PROFILE=1 it then profiles one more window of each gateway
-// and itemises its CPU per request by part of the work (bench/lib/cpu-items.ts).
+// that a busy machine weighs on them alike: the ratio of a round holds where its absolute numbers do not. With
+// BENCH_CPU_PROFILE=1 it then profiles one more window of each gateway and itemises its CPU per request by part of
+// the work (bench/lib/cpu-items.ts).
 //
 // Environment: BENCH_CPU_REQUESTS (2000), BENCH_CPU_CONCURRENCY (16), BENCH_CPU_ROUNDS (3), BENCH_CPU_PROFILE
-// (0 | 1), BENCH_CPU_AUTH (off,on), BENCH_CPU_BUILD (1 | 0: measure dist/ as it is, not rebuilt), BENCH_STORES, BENCH_REDIS_URL, BENCH_POSTGRES_URL, BENCH_OUT (results file,
-// default cpu-per-request.json in the bench's temp directory).
+// (0 | 1), BENCH_CPU_AUTH (off,on), BENCH_CPU_BUILD (1 | 0: measure dist/ as it is, not rebuilt), BENCH_STORES,
+// BENCH_REDIS_URL, BENCH_POSTGRES_URL, BENCH_OUT (results file, default cpu-per-request.json in the bench's temp
+// directory).
 import { mkdir, mkdtemp, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
@@ -66,7 +68,8 @@ async function gatewayFor (ctx: BenchContext, store: StoreKind, auth: boolean): 
   log(`starting a gateway: ${name}`)
   if (auth) {
     const g = await startAuthTaskGateway(ctx, store, TASKS, CONCURRENCY)
-    return { name, gateway: g.gateway, requests: new Map([[REVISIONS[0], prepare(g.session, g.ids)], [REVISIONS[1], prepare(g.modern, g.modernIds)]]), close: g.close }
+    const requests = new Map([[REVISIONS[0], prepare(g.session, g.ids)], [REVISIONS[1], prepare(g.modern, g.modernIds)]])
+    return { name, gateway: g.gateway, requests, close: g.close }
   }
   const gateway = await startTaskGateway(ctx, store, { maxTasks: 4 * TASKS })
   const session = await McpHttpSession.open(gateway.url, CONCURRENCY)
@@ -158,7 +161,8 @@ async function main (): Promise<void> {
           const target = `${m.name}, ${revision}`
           const file = join(profileDir, `${target.replace(/[^\w.]+/g, '-')}.cpuprofile`)
           await m.gateway.startProfile()
-          await generate({ requests: m.requests.get(revision)!, concurrency: CONCURRENCY, durationMs: 600_000, maxRequests: REQUESTS, expect: EXPECT })
+          const own = m.requests.get(revision)!
+          await generate({ requests: own, concurrency: CONCURRENCY, durationMs: 600_000, maxRequests: REQUESTS, expect: EXPECT })
           await m.gateway.stopProfile(file)
           const { parts } = itemise(file)
           items.set(target, new Map([...parts].map(([part, us]) => [part, us / REQUESTS])))

@@ -22,7 +22,9 @@ const NOTE = Symbol('mcp-task-gateway.access-note')
 type Noted = ServerResponse & { [NOTE]?: AccessNote }
 
 function noteOf (res: ServerResponse): AccessNote {
-  return (res as Noted)[NOTE] ??= {}
+  const noted = res as Noted
+  noted[NOTE] ??= {}
+  return noted[NOTE]
 }
 
 /** The request answered on `res` authenticated as `principal` with the credential whose SHA-256 is `credentialSha256`. */
