@@ -17,7 +17,7 @@ import { PROBE, freePort, track, watchChild } from './processes.ts'
 import type { Settings } from './settings.ts'
 
 const KILL_GRACE_MS = 15_000
-const READY_TIMEOUT_MS = 30_000
+const READY_TIMEOUT_MS = 120_000
 
 export interface ProbeStats {
   maxLoopDelayMs: number

@@ -26,6 +26,7 @@ import { RequestStateCodec } from '../protocol/2026-07-28/request-state.ts'
 import { RetryRouter } from '../protocol/2026-07-28/retry-router.ts'
 import { Reloader, type ReloadReport } from '../reload/reloader.ts'
 import type { GatewayCore } from './core-wiring.ts'
+import type { Upstream } from '../upstream/upstream.ts'
 
 /** The gateway's front: its endpoints, the Fastify app serving them and the admin API. Neither listens. */
 export interface GatewayFront {
@@ -41,6 +42,20 @@ export interface GatewayFront {
 /** `server.trustProxy` as Fastify takes it: a number of trusted hops becomes a test by hop index. */
 function trustedProxies (trust: ServerConfig['trustProxy']): boolean | string[] | ((address: string, hop: number) => boolean) {
   return typeof trust === 'number' ? (_address, hop) => hop < trust : trust
+}
+
+const NONE_WITHHELD: readonly string[] = Object.freeze([])
+
+/**
+ * The upstreams a principal has no credential for (upstreams[].credentials). Asked on every authenticated request:
+ * no array is made unless one is withheld.
+ */
+function withheldFrom (upstreams: readonly Upstream[], principal: string): readonly string[] {
+  let names: string[] | undefined
+  for (const upstream of upstreams) {
+    if (upstream.credentials?.refusal?.({ principal }) !== undefined) (names ??= []).push(upstream.name)
+  }
+  return names ?? NONE_WITHHELD
 }
 
 /** What the endpoints and apps are built over. */
@@ -155,7 +170,7 @@ export async function wireHttp (core: HttpParts, configSource: (() => Promise<Co
     get authenticator () { return live.authenticator },
     get passAuthorization () { return live.passAuthorization },
     get limiter () { return live.limiter },
-    withheld: (principal) => upstreams.filter((u) => u.credentials?.refusal?.({ principal }) !== undefined).map((u) => u.name),
+    withheld: (principal) => withheldFrom(upstreams, principal),
     isClosing: () => closing,
     metrics,
     tracing,

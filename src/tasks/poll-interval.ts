@@ -20,8 +20,21 @@ export function suggestedPollInterval (task: Pick<TaskRecord, 'createdAt' | 'pol
   return grown <= base ? base : Math.min(grown, maxMs)
 }
 
+/**
+ * The last record shown with a grown interval, by the frozen stored record it was made from (the memory store's,
+ * the SQLite store's recent records): a task polled many times between two steps of its interval is shown the
+ * same frozen record, whose dates are written once (see taskTimes), instead of a new copy per poll.
+ */
+const grownOf = new WeakMap<TaskRecord, TaskRecord>()
+
 /** The task as its clients are shown it at `now`: with its suggested poll interval (the same record when that is unchanged). */
 export function withSuggestedPollInterval (task: TaskRecord, now: number, maxMs: number): TaskRecord {
   const pollIntervalMs = suggestedPollInterval(task, now, maxMs)
-  return pollIntervalMs === task.pollIntervalMs ? task : { ...task, pollIntervalMs }
+  if (pollIntervalMs === task.pollIntervalMs) return task
+  const known = grownOf.get(task)
+  if (known !== undefined && known.pollIntervalMs === pollIntervalMs) return known
+  const grown = { ...task, pollIntervalMs }
+  if (!Object.isFrozen(task)) return grown
+  grownOf.set(task, Object.freeze(grown))
+  return grown
 }

@@ -14,15 +14,17 @@ export interface AccessNote {
   code?: string
 }
 
-const notes = new WeakMap<ServerResponse, AccessNote>()
+/**
+ * Where a response keeps its note: a property of its own, under a symbol no other code knows. Not a WeakMap keyed
+ * by responses: an entry per authenticated request is an ephemeron that every garbage collection has to walk.
+ */
+const NOTE = Symbol('mcp-task-gateway.access-note')
+type Noted = ServerResponse & { [NOTE]?: AccessNote }
 
 function noteOf (res: ServerResponse): AccessNote {
-  let note = notes.get(res)
-  if (note === undefined) {
-    note = {}
-    notes.set(res, note)
-  }
-  return note
+  const noted = res as Noted
+  noted[NOTE] ??= {}
+  return noted[NOTE]
 }
 
 /** The request answered on `res` authenticated as `principal` with the credential whose SHA-256 is `credentialSha256`. */
@@ -41,5 +43,5 @@ export function noteErrorCode (res: ServerResponse, code: string): void {
 
 /** What was noted about the exchange answered on `res`. */
 export function accessNoteOf (res: ServerResponse): AccessNote | undefined {
-  return notes.get(res)
+  return (res as Noted)[NOTE]
 }
