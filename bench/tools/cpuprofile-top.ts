@@ -7,7 +7,8 @@
 // --callers lists the heaviest stacks (innermost 8 frames) in which <functionName> has self time.
 // Always printed first: busy time split into the stages of a relayed call, by heuristic rules on each
 // sample's stack (first matching rule wins; see BUCKETS).
-import { readFileSync } from 'node:fs'
+import { existsSync, readFileSync } from 'node:fs'
+import { SourceMap } from 'node:module'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { relative } from 'node:path'
 
@@ -18,13 +19,34 @@ interface Profile { nodes: ProfileNode[], samples: number[], timeDeltas: number[
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 const SPECIAL = new Set(['(idle)', '(program)', '(garbage collector)', '(root)'])
 
+/** The source maps of the files of dist/ that have one, read once each (undefined: none). */
+const maps = new Map<string, SourceMap | undefined>()
+
+function sourceMap (url: string): SourceMap | undefined {
+  if (!maps.has(url)) {
+    const file = `${fileURLToPath(url)}.map`
+    maps.set(url, existsSync(file) ? new SourceMap(JSON.parse(readFileSync(file, 'utf8')) as ConstructorParameters<typeof SourceMap>[0]) : undefined)
+  }
+  return maps.get(url)
+}
+
 /**
- * The gateway runs compiled from dist/ (file for file, see scripts/build.ts): its frames are named by their
- * source file, so the tables read src/… (line numbers are the compiled file's, close to the source's).
+ * The gateway runs compiled from dist/: a program written as one file with its packages (dist/main.js, see
+ * scripts/build.ts) has its frames named by the file they come from, src/… or node_modules/…, through the
+ * file's source map (lines too); a file compiled file for file by its source file (line numbers are the
+ * compiled file's, close to the source's).
  */
-function asSource (url: string): string {
+function asSource (frame: CallFrame): void {
   const dist = `${pathToFileURL(ROOT).href}dist/`
-  return url.startsWith(dist) ? `${pathToFileURL(ROOT).href}src/${url.slice(dist.length).replace(/\.js$/, '.ts')}` : url
+  if (!frame.url.startsWith(dist)) return
+  const entry = sourceMap(frame.url)?.findEntry(frame.lineNumber, frame.columnNumber)
+  if (entry !== undefined && 'originalSource' in entry) {
+    frame.url = new URL(entry.originalSource, frame.url).href
+    frame.lineNumber = entry.originalLine
+    frame.columnNumber = entry.originalColumn
+    return
+  }
+  frame.url = `${pathToFileURL(ROOT).href}src/${frame.url.slice(dist.length).replace(/\.js$/, '.ts')}`
 }
 
 function location (frame: CallFrame): string {
@@ -87,7 +109,7 @@ function main (): void {
   if (file === undefined) throw new Error('usage: cpuprofile-top <file.cpuprofile> [top] [--callers=<functionName>]')
   const top = Number(topArg ?? 30)
   const profile = JSON.parse(readFileSync(file, 'utf8')) as Profile
-  for (const node of profile.nodes) node.callFrame.url = asSource(node.callFrame.url)
+  for (const node of profile.nodes) asSource(node.callFrame)
   const byId = new Map(profile.nodes.map((n) => [n.id, n]))
   const parent = new Map<number, number>()
   for (const node of profile.nodes) for (const child of node.children ?? []) parent.set(child, node.id)
