@@ -24,6 +24,7 @@ import { LegacyTaskDelivery } from '../protocol/2025-11-25/task-delivery.ts'
 import { ListenHub } from '../protocol/2026-07-28/listen-hub.ts'
 import { LiveSettings } from '../reload/live-settings.ts'
 import { createStore } from '../store/create-store.ts'
+import { openGrantVault, type GrantVault } from '../store/grant-vault.ts'
 import type { GatewayStore } from '../store/types.ts'
 import { ProcessLease } from '../tasks/process-lease.ts'
 import { LostTasks } from '../tasks/lost-tasks.ts'
@@ -109,7 +110,9 @@ export async function wireCore (config: Config, given: { logger?: Logger, store?
   const store: GatewayStore = metrics === undefined ? signed : timedStore(signed, metrics)
   const oauth = config.auth.oauth === undefined ? undefined : new OAuthResource(config.auth.oauth, log)
   // What requests read of the configuration, which a reload replaces.
-  const live = new LiveSettings(config, { oauth, rateLimits: store.rateLimits, log })
+  let vault: GrantVault | undefined
+  const grants = (): GrantVault => (vault ??= openGrantVault(store, config.server.stateSecret, { log }))
+  const live = new LiveSettings(config, { oauth, rateLimits: store.rateLimits, log, grants })
   const hub = new StreamHub(store.bus, {
     log,
     keepAliveMs: config.server.sseKeepAlive,
@@ -153,7 +156,7 @@ export async function wireCore (config: Config, given: { logger?: Logger, store?
       homes.sessionClosed(session.key)
     },
   }
-  for (const upstream of config.upstreams) upstreams.push(new Upstream(upstream, log, events, live.callerTokens))
+  for (const upstream of config.upstreams) upstreams.push(new Upstream(upstream, log, events, live.credentialSources))
   const catalog = new Catalog(upstreams, log, (change) => sync.changed(change))
 
   const shutdown = new AbortController()

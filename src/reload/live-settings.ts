@@ -6,13 +6,17 @@ import type { Live } from '../config/live.ts'
 import type { Config, TasksConfig } from '../config/schema.ts'
 import { createRateLimiter, type RateLimiter } from '../limits/rate-limiter.ts'
 import type { Logger } from '../observability/logger.ts'
+import type { GrantVault } from '../store/grant-vault.ts'
 import type { RateLimitStore } from '../store/types.ts'
+import type { CredentialSources } from '../upstream/credentials/create-credentials.ts'
 
 export interface LiveSettingsDeps {
   /** The OAuth resource server built at start (auth.oauth needs a restart to change). */
   oauth: OAuthResource | undefined
   rateLimits: RateLimitStore
   log: Logger
+  /** The sealed grants of token exchanges (opened on first use): for the upstreams made at start and by reloads. */
+  grants: () => GrantVault
 }
 
 /** Whether some upstream is sent each caller's own Authorization header (then the caller keeps it). */
@@ -41,6 +45,8 @@ export class LiveSettings {
   #exchangesTokens: boolean
   /** The callers' own access tokens, for upstreams that exchange them (memory only; see CallerTokens). */
   readonly callerTokens = new CallerTokens()
+  /** What every upstream's credentials draw on: the callers' tokens and the sealed grants. */
+  readonly credentialSources: CredentialSources
   /** `tasks.*` as the task service, inputs and calls read them: always the values in force. */
   readonly tasks: Live<TasksConfig>
   /** The bytes one principal's tasks may store (limits.storedBytesPerPrincipal), read at each write. */
@@ -49,6 +55,7 @@ export class LiveSettings {
   constructor (config: Config, deps: LiveSettingsDeps) {
     this.#deps = deps
     this.#config = config
+    this.credentialSources = { callerTokens: this.callerTokens, grants: deps.grants }
     this.#passAuthorization = forwardsAuthorization(config)
     this.#exchangesTokens = exchangesTokens(config)
     this.#authenticator = this.#createAuthenticator(config)

@@ -117,7 +117,7 @@ export class Reloader {
     for (const upstream of [...changes.replaced, ...changes.added]) {
       const old = byName.get(upstream.name)
       if (old !== undefined) replaced.push(old)
-      const fresh = new Upstream(upstream, log, events, live.callerTokens)
+      const fresh = new Upstream(upstream, log, events, live.credentialSources)
       byName.set(upstream.name, fresh)
       started.push(fresh)
     }

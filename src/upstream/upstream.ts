@@ -18,7 +18,7 @@ import { RejoinedSessions } from './rejoined-sessions.ts'
 import { SessionPool, type PoolLimits } from './session-pool.ts'
 import { ClientSessions } from './client-sessions.ts'
 import { PerCallSessions } from './per-call-sessions.ts'
-import { createUpstreamCredentials, sessionCredentials } from './credentials/create-credentials.ts'
+import { createUpstreamCredentials, sessionCredentials, type CredentialSources } from './credentials/create-credentials.ts'
 import type { CallerTokens } from '../auth/caller-tokens.ts'
 import { credentialFailure, type UpstreamCredentials } from './credentials/upstream-credentials.ts'
 
@@ -78,15 +78,15 @@ export class Upstream {
   /** Resolves when the first connect has ended, whether the upstream came up or not (or it was closed). */
   readonly firstAttempt = new Promise<void>((resolve) => { this.#firstAttemptEnded = resolve })
 
-  constructor (config: UpstreamConfig, log: Logger, events: UpstreamEvents, callerTokens?: CallerTokens) {
+  constructor (config: UpstreamConfig, log: Logger, events: UpstreamEvents, sources?: CredentialSources) {
     this.config = config
     this.#log = log.child({ upstream: config.name })
     this.#events = events
     this.#http = config.transport === 'stdio' ? undefined : createUpstreamHttp(config)
-    const credentials = createUpstreamCredentials(config, this.#log)
+    const credentials = createUpstreamCredentials(config, this.#log, sources?.grants)
     this.credentials = credentials.callers
     this.#ownCredentials = credentials.gateway
-    this.#callerTokens = callerTokens
+    this.#callerTokens = sources?.callerTokens
     if (this.forwardsAuthorization) this.#log.warn({ option: 'forwardAuthorization' }, forwardAuthorizationWarning(config.name))
     this.slots = new CallSlots(config.name, config.maxConcurrentCalls, config.maxQueuedCalls, config.maxConcurrentCallsPerPrincipal)
     this.#pool = new SessionPool(config.name, () => this.#limits(), (session) => this.#evict(session))

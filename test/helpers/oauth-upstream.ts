@@ -26,7 +26,7 @@ export interface AcceptedToken {
  * An MCP server (SDK v2) over Streamable HTTP that takes only tokens made for it, as the MCP authorization spec
  * asks: a request without a valid token gets 401 with `WWW-Authenticate: Bearer resource_metadata="…"`; a token
  * must be signed by the authorization server (its JWKS) and have this server's URL as audience. Its tool
- * `whoami` answers with the token's `sub`.
+ * `whoami` answers with the token's `sub`; `hold` does too, once the test releases it.
  */
 export class OAuthUpstream {
   readonly #http: Server
@@ -38,6 +38,10 @@ export class OAuthUpstream {
   readonly accepted: AcceptedToken[] = []
   /** Requests turned away with 401, with the reason. */
   readonly refused: string[] = []
+  /** The subjects of the `hold` calls that reached it, in order. */
+  readonly held: string[] = []
+  #release!: () => void
+  #released = new Promise<void>((resolve) => { this.#release = resolve })
 
   constructor (options: OAuthUpstreamOptions) {
     this.#options = options
@@ -47,6 +51,12 @@ export class OAuthUpstream {
       server.registerTool('whoami', { description: 'the subject of the access token this request came with' }, async () => {
         const token = (requestInfo?.headers.get('authorization') ?? '').slice('Bearer '.length)
         return { content: [{ type: 'text', text: String(decodeJwt(token).sub) }] }
+      })
+      server.registerTool('hold', { description: 'answers with the token\'s subject once the test releases it' }, async () => {
+        const sub = String(decodeJwt((requestInfo?.headers.get('authorization') ?? '').slice('Bearer '.length)).sub)
+        this.held.push(sub)
+        await this.#released
+        return { content: [{ type: 'text', text: sub }] }
       })
       return server
     }))
@@ -88,7 +98,13 @@ export class OAuthUpstream {
       : `${base}/about/this-resource.json`
   }
 
+  /** Lets every `hold` call, running or to come, answer. */
+  release (): void {
+    this.#release()
+  }
+
   async stop (): Promise<void> {
+    this.release()
     this.#http.closeAllConnections()
     this.#http.close()
     await once(this.#http, 'close')

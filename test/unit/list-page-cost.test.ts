@@ -8,7 +8,7 @@ import Database from 'better-sqlite3'
 import { afterAll, describe, expect, it } from 'vitest'
 import { MemoryStore } from '../../src/store/memory/memory-store.ts'
 import type { TaskRecord, TaskStore } from '../../src/store/types.ts'
-import { MIGRATIONS, SCHEMA_VERSION } from '../../src/store/sqlite/sqlite-schema.ts'
+import { MIGRATIONS } from '../../src/store/sqlite/sqlite-schema.ts'
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.ts'
 import { LIST_AFTER, LIST_FIRST } from '../../src/store/sqlite/sqlite-task-store.ts'
 import { SWEEP_ACCOUNT_BYTES } from '../../src/store/sqlite/sqlite-account-bytes.ts'
@@ -18,9 +18,11 @@ import { isolatedRedisStore } from '../helpers/redis.ts'
 import { dropSchema, freshSchema, sql, storeOptions } from '../helpers/postgres.ts'
 import { PostgresStore } from '../../src/store/postgres/postgres-store.ts'
 import { listStatement } from '../../src/store/postgres/postgres-task-store.ts'
-import { SCHEMA_VERSION as POSTGRES_SCHEMA } from '../../src/store/postgres/postgres-schema.ts'
 
 const PRINCIPAL = 'principal:many'
+/** The schema steps that put each task's expiry in a principal's list index (released steps keep their numbers). */
+const SQLITE_LIST_STEP = 12
+const POSTGRES_LIST_STEP = 5
 const YEAR_MS = 365 * 86_400_000
 
 /** `expired` tasks past their TTL at T0 (the oldest), then `live` ones (every other one with a TTL), all of PRINCIPAL, created in bulk. */
@@ -140,8 +142,8 @@ describe('tasks/list page cost, SQLite store', () => {
   it('upgrades a database of the previous layout: its tasks are listed, in order, through the new index', async () => {
     const file = join(dir, 'upgrade.db')
     const old = new Database(file)
-    for (const step of MIGRATIONS.slice(0, SCHEMA_VERSION - 1)) old.exec(step)
-    old.pragma(`user_version = ${SCHEMA_VERSION - 1}`)
+    for (const step of MIGRATIONS.slice(0, SQLITE_LIST_STEP - 1)) old.exec(step)
+    old.pragma(`user_version = ${SQLITE_LIST_STEP - 1}`)
     const insert = old.prepare(`INSERT INTO tasks (id, principal, era, status, created_at, last_updated_at, ttl_ms, expires_at, poll_interval_ms, upstream, tool,
       request, client_capabilities, account) VALUES (?, 'p', '2025-11-25', 'working', ?, ?, ?, ?, 1000, 'demo', 'echo', '{}', '{}', 'p')`)
     insert.run('b', 2, 2, null, null)
@@ -212,7 +214,7 @@ describe('tasks/list page cost, PostgreSQL store', () => {
       await fill(store.tasks, 3, 5, 50)
       await sql(`DROP INDEX ${schema}.tasks_principal_list`)
       await sql(`CREATE INDEX tasks_principal_created ON ${schema}.tasks (principal, created_at, id)`)
-      await sql(`DELETE FROM ${schema}.schema_migrations WHERE version = $1`, [POSTGRES_SCHEMA])
+      await sql(`DELETE FROM ${schema}.schema_migrations WHERE version >= $1`, [POSTGRES_LIST_STEP])
       const upgraded = await opened(name)
       try {
         expect((await upgraded.tasks.list(PRINCIPAL, undefined, 10, T0)).map((t) => t.id)).toEqual(Array.from({ length: 5 }, (_, i) => `live-${String(3 + i).padStart(7, '0')}`))

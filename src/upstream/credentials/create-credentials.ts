@@ -1,6 +1,7 @@
 import type { HttpUpstreamConfig, UpstreamConfig } from '../../config/schema.ts'
 import type { Logger } from '../../observability/logger.ts'
 import { CallerSubject, type CallerTokens } from '../../auth/caller-tokens.ts'
+import type { GrantVault } from '../../store/grant-vault.ts'
 import { OAuthClientCredentials } from './oauth/client-credentials-grant.ts'
 import { DeferredCredentials, oauthOptions } from './oauth/oauth-config.ts'
 import { OAuthTokenExchange } from './oauth/token-exchange-grant.ts'
@@ -20,30 +21,45 @@ export interface CreatedCredentials {
   readonly gateway: UpstreamCredentials | undefined
 }
 
+/** What the gateway keeps for its upstreams' credentials, shared by every upstream (and those a reload adds). */
+export interface CredentialSources {
+  /** The callers' own access tokens, for a token exchange (memory only). */
+  readonly callerTokens: CallerTokens
+  /**
+   * The sealed grants that renew a principal's upstream token for work resumed without its caller (a task taken
+   * over by another process, or after a restart); opened on first use, so a gateway without a token exchange
+   * makes none.
+   */
+  readonly grants: () => GrantVault
+}
+
 const NONE: CreatedCredentials = { callers: undefined, gateway: undefined }
 
 /** The credentials `upstreams[].credentials` configures for an upstream; none when it has none (or is stdio). */
-export function createUpstreamCredentials (config: UpstreamConfig, log: Logger): CreatedCredentials {
+export function createUpstreamCredentials (config: UpstreamConfig, log: Logger, grants?: () => GrantVault): CreatedCredentials {
   if (config.transport === 'stdio' || config.credentials === undefined) return NONE
   const credentials = config.credentials
   switch (credentials.kind) {
     case 'per-principal':
       return { callers: new PerPrincipalCredentials(config.name, credentials, log), gateway: undefined }
     case 'oauth':
-      return oauthCredentials(config, credentials)
+      return oauthCredentials(config, credentials, grants)
   }
 }
 
-function oauthCredentials (config: HttpUpstreamConfig, credentials: Extract<HttpUpstreamConfig['credentials'], { kind: 'oauth' }>): CreatedCredentials {
+function oauthCredentials (
+  config: HttpUpstreamConfig,
+  credentials: Extract<HttpUpstreamConfig['credentials'], { kind: 'oauth' }>,
+  grants: (() => GrantVault) | undefined,
+): CreatedCredentials {
   const options = oauthOptions(config.name, config.url, credentials)
   const service = (): DeferredCredentials => new DeferredCredentials('gateway', async () => await OAuthClientCredentials.create(options))
   if (credentials.grant === 'client_credentials') {
     const shared = service()
     return { callers: shared, gateway: shared }
   }
-  // The place where what renews a principal's token without its caller (stored grants, for resumed tasks) is
-  // given to the exchange: an option of OAuthTokenExchange.create next to `options`.
-  const exchange = new DeferredCredentials('principal', async () => await OAuthTokenExchange.create(options))
+  // What renews a principal's token without its caller (sealed grants in the store) serves resumed tasks.
+  const exchange = new DeferredCredentials('principal', async () => await OAuthTokenExchange.create({ ...options, grants: grants?.() }))
   return { callers: exchange, gateway: credentials.gatewaySession === 'client_credentials' ? service() : undefined }
 }
 
