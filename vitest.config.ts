@@ -1,5 +1,6 @@
 import { availableParallelism } from 'node:os'
 import { defineConfig } from 'vitest/config'
+import { SlowFirstSequencer } from './test/slow-first-sequencer.ts'
 
 export default defineConfig({
   test: {
@@ -18,6 +19,8 @@ export default defineConfig({
     // file at a time on 2 cores).
     maxWorkers: availableParallelism() * 2,
     globalSetup: ['test/global-setup.ts'],
+    // Files known to run long start first (test/slow-first-sequencer.ts): none of them is left to run alone at the end.
+    sequence: { sequencer: SlowFirstSequencer },
     reporters: ['default'],
     coverage: {
       provider: 'v8',

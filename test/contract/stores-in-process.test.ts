@@ -1,3 +1,6 @@
+// The store contract suites on the stores inside the gateway process: memory, and SQLite files. Redis and
+// PostgreSQL have files of their own, so that the backends run side by side in the suite's workers (a file runs
+// in one worker, its tests one after another).
 import { randomUUID } from 'node:crypto'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -8,20 +11,16 @@ import { MemoryStore } from '../../src/store/memory/memory-store.ts'
 import { MIGRATIONS, SCHEMA_VERSION } from '../../src/store/sqlite/sqlite-schema.ts'
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.ts'
 import type { TaskRecord } from '../../src/store/types.ts'
-import { Redis } from 'ioredis'
-import { RedisStore } from '../../src/store/redis/redis-store.ts'
-import { isolatedRedisStore, purge, REDIS_URL, sharedRedisStores } from '../helpers/redis.ts'
-import { isolatedPostgresStore, sharedPostgresStores } from '../helpers/postgres.ts'
 import { sessionStoreContract } from './session-store.contract.ts'
-import { taskInputStoreContract } from './task-input-store.contract.ts'
 import { taskStoreContract } from './task-store.contract.ts'
+import { taskInputStoreContract } from './task-input-store.contract.ts'
 import { ownershipContract } from './ownership.contract.ts'
-import { rateLimitStoreContract } from './rate-limit-store.contract.ts'
 import { homeStoreContract } from './home-store.contract.ts'
 import { taskLimitContract } from './task-limit.contract.ts'
 import { taskQueryContract } from './task-query.contract.ts'
 import { taskTimelineContract } from './task-timeline.contract.ts'
 import { storedBytesContract } from './stored-bytes.contract.ts'
+import { rateLimitStoreContract } from './rate-limit-store.contract.ts'
 
 const dir = mkdtempSync(join(tmpdir(), 'gw-sqlite-'))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
@@ -32,46 +31,26 @@ function dbFile (): string {
 }
 
 sessionStoreContract('memory', async () => new MemoryStore())
-sessionStoreContract('sqlite', async () => new SqliteStore(dbFile()))
 taskStoreContract('memory', async () => new MemoryStore())
-taskStoreContract('sqlite', async () => new SqliteStore(dbFile()))
 taskInputStoreContract('memory', async () => new MemoryStore())
-taskInputStoreContract('sqlite', async () => new SqliteStore(dbFile()))
-sessionStoreContract('redis', isolatedRedisStore)
-taskStoreContract('redis', isolatedRedisStore)
-taskInputStoreContract('redis', isolatedRedisStore)
 ownershipContract('memory', async () => new MemoryStore())
-ownershipContract('sqlite', async () => new SqliteStore(dbFile()))
-ownershipContract('redis', isolatedRedisStore)
 homeStoreContract('memory', async () => new MemoryStore())
-homeStoreContract('sqlite', async () => new SqliteStore(dbFile()))
-homeStoreContract('redis', isolatedRedisStore)
 taskLimitContract('memory', async () => [new MemoryStore()])
-taskLimitContract('sqlite', async () => [new SqliteStore(dbFile())])
-taskLimitContract('redis, two processes', async () => await sharedRedisStores(2))
 taskQueryContract('memory', async () => new MemoryStore())
-taskQueryContract('sqlite', async () => new SqliteStore(dbFile()))
-taskQueryContract('redis', isolatedRedisStore)
 taskTimelineContract('memory', async () => new MemoryStore())
-taskTimelineContract('sqlite', async () => new SqliteStore(dbFile()))
-taskTimelineContract('redis', isolatedRedisStore)
 storedBytesContract('memory', async () => [new MemoryStore()])
+sessionStoreContract('sqlite', async () => new SqliteStore(dbFile()))
+taskStoreContract('sqlite', async () => new SqliteStore(dbFile()))
+taskInputStoreContract('sqlite', async () => new SqliteStore(dbFile()))
+ownershipContract('sqlite', async () => new SqliteStore(dbFile()))
+homeStoreContract('sqlite', async () => new SqliteStore(dbFile()))
+taskLimitContract('sqlite', async () => [new SqliteStore(dbFile())])
+taskQueryContract('sqlite', async () => new SqliteStore(dbFile()))
+taskTimelineContract('sqlite', async () => new SqliteStore(dbFile()))
 storedBytesContract('sqlite', async () => [new SqliteStore(dbFile())])
-storedBytesContract('redis, two processes', async () => await sharedRedisStores(2))
-sessionStoreContract('postgres', isolatedPostgresStore)
-taskStoreContract('postgres', isolatedPostgresStore)
-taskInputStoreContract('postgres', isolatedPostgresStore)
-ownershipContract('postgres', isolatedPostgresStore)
-homeStoreContract('postgres', isolatedPostgresStore)
-taskLimitContract('postgres, two processes', async () => await sharedPostgresStores(2))
-taskQueryContract('postgres', isolatedPostgresStore)
-taskTimelineContract('postgres', isolatedPostgresStore)
-storedBytesContract('postgres, two processes', async () => await sharedPostgresStores(2))
 rateLimitStoreContract({
   memory: async () => new MemoryStore(),
   sqlite: async () => new SqliteStore(dbFile()),
-  redis: isolatedRedisStore,
-  postgres: isolatedPostgresStore,
 })
 
 function task (id: string): TaskRecord {
@@ -166,52 +145,5 @@ describe('sqlite store', () => {
     const failure = await store.tasks.get('t1', 1).catch((err: unknown) => err)
     expect(failure).toMatchObject({ code: 'GW_ERR_STORE_UNAVAILABLE' })
     expect((failure as Error).cause).toBeInstanceOf(Error)
-  })
-})
-
-describe('redis store', () => {
-  it('gives back the bytes of a task whose hash Redis expired before any sweep (a store nobody swept for a day)', async () => {
-    const prefix = `mcpgw-test:${randomUUID()}:`
-    const store = new RedisStore({ url: REDIS_URL, prefix })
-    const redis = new Redis(REDIS_URL)
-    try {
-      await store.ready()
-      const expiring = { ...task(randomUUID()), ttlMs: 1000, request: { arguments: { blob: 'b'.repeat(5000) } } }
-      await store.tasks.create(expiring, { account: 'acct', maxActive: 1 })
-      expect(await store.tasks.storedBytes('acct')).toBeGreaterThan(5000)
-      // What the key's backstop expiry does when no gateway sweeps in time.
-      await redis.del(`${prefix}task:${expiring.id}`)
-      expect(await store.tasks.sweep(1 + 1000)).toBe(1)
-      expect(await store.tasks.storedBytes('acct')).toBe(0)
-      await store.tasks.create({ ...task(randomUUID()), createdAt: 2000 }, { account: 'acct', maxActive: 1 })
-    } finally {
-      await store.close()
-      await redis.quit()
-      await purge(prefix)
-    }
-  })
-
-  it('bus.subscribed() resolves once another process\'s publish reaches the new subscription', async () => {
-    const [publisher, subscriber] = await sharedRedisStores(2)
-    try {
-      const heard = new Promise<unknown>((resolve) => subscriber!.bus.subscribe('watch', resolve))
-      await subscriber!.bus.subscribed()
-      expect(await publisher!.bus.publish('watch', { n: 1 })).toBe(1)
-      expect(await heard).toEqual({ n: 1 })
-    } finally {
-      await publisher!.close()
-      await subscriber!.close()
-    }
-  })
-
-  it('reports an unreachable Redis with its own code and keeps the backend error as the cause', async () => {
-    const store = await isolatedRedisStore()
-    await store.close()
-    for (const attempt of [store.tasks.get('t1', 1), store.sessions.get('s1'), store.leases.lapsed(1)]) {
-      const failure = await attempt.catch((err: unknown) => err)
-      expect(failure).toMatchObject({ code: 'GW_ERR_STORE_UNAVAILABLE', message: 'the store is unavailable: Redis is unreachable' })
-      expect((failure as Error).cause).toBeInstanceOf(Error)
-    }
-    expect(await store.bus.publish('nobody', {})).toBe(0)
   })
 })
