@@ -7,11 +7,22 @@ import type { GatewayTracing } from '../observability/tracing.ts'
 import { isObject, type JsonObject, type RpcMessage } from '../wire/jsonrpc.ts'
 import type { InputMethod } from '../upstream/call-attribution.ts'
 import type { ClientRef } from '../upstream/client-ref.ts'
+import { openText, sealText, sealingKey } from '../store/sealed-text.ts'
 import type { ClientHomes } from './client-homes.ts'
 import { wasUndelivered, type PeerRequests } from './peer-requests.ts'
 
 const REQUEST = 'home/request'
 const ASK = 'home/ask'
+/** The HKDF label of the key a forwarded Authorization header is sealed with: the key seals nothing else. */
+const AUTHORIZATION_KEY_LABEL = 'mcp-task-gateway forwarded authorization key v1'
+
+/** The key the processes sharing `server.stateSecret` seal a forwarded caller's Authorization header with. */
+export function forwardedAuthorizationKey (stateSecret: string): Buffer {
+  return sealingKey(stateSecret, AUTHORIZATION_KEY_LABEL)
+}
+
+/** What a sealed Authorization header is bound to: the one forwarded request it travels with. */
+const sealedFor = (forwardId: string): Buffer => Buffer.from(`forwarded authorization\n${forwardId}`, 'utf8')
 
 export interface HomeRoutingDeps {
   homes: ClientHomes
@@ -21,6 +32,11 @@ export interface HomeRoutingDeps {
   log: Logger
   /** Where forwarded requests are traced; undefined when tracing is off. */
   tracing?: GatewayTracing | undefined
+  /**
+   * The key a caller's Authorization header (kept for `forwardAuthorization` upstreams) is sealed with on the peer
+   * channel (forwardedAuthorizationKey); undefined (no server.stateSecret, so no other process): never forwarded.
+   */
+  authorizationKey?: Buffer | undefined
 }
 
 /** A request as it travels to the client's home. */
@@ -35,7 +51,11 @@ interface Forwarded {
   asks: boolean
   principal: string | null
   access: string
-  authorization: string | null
+  /**
+   * The caller's Authorization header, sealed (AES-256-GCM, bound to forwardId): a token never crosses the peer
+   * channel in clear. Its own name: a process of the version that sent it in clear ignores it.
+   */
+  sealedAuthorization?: string | null
   /** What the caller authenticated with (a fingerprint, never the token): the home ends held calls with it. */
   credential?: Credential | null
   /** Whom the caller's limits count (Caller.account); absent: the principal. */
@@ -131,7 +151,7 @@ export class HomeRouting {
       asks: ctx.request !== undefined,
       principal: ctx.caller.principal ?? null,
       access: ctx.caller.access.key,
-      authorization: ctx.caller.authorization ?? null,
+      sealedAuthorization: this.#seal(ctx.caller.authorization, forwardId),
       credential: ctx.caller.credential ?? null,
       account: ctx.caller.account ?? null,
       requestId: ctx.requestId,
@@ -150,6 +170,20 @@ export class HomeRouting {
     }
   }
 
+  #seal (authorization: string | undefined, forwardId: string): string | null {
+    const key = this.#deps.authorizationKey
+    if (authorization === undefined || key === undefined) return null
+    return sealText(key, sealedFor(forwardId), authorization)
+  }
+
+  #open (sealed: string | null | undefined, forwardId: string): string | undefined {
+    const key = this.#deps.authorizationKey
+    if (typeof sealed !== 'string' || key === undefined) return undefined
+    const authorization = openText(key, sealedFor(forwardId), sealed)
+    if (authorization === undefined) this.#deps.log.warn('a forwarded request\'s Authorization header does not open (sealed under another server.stateSecret, or for another request); it runs without it')
+    return authorization
+  }
+
   /** Runs a request another process forwarded, as if its client had sent it here. */
   async #serve (f: Forwarded, signal: AbortSignal, emit: (event: JsonObject) => void, from: string): Promise<JsonObject> {
     const handler = this.#tables.get(f.table)?.get(f.method)
@@ -157,7 +191,7 @@ export class HomeRouting {
     const caller: Caller = {
       principal: f.principal ?? undefined,
       access: this.#deps.access(f.access),
-      authorization: f.authorization ?? undefined,
+      authorization: this.#open(f.sealedAuthorization, f.forwardId),
       credential: credentialOf(f.credential),
       account: f.account ?? undefined,
     }

@@ -2,7 +2,7 @@ import type { Server as HttpServer } from 'node:http'
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify'
 import { createAdmin } from '../admin/admin-routes.ts'
 import { HeldCalls } from '../calls/held-calls.ts'
-import { HomeRouting } from '../cluster/home-routing.ts'
+import { forwardedAuthorizationKey, HomeRouting } from '../cluster/home-routing.ts'
 import type { Config, ServerConfig } from '../config/schema.ts'
 import type { MethodTable } from '../dispatch/context.ts'
 import { homeMethods, methodTable, type MethodRegistry } from '../dispatch/method-registry.ts'
@@ -69,7 +69,8 @@ export async function wireHttp (core: HttpParts, configSource: (() => Promise<Co
   const { config, tls, log, store, live, hub, listen, processId, tracing, peers, broker, homes, subscriptions, sync, events } = core
   const { upstreams, catalog, shutdown, inflight, delivery, inputs, calls, tasks, metrics, problems, oauth, sessionEnd } = core
   let closing = false
-  const routing = new HomeRouting({ homes, peers, access: (key) => live.access(key === '' ? [] : key.split(' ')), log, tracing })
+  const authorizationKey = config.server.stateSecret === undefined ? undefined : forwardedAuthorizationKey(config.server.stateSecret)
+  const routing = new HomeRouting({ homes, peers, access: (key) => live.access(key === '' ? [] : key.split(' ')), log, tracing, authorizationKey })
   const shared = sharedMethods({ catalog, subscriptions, pageSize: config.server.pageSize, upstreams })
   // What the upstreams offer, as far as known once each one's first connect has ended (a reload changes them).
   const profile = async (): Promise<ServerProfile> => {

@@ -11,24 +11,23 @@
  * Without `server.stateSecret` nothing can be sealed for another process or the next start: grants are then
  * kept in this process's memory only (sealed under a random key), and `openGrantVault` says so at start.
  */
-import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from 'node:crypto'
+import { randomBytes } from 'node:crypto'
 import type { Logger } from '../observability/logger.ts'
 import { shownPrincipal } from '../observability/logger.ts'
 import { MemoryGrantStore } from './memory/memory-grants.ts'
+import { openText, sealText, sealingKey } from './sealed-text.ts'
 import type { GatewayStore, GrantStore } from './types.ts'
 
 /** The HKDF label of the sealing key; a change of the sealed format takes the next version. */
 const KEY_LABEL = 'mcp-task-gateway upstream grant sealing key v1'
-/** The first byte of every sealed record. */
+/** The format of a sealed record, in its associated data. */
 const FORMAT = 1
-const IV_BYTES = 12
-const TAG_BYTES = 16
 /** How long a grant is kept after its last write (an exchange or a refresh), by default: tasks.maxTtl's default. */
 export const DEFAULT_GRANT_TTL_MS = 24 * 60 * 60 * 1000
 
 /** The key grants are sealed with, the same in every process that shares `server.stateSecret`. */
 export function grantKey (secret: string): Buffer {
-  return Buffer.from(hkdfSync('sha256', Buffer.from(secret, 'utf8'), Buffer.alloc(0), KEY_LABEL, 32))
+  return sealingKey(secret, KEY_LABEL)
 }
 
 /** What renews one principal's token for one upstream without the caller. */
@@ -91,24 +90,16 @@ export class GrantVault {
 
   /** `grant` sealed for `principal` and `upstream`: base64url of format, IV, tag and ciphertext. */
   seal (principal: string, upstream: string, grant: UpstreamGrant): string {
-    const iv = randomBytes(IV_BYTES)
-    const cipher = createCipheriv('aes-256-gcm', this.#key, iv, { authTagLength: TAG_BYTES })
-    cipher.setAAD(identity(principal, upstream))
     const plain = JSON.stringify({ issuer: grant.issuer, clientId: grant.clientId, refreshToken: grant.refreshToken })
-    const body = Buffer.concat([cipher.update(plain, 'utf8'), cipher.final()])
-    return Buffer.concat([Buffer.of(FORMAT), iv, cipher.getAuthTag(), body]).toString('base64url')
+    return sealText(this.#key, identity(principal, upstream), plain)
   }
 
   /** The grant `sealed` holds, or undefined when it does not open for `principal` and `upstream` under this key. */
   open (principal: string, upstream: string, sealed: string): UpstreamGrant | undefined {
-    const bytes = Buffer.from(sealed, 'base64url')
-    if (bytes.length <= 1 + IV_BYTES + TAG_BYTES || bytes[0] !== FORMAT) return undefined
+    const plain = openText(this.#key, identity(principal, upstream), sealed)
+    if (plain === undefined) return undefined
     try {
-      const decipher = createDecipheriv('aes-256-gcm', this.#key, bytes.subarray(1, 1 + IV_BYTES), { authTagLength: TAG_BYTES })
-      decipher.setAAD(identity(principal, upstream))
-      decipher.setAuthTag(bytes.subarray(1 + IV_BYTES, 1 + IV_BYTES + TAG_BYTES))
-      const plain = Buffer.concat([decipher.update(bytes.subarray(1 + IV_BYTES + TAG_BYTES)), decipher.final()])
-      const grant: unknown = JSON.parse(plain.toString('utf8'))
+      const grant: unknown = JSON.parse(plain)
       return isGrant(grant) ? { issuer: grant.issuer, clientId: grant.clientId, refreshToken: grant.refreshToken } : undefined
     } catch {
       return undefined
