@@ -14,6 +14,11 @@ type Json = Record<string, unknown>
 
 const TOOL = 'ev__simulate-research-query'
 const TASKS = 50
+/**
+ * The tasks' TTL: longer than the whole test on a loaded machine, so a task is read after the deploy because it
+ * survived it, never found gone because its TTL (counted from creation) ran out while the deploy went on.
+ */
+const TASK_TTL = 600_000
 
 /**
  * A rolling deploy: three gateway processes on one shared store (Redis, then PostgreSQL) behind a round-robin
@@ -86,8 +91,8 @@ upstreams:
       const session = sessions[i]!
       const asks = i % 2 === 0
       const id = asks
-        ? await legacyTask(session, 'm__demo__ask_user', { message: `deploy question ${i}` })
-        : await legacyTask(session, 'm__demo__slow', { duration: 15_000, steps: 3 })
+        ? await legacyTask(session, 'm__demo__ask_user', { message: `deploy question ${i}` }, TASK_TTL)
+        : await legacyTask(session, 'm__demo__slow', { duration: 15_000, steps: 3 }, TASK_TTL)
       return { i, session, asks, id }
     }))
     await until('every 2026-07-28 upstream task recorded, and each question asked', async () => {
@@ -97,12 +102,12 @@ upstreams:
     const tasks = await Promise.all(Array.from({ length: TASKS }, async (_, i) => {
       const session = sessions[i % sessions.length]!
       const ambiguous = i % 2 === 0
-      return { i, session, ambiguous, id: await legacyTask(session, TOOL, { topic: `deploy ${i}`, ambiguous }) }
+      return { i, session, ambiguous, id: await legacyTask(session, TOOL, { topic: `deploy ${i}`, ambiguous }, TASK_TTL) }
     }))
     // And 10 plain calls of an upstream that replays its call streams, running through the deploy.
     const calls = await Promise.all(Array.from({ length: 10 }, async (_, i) => {
       const session = sessions[i]!
-      return { i, session, id: await legacyTask(session, 'rp__slow_report', { topic: `deploy call ${i}`, ms: 6000, steps: 3 }) }
+      return { i, session, id: await legacyTask(session, 'rp__slow_report', { topic: `deploy call ${i}`, ms: 6000, steps: 3 }, TASK_TTL) }
     }))
     // Every task runs upstream, recorded where; every question is asked (and stored for its client). A task that
     // asks nothing may be over already on a loaded machine (its record is cleared as it ends): it is checked below.

@@ -148,6 +148,8 @@ ${demoStdioYaml('solo')}
   afterEach(async () => {
     await Promise.all(loads.splice(0).map(async (load) => { await load.stop() }))
     await stopAll(processes)
+    // A test that failed during an outage must not leave the next ones without their server.
+    await server.ensureRunning()
   })
 
   afterAll(async () => {
@@ -177,8 +179,10 @@ ${demoStdioYaml('solo')}
     const load = new Load(sessions)
     loads.push(load)
     await until('the clients to have tasks acknowledged', () => load.acknowledged.length >= 20 || undefined)
-    // Its upstream call runs (it asks the user), and ends (giving up on the answer) while the server is down.
-    const during = await legacyTask(legacy, 'solo__ask_user', { message: 'Anyone?', timeoutMs: 3000 })
+    // Its upstream call runs (it asks the user), and ends (giving up on the answer) while the server is down: the
+    // outage lasts until that outcome is logged as waiting, so the wait only has to outlast taking the server down
+    // (seconds on a loaded machine; 3 s was seen to run out before a pg_ctl stop had ended).
+    const during = await legacyTask(legacy, 'solo__ask_user', { message: 'Anyone?', timeoutMs: 8000 })
     await legacy.waitFor(during, ['input_required'])
 
     const from = a.lines.length

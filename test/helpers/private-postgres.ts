@@ -100,6 +100,18 @@ export class PrivatePostgres {
     await this.ready()
   }
 
+  /**
+   * Starts the server unless it runs (`pg_ctl status`): a test that failed while the server was down leaves it
+   * running for the next one, instead of failing every later test of the file at its start.
+   */
+  async ensureRunning (): Promise<void> {
+    try {
+      await this.#pg('pg_ctl', ['status', '-D', this.#data])
+    } catch {
+      await this.start()
+    }
+  }
+
   /** Waits until the server accepts connections. */
   async ready (): Promise<void> {
     await until('the private PostgreSQL to accept connections', async () => {

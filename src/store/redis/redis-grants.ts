@@ -38,7 +38,7 @@ return { #keys, deleted }
 
 /**
  * Sealed grants: grant:<upstream length>:<upstream>:<principal>, a hash of the sealed text and its expiry, and
- * grants:expiry, a sorted set of those keys by expiry that the sweep reads. Each key also expires by itself.
+ * grant-expiries, a sorted set of those keys by expiry that the sweep reads. Each key also expires by itself.
  */
 export class RedisGrantStore implements GrantStore {
   readonly #redis: Redis
@@ -48,7 +48,7 @@ export class RedisGrantStore implements GrantStore {
   constructor (redis: Redis, prefix: string) {
     this.#redis = redis
     this.#p = prefix
-    this.#index = `${prefix}grants:expiry`
+    this.#index = `${prefix}grant-expiries`
   }
 
   async put (record: GrantRecord): Promise<void> {
